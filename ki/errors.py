@@ -1,0 +1,125 @@
+"""Every exception ki raises on purpose, in one place.
+
+The treatment of each class (deterministic quarantine, bounded retry,
+infrastructure retry) is data in :mod:`ki.taxonomies` (``classify_error``);
+this module only defines the classes and the evidence they carry.
+
+Spec: insertion-pipeline.md, "Retry policy and quarantine" (error table) and
+DESIGN.md "Quarantine reasons".
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+# Quarantine reasons (DESIGN.md "Quarantine reasons").
+QUARANTINE_REASONS = (
+    "password_required",
+    "encrypted",
+    "corrupt",
+    "empty",
+    "needs_ocr",
+    "unsupported_format",
+    "too_large",
+    "conversion_failed",
+    "empty_text",
+    "provider_permanent",
+    "source_missing",
+)
+
+# Reasons caused by a missing capability rather than by the file: released
+# automatically when configuration adds the capability (DESIGN.md).
+CAPABILITY_REASONS = frozenset({"needs_ocr", "unsupported_format"})
+
+
+class KiError(Exception):
+    """Base of ki's own exceptions."""
+
+
+class UnsupportedDocument(ValueError, KiError):
+    """The file's own content cannot be converted; deterministic quarantine.
+
+    Attributes:
+        reason: one of :data:`QUARANTINE_REASONS` (e.g. ``corrupt``, ``needs_ocr``).
+        details: converter evidence (error categories, pages, ...), JSON-serialisable.
+    """
+
+    def __init__(self, message: str, *, reason: str = "conversion_failed", details: dict[str, Any] | None = None):
+        if reason not in QUARANTINE_REASONS:
+            raise ValueError(f"unknown quarantine reason {reason!r}")
+        super().__init__(message)
+        self.reason = reason
+        self.details = details or {}
+
+
+class ArtifactTooLarge(ValueError, KiError):
+    """A blob exceeded ``pipeline.max_file_mb`` while streaming (reason ``too_large``)."""
+
+    reason = "too_large"
+
+    def __init__(self, message: str, *, limit_bytes: int, seen_bytes: int):
+        super().__init__(message)
+        self.limit_bytes = limit_bytes
+        self.seen_bytes = seen_bytes
+
+
+class ProviderPermanentError(ValueError, KiError):
+    """A model/converter provider rejects the account (401/403/404 model, quota).
+
+    Deterministic (quarantine on the first attempt, reason ``provider_permanent``);
+    the message is written for the person who must fix the account.
+    """
+
+    reason = "provider_permanent"
+
+
+class ModelOutputInvalid(KiError):
+    """A model's output stayed schema-invalid or never converged; retried up to max_attempts."""
+
+
+class RetryableStageError(KiError):
+    """A stage saw drift or a precondition not yet met; retried up to max_attempts."""
+
+
+class StaleClaim(KiError):
+    """A running claim went silent for longer than ``claim_timeout_seconds``."""
+
+
+class ClaimLost(KiError):
+    """The row no longer holds this worker's claim token: the completion is refused (fencing)."""
+
+
+class InfrastructureError(KiError):
+    """An outage that says nothing about the file (never quarantines).
+
+    Attributes:
+        infrastructure: short human reason recorded in ``last_error.infrastructure``,
+            e.g. ``"gateway answered HTTP 503"`` or ``"source root missing"``.
+    """
+
+    def __init__(self, message: str, *, infrastructure: str | None = None):
+        super().__init__(message)
+        self.infrastructure = infrastructure or message
+
+
+class SourceUnavailable(InfrastructureError):
+    """A source root is missing or unreadable: an outage, recorded as ``source_missing``."""
+
+    reason = "source_missing"
+
+
+class ConfigurationError(KiError):
+    """Configuration is invalid or refuses an edit (the API maps it to 409/422)."""
+
+
+class EnvPinnedError(ConfigurationError):
+    """An edit targets a field pinned by an environment variable (API: 409)."""
+
+    def __init__(self, field: str, env_var: str):
+        super().__init__(f"{field} is pinned by the environment variable {env_var}; unset it to edit")
+        self.field = field
+        self.env_var = env_var
+
+
+class OrchestratorUnavailable(ConfigurationError):
+    """The configured orchestrator provider cannot run here (fails closed)."""
