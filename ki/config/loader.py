@@ -1,0 +1,172 @@
+"""Loading, pinning and saving the configuration; process-level settings.
+
+Spec: insertion-pipeline.md "Configuration" (env pins refuse edits with 409) and
+"producer_version semantics" (a saved producer_version is discarded).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import platformdirs
+from pydantic import Field
+from pydantic_settings import BaseSettings, EnvSettingsSource, PydanticBaseSettingsSource, SettingsConfigDict
+
+from ki.config.settings import ComponentsConfig, FirmConfig, KiConfig, PipelineConfig, RetrievalConfig
+from ki.errors import ConfigurationError, EnvPinnedError
+
+CONFIG_FILE_NAME = "config.json"
+
+
+class ProcessSettings(BaseSettings):
+    """Flat process-level settings (DESIGN.md "Defaults"): not saved, env only.
+
+    Attributes (env var = ``KI_`` + upper-case name):
+        data_dir: where the embedded database, blobs and saved config live.
+        database_url: an external PostgreSQL; unset → the embedded one under ``data_dir``.
+        infrastructure_retry_max_seconds: cap of infrastructure backoff (s).
+        provider_fault_cooldown_seconds: ProviderPermanentError cooldown (s).
+        run_sweep_seconds / run_silent_minutes / run_abandoned_hours: sweeper (issue 7).
+        hatchet_document_concurrency / relate_model_concurrency / hatchet_sync_concurrency.
+        workers: local provider pool size.
+        insert_wait_retry_seconds: how long ``ki insert`` waits for retries falling due.
+    """
+
+    model_config = SettingsConfigDict(env_prefix="KI_", extra="ignore")
+
+    data_dir: Path = Field(default_factory=lambda: Path(platformdirs.user_data_dir("ki")))
+    database_url: str | None = None
+    infrastructure_retry_max_seconds: float = Field(default=300, ge=0)
+    provider_fault_cooldown_seconds: float = Field(default=60, ge=0)
+    run_sweep_seconds: int = Field(default=300, ge=0)
+    run_silent_minutes: float = Field(default=15, ge=0)
+    run_abandoned_hours: float = Field(default=7, ge=0)
+    hatchet_document_concurrency: int = Field(default=16, ge=1, le=1024)
+    relate_model_concurrency: int = Field(default=16, ge=1, le=256)
+    hatchet_sync_concurrency: int = Field(default=4, ge=1, le=64)
+    workers: int = Field(default=4, ge=1, le=64)
+    insert_wait_retry_seconds: float = Field(default=120, ge=0)
+
+
+class _EnvKiConfig(BaseSettings, KiConfig):
+    """KiConfig read from ``KI_`` env variables (``__`` nesting) over init values (the saved file)."""
+
+    model_config = SettingsConfigDict(env_prefix="KI_", env_nested_delimiter="__", extra="ignore")
+
+    pipeline: PipelineConfig = Field(default_factory=PipelineConfig)
+    firm: FirmConfig = Field(default_factory=FirmConfig)
+    retrieval: RetrievalConfig = Field(default_factory=RetrievalConfig)
+    components: ComponentsConfig = Field(default_factory=ComponentsConfig)
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        return (env_settings, init_settings)
+
+
+def _flatten(prefix: str, value: Any, out: dict[str, Any]) -> None:
+    if isinstance(value, dict):
+        for key, sub in value.items():
+            _flatten(f"{prefix}.{key}" if prefix else str(key), sub, out)
+    else:
+        out[prefix] = value
+
+
+def env_pinned_fields() -> dict[str, str]:
+    """Dotted field names pinned by the environment → the env variable that pins them.
+
+    Example: ``{"pipeline.max_file_mb": "KI_PIPELINE__MAX_FILE_MB"}``.
+    """
+    values = EnvSettingsSource(_EnvKiConfig, env_prefix="KI_", env_nested_delimiter="__")()
+    flat: dict[str, Any] = {}
+    _flatten("", values, flat)
+    return {k: "KI_" + k.replace(".", "__").upper() for k in flat}
+
+
+def config_path(data_dir: Path) -> Path:
+    """The saved configuration file inside ``data_dir``."""
+    return data_dir / CONFIG_FILE_NAME
+
+
+def _read_saved(path: Path) -> dict[str, Any]:
+    if not path.exists():
+        return {}
+    try:
+        raw = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as exc:
+        raise ConfigurationError(f"saved configuration {path} is unreadable: {exc}") from exc
+    # producer_version is computed, never obeyed (spec: producer_version semantics).
+    for stage in (raw.get("pipeline", {}).get("stages") or {}).values():
+        if isinstance(stage, dict):
+            stage.pop("producer_version", None)
+    return raw
+
+
+def load_config(data_dir: Path) -> KiConfig:
+    """Effective configuration: defaults ← saved file ← ``KI_`` environment.
+
+    Raises:
+        ConfigurationError: the saved file is unreadable or a value is out of range.
+    """
+    saved = _read_saved(config_path(data_dir))
+    try:
+        merged = _EnvKiConfig(**saved)
+    except ValueError as exc:
+        raise ConfigurationError(f"invalid configuration: {exc}") from exc
+    return KiConfig.model_validate(merged.model_dump())
+
+
+def _coerce(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        return text
+
+
+def set_config_value(data_dir: Path, dotted: str, value: Any) -> KiConfig:
+    """Edit one field of the saved configuration and save it.
+
+    Args:
+        dotted: e.g. ``pipeline.stages.index.enabled`` or ``firm.name``.
+        value: the new value; strings are parsed as JSON when they parse (``"true"`` → True).
+    Returns: the new effective configuration.
+    Raises:
+        EnvPinnedError: the field is pinned by an environment variable (API: 409).
+        ConfigurationError: unknown field or invalid value; nothing is written.
+    """
+    if dotted.endswith(".producer_version"):
+        raise ConfigurationError("producer_version is computed from the code version and rerun_token")
+    pins = env_pinned_fields()
+    if dotted in pins:
+        raise EnvPinnedError(dotted, pins[dotted])
+    path = config_path(data_dir)
+    saved = _read_saved(path)
+    node = saved
+    parts = dotted.split(".")
+    for part in parts[:-1]:
+        node = node.setdefault(part, {})
+        if not isinstance(node, dict):
+            raise ConfigurationError(f"{dotted}: {part} is not a section")
+    node[parts[-1]] = _coerce(value) if isinstance(value, str) else value
+    try:
+        checked = KiConfig.model_validate(saved)
+    except ValueError as exc:
+        raise ConfigurationError(f"invalid value for {dotted}: {exc}") from exc
+    flat: dict[str, Any] = {}
+    _flatten("", checked.model_dump(), flat)
+    if dotted not in flat and not any(k.startswith(dotted + ".") for k in flat):
+        raise ConfigurationError(f"unknown configuration field {dotted}")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(saved, indent=2, sort_keys=True), encoding="utf-8")
+    os.replace(tmp, path)
+    return load_config(data_dir)

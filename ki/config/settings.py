@@ -1,0 +1,133 @@
+"""Configuration models: ``pipeline.*``, ``firm.*``, ``retrieval.*``, ``components.*``.
+
+Spec: insertion-pipeline.md "Configuration" and "producer_version semantics";
+DESIGN.md "Defaults". Values come, lowest priority first, from the defaults here,
+the saved configuration file in the data directory, and ``KI_`` environment
+variables with ``__`` as the nesting delimiter (``KI_PIPELINE__MAX_FILE_MB=64``).
+A field pinned by the environment refuses edits (:class:`ki.errors.EnvPinnedError`).
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, Field, field_validator
+
+from ki.taxonomies import MODEL_STAGES, PIPELINE_STAGE_ORDER
+
+#: Code versions of each stage (spec: classify_matter mvp-3, relate mvp-10,
+#: extract_metadata mvp-2, everything else mvp-1). A release that changes a
+#: stage's behaviour bumps its entry here, which requeues documents on disk.
+CODE_STAGE_VERSIONS: dict[str, str] = {
+    "fetch": "mvp-1",
+    "convert": "mvp-1",
+    "classify_matter": "mvp-3",
+    "relate": "mvp-10",
+    "extract_metadata": "mvp-2",
+    "extract_decisions": "mvp-1",
+    "index": "mvp-1",
+}
+
+
+class StageConfig(BaseModel):
+    """``pipeline.stages.<stage>``: per-stage switches.
+
+    ``producer_version`` is never a setting: whatever a saved file holds is
+    discarded; :meth:`PipelineConfig.producer_version` computes it.
+    """
+
+    enabled: bool = True
+    model: str | None = None  # default: $KI_LLM_MODEL
+    max_attempts: int = Field(default=3, ge=1, le=20)
+    rerun_token: str = ""
+
+
+#: Stages that exist in PIPELINE_STAGE_ORDER but have no handler in this release:
+#: they stay disabled (their rows park as disabled_by_configuration) and refuse enabling.
+UNIMPLEMENTED_STAGES: frozenset[str] = MODEL_STAGES
+
+
+def _default_stages() -> dict[str, StageConfig]:
+    # The four model stages are off until their issues land (issue 2).
+    return {s: StageConfig(enabled=s not in MODEL_STAGES) for s in PIPELINE_STAGE_ORDER}
+
+
+class PipelineConfig(BaseModel):
+    """``pipeline.*`` (spec: Configuration table)."""
+
+    max_file_mb: int = Field(default=512, ge=1, le=1_000_000)
+    claim_timeout_seconds: int = Field(default=900, ge=1)
+    retry_base_seconds: float = Field(default=5, ge=0)
+    inline_conversion_budget_seconds: float = Field(default=90, ge=0)
+    inline_conversion_slots: int = Field(default=4, ge=1)
+    auto_insert_after_sync: bool = True
+    deletion_confirmations: int = Field(default=3, ge=1, le=20)
+    stages: dict[str, StageConfig] = Field(default_factory=_default_stages)
+
+    @field_validator("stages", mode="after")
+    @classmethod
+    def _complete_stages(cls, value: dict[str, StageConfig]) -> dict[str, StageConfig]:
+        unknown = set(value) - set(PIPELINE_STAGE_ORDER) - {"gen_evals"}
+        if unknown:
+            raise ValueError(f"unknown stage(s) {sorted(unknown)}; stages are {list(PIPELINE_STAGE_ORDER)}")
+        merged = _default_stages()
+        merged.update({k: v for k, v in value.items() if k in PIPELINE_STAGE_ORDER})
+        for name in UNIMPLEMENTED_STAGES:
+            if merged[name].enabled:
+                raise ValueError(
+                    f"stage {name} cannot be enabled: this release of ki has no {name} handler yet "
+                    "(the model stages arrive with their own release)"
+                )
+        return merged
+
+    def stage(self, name: str) -> StageConfig:
+        """The config of stage ``name`` (KeyError for an unknown stage)."""
+        return self.stages[name]
+
+    def producer_version(self, stage: str) -> str:
+        """Effective version ``<code version>[+<rerun_token>]`` of ``stage`` (spec: producer_version)."""
+        token = self.stages[stage].rerun_token
+        code = CODE_STAGE_VERSIONS[stage]
+        return f"{code}+{token}" if token else code
+
+
+class FirmConfig(BaseModel):
+    """``firm.*``: whose appliance this is."""
+
+    name: str = ""
+    aliases: list[str] = Field(default_factory=list)
+
+
+class RetrievalConfig(BaseModel):
+    """``retrieval.*``: chunking and embeddings."""
+
+    chunk_chars: int = Field(default=2000, ge=200, le=100_000)
+    chunk_overlap_chars: int = Field(default=200, ge=0, le=10_000)
+    embedding_model: str | None = None  # None: no embeddings (issue 2)
+
+
+class ComponentsConfig(BaseModel):
+    """``components.*``: which outside parts to use."""
+
+    orchestrator_provider: str = "local"
+    docling_url: str | None = None
+    opensearch_url: str | None = None
+
+    @field_validator("orchestrator_provider")
+    @classmethod
+    def _known_provider(cls, value: str) -> str:
+        if value not in ("local", "hatchet"):
+            raise ValueError(f"components.orchestrator_provider must be 'local' or 'hatchet', not {value!r}")
+        return value
+
+
+ProviderName = Literal["local", "hatchet"]
+
+
+class KiConfig(BaseModel):
+    """The whole saved configuration."""
+
+    pipeline: PipelineConfig = Field(default_factory=PipelineConfig)
+    firm: FirmConfig = Field(default_factory=FirmConfig)
+    retrieval: RetrievalConfig = Field(default_factory=RetrievalConfig)
+    components: ComponentsConfig = Field(default_factory=ComponentsConfig)

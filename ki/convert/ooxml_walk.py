@@ -1,0 +1,719 @@
+"""Walker over WordprocessingML part trees: accepted/original text, revisions, comment anchors.
+
+Implements the raw-OOXML rules of conversion.md section 6 for one parsed part
+(``w:document``, ``w:hdr``, ``w:ftr``, ``w:footnotes``, ``w:endnotes``, ``w:comment``):
+
+* accepted view = normal runs + ``w:ins`` + ``w:moveTo``; original view = normal runs +
+  ``w:del`` + ``w:moveFrom``. Both move halves hold ``w:t``, so the views are decided by the
+  enclosing wrapper, never by the text element;
+* a paragraph whose mark is deleted (``w:pPr/w:rPr/w:del|w:moveFrom``) merges with the next
+  paragraph of the same container, so a paragraph whose runs and mark are all gone vanishes
+  from the accepted view (the mirror rule applies to inserted marks in the original view);
+* deleted/inserted rows (``w:trPr/w:del|w:ins``) and cells (``w:tcPr/w:cellDel|w:cellIns``)
+  leave the accepted/original view;
+* ``mc:AlternateContent`` is read through its first ``mc:Choice`` only (the ``mc:Fallback``
+  repeats text boxes as VML);
+* text inside content controls, hyperlinks, smart tags, simple fields and text boxes is text.
+
+Both Transitional and Strict (purl.oclc.org) namespaces are accepted. The walker never
+raises on unknown markup: unknown elements are searched for text recursively.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+from lxml import etree
+
+W_NS = (
+    "http://schemas.openxmlformats.org/wordprocessingml/2006/main",
+    "http://purl.oclc.org/ooxml/wordprocessingml/main",
+)
+R_NS = (
+    "http://schemas.openxmlformats.org/officeDocument/2006/relationships",
+    "http://purl.oclc.org/ooxml/officeDocument/relationships",
+)
+M_NS = (
+    "http://schemas.openxmlformats.org/officeDocument/2006/math",
+    "http://purl.oclc.org/ooxml/officeDocument/math",
+)
+MC_NS = "http://schemas.openxmlformats.org/markup-compatibility/2006"
+W14_NS = "http://schemas.microsoft.com/office/word/2010/wordml"
+
+ROW_SEP = " | "  # cells of one table row on one line
+CELL_PARA_SEP = " "  # paragraphs of one cell
+
+_RUN_WRAPPERS = ("ins", "del", "moveFrom", "moveTo")
+_DELETING = ("del", "moveFrom")
+_NOTE_SKIP_TYPES = ("separator", "continuationSeparator", "continuationNotice")
+# W elements whose subtree never contributes text (properties, field codes, markers).
+_SKIP = frozenset(
+    {
+        "pPr",
+        "sdtPr",
+        "sdtEndPr",
+        "smartTagPr",
+        "customXmlPr",
+        "instrText",
+        "delInstrText",
+        "fldData",
+        "fldChar",
+        "sym",
+        "softHyphen",
+        "subDoc",
+        "bookmarkStart",
+        "bookmarkEnd",
+        "proofErr",
+        "permStart",
+        "permEnd",
+        "commentReference",
+        "annotationRef",
+        "footnoteReference",
+        "endnoteReference",
+        "footnoteRef",
+        "endnoteRef",
+        "lastRenderedPageBreak",
+    }
+)
+_RANGES = frozenset(
+    {
+        "moveFromRangeStart",
+        "moveFromRangeEnd",
+        "moveToRangeStart",
+        "moveToRangeEnd",
+        "commentRangeStart",
+        "commentRangeEnd",
+    }
+)
+
+_SPLIT_CACHE: dict[str, tuple[str, str]] = {}
+
+
+def split_tag(tag: object) -> tuple[str, str]:
+    """``"{ns}local"`` → ``(ns, local)``; comments, PIs and entities → ``("", "")``."""
+    if not isinstance(tag, str):
+        return "", ""
+    hit = _SPLIT_CACHE.get(tag)
+    if hit is None:
+        if tag.startswith("{"):
+            ns, _, local = tag[1:].partition("}")
+            hit = (ns, local)
+        else:
+            hit = ("", tag)
+        if len(_SPLIT_CACHE) < 4096:
+            _SPLIT_CACHE[tag] = hit
+    return hit
+
+
+def w_attr(el: etree._Element, local: str, namespaces: tuple[str, ...] = W_NS) -> str | None:
+    """Value of attribute ``w:<local>`` (Transitional or Strict), or None."""
+    for ns in namespaces:
+        value = el.get(f"{{{ns}}}{local}")
+        if value is not None:
+            return value
+    return None
+
+
+def r_id(el: etree._Element) -> str | None:
+    """Value of ``r:id`` (Transitional or Strict relationships namespace), or None."""
+    return w_attr(el, "id", R_NS)
+
+
+def w_children(el: etree._Element, local: str) -> list[etree._Element]:
+    """Direct children named ``w:<local>`` in either WordprocessingML namespace."""
+    out = []
+    for child in el:
+        ns, name = split_tag(child.tag)
+        if name == local and ns in W_NS:
+            out.append(child)
+    return out
+
+
+def parse_ooxml_date(value: str | None) -> datetime | None:
+    """Parse ``w:date``/``w16cex:dateUtc`` (ISO 8601, often with ``Z``); None if absent or invalid.
+
+    A naive timestamp is taken as UTC (Word writes local time with a ``Z`` anyway).
+    """
+    if not value or not value.strip():
+        return None
+    try:
+        parsed = datetime.fromisoformat(value.strip())
+    except ValueError:
+        return None
+    return parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=UTC)
+
+
+@dataclass
+class RevisionRecord:
+    """A revision found by the walker; converted to :class:`ki.convert.model.Revision` by the caller."""
+
+    kind: str
+    author: str | None
+    date: datetime | None
+    revision_id: str | None
+    part: str
+    container: str | None
+    move_name: str | None = None
+    pieces: list[str] = field(default_factory=list)
+    explicit_text: str | None = None
+    paragraph: int | None = None
+
+    @property
+    def text(self) -> str:
+        """The revision's own text (deleted text for del/moveFrom, row text for row revisions)."""
+        return self.explicit_text if self.explicit_text is not None else "".join(self.pieces)
+
+
+@dataclass
+class PartText:
+    """Walk result of one container: ``accepted``/``original`` lines, one per paragraph or table row."""
+
+    accepted: list[str]
+    original: list[str]
+
+
+class _Block:
+    """Lines of one block container (body, cell, text box, note, comment) in both views.
+
+    ``acc`` holds ``(text, revisions)``; ``text`` None marks vanished content whose revisions
+    take the index of the next accepted line.
+    """
+
+    def __init__(self) -> None:
+        self.acc: list[tuple[str | None, list[RevisionRecord]]] = []
+        self.orig: list[str] = []
+        self._pend_acc: str | None = None
+        self._pend_revs: list[RevisionRecord] = []
+        self._pend_orig: str | None = None
+
+    def add_paragraph(
+        self, acc: str, orig: str, acc_mark: bool, orig_mark: bool, revs: list[RevisionRecord]
+    ) -> None:
+        if self._pend_acc is not None:
+            acc = self._pend_acc + acc
+            self._pend_acc = None
+        if self._pend_revs:
+            revs = self._pend_revs + revs
+            self._pend_revs = []
+        if acc_mark:
+            self.acc.append((acc, revs))
+        else:
+            self._pend_acc, self._pend_revs = acc, revs
+        if self._pend_orig is not None:
+            orig = self._pend_orig + orig
+            self._pend_orig = None
+        if orig_mark:
+            self.orig.append(orig)
+        else:
+            self._pend_orig = orig
+
+    def add_line(self, acc: str | None, orig: str | None, revs: list[RevisionRecord]) -> None:
+        """A table row: ends any pending paragraph merge first."""
+        self.flush()
+        self.acc.append((acc, revs))
+        if orig is not None:
+            self.orig.append(orig)
+
+    def flush(self) -> None:
+        """End of container: a pending merged paragraph is kept only if it has text."""
+        if self._pend_acc is not None or self._pend_revs:
+            self.acc.append((self._pend_acc or None, self._pend_revs))
+        if self._pend_orig:
+            self.orig.append(self._pend_orig)
+        self._pend_acc, self._pend_revs, self._pend_orig = None, [], None
+
+    def finish(self) -> PartText:
+        """Flush, number the accepted lines and stamp each revision with its line index."""
+        self.flush()
+        lines: list[str] = []
+        for text, revs in self.acc:
+            for rev in revs:
+                rev.paragraph = len(lines)
+            if text is not None:
+                lines.append(text)
+        return PartText(accepted=lines, original=list(self.orig))
+
+    def joined(self) -> tuple[str, str, list[RevisionRecord]]:
+        """Flattened to one line per view (table cells)."""
+        self.flush()
+        acc = CELL_PARA_SEP.join(t for t, _ in self.acc if t)
+        orig = CELL_PARA_SEP.join(t for t in self.orig if t)
+        return acc, orig, [r for _, revs in self.acc for r in revs]
+
+
+@dataclass
+class _Para:
+    acc: list[str] = field(default_factory=list)
+    orig: list[str] = field(default_factory=list)
+    revs: list[RevisionRecord] = field(default_factory=list)
+    pre_acc: list[tuple[str | None, list[RevisionRecord]]] = field(default_factory=list)
+    pre_orig: list[str] = field(default_factory=list)
+
+
+class OoxmlWalker:
+    """Walks the parts of one DOCX package, collecting text, revisions and comment anchors.
+
+    One instance per package: ``revisions`` accumulates over every walked part in walk order,
+    and comment anchors may span parts of the body. Methods never raise on unknown markup.
+    """
+
+    def __init__(self) -> None:
+        self.revisions: list[RevisionRecord] = []
+        self.alt_chunks: list[str] = []
+        self.anchors: dict[str, tuple[list[str], list[str]]] = {}
+        self._part = "document"
+        self._para: _Para | None = None
+        self._loose: list[RevisionRecord] = []
+        self._open_revs: list[RevisionRecord] = []
+        self._containers: list[str] = []
+        self._deleted = 0
+        self._inserted = 0
+        self._moves: dict[str, dict[str | None, str | None]] = {"moveFrom": {}, "moveTo": {}}
+        self._open_comments: dict[str, None] = {}
+
+    # ------------------------------------------------------------------ parts
+
+    def walk_body(self, root: etree._Element, part: str) -> PartText:
+        """Walk ``w:document`` (its ``w:body``), ``w:hdr`` or ``w:ftr``: one line per paragraph/row."""
+        self._part = part
+        block = _Block()
+        container = root
+        for child in root:
+            ns, local = split_tag(child.tag)
+            if local == "body" and ns in W_NS:
+                container = child
+                break
+        self._blocks(container, block)
+        block.add_line(None, None, self._take_loose())
+        return block.finish()
+
+    def walk_notes(self, root: etree._Element, part: str) -> PartText:
+        """Walk ``w:footnotes``/``w:endnotes``, skipping separator notes; all notes in one line list."""
+        self._part = part
+        block = _Block()
+        for note in root:
+            ns, local = split_tag(note.tag)
+            if ns not in W_NS or local not in ("footnote", "endnote"):
+                continue
+            if w_attr(note, "type") in _NOTE_SKIP_TYPES:
+                continue
+            self._blocks(note, block)
+            block.flush()
+        block.add_line(None, None, self._take_loose())
+        return block.finish()
+
+    def walk_comment(self, comment: etree._Element) -> PartText:
+        """Walk one ``w:comment`` of ``comments.xml`` (revisions get part ``comments``)."""
+        self._part = "comments"
+        saved = self._open_comments
+        self._open_comments = {}  # ranges inside comment bodies are not anchors
+        block = _Block()
+        self._blocks(comment, block)
+        block.add_line(None, None, self._take_loose())
+        self._open_comments = saved
+        return block.finish()
+
+    def anchor_text(self, comment_id: str) -> str | None:
+        """Accepted text between ``commentRangeStart`` and ``commentRangeEnd`` (else the original text)."""
+        pieces = self.anchors.get(comment_id)
+        if not pieces:
+            return None
+        for view in pieces:
+            text = " ".join("".join(view).split())
+            if text:
+                return text
+        return None
+
+    # ------------------------------------------------------------------ helpers
+
+    def _take_loose(self) -> list[RevisionRecord]:
+        loose, self._loose = self._loose, []
+        return loose
+
+    def _new_rev(self, kind: str, el: etree._Element, attach: list[RevisionRecord] | None = None) -> RevisionRecord:
+        rev = RevisionRecord(
+            kind=kind,
+            author=w_attr(el, "author"),
+            date=parse_ooxml_date(w_attr(el, "date")),
+            revision_id=w_attr(el, "id"),
+            part=self._part,
+            container=self._containers[-1] if self._containers else None,
+        )
+        self.revisions.append(rev)
+        if attach is not None:
+            attach.append(rev)
+        elif self._para is not None:
+            self._para.revs.append(rev)
+        else:
+            self._loose.append(rev)
+        return rev
+
+    def _current_move(self, kind: str) -> str | None:
+        names = self._moves[kind]
+        return next(reversed(names.values()), None) if names else None
+
+    def _emit(self, text: str) -> None:
+        if not text:
+            return
+        para = self._para
+        if para is not None:
+            if not self._deleted:
+                para.acc.append(text)
+            if not self._inserted:
+                para.orig.append(text)
+        for rev in self._open_revs:
+            rev.pieces.append(text)
+        for cid in self._open_comments:
+            acc, orig = self.anchors[cid]
+            if not self._deleted:
+                acc.append(text)
+            if not self._inserted:
+                orig.append(text)
+
+    def _range(self, el: etree._Element, local: str) -> None:
+        rid = w_attr(el, "id")
+        if local == "commentRangeStart":
+            if rid is not None and self._part != "comments":
+                self._open_comments[rid] = None
+                self.anchors.setdefault(rid, ([], []))
+        elif local == "commentRangeEnd":
+            self._open_comments.pop(rid or "", None)
+        else:
+            kind = local[: -len("RangeStart")] if local.endswith("RangeStart") else local[: -len("RangeEnd")]
+            if local.endswith("RangeStart"):
+                self._moves[kind][rid] = w_attr(el, "name")
+            else:
+                self._moves[kind].pop(rid, None)
+
+    @staticmethod
+    def _choice(alt: etree._Element) -> etree._Element | None:
+        """The branch of ``mc:AlternateContent`` to read: first ``mc:Choice``, else ``mc:Fallback``."""
+        fallback = None
+        for child in alt:
+            ns, local = split_tag(child.tag)
+            if ns != MC_NS:
+                continue
+            if local == "Choice":
+                return child
+            if local == "Fallback" and fallback is None:
+                fallback = child
+        return fallback
+
+    def _props(self, el: etree._Element, where: str, attach: list[RevisionRecord] | None = None) -> set[str]:
+        """Revisions recorded in a property element; returns the mark kinds (ins/del/...) found.
+
+        ``where``: ``p`` (pPr), ``pr`` (paragraph-mark rPr), ``tr``, ``tc``, ``num`` or ``x``.
+        """
+        marks: set[str] = set()
+        for child in el:
+            ns, local = split_tag(child.tag)
+            if ns not in W_NS:
+                continue
+            if local.endswith("Change"):
+                kind = local if local in ("rPrChange", "pPrChange") else "other_format"
+                self._new_rev(kind, child, attach)
+            elif where == "pr" and local in _RUN_WRAPPERS:
+                self._new_rev("para_" + local, child, attach)
+                marks.add(local)
+            elif where == "tr" and local in ("ins", "del"):
+                self._new_rev("row_" + local, child, attach)
+                marks.add(local)
+            elif where == "tc" and local in ("cellIns", "cellDel"):
+                self._new_rev("cell_ins" if local == "cellIns" else "cell_del", child, attach)
+                marks.add(local)
+            elif where == "tc" and local == "cellMerge":
+                self._new_rev("other_format", child, attach)
+            elif where == "num" and local == "ins":
+                self._new_rev("other_format", child, attach)
+            elif where == "p" and local == "rPr":
+                marks |= self._props(child, "pr", attach)
+            elif local == "numPr":
+                self._props(child, "num", attach)
+            elif local in ("sectPr", "rPr"):
+                self._props(child, "x", attach)
+        return marks
+
+    # ------------------------------------------------------------------ block level
+
+    def _blocks(self, el: etree._Element, block: _Block) -> None:
+        for child in el:
+            ns, local = split_tag(child.tag)
+            if ns in W_NS:
+                if local == "p":
+                    self._paragraph(child, block)
+                elif local == "tbl":
+                    self._table(child, block)
+                elif local == "sdt":
+                    self._with_container("sdt", child, "sdtContent", self._blocks, block)
+                elif local == "customXml":
+                    self._blocks(child, block)
+                elif local in _RANGES:
+                    self._range(child, local)
+                elif local == "altChunk":
+                    self.alt_chunks.append(r_id(child) or "")
+                elif local == "sectPr":
+                    self._props(child, "x")
+                elif local in _RUN_WRAPPERS:
+                    # Block-level wrapper (rare): its paragraphs follow the wrapper's view.
+                    self._wrapped(child, local, lambda e: self._blocks(e, block))
+            elif ns == MC_NS and local == "AlternateContent":
+                branch = self._choice(child)
+                if branch is not None:
+                    self._blocks(branch, block)
+
+    def _with_container(self, label, el, content_local, walk, target) -> None:
+        self._containers.append(label)
+        try:
+            for content in w_children(el, content_local):
+                walk(content, target)
+        finally:
+            self._containers.pop()
+
+    def _wrapped(self, el: etree._Element, local: str, walk) -> None:
+        rev = self._new_rev(local, el)
+        if local in ("moveFrom", "moveTo"):
+            rev.move_name = self._current_move(local)
+        deleting = local in _DELETING
+        if deleting:
+            self._deleted += 1
+        else:
+            self._inserted += 1
+        self._open_revs.append(rev)
+        try:
+            walk(el)
+        finally:
+            self._open_revs.pop()
+            if deleting:
+                self._deleted -= 1
+            else:
+                self._inserted -= 1
+
+    def _paragraph(self, p: etree._Element, block: _Block) -> None:
+        saved = self._para
+        para = self._para = _Para()
+        marks: set[str] = set()
+        mark_revs: list[RevisionRecord] = []
+        try:
+            for child in p:
+                ns, local = split_tag(child.tag)
+                if local == "pPr" and ns in W_NS:
+                    start = len(self.revisions)
+                    marks = self._props(child, "p")
+                    mark_revs = [r for r in self.revisions[start:] if r.kind in ("para_moveFrom", "para_moveTo")]
+                else:
+                    self._inline_child(child, ns, local)
+            for rev in mark_revs:  # the mark sits at the paragraph end, inside the move range
+                rev.move_name = self._current_move(rev.kind[len("para_") :])
+        finally:
+            self._para = saved
+        for cid in self._open_comments:
+            for view in self.anchors[cid]:
+                view.append("\n")
+        block.acc.extend(para.pre_acc)
+        block.orig.extend(para.pre_orig)
+        block.add_paragraph(
+            "".join(para.acc),
+            "".join(para.orig),
+            acc_mark=not (marks & {"del", "moveFrom"}) and not self._deleted,
+            orig_mark=not (marks & {"ins", "moveTo"}) and not self._inserted,
+            revs=para.revs,
+        )
+
+    def _table(self, tbl: etree._Element, block: _Block) -> None:
+        block.flush()
+        for child in tbl:
+            ns, local = split_tag(child.tag)
+            if ns in W_NS:
+                if local == "tr":
+                    self._row(child, block)
+                elif local in ("tblPr", "tblGrid"):
+                    self._props(child, "x", self._loose)
+                elif local in ("sdt", "customXml"):
+                    inner = w_children(child, "sdtContent") if local == "sdt" else [child]
+                    for content in inner:
+                        self._table(content, block)
+                elif local in _RANGES:
+                    self._range(child, local)
+            elif ns == MC_NS and local == "AlternateContent":
+                branch = self._choice(child)
+                if branch is not None:
+                    self._table(branch, block)
+
+    def _row(self, tr: etree._Element, block: _Block) -> None:
+        saved = self._para
+        self._para = None
+        revs: list[RevisionRecord] = self._take_loose()
+        marks: set[str] = set()
+        row_revs: list[RevisionRecord] = []
+        cells: list[tuple[str | None, str | None]] = []
+        for child in tr:
+            ns, local = split_tag(child.tag)
+            if ns in W_NS and local == "trPr":
+                start = len(revs)
+                marks |= self._props(child, "tr", revs)
+                row_revs = [r for r in revs[start:] if r.kind in ("row_ins", "row_del")]
+            elif ns in W_NS and local == "tblPrEx":
+                self._props(child, "x", revs)
+        deleting, inserting = "del" in marks, "ins" in marks
+        self._deleted += deleting
+        self._inserted += inserting
+        try:
+            self._cells(tr, cells, revs)
+        finally:
+            self._deleted -= deleting
+            self._inserted -= inserting
+            self._para = saved
+        acc = self._row_text([c[0] for c in cells])
+        orig = self._row_text([c[1] for c in cells])
+        for rev in row_revs:
+            rev.explicit_text = orig if rev.kind == "row_del" else acc
+        block.add_line(None if deleting else acc, None if inserting else orig, revs)
+
+    @staticmethod
+    def _row_text(cells: list[str | None]) -> str:
+        kept = [c for c in cells if c is not None]
+        return ROW_SEP.join(kept) if any(kept) else ""
+
+    def _cells(self, el: etree._Element, cells: list, revs: list[RevisionRecord]) -> None:
+        for child in el:
+            ns, local = split_tag(child.tag)
+            if ns in W_NS:
+                if local == "tc":
+                    cells.append(self._cell(child, revs))
+                elif local in ("sdt", "customXml"):
+                    inner = w_children(child, "sdtContent") if local == "sdt" else [child]
+                    for content in inner:
+                        self._cells(content, cells, revs)
+                elif local in _RANGES:
+                    self._range(child, local)
+            elif ns == MC_NS and local == "AlternateContent":
+                branch = self._choice(child)
+                if branch is not None:
+                    self._cells(branch, cells, revs)
+
+    def _cell(self, tc: etree._Element, revs: list[RevisionRecord]) -> tuple[str | None, str | None]:
+        marks: set[str] = set()
+        cell_revs: list[RevisionRecord] = []
+        for child in tc:
+            ns, local = split_tag(child.tag)
+            if ns in W_NS and local == "tcPr":
+                start = len(revs)
+                marks |= self._props(child, "tc", revs)
+                cell_revs = [r for r in revs[start:] if r.kind in ("cell_ins", "cell_del")]
+        deleting, inserting = "cellDel" in marks, "cellIns" in marks
+        self._deleted += deleting
+        self._inserted += inserting
+        sub = _Block()
+        try:
+            self._blocks(tc, sub)
+        finally:
+            self._deleted -= deleting
+            self._inserted -= inserting
+        acc, orig, inner = sub.joined()
+        revs.extend(inner)
+        for rev in cell_revs:
+            rev.explicit_text = orig if rev.kind == "cell_del" else acc
+        return (None if deleting else acc), (None if inserting else orig)
+
+    def _text_box(self, txbx: etree._Element) -> None:
+        """A text box: its lines go before the anchoring paragraph's line (same container)."""
+        para = self._para
+        sub = _Block()
+        self._containers.append("txbx")
+        self._para = None
+        try:
+            self._blocks(txbx, sub)
+            sub.add_line(None, None, self._take_loose())
+            sub.flush()
+        finally:
+            self._para = para
+            self._containers.pop()
+        if para is None:
+            return
+        for text, revs in sub.acc:
+            para.pre_acc.append((None if self._deleted else text, revs))
+        if not self._inserted:
+            para.pre_orig.extend(sub.orig)
+
+    # ------------------------------------------------------------------ inline level
+
+    def _inline(self, el: etree._Element) -> None:
+        for child in el:
+            ns, local = split_tag(child.tag)
+            self._inline_child(child, ns, local)
+
+    def _inline_child(self, child: etree._Element, ns: str, local: str) -> None:
+        if not local:
+            return
+        if ns in W_NS:
+            if local == "r":
+                self._run(child)
+            elif local in _RUN_WRAPPERS:
+                self._wrapped(child, local, self._inline)
+            elif local == "hyperlink":
+                rid = r_id(child)
+                anchor = w_attr(child, "anchor")
+                label = f"hyperlink:{rid}" if rid else (f"hyperlink:#{anchor}" if anchor else "hyperlink")
+                self._containers.append(label)
+                try:
+                    self._inline(child)
+                finally:
+                    self._containers.pop()
+            elif local == "sdt":
+                self._with_container("sdt", child, "sdtContent", lambda e, _t: self._inline(e), None)
+            elif local in ("smartTag", "fldSimple", "customXml"):
+                self._containers.append(local)
+                try:
+                    self._inline(child)
+                finally:
+                    self._containers.pop()
+            elif local == "txbxContent":
+                self._text_box(child)
+            elif local in _RANGES:
+                self._range(child, local)
+            elif local in ("t", "delText"):
+                self._text(child, local)
+            elif local not in _SKIP:
+                self._inline(child)
+        elif ns == MC_NS:
+            if local == "AlternateContent":
+                branch = self._choice(child)
+                if branch is not None:
+                    self._inline(branch)
+        elif ns in M_NS and local == "t":
+            self._emit(child.text or "")
+        else:
+            self._inline(child)  # DrawingML / VML wrappers around text boxes
+
+    def _text(self, el: etree._Element, local: str) -> None:
+        if local == "delText" and not self._deleted:
+            self._deleted += 1  # stray delText outside w:del is still deleted text
+            try:
+                self._emit(el.text or "")
+            finally:
+                self._deleted -= 1
+        else:
+            self._emit(el.text or "")
+
+    def _run(self, r: etree._Element) -> None:
+        for child in r:
+            ns, local = split_tag(child.tag)
+            if ns in W_NS:
+                if local in ("t", "delText"):
+                    self._text(child, local)
+                elif local in ("tab", "ptab"):
+                    self._emit("\t")
+                elif local in ("br", "cr"):
+                    self._emit(" ")
+                elif local == "noBreakHyphen":
+                    self._emit("-")
+                elif local == "rPr":
+                    self._props(child, "x")
+                elif local == "ruby":
+                    for base in w_children(child, "rubyBase"):
+                        self._inline(base)
+                elif local not in _SKIP:
+                    self._inline_child(child, ns, local)
+            else:
+                self._inline_child(child, ns, local)

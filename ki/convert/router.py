@@ -1,0 +1,141 @@
+"""Converter routing: which converter owns a file, and what this install can convert.
+
+DESIGN.md "Converter routing": ki's own converters own plain text, mail, DOCX,
+RTF, HTML and PDFs with a text layer; Docling Serve (when configured) gets the
+rest. Detection uses the extension first, then the leading bytes, so a PDF with
+a junk prefix, a text file named ``.pdf`` or a mail without extension are routed
+by what they are.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import PurePath
+
+from ki.config.settings import KiConfig
+from ki.convert.model import StructuredDocument
+from ki.errors import UnsupportedDocument
+
+Converter = Callable[[bytes, str], StructuredDocument]
+
+TEXT_EXT = {".txt", ".text", ".md", ".csv", ".log", ".tsv"}
+MAIL_EXT = {".eml"}
+DOCX_EXT = {".docx", ".docm", ".dotx", ".dotm"}
+PDF_EXT = {".pdf"}
+HTML_EXT = {".html", ".htm", ".xhtml"}
+RTF_EXT = {".rtf"}
+IMAGE_EXT = {".png", ".jpg", ".jpeg", ".tif", ".tiff", ".bmp", ".gif", ".webp"}
+OFFICE_OTHER_EXT = {".pptx", ".xlsx", ".doc", ".xls", ".ppt", ".odt", ".ods", ".odp", ".msg", ".mbox"}
+
+BUILTIN_CAPABILITIES = frozenset({"text", "mail", "docx", "pdf", "html", "rtf"})
+
+
+def capabilities(config: KiConfig) -> set[str]:
+    """What this install can convert: the built-ins plus ``docling`` when Docling Serve is configured."""
+    caps = set(BUILTIN_CAPABILITIES)
+    if config.components.docling_url:
+        caps.add("docling")
+    return caps
+
+
+def handles_reason(config: KiConfig, reason: str) -> bool:
+    """Whether a capability quarantine ``reason`` could now be converted (DESIGN.md capability rule)."""
+    caps = capabilities(config)
+    if reason == "needs_ocr":
+        return "ocr" in caps or "docling" in caps
+    if reason == "unsupported_format":
+        return "docling" in caps
+    return False
+
+
+def sniff_format(data: bytes, filename: str) -> str:
+    """Detect a format name: txt, eml, docx, pdf, html, rtf, image, office, or unknown.
+
+    The extension decides when it is one ki knows and the bytes do not contradict it
+    (a ``.pdf`` without ``%PDF-`` near the start is treated by its bytes).
+    """
+    ext = PurePath(filename).suffix.lower()
+    head = data[:2048]
+    if ext in PDF_EXT:
+        return "pdf" if b"%PDF-" in data[:1024] or not data else _sniff_bytes(head)
+    for exts, name in (
+        (TEXT_EXT, "txt"), (MAIL_EXT, "eml"), (DOCX_EXT, "docx"), (HTML_EXT, "html"), (RTF_EXT, "rtf"),
+        (IMAGE_EXT, "image"), (OFFICE_OTHER_EXT, "office"),
+    ):
+        if ext in exts:
+            return name
+    return _sniff_bytes(head)
+
+
+def _sniff_bytes(head: bytes) -> str:
+    stripped = head.lstrip(b"\xef\xbb\xbf \t\r\n")
+    if b"%PDF-" in head[:1024]:
+        return "pdf"
+    if stripped.startswith(b"{\\rtf"):
+        return "rtf"
+    if head.startswith(b"PK\x03\x04"):
+        return "docx" if b"word/" in head else "office"
+    if head.startswith(b"\xd0\xcf\x11\xe0"):
+        return "office"
+    lower = stripped[:512].lower()
+    if lower.startswith((b"<!doctype html", b"<html")) or b"<body" in lower:
+        return "html"
+    if any(head.startswith(sig) for sig in (b"\x89PNG", b"\xff\xd8\xff", b"II*\x00", b"MM\x00*", b"GIF8")):
+        return "image"
+    first = stripped.split(b"\n", 1)[0]
+    if b":" in first and first.split(b":", 1)[0].replace(b"-", b"").isalnum() and (
+        b"\nfrom:" in lower or lower.startswith((b"from:", b"received:", b"return-path:", b"message-id:"))
+    ):
+        return "eml"
+    return "txt"
+
+
+def converter_for(fmt: str, config: KiConfig) -> Converter:
+    """The converter function for a detected format.
+
+    Raises:
+        UnsupportedDocument: no converter here can read it (reason ``needs_ocr`` for
+            images, ``unsupported_format`` otherwise); released when one is configured.
+    """
+    if fmt == "txt":
+        from ki.convert.text import convert_text
+
+        return convert_text
+    if fmt == "eml":
+        from ki.convert.mail import convert_mail
+
+        return convert_mail
+    if fmt == "docx":
+        from ki.convert.docx import convert_docx
+
+        return convert_docx
+    if fmt == "pdf":
+        from ki.convert.pdf import convert_pdf
+
+        return convert_pdf
+    if fmt == "html":
+        from ki.convert.html import convert_html
+
+        return convert_html
+    if fmt == "rtf":
+        from ki.convert.rtf import convert_rtf
+
+        return convert_rtf
+    if fmt == "image":
+        raise UnsupportedDocument("an image needs OCR, and no OCR converter is configured", reason="needs_ocr")
+    raise UnsupportedDocument(
+        f"no converter for this format ({fmt}); configure components.docling_url to convert it",
+        reason="unsupported_format",
+    )
+
+
+def convert_bytes(data: bytes, filename: str, config: KiConfig) -> StructuredDocument:
+    """Detect the format of ``data`` and convert it.
+
+    Raises:
+        UnsupportedDocument: the file cannot be converted (reason names why).
+    """
+    if not data:
+        raise UnsupportedDocument("the file is empty (0 bytes)", reason="empty")
+    fmt = sniff_format(data, filename)
+    return converter_for(fmt, config)(data, filename)

@@ -1,0 +1,191 @@
+"""``run_stage_for_object``: the only way a stage runs.
+
+Spec: DESIGN.md "The one rule"; insertion-pipeline.md "Retry policy and
+quarantine" (``_execute_claim`` error classification, backoff, quarantine record)
+and "Processing states" (``_unlock_next``). Every executor (the local runner, a
+Hatchet task, a console retry) claims at most one row and records the outcome
+here; a completion is committed only while the row still holds the claim token.
+"""
+
+from __future__ import annotations
+
+import logging
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Literal
+
+from ki.orchestration.context import PipelineContext, SourceObjectView, StageContext, StageOutcome
+from ki.orchestration.heartbeat import ClaimKeeper
+from ki.store import claims as q
+from ki.store.claims import Claim
+from ki.taxonomies import (
+    DISABLED_BY_CONFIGURATION,
+    SOURCE_OBJECT_DELETED,
+    Treatment,
+    backoff_seconds,
+    classify_error,
+)
+
+log = logging.getLogger(__name__)
+
+MESSAGE_MAX_CHARS = 2000
+TRACEBACK_MAX_CHARS = 6000
+
+Handler = Callable[[StageContext], StageOutcome]
+
+ResultKind = Literal["done", "skipped", "retry", "quarantined", "not_claimed", "claim_lost"]
+
+
+@dataclass(frozen=True)
+class ExecutionResult:
+    """What one call did.
+
+    Attributes:
+        kind: done / skipped / retry (failed, will be retried) / quarantined /
+            not_claimed (the row was not eligible) / claim_lost (the commit was refused).
+        stage, source_object_id: the row.
+        error_class: exception class name for retry/quarantined.
+    """
+
+    kind: ResultKind
+    stage: str
+    source_object_id: int
+    error_class: str | None = None
+
+
+def error_record(exc: BaseException, *, deterministic: bool, reason: str | None, infrastructure: str | None,
+                 capabilities: list[str] | None = None) -> dict:
+    """The ``last_error`` JSON for a failure (spec: "What quarantine records").
+
+    Keys: class, message (≤2,000 chars), traceback (last ≤6,000 chars), deterministic,
+    reason, infrastructure (the outage in words or None), details (converter evidence).
+    """
+    tb = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+    record = {
+        "class": type(exc).__name__,
+        "message": str(exc)[:MESSAGE_MAX_CHARS],
+        "traceback": tb[-TRACEBACK_MAX_CHARS:],
+        "deterministic": deterministic,
+        "reason": reason,
+        "infrastructure": infrastructure,
+    }
+    details = getattr(exc, "details", None)
+    if details:
+        record["details"] = details
+    if capabilities is not None:
+        record["capabilities"] = capabilities
+    return record
+
+
+def _handlers() -> dict[str, Handler]:
+    from ki.stages import STAGE_HANDLERS
+
+    return STAGE_HANDLERS
+
+
+def run_stage_for_object(
+    ctx: PipelineContext,
+    stage: str,
+    source_object_id: int,
+    *,
+    run_id: int | None = None,
+    keeper: ClaimKeeper | None = None,
+) -> ExecutionResult:
+    """Claim the (object, stage) row if it is eligible, run its handler, record the outcome.
+
+    A row that is done, running elsewhere, waiting, or quarantined is not claimed
+    (``not_claimed``): a replayed task or a second worker is harmless.
+
+    Returns: the :class:`ExecutionResult`. Never raises for a handler failure (the
+    failure is recorded on the row); raises only when the database itself fails.
+    """
+    with ctx.db.engine.begin() as conn:
+        claim = q.claim_row(conn, source_object_id, stage, worker=ctx.worker_id, run_id=run_id)
+    if claim is None:
+        return ExecutionResult("not_claimed", stage, source_object_id)
+    return execute_claim(ctx, claim, keeper=keeper)
+
+
+def execute_claim(ctx: PipelineContext, claim: Claim, *, keeper: ClaimKeeper | None = None) -> ExecutionResult:
+    """``_execute_claim``: run the handler for a claim already taken and record the outcome."""
+    stage_cfg = ctx.config.pipeline.stage(claim.stage)
+    version = ctx.config.pipeline.producer_version(claim.stage)
+    try:
+        obj = SourceObjectView.load(ctx.db, claim.source_object_id)
+    except LookupError as exc:
+        return _record_failure(ctx, claim, exc, stage_max_attempts=stage_cfg.max_attempts)
+
+    if not stage_cfg.enabled:
+        outcome = StageOutcome(status="skipped", reason=DISABLED_BY_CONFIGURATION)
+        return _record_outcome(ctx, claim, outcome, version)
+    if obj.deleted_at is not None:
+        outcome = StageOutcome(status="skipped", reason=SOURCE_OBJECT_DELETED, halt_downstream=True)
+        return _record_outcome(ctx, claim, outcome, version)
+
+    handler = _handlers()[claim.stage]
+    if keeper is not None:
+        keeper.add(claim)
+    try:
+        outcome = handler(StageContext(pipeline=ctx, claim=claim, obj=obj))
+    except Exception as exc:  # noqa: BLE001 - every failure is classified and recorded on the row
+        return _record_failure(ctx, claim, exc, stage_max_attempts=stage_cfg.max_attempts)
+    finally:
+        if keeper is not None:
+            keeper.discard(claim)
+    return _record_outcome(ctx, claim, outcome, version)
+
+
+def _record_outcome(ctx: PipelineContext, claim: Claim, outcome: StageOutcome, version: str) -> ExecutionResult:
+    last_error = None
+    if outcome.status == "skipped":
+        last_error = {"reason": outcome.reason or "skipped_by_handler", **({"details": outcome.details}
+                                                                           if outcome.details else {})}
+    with ctx.db.engine.begin() as conn:
+        committed = q.complete_claim(conn, claim, status=outcome.status, producer_version=version,
+                                     last_error=last_error)
+        if not committed:
+            conn.rollback()
+            log.warning("claim lost: %s of object %s was recovered elsewhere; this completion is refused",
+                        claim.stage, claim.source_object_id)
+            return ExecutionResult("claim_lost", claim.stage, claim.source_object_id)
+        if outcome.halt_downstream:
+            q.skip_downstream(conn, claim.source_object_id, claim.stage, outcome.reason or "halted")
+        else:
+            q.unlock_next(conn, claim.source_object_id, claim.stage)
+    return ExecutionResult(outcome.status, claim.stage, claim.source_object_id)
+
+
+def _record_failure(ctx: PipelineContext, claim: Claim, exc: BaseException, *, stage_max_attempts: int
+                    ) -> ExecutionResult:
+    verdict = classify_error(exc)
+    base = ctx.config.pipeline.retry_base_seconds
+    capabilities = None
+    if verdict.reason in ("needs_ocr", "unsupported_format"):
+        from ki.convert.router import capabilities as current_capabilities
+
+        capabilities = sorted(current_capabilities(ctx.config))
+    if verdict.treatment is Treatment.deterministic:
+        quarantine, delay = True, 0.0
+    elif verdict.treatment is Treatment.infrastructure:
+        quarantine = False
+        delay = backoff_seconds(claim.attempts, base, cap_seconds=ctx.settings.infrastructure_retry_max_seconds)
+    else:
+        quarantine = claim.attempts >= stage_max_attempts
+        delay = 0.0 if quarantine else backoff_seconds(claim.attempts, base)
+    record = error_record(
+        exc,
+        deterministic=verdict.treatment is Treatment.deterministic,
+        reason=verdict.reason,
+        infrastructure=verdict.infrastructure,
+        capabilities=capabilities,
+    )
+    with ctx.db.engine.begin() as conn:
+        committed = q.fail_claim(conn, claim, quarantine=quarantine, delay_seconds=delay, last_error=record)
+    if not committed:
+        return ExecutionResult("claim_lost", claim.stage, claim.source_object_id, type(exc).__name__)
+    if quarantine:
+        log.info("quarantined %s of object %s: %s: %s", claim.stage, claim.source_object_id,
+                 type(exc).__name__, record["message"][:200])
+    return ExecutionResult("quarantined" if quarantine else "retry", claim.stage, claim.source_object_id,
+                           type(exc).__name__)

@@ -1,0 +1,99 @@
+"""Prepare steps run at the start of every run, before anything is claimed.
+
+Spec: insertion-pipeline.md "In-process provider" (prepare steps
+requeue_outdated_stages, requeue_newly_enabled_stages, recover_stale_claims) and
+DESIGN.md "Quarantine reasons" (capability quarantines are released when
+configuration adds the capability).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+from sqlalchemy import text
+
+from ki.errors import CAPABILITY_REASONS
+from ki.orchestration.context import PipelineContext
+from ki.store import claims as q
+from ki.taxonomies import PIPELINE_STAGE_ORDER
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class PrepareReport:
+    """Counts of what the prepare steps changed."""
+
+    outdated_requeued: int = 0
+    outdated_parked: int = 0
+    enabled_requeued: int = 0
+    enabled_parked: int = 0
+    stale_recovered: int = 0
+    capability_released: int = 0
+
+
+def recover_stale_claims(ctx: PipelineContext) -> int:
+    """Fail (StaleClaim, due now) every running row silent for ``claim_timeout_seconds``."""
+    limits = {s: ctx.config.pipeline.stage(s).max_attempts for s in PIPELINE_STAGE_ORDER}
+    with ctx.db.engine.begin() as conn:
+        n = q.recover_stale_claims(
+            conn, timeout_seconds=ctx.config.pipeline.claim_timeout_seconds, max_attempts=limits
+        )
+    if n:
+        log.warning("recovered %d stale claim(s) (silent > %s s)", n, ctx.config.pipeline.claim_timeout_seconds)
+    return n
+
+
+def requeue_outdated_stages(ctx: PipelineContext) -> tuple[int, int]:
+    """Requeue each object's earliest outdated stage and park its downstream. Returns (requeued, parked)."""
+    versions = {s: ctx.config.pipeline.producer_version(s) for s in PIPELINE_STAGE_ORDER}
+    with ctx.db.engine.begin() as conn:
+        return q.requeue_outdated_stages(conn, versions)
+
+
+def requeue_newly_enabled_stages(ctx: PipelineContext) -> tuple[int, int]:
+    """Turn ``disabled_by_configuration`` rows of enabled stages back to pending. Returns (requeued, parked)."""
+    enabled = [s for s in PIPELINE_STAGE_ORDER if ctx.config.pipeline.stage(s).enabled]
+    with ctx.db.engine.begin() as conn:
+        return q.requeue_newly_enabled_stages(conn, enabled)
+
+
+RELEASE_CAPABILITY_SQL = text("""
+UPDATE processing_state ps
+SET status = 'pending', attempts = 0, last_error = NULL, next_retry_at = NULL, updated_at = now()
+WHERE ps.status = 'quarantined' AND ps.reason = ANY(:reasons)
+  AND NOT (coalesce(ps.last_error->'capabilities', '[]'::jsonb) @> CAST(:current AS jsonb))
+RETURNING ps.id
+""")
+
+
+def release_capability_quarantines(ctx: PipelineContext) -> int:
+    """Release ``needs_ocr`` / ``unsupported_format`` quarantines whose converter set has grown.
+
+    A row is released when the capabilities recorded at quarantine time do not
+    include every capability available now, and now some converter handles that
+    reason. Returns rows released (fresh attempt budget, pending).
+    """
+    import json
+
+    from ki.convert.router import capabilities, handles_reason
+
+    current = sorted(capabilities(ctx.config))
+    reasons = [r for r in CAPABILITY_REASONS if handles_reason(ctx.config, r)]
+    if not reasons:
+        return 0
+    with ctx.db.engine.begin() as conn:
+        rows = conn.execute(RELEASE_CAPABILITY_SQL, {"reasons": reasons, "current": json.dumps(current)}).fetchall()
+    if rows:
+        log.info("released %d quarantined row(s): a converter for them is now configured", len(rows))
+    return len(rows)
+
+
+def run_prepare_steps(ctx: PipelineContext) -> PrepareReport:
+    """All prepare steps in the spec's order; returns what they changed."""
+    outdated = requeue_outdated_stages(ctx)
+    enabled = requeue_newly_enabled_stages(ctx)
+    stale = recover_stale_claims(ctx)
+    released = release_capability_quarantines(ctx)
+    return PrepareReport(outdated[0], outdated[1], enabled[0], enabled[1], stale, released)

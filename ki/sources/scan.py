@@ -1,0 +1,218 @@
+"""Scanning a source into source_object and processing_state rows.
+
+Spec: insertion-pipeline.md "Processing states" (a scan seeds one row per stage:
+fetch pending, every later stage skipped + waiting_for_previous_stage) and
+``pipeline.deletion_confirmations``; DESIGN.md "Deletion confirmations" (counted
+per file; a scan whose root is missing does not count; an empty listing of a
+root that was not empty is suspicious and tombstones nothing).
+
+A rescan re-hashes only files whose size or mtime changed; a new content hash
+requeues the object from fetch (every stage, quarantined ones included: the file
+itself changed).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from sqlalchemy import text
+from sqlalchemy.engine import Connection
+
+from ki.index.postgres import delete_object_chunks
+from ki.orchestration.context import PipelineContext
+from ki.sources.local import LocalFolderConnector
+from ki.store.claims import WAITING_JSON
+from ki.taxonomies import PIPELINE_STAGE_ORDER
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class ScanReport:
+    """What one scan changed.
+
+    Attributes:
+        listed: candidate files in the listing.
+        new / changed / unchanged / reappeared: object counts.
+        missing: objects absent from this listing (streak incremented).
+        tombstoned: external ids tombstoned by this scan.
+        suspicious: True when the listing was empty for a root that had files (nothing counted).
+    """
+
+    source_id: int
+    listed: int = 0
+    new: int = 0
+    changed: int = 0
+    unchanged: int = 0
+    reappeared: int = 0
+    missing: int = 0
+    tombstoned: list[str] = field(default_factory=list)
+    suspicious: bool = False
+
+
+def register_local_source(ctx: PipelineContext, root: Path, *, config: dict | None = None) -> int:
+    """Get or create the ``local`` source for ``root`` (resolved absolute path). Returns source id."""
+    root_s = str(root.resolve())
+    with ctx.db.engine.begin() as conn:
+        row = conn.execute(
+            text("""
+            INSERT INTO source (project_id, kind, root, config)
+            VALUES ((SELECT id FROM project WHERE name = 'default'), 'local', :root, CAST(:cfg AS jsonb))
+            ON CONFLICT (kind, root) DO UPDATE SET root = EXCLUDED.root
+            RETURNING id
+            """),
+            {"root": root_s, "cfg": json.dumps(config or {})},
+        ).one()
+    return int(row.id)
+
+
+def _sha256_file(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+SEED_ROWS_SQL = text("""
+INSERT INTO processing_state (source_object_id, stage, status, last_error)
+SELECT o.id, s.stage,
+       CASE WHEN s.stage = :first THEN 'pending' ELSE 'skipped' END,
+       CASE WHEN s.stage = :first THEN NULL ELSE CAST(:waiting AS jsonb) END
+FROM unnest(CAST(:ids AS bigint[])) AS o(id) CROSS JOIN unnest(CAST(:stages AS text[])) AS s(stage)
+ON CONFLICT (source_object_id, stage) DO NOTHING
+""")
+
+REQUEUE_FROM_FETCH_SQL = text("""
+UPDATE processing_state
+SET status = CASE WHEN stage = :first THEN 'pending' ELSE 'skipped' END,
+    last_error = CASE WHEN stage = :first THEN NULL ELSE CAST(:waiting AS jsonb) END,
+    attempts = 0, producer_version = NULL, next_retry_at = NULL, claim_token = NULL, claimed_by = NULL,
+    heartbeat_at = NULL, updated_at = now()
+WHERE source_object_id = ANY(CAST(:ids AS bigint[]))
+""")
+
+
+def seed_rows(conn: Connection, ids: list[int]) -> None:
+    """Insert the seven stage rows of each new object (fetch pending, the rest waiting)."""
+    if ids:
+        conn.execute(SEED_ROWS_SQL, {"ids": ids, "stages": list(PIPELINE_STAGE_ORDER),
+                                     "first": PIPELINE_STAGE_ORDER[0], "waiting": WAITING_JSON})
+
+
+def requeue_from_fetch(conn: Connection, ids: list[int]) -> None:
+    """Reset every stage row of ``ids``: fetch pending, the rest waiting, fresh attempt budgets."""
+    if ids:
+        conn.execute(REQUEUE_FROM_FETCH_SQL, {"ids": ids, "first": PIPELINE_STAGE_ORDER[0],
+                                              "waiting": WAITING_JSON})
+
+
+def scan_source(ctx: PipelineContext, source_id: int) -> ScanReport:
+    """Scan one local source and apply the listing to the database.
+
+    Raises:
+        SourceUnavailable: the root is missing or unreadable; nothing is changed and the
+            scan does not count toward deletion confirmations.
+    """
+    with ctx.db.engine.connect() as conn:
+        src = conn.execute(text("SELECT id, kind, root, config, last_scan_count FROM source WHERE id = :id"),
+                           {"id": source_id}).one()
+    connector = LocalFolderConnector(src.root, src.config)
+    listing = connector.scan()  # raises SourceUnavailable before anything changes
+    report = ScanReport(source_id=source_id, listed=len(listing))
+    with ctx.db.engine.connect() as conn:
+        existing = {
+            r.external_id: r
+            for r in conn.execute(
+                text("SELECT id, external_id, size, mtime_ns, content_hash, deleted_at, missing_scans "
+                     "FROM source_object WHERE source_id = :sid"),
+                {"sid": source_id},
+            )
+        }
+    live_before = sum(1 for r in existing.values() if r.deleted_at is None)
+    if not listing and live_before > 0:
+        report.suspicious = True
+        log.warning("source %s listed empty but %d documents are known: treated as an unmounted share, "
+                    "nothing is tombstoned and the scan does not count", src.root, live_before)
+        return report
+
+    new_files, changed_ids, touched, reappeared_ids, present_ids = [], [], [], [], []
+    for f in listing:
+        row = existing.get(f.external_id)
+        if row is None:
+            new_files.append(f)
+            continue
+        present_ids.append(row.id)
+        if row.deleted_at is not None:
+            reappeared_ids.append(row.id)
+            touched.append((row.id, f.size, f.mtime_ns, None))
+        elif row.size != f.size or row.mtime_ns != f.mtime_ns:
+            try:
+                new_hash = _sha256_file(connector.path_of(f.external_id))
+            except OSError:
+                continue  # vanished between listing and hashing; the next scan decides
+            touched.append((row.id, f.size, f.mtime_ns, new_hash))
+            if row.content_hash is not None and new_hash != row.content_hash:
+                changed_ids.append(row.id)
+            elif row.content_hash is None:
+                pass  # never fetched yet: fetch will read the current bytes
+        else:
+            report.unchanged += 1
+    listed_ids = {f.external_id for f in listing}
+    missing = [r for eid, r in existing.items() if eid not in listed_ids and r.deleted_at is None]
+
+    with ctx.db.engine.begin() as conn:
+        new_ids: list[int] = []
+        if new_files:
+            rows = conn.execute(
+                text("""
+                INSERT INTO source_object (source_id, external_id, path, size, mtime_ns)
+                SELECT :sid, t.eid, :root || '/' || t.eid, t.size, t.mtime
+                FROM unnest(CAST(:eids AS text[]), CAST(:sizes AS bigint[]), CAST(:mtimes AS bigint[]))
+                     AS t(eid, size, mtime)
+                ON CONFLICT (source_id, external_id) DO NOTHING
+                RETURNING id
+                """),
+                {"sid": source_id, "root": src.root.rstrip("/"), "eids": [f.external_id for f in new_files],
+                 "sizes": [f.size for f in new_files], "mtimes": [f.mtime_ns for f in new_files]},
+            ).fetchall()
+            new_ids = [r.id for r in rows]
+            seed_rows(conn, new_ids)
+        for oid, size, mtime, scanned in touched:
+            conn.execute(
+                text("UPDATE source_object SET size = :s, mtime_ns = :m, scanned_hash = coalesce(:h, scanned_hash), "
+                     "deleted_at = NULL, missing_scans = 0, updated_at = now() WHERE id = :id"),
+                {"s": size, "m": mtime, "h": scanned, "id": oid},
+            )
+        if present_ids:
+            conn.execute(
+                text("UPDATE source_object SET missing_scans = 0 WHERE id = ANY(CAST(:ids AS bigint[])) "
+                     "AND missing_scans <> 0"),
+                {"ids": present_ids},
+            )
+        requeue_from_fetch(conn, changed_ids + reappeared_ids)
+        threshold = ctx.config.pipeline.deletion_confirmations
+        for r in missing:
+            streak = r.missing_scans + 1
+            if streak >= threshold:
+                conn.execute(
+                    text("UPDATE source_object SET missing_scans = :n, deleted_at = now(), updated_at = now() "
+                         "WHERE id = :id"),
+                    {"n": streak, "id": r.id},
+                )
+                delete_object_chunks(conn, r.id)
+                report.tombstoned.append(r.external_id)
+            else:
+                conn.execute(text("UPDATE source_object SET missing_scans = :n WHERE id = :id"),
+                             {"n": streak, "id": r.id})
+        conn.execute(text("UPDATE source SET last_scan_at = now(), last_scan_count = :n WHERE id = :id"),
+                     {"n": len(listing), "id": source_id})
+    report.new = len(new_ids)
+    report.changed = len(changed_ids)
+    report.reappeared = len(reappeared_ids)
+    report.missing = len(missing) - len(report.tombstoned)
+    return report

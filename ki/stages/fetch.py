@@ -1,0 +1,38 @@
+"""Stage ``fetch``: read the object's bytes into the content-addressed store.
+
+Spec: insertion-pipeline.md "Fetch". Writes a Blob row keyed by content hash and
+sets ``source_object.content_hash``. A missing or unreadable source root is an
+outage (SourceUnavailable, never quarantined); a single missing file under a
+present root is FileNotFoundError (deterministic).
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import text
+
+from ki.orchestration.context import StageContext, StageOutcome
+from ki.sources import open_source
+
+
+def handle(ctx: StageContext) -> StageOutcome:
+    """Stream the file into the blob store (≤ ``pipeline.max_file_mb``) and record its hash.
+
+    Raises:
+        SourceUnavailable: the source root is missing or unreadable.
+        FileNotFoundError: the file is gone while its root is present.
+        ArtifactTooLarge: the stream exceeds the limit.
+    """
+    connector = open_source(ctx.obj.source_kind, ctx.obj.source_root, ctx.obj.source_config)
+    max_bytes = ctx.config.pipeline.max_file_mb * (1 << 20)
+    with connector.fetch(ctx.obj.external_id) as stream:
+        content_hash, size = ctx.pipeline.blobs.put_stream(stream, max_bytes=max_bytes)
+    with ctx.pipeline.db.engine.begin() as conn:
+        conn.execute(
+            text("INSERT INTO blob (content_hash, size) VALUES (:h, :s) ON CONFLICT (content_hash) DO NOTHING"),
+            {"h": content_hash, "s": size},
+        )
+        conn.execute(
+            text("UPDATE source_object SET content_hash = :h, size = :s, updated_at = now() WHERE id = :id"),
+            {"h": content_hash, "s": size, "id": ctx.obj.id},
+        )
+    return StageOutcome(status="done", details={"content_hash": content_hash, "bytes": size})

