@@ -32,3 +32,112 @@ def real_corpus(shared: Path) -> Path:
 @pytest.fixture(scope="session")
 def cases_dir(shared: Path) -> Path:
     return shared / "cases"
+
+
+# --- real PostgreSQL -------------------------------------------------------------------------
+# One embedded PostgreSQL 18 server per test session (or KI_TEST_DATABASE_URL, a libpq URI of a
+# server where we may create databases). The schema is migrated once into a template database;
+# each test gets its own database cloned from it.
+
+import itertools  # noqa: E402
+import uuid  # noqa: E402
+
+_db_counter = itertools.count()
+
+
+@pytest.fixture(scope="session")
+def pg_server_uri(tmp_path_factory) -> str:
+    """libpq URI of the test server's maintenance database."""
+    uri = os.environ.get("KI_TEST_DATABASE_URL")
+    if uri:
+        return uri
+    from ki.store.db import embedded_server_uri
+
+    pgdata = tmp_path_factory.mktemp("pg") / "data"
+    uri = embedded_server_uri(pgdata)
+    yield uri
+    from ki.store.db import stop_embedded_server
+
+    stop_embedded_server(pgdata)
+
+
+def _admin(uri: str):
+    import psycopg
+    from sqlalchemy.engine import make_url
+
+    from ki.store.db import sqlalchemy_url
+
+    url = make_url(sqlalchemy_url(uri))
+    kwargs = {"dbname": "postgres", "user": url.username or "postgres", "autocommit": True}
+    if url.password:
+        kwargs["password"] = url.password
+    if url.query.get("host"):
+        kwargs["host"] = url.query["host"]
+    elif url.host:
+        kwargs["host"] = url.host
+    if url.port:
+        kwargs["port"] = url.port
+    return psycopg.connect(**kwargs)
+
+
+@pytest.fixture(scope="session")
+def template_db(pg_server_uri) -> str:
+    """Name of a database migrated to head, used as the template of each test database."""
+    from ki.store.db import open_database, sqlalchemy_url
+
+    name = f"ki_template_{uuid.uuid4().hex[:8]}"
+    with _admin(pg_server_uri) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    db = open_database(sqlalchemy_url(pg_server_uri, name), pool_size=1)
+    db.dispose()
+    return name
+
+
+@pytest.fixture
+def db_url(pg_server_uri, template_db) -> str:
+    """SQLAlchemy URL of a fresh, migrated database for this test."""
+    from ki.store.db import sqlalchemy_url
+
+    name = f"ki_t{os.getpid()}_{next(_db_counter)}"
+    with _admin(pg_server_uri) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}"')
+        conn.execute(f'CREATE DATABASE "{name}" TEMPLATE "{template_db}"')
+    yield sqlalchemy_url(pg_server_uri, name)
+
+
+@pytest.fixture
+def data_dir(tmp_path) -> Path:
+    d = tmp_path / "ki-data"
+    d.mkdir()
+    return d
+
+
+@pytest.fixture
+def make_ctx(db_url, data_dir, monkeypatch):
+    """Factory of PipelineContext objects on this test's database and data directory.
+
+    ``make_ctx(**settings)`` accepts ProcessSettings fields (e.g. workers=2).
+    """
+    from ki.config.loader import ProcessSettings
+    from ki.orchestration.context import PipelineContext
+    from ki.store.db import open_database
+
+    monkeypatch.setenv("KI_DATA_DIR", str(data_dir))
+    monkeypatch.setenv("KI_DATABASE_URL", db_url)
+    opened = []
+
+    def factory(**overrides):
+        settings = ProcessSettings(data_dir=data_dir, database_url=db_url, **overrides)
+        ctx = PipelineContext.open(settings, db=open_database(db_url, pool_size=settings.workers + 4, migrate=False))
+        opened.append(ctx)
+        return ctx
+
+    yield factory
+    for ctx in opened:
+        ctx.db.dispose()
+
+
+@pytest.fixture
+def ctx(make_ctx):
+    """A PipelineContext on a fresh database (4 workers)."""
+    return make_ctx()

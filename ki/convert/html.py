@@ -1,8 +1,10 @@
 """HTML to visible text with lxml (built-in converter, conversion.md section 7.3).
 
 Encoding is decided before parsing, in this order: byte-order mark; a ``<meta>``
-(or XML declaration) charset that decodes the bytes strictly; strict UTF-8; a
-confident charset-normalizer guess; windows-1252 (the WHATWG default); latin-1.
+(or XML declaration) charset that decodes the bytes strictly; strict UTF-8; UTF-8
+with a few bad bytes (more valid multi-byte characters than invalid sequences,
+which are replaced); a confident charset-normalizer guess; windows-1252 (the WHATWG
+default); latin-1.
 Labels follow WHATWG where Python differs (``unicode``/``utf-16`` in a meta tag mean
 UTF-8, ``iso-8859-1``/``us-ascii`` mean windows-1252). The meta prescan is a byte
 regex, so malformed tags such as ``<meta content=text/html; charset = iso-8859-6
@@ -154,6 +156,10 @@ def decode_html(data: bytes) -> tuple[str, str, str, str | None, list[str]]:
     text = _strict(data, "utf-8")
     if text is not None:
         return text, "utf-8", "utf-8", declared, warnings
+    text, invalid = _mostly_utf8(data)
+    if text is not None:
+        warnings.append(f"{invalid} invalid UTF-8 sequence(s) replaced with U+FFFD")
+        return text, "utf-8", "utf-8", declared, warnings
     guess = _detect(data)
     if guess is not None:
         return guess[0], guess[1], "detected", declared, warnings
@@ -196,6 +202,14 @@ def _utf8_disguised(data: bytes, codec: str) -> bool:
     if codec == "utf-8" or not codec.startswith(_SINGLE_BYTE_FAMILIES) or data.isascii():
         return False
     return _strict(data, "utf-8") is not None
+
+
+def _mostly_utf8(data: bytes) -> tuple[str | None, int]:
+    """UTF-8 with a few bad bytes (more valid multi-byte characters than invalid sequences)."""
+    text = data.decode("utf-8", "replace")
+    invalid = text.count("\ufffd") - data.count(b"\xef\xbf\xbd")
+    multibyte = sum(1 for ch in text if ch > "\x7f") - invalid - data.count(b"\xef\xbf\xbd")
+    return (text, invalid) if multibyte > invalid else (None, invalid)
 
 
 def _detect(data: bytes) -> tuple[str, str] | None:

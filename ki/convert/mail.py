@@ -441,7 +441,8 @@ def convert_mail(data: bytes, filename: str) -> StructuredDocument:
         body (text/plain preferred, else the visible text of text/html; attached messages
         inline). ``title``: the subject. ``mail``: :class:`MailMeta` (ids without ``<>``,
         ``date`` from Date else the newest Received, ``defects`` = stdlib defect class
-        names plus ki's own ``header: ...`` notes). ``metadata``: ``parts`` (leaf MIME
+        names plus ki's own ``header: ...`` notes). ``metadata``: ``from_addresses`` (how
+        many From addresses; ``mail.sender`` is the first), ``parts`` (leaf MIME
         parts, all counted), ``parts_total``, ``parts_truncated``, ``body_charset``, ``bom``,
         ``date_source``. ``encoding`` is set only for a whole-file UTF-16/32 message.
 
@@ -511,6 +512,7 @@ def convert_mail(data: bytes, filename: str) -> StructuredDocument:
         mail=meta,
         warnings=[d for d in meta.defects if "truncated" in d or d.startswith("parts:")],
         metadata={
+            "from_addresses": len(senders),
             "parts": leaves,
             "parts_total": total,
             "parts_truncated": total > MAX_PARTS,

@@ -97,8 +97,12 @@ def _convert_locked(body: bytes, filename: str, offset: int) -> StructuredDocume
         encrypted = pdfium_c.FPDF_GetSecurityHandlerRevision(pdf) != -1
         form_type = pdf.get_formtype()
         forms = form_type == pdfium_c.FORMTYPE_ACRO_FORM
+        warnings: list[str] = []
         if forms:
-            pdf.init_forms()  # must precede get_page so widget field names resolve
+            try:
+                pdf.init_forms()  # must precede get_page so widget field names resolve
+            except pdfium.PdfiumError as exc:
+                warnings.append(f"form environment: {exc}")
         metadata: dict[str, Any] = {
             "encrypted": encrypted,
             "embedded_files": pdf.count_attachments(),
@@ -113,26 +117,23 @@ def _convert_locked(body: bytes, filename: str, offset: int) -> StructuredDocume
         page_chars: list[int] = []
         field_names: set[str] = set()
         widget_count = 0
-        warnings: list[str] = []
         failed_pages: list[int] = []
         image_pages = 0
-        for index in range(n_pages):
+        for index in range(n_pages):  # one page open at a time
+            text = ""
             try:
                 page = pdf.get_page(index)
+                try:
+                    text = _page_text(page)
+                    if not text.strip() and _has_image(page):
+                        image_pages += 1
+                    if forms:
+                        widget_count += _collect_fields(pdf, page, field_names)
+                finally:
+                    page.close()
             except pdfium.PdfiumError as exc:
                 failed_pages.append(index)
                 warnings.append(f"page {index + 1}: {exc}")
-                texts.append("")
-                page_chars.append(0)
-                continue
-            try:
-                text = _page_text(page)
-                if not text.strip() and _has_image(page):
-                    image_pages += 1
-                if forms:
-                    widget_count += _collect_fields(pdf, page, field_names)
-            finally:
-                page.close()
             texts.append(text)
             page_chars.append(len(text))
     finally:

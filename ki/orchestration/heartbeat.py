@@ -19,7 +19,8 @@ log = logging.getLogger(__name__)
 
 RENEW_MANY_SQL = text("""
 UPDATE processing_state SET heartbeat_at = now()
-WHERE status = 'running' AND (id, claim_token) IN (SELECT * FROM unnest(CAST(:ids AS bigint[]), CAST(:tokens AS uuid[])))
+WHERE status = 'running'
+  AND (id, claim_token) IN (SELECT * FROM unnest(CAST(:ids AS bigint[]), CAST(:tokens AS uuid[])))
 """)
 
 

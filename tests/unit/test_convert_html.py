@@ -234,3 +234,10 @@ def test_bom_wins_over_meta(bom: bytes, codec: str) -> None:
     html = bom + '<meta charset="cp1252"><p>Grüße</p>'.encode(codec)
     doc = convert_html(html, "a.html")
     assert doc.text == "Grüße" and doc.encoding == codec
+
+
+def test_utf8_with_one_stray_byte_stays_utf8() -> None:
+    html = '<meta charset="utf-8"><p>München, Düsseldorf, Köln</p><p>price 10'.encode() + b"\x80" + b"</p>"
+    doc = convert_html(html, "a.html")
+    assert doc.encoding == "utf-8" and "München, Düsseldorf, Köln" in doc.text
+    assert "10\ufffd" in doc.text and doc.warnings

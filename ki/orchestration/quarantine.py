@@ -1,0 +1,114 @@
+"""Listing quarantined rows and the explicit retry that releases them.
+
+Spec: insertion-pipeline.md "Retry from quarantine": the retry releases the
+earliest quarantined stage (a later requested stage would re-run downstream work
+on an input that is still missing), resets its attempts (a fresh budget),
+invalidates every downstream stage back to waiting, writes the audit log with
+the overruled error, and the caller launches a run at once.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from pydantic import BaseModel
+from sqlalchemy import text
+
+from ki.orchestration.context import PipelineContext
+from ki.store.claims import WAITING_JSON
+from ki.taxonomies import PIPELINE_STAGE_ORDER
+
+
+class QuarantineEntry(BaseModel):
+    """One quarantined row (GET /api/quarantine shape): path, stage, attempts, error object."""
+
+    source_object_id: int
+    path: str
+    stage: str
+    attempts: int
+    error: dict[str, Any]
+    updated_at: str
+
+
+class RetryResponse(BaseModel):
+    """What a quarantine retry did (spec: released stage, invalidated stages, max_attempts,
+    previous error, whether the original failure was deterministic)."""
+
+    source_object_id: int
+    released_stage: str
+    requested_stage: str | None
+    invalidated_stages: list[str]
+    max_attempts: int
+    previous_error: dict[str, Any]
+    deterministic: bool
+
+
+def list_quarantine(ctx: PipelineContext, *, limit: int = 1000) -> list[QuarantineEntry]:
+    """Quarantined rows, newest first, without tracebacks (they are on the row)."""
+    with ctx.db.engine.connect() as conn:
+        rows = conn.execute(
+            text("""SELECT ps.source_object_id, so.path, ps.stage, ps.attempts, ps.last_error, ps.updated_at
+                    FROM processing_state ps JOIN source_object so ON so.id = ps.source_object_id
+                    WHERE ps.status = 'quarantined' ORDER BY ps.updated_at DESC, ps.id LIMIT :n"""),
+            {"n": limit},
+        ).fetchall()
+    out = []
+    for r in rows:
+        err = {k: v for k, v in (r.last_error or {}).items() if k != "traceback"}
+        out.append(QuarantineEntry(source_object_id=r.source_object_id, path=r.path, stage=r.stage,
+                                   attempts=r.attempts, error=err, updated_at=r.updated_at.isoformat()))
+    return out
+
+
+def retry_quarantined(ctx: PipelineContext, source_object_id: int, *, stage: str | None = None,
+                      actor: str = "cli") -> RetryResponse:
+    """Release the earliest quarantined stage of an object (see module doc).
+
+    Raises:
+        LookupError: the object has no quarantined stage.
+        ValueError: ``stage`` is not a pipeline stage.
+    """
+    if stage is not None and stage not in PIPELINE_STAGE_ORDER:
+        raise ValueError(f"unknown stage {stage!r}; stages are {', '.join(PIPELINE_STAGE_ORDER)}")
+    with ctx.db.engine.begin() as conn:
+        rows = conn.execute(
+            text("""SELECT stage, last_error FROM processing_state
+                    WHERE source_object_id = :id AND status = 'quarantined' FOR UPDATE"""),
+            {"id": source_object_id},
+        ).fetchall()
+        if not rows:
+            raise LookupError(f"source object {source_object_id} has no quarantined stage")
+        earliest = min(rows, key=lambda r: PIPELINE_STAGE_ORDER.index(r.stage))
+        released = earliest.stage
+        downstream = list(PIPELINE_STAGE_ORDER[PIPELINE_STAGE_ORDER.index(released) + 1:])
+        conn.execute(
+            text("""UPDATE processing_state SET status = 'pending', attempts = 0, last_error = NULL,
+                    next_retry_at = NULL, claim_token = NULL, updated_at = now()
+                    WHERE source_object_id = :id AND stage = :stage"""),
+            {"id": source_object_id, "stage": released},
+        )
+        conn.execute(
+            text("""UPDATE processing_state SET status = 'skipped', last_error = CAST(:w AS jsonb),
+                    producer_version = NULL, attempts = 0, next_retry_at = NULL, claim_token = NULL,
+                    updated_at = now()
+                    WHERE source_object_id = :id AND stage = ANY(:stages)"""),
+            {"id": source_object_id, "stages": downstream, "w": WAITING_JSON},
+        )
+        previous = dict(earliest.last_error or {})
+        response = RetryResponse(
+            source_object_id=source_object_id,
+            released_stage=released,
+            requested_stage=stage,
+            invalidated_stages=downstream,
+            max_attempts=ctx.config.pipeline.stage(released).max_attempts,
+            previous_error={k: v for k, v in previous.items() if k != "traceback"},
+            deterministic=bool(previous.get("deterministic")),
+        )
+        conn.execute(
+            text("""INSERT INTO audit_log (actor, action, source_object_id, details)
+                    VALUES (:actor, 'quarantine_retry', :id, CAST(:d AS jsonb))"""),
+            {"actor": actor, "id": source_object_id,
+             "d": json.dumps({**response.model_dump(), "overruled_error": previous})},
+        )
+    return response
