@@ -77,9 +77,7 @@ class _Package:
             self.zip = zipfile.ZipFile(io.BytesIO(data))
             infos = self.zip.infolist()
         except (zipfile.BadZipFile, zipfile.LargeZipFile, ValueError, OSError, EOFError) as exc:
-            raise UnsupportedDocument(
-                f"{filename}: not a readable zip package ({exc})", reason="corrupt"
-            ) from exc
+            raise UnsupportedDocument(f"{filename}: not a readable zip package ({exc})", reason="corrupt") from exc
         self.names = {info.filename.lower(): info for info in infos}
         self._read_total = 0
         self.warnings: list[str] = []
@@ -387,7 +385,7 @@ def _counts(pkg: _Package, root: etree._Element, doc_rels: list[Relationship]) -
     ``numbered_paragraphs`` counts ``w:p`` whose effective ``w:numId`` (direct, else through the
     paragraph style chain of ``styles.xml``) is present and not ``0``.
     """
-    w = "{%s}" % split_tag(root.tag)[0]
+    w = f"{{{split_tag(root.tag)[0]}}}"
     style_num = _style_numbering(pkg, doc_rels)
     default_style = style_num.pop(None, None)
     numbered = 0

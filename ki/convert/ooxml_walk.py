@@ -130,6 +130,14 @@ def w_children(el: etree._Element, local: str) -> list[etree._Element]:
     return out
 
 
+def node_text(el: etree._Element) -> str:
+    """Text of a leaf such as ``w:t``; unresolved entity references (never expanded) are dropped."""
+    text = el.text or ""
+    if len(el):
+        text += "".join(child.tail or "" for child in el)
+    return text
+
+
 def parse_ooxml_date(value: str | None) -> datetime | None:
     """Parse ``w:date``/``w16cex:dateUtc`` (ISO 8601, often with ``Z``); None if absent or invalid.
 
@@ -187,9 +195,7 @@ class _Block:
         self._pend_revs: list[RevisionRecord] = []
         self._pend_orig: str | None = None
 
-    def add_paragraph(
-        self, acc: str, orig: str, acc_mark: bool, orig_mark: bool, revs: list[RevisionRecord]
-    ) -> None:
+    def add_paragraph(self, acc: str, orig: str, acc_mark: bool, orig_mark: bool, revs: list[RevisionRecord]) -> None:
         if self._pend_acc is not None:
             acc = self._pend_acc + acc
             self._pend_acc = None
@@ -682,7 +688,7 @@ class OoxmlWalker:
                 if branch is not None:
                     self._inline(branch)
         elif ns in M_NS and local == "t":
-            self._emit(child.text or "")
+            self._emit(node_text(child))
         else:
             self._inline(child)  # DrawingML / VML wrappers around text boxes
 
@@ -690,11 +696,11 @@ class OoxmlWalker:
         if local == "delText" and not self._deleted:
             self._deleted += 1  # stray delText outside w:del is still deleted text
             try:
-                self._emit(el.text or "")
+                self._emit(node_text(el))
             finally:
                 self._deleted -= 1
         else:
-            self._emit(el.text or "")
+            self._emit(node_text(el))
 
     def _run(self, r: etree._Element) -> None:
         for child in r:

@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Install everything the test suite needs, then run it. Extra arguments go to pytest.
+#   scripts/test.sh                 # the whole suite
+#   scripts/test.sh tests/unit -q   # a part of it
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+PYTHON=${PYTHON:-python3}
+if [ ! -x .venv/bin/python ]; then
+  "$PYTHON" -m venv .venv
+fi
+.venv/bin/python -m pip install -q --upgrade pip
+.venv/bin/python -m pip install -q -e '.[test]'
+
+# Outside services the tests use for real (each script is idempotent and caches its build
+# outside the repository, under ${KI_CACHE_DIR:-$HOME/.cache/ki}).
+for installer in .ci/install_hatchet.sh .ci/install_opensearch.sh; do
+  if [ -f "$installer" ]; then
+    bash "$installer"
+  fi
+done
+
+exec .venv/bin/python -m pytest "$@"

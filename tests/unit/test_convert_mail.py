@@ -1,0 +1,386 @@
+"""ki.convert.mail against every ``eml/`` row of the real corpus MANIFEST, cases R01/R02/R04, built edge cases.
+
+Each MANIFEST clause becomes one test (``check_clause`` interprets it; an unknown clause
+fails ``test_every_clause_is_interpreted``). Not table-driven:
+
+* the ``.mbox`` row (``messages:``/``thread:`` clauses) is checked by
+  ``test_split_mbox_thread`` through :func:`split_mbox`;
+* ``from raw latin-1 contains "x"`` describes the raw From bytes; it is checked as
+  "the decoded sender name contains x".
+"""
+
+from __future__ import annotations
+
+import csv
+import functools
+import os
+import re
+import time
+from email.message import EmailMessage
+from pathlib import Path
+
+import pytest
+
+from ki.convert.mail import (
+    MAX_HEADER_CHARS,
+    convert_mail,
+    decode_encoded_words,
+    parse_addresses,
+    split_mbox,
+)
+from ki.convert.model import Address, MailMeta, StructuredDocument
+from ki.errors import UnsupportedDocument
+
+FOLDER = "eml"
+MBOX = "eml/tika_complex.mbox"
+_SURROGATES = re.compile("[\udc80-\udcff]")
+_NAME_ADDR = re.compile(r'^"((?:\\.|[^"\\])*)"\s*<([^<>]*)>$')
+
+
+def _corpus_dir() -> Path:
+    """Same rule as ``tests/conftest.shared_dir`` (needed at collection time, before fixtures)."""
+    env = os.environ.get("KI_SHARED_DIR")
+    root = Path(env) if env else Path(__file__).resolve().parents[2].parent / "shared"
+    return root / "corpus" / "real"
+
+
+def _clauses(expected: str) -> list[str]:
+    return [c.strip() for c in re.findall(r'(?:[^;"\\]|\\.|"(?:\\.|[^"\\])*")+', expected) if c.strip()]
+
+
+def _rows() -> list[dict[str, str]]:
+    manifest = _corpus_dir() / "MANIFEST.tsv"
+    if not manifest.is_file():
+        return []
+    with manifest.open(encoding="utf-8", newline="") as fh:
+        rows = csv.DictReader(fh, delimiter="\t", quoting=csv.QUOTE_NONE)
+        return [row for row in rows if row["path"].startswith(FOLDER + "/") and row["path"] != MBOX]
+
+
+def _cases() -> list:
+    return [
+        pytest.param(row["path"], clause, id=f"{Path(row['path']).name}|{clause}")
+        for row in _rows()
+        for clause in _clauses(row["expected"])
+    ]
+
+
+@functools.cache
+def _convert(path: Path) -> StructuredDocument | UnsupportedDocument:
+    try:
+        return convert_mail(path.read_bytes(), path.name)
+    except UnsupportedDocument as exc:
+        return exc
+
+
+def _doc(result: StructuredDocument | UnsupportedDocument) -> StructuredDocument:
+    if isinstance(result, UnsupportedDocument):
+        pytest.fail(f"quarantined as {result.reason}: {result} {result.details}")
+    assert result.mail is not None
+    return result
+
+
+def _quoted(clause: str) -> str:
+    return clause[clause.index('"') + 1 : clause.rindex('"')]
+
+
+def _address(spec: str) -> Address:
+    """``"Name" <addr>`` (backslash escapes allowed) as an :class:`Address`."""
+    match = _NAME_ADDR.match(spec.strip())
+    assert match, f"cannot read address spec {spec!r}"
+    return Address(name=re.sub(r"\\(.)", r"\1", match.group(1)), address=match.group(2))
+
+
+def _none_or(value: str) -> str | None:
+    return None if value == "none" else value
+
+
+def check_clause(result: StructuredDocument | UnsupportedDocument, clause: str) -> None:
+    """Assert one MANIFEST clause against a conversion result (document or quarantine)."""
+    key, _, value = clause.partition(":")
+    key, value = key.strip(), value.strip()
+    if key == "quarantine":
+        assert isinstance(result, UnsupportedDocument), "expected a quarantine"
+        assert result.reason == value
+        return
+    if key == "content-type" and isinstance(result, UnsupportedDocument):
+        assert result.details["content_type"] == value  # quarantined mail still names its type
+        return
+    doc = _doc(result)
+    mail = doc.mail
+    if key in ("subject", "decoded subject"):
+        assert mail.subject == (None if value == "none" else _quoted(value))
+    elif clause.startswith("subject contains"):
+        assert _quoted(clause) in mail.subject
+    elif clause.startswith("subject length >="):
+        assert len(mail.subject) >= int(clause.rsplit(">=", 1)[1])
+    elif clause.startswith(("body contains", "text contains")):
+        assert _quoted(clause) in doc.text
+    elif key == "attachments":
+        assert mail.attachments == [a.strip() for a in value.split("|")]
+    elif key == "attachment count":
+        assert len(mail.attachments) == int(value)
+    elif key == "defects":
+        assert value == "none" and mail.defects == []
+    elif clause.startswith("defects include"):
+        assert clause.split()[-1] in mail.defects
+    elif key == "from":
+        assert mail.sender == (None if value == "none" else _address(value))
+    elif key == "from addresses":
+        assert doc.metadata["from_addresses"] == int(value)
+    elif clause.startswith("from raw latin-1 contains"):
+        assert _quoted(clause) in mail.sender.name
+    elif key == "cc":
+        assert mail.cc == [_address(a) for a in value.split(" | ")]
+    elif key == "message-id":
+        assert mail.message_id == _none_or(value.strip("<>"))
+    elif key == "in-reply-to":
+        assert mail.in_reply_to == _none_or(value.strip("<>"))
+    elif key == "references":
+        assert len(mail.references) == int(value)
+    elif key == "content-type":
+        assert mail.content_type == value
+    elif key == "parts":
+        assert doc.metadata["parts"] == int(value)
+    elif clause.startswith("parts >="):
+        assert doc.metadata["parts"] >= int(clause.rsplit(">=", 1)[1])
+    elif key == "body charset":
+        assert doc.metadata["body_charset"] == value.lower()
+    elif key == "bom":
+        assert doc.metadata["bom"] == _none_or(value)
+    else:
+        pytest.fail(f"uninterpreted clause {clause!r}")
+
+
+@pytest.mark.parametrize(("rel", "clause"), _cases())
+def test_manifest_clause(real_corpus: Path, rel: str, clause: str) -> None:
+    check_clause(_convert(real_corpus / rel), clause)
+
+
+def test_every_clause_is_interpreted(real_corpus: Path) -> None:
+    rows = _rows()
+    assert len(rows) >= 30, "eml/ rows missing from MANIFEST.tsv"
+    result = StructuredDocument(text="", format="eml", converter="x", mail=MailMeta())
+    for row in rows:
+        for clause in _clauses(row["expected"]):
+            try:
+                check_clause(result, clause)
+            except pytest.fail.Exception as exc:
+                assert "uninterpreted" not in str(exc), f"{row['path']}: {exc}"
+            except (AssertionError, AttributeError, TypeError, KeyError):
+                pass  # interpreted; the empty document just does not satisfy it
+
+
+def test_every_row_is_utf8_safe(real_corpus: Path) -> None:
+    for row in _rows():
+        result = _convert(real_corpus / row["path"])
+        if isinstance(result, UnsupportedDocument):
+            assert "quarantine:" in row["expected"], f"{row['path']}: {result.reason} {result}"
+            continue
+        assert (result.format, result.converter) == ("eml", "ki.mail")
+        dumped = result.model_dump_json()
+        dumped.encode("utf-8")
+        assert not _SURROGATES.search(dumped), row["path"]
+        assert result.text.endswith("\n") and "\r" not in result.text
+
+
+@pytest.mark.parametrize("name", ["flanker_enclosed-endless.eml", "flanker_long-header.eml"])
+def test_hostile_mail_is_bounded(real_corpus: Path, name: str) -> None:
+    data = (real_corpus / "eml" / name).read_bytes()
+    started = time.perf_counter()
+    doc = convert_mail(data, name)
+    assert time.perf_counter() - started < 5.0
+    assert len(doc.mail.subject) <= MAX_HEADER_CHARS and len(doc.text) < 200_000
+
+
+def test_part_bomb_records_truncation(real_corpus: Path) -> None:
+    doc = _doc(_convert(real_corpus / "eml/flanker_enclosed-endless.eml"))
+    assert doc.metadata["parts_truncated"] and doc.metadata["parts_total"] > 3000
+    assert any(d.startswith("parts:") for d in doc.mail.defects)
+    assert "dudes... you're kicking ass." in doc.text
+
+
+def test_long_subject_is_truncated_with_defect(real_corpus: Path) -> None:
+    doc = _doc(_convert(real_corpus / "eml/flanker_long-header.eml"))
+    assert len(doc.mail.subject) == MAX_HEADER_CHARS
+    assert doc.mail.subject.startswith("Die heiße Zypernsonne quälte Max und Victoria ja böse auf dem Weg")
+    assert any(d.startswith("subject: truncated") for d in doc.mail.defects)
+
+
+def test_header_block_and_body(real_corpus: Path) -> None:
+    doc = _doc(_convert(real_corpus / "eml/docling_eml_with_attachment.eml"))
+    assert doc.text.startswith("Subject: Email with Attachment\nFrom: Alice Example <alice@example.com>\n")
+    assert doc.title == "Email with Attachment"
+    html_only = _doc(_convert(real_corpus / "eml/tika_testLotusEml.eml"))
+    assert html_only.text.endswith("\n\nMessage body\n") and "<html>" not in html_only.text
+    signed = _doc(_convert(real_corpus / "eml/flanker_signed.eml"))
+    assert "a pöstal sign of our times" in signed.text
+
+
+def test_utf16_whole_file(real_corpus: Path) -> None:
+    doc = _doc(_convert(real_corpus / "eml/unstructured_fake-email-utf-16.eml"))
+    assert doc.encoding == "utf-16-le"
+    assert doc.mail.sender == Address(name="Matthew Robinson", address="mrobinson@unstructured.io")
+    assert "This is a test email to use for unit tests." in doc.text
+
+
+def test_base64_encoded_attached_message_is_read(real_corpus: Path) -> None:
+    doc = _doc(_convert(real_corpus / "eml/tika_testGroupWiseEml.eml"))
+    assert "Subject: test2" in doc.text and "TWltZS1" not in doc.text
+
+
+def test_raw_8bit_headers(real_corpus: Path) -> None:
+    doc = _doc(_convert(real_corpus / "eml/flanker_mailformed-headers.eml"))
+    assert doc.mail.sender.name.startswith("Юникод запрещен")
+    latin = _doc(_convert(real_corpus / "eml/flanker_from-encoding.eml"))
+    assert latin.mail.sender == Address(name="Ingo Lütkebohle", address="ingo@blank.pages.de")
+
+
+# --------------------------------------------------------------------------- cases R01, R02, R04
+
+
+def test_r01_bracketed_message_id_and_threading(cases_dir: Path) -> None:
+    folder = cases_dir / "R01-msgid-square-brackets"
+    docs = {
+        n: convert_mail((folder / f).read_bytes(), f)
+        for n, f in ((1, "1-root.eml"), (2, "2-reply-odd-msgid.eml"), (3, "3-reply-to-odd.eml"))
+    }
+    odd = "[a7f3c2].5e91d04b.2c77a.9f1eSMTPIN_ADDED_[b2]@[c9].EUR01.PROD.MAILHOST.TEST"
+    assert docs[2].mail.message_id == odd
+    assert any(d.startswith("message-id:") for d in docs[2].mail.defects)
+    by_id = {d.mail.message_id: n for n, d in docs.items()}
+    parent = {n: by_id.get(d.mail.in_reply_to) for n, d in docs.items()}
+    assert parent == {1: None, 2: 1, 3: 2}
+    assert docs[3].mail.references == ["lease-4b-0001@northwind-legal.example", odd]
+
+
+def test_r02_subject_with_bad_base64_length(cases_dir: Path) -> None:
+    doc = convert_mail((cases_dir / "R02-subject-b64-bad-length/input.eml").read_bytes(), "input.eml")
+    assert "Sehr geehrter Herr Keller,\nanbei die Rechnung 2024-0117." in doc.text
+    assert doc.mail.subject == "Rechnung Nr. 2024-0117 für Mandant Keller"
+    assert any(d.startswith("subject:") for d in doc.mail.defects)
+
+
+def test_r04_raw_utf8_addresses(cases_dir: Path) -> None:
+    doc = convert_mail((cases_dir / "R04-raw-utf8-address-headers/input.eml").read_bytes(), "input.eml")
+    assert doc.mail.sender == Address(name="José Núñez", address="jose.nunez@example.test")
+    assert doc.mail.cc == [
+        Address(name="Zoë Ångström", address="zoe.angstrom@example.test"),
+        Address(name="Łukasz Wiśniewski", address="lukasz.w@example.test"),
+    ]
+    assert doc.mail.subject == "Entwurf: Vergleich Müller ./. Schröder"
+    dumped = doc.model_dump_json()
+    assert not _SURROGATES.search(dumped) and not _SURROGATES.search(str(doc.model_dump()))
+    dumped.encode("utf-8")
+
+
+# --------------------------------------------------------------------------- mbox
+
+
+def test_split_mbox_thread(real_corpus: Path) -> None:
+    messages = split_mbox((real_corpus / MBOX).read_bytes())
+    assert len(messages) == 3
+    mails = [convert_mail(m, f"msg{i}").mail for i, m in enumerate(messages, 1)]
+    assert all(m.message_id for m in mails)
+    assert mails[1].in_reply_to == mails[0].message_id
+    assert mails[2].in_reply_to == mails[1].message_id
+
+
+def test_split_mbox_rules() -> None:
+    data = (
+        b"From alice@example.com Mon Jun 01 04:28:28 2009\n"
+        b"Subject: one\n\nFrom here on a body line\n>From quoted\n\n"
+        b"From bob@example.com Tue Jun 02 05:00:00 2009\n"
+        b"Subject: two\n\nbody\n"
+    )
+    one, two = split_mbox(data)
+    assert one == b"Subject: one\n\nFrom here on a body line\nFrom quoted\n\n"
+    assert two == b"Subject: two\n\nbody\n"
+    assert split_mbox(b"Subject: x\n\nno separator\n") == [b"Subject: x\n\nno separator\n"]
+    assert split_mbox(b"") == []
+
+
+# --------------------------------------------------------------------------- built messages
+
+
+def _message(**headers: str) -> EmailMessage:
+    msg = EmailMessage()
+    for name, value in headers.items():
+        msg[name.replace("_", "-")] = value
+    return msg
+
+
+def test_smime_enveloped_is_encrypted() -> None:
+    data = (
+        b"From: a@example.com\r\nTo: b@example.com\r\nSubject: secret\r\nMIME-Version: 1.0\r\n"
+        b'Content-Type: application/pkcs7-mime; smime-type=enveloped-data; name="smime.p7m"\r\n'
+        b"Content-Transfer-Encoding: base64\r\n\r\nMIAGCSqGSIb3DQEHA6CAMIACAQAxggE=\r\n"
+    )
+    with pytest.raises(UnsupportedDocument) as info:
+        convert_mail(data, "smime.eml")
+    assert info.value.reason == "encrypted"
+
+
+def test_inline_pgp_is_encrypted() -> None:
+    msg = _message(From="a@example.com", Subject="x")
+    msg.set_content("-----BEGIN PGP MESSAGE-----\nhQEMA\n-----END PGP MESSAGE-----\n")
+    with pytest.raises(UnsupportedDocument) as info:
+        convert_mail(msg.as_bytes(), "pgp.eml")
+    assert info.value.reason == "encrypted"
+
+
+@pytest.mark.parametrize("data", [b"", b" \r\n\r\n "])
+def test_empty_mail_is_empty(data: bytes) -> None:
+    with pytest.raises(UnsupportedDocument) as info:
+        convert_mail(data, "empty.eml")
+    assert info.value.reason == "empty"
+
+
+def test_invalid_date_falls_back_to_received() -> None:
+    data = (
+        b"Received: from a by b; Mon, 04 Mar 2024 09:15:00 +0000\r\n"
+        b"Received: from c by a; Mon, 04 Mar 2024 09:14:00 +0000\r\n"
+        b"Date: the day after tomorrow\r\nFrom: a@example.com\r\nSubject: s\r\n\r\nbody\r\n"
+    )
+    doc = convert_mail(data, "date.eml")
+    assert "InvalidDateDefect" in doc.mail.defects
+    assert doc.mail.date.isoformat() == "2024-03-04T09:15:00+00:00"
+    assert doc.metadata["date_source"] == "received"
+    no_dates = convert_mail(b"Date: garbage\r\nSubject: s\r\n\r\nbody\r\n", "nodate.eml")
+    assert no_dates.mail.date is None
+
+
+def test_html_alternative_and_charset_mismatch() -> None:
+    msg = _message(From="a@example.com", Subject="html")
+    msg.set_content(
+        "<html><head><style>p{}</style></head><body><p>Sichtbar</p><script>x()</script></body></html>", subtype="html"
+    )
+    doc = convert_mail(msg.as_bytes(), "html.eml")
+    assert doc.text.endswith("\n\nSichtbar\n")
+    mismatch = b"Subject: s\r\nContent-Type: text/plain; charset=gb2312\r\n\r\n" + "Grüße".encode() + b"\r\n"
+    doc = convert_mail(mismatch, "mismatch.eml")
+    assert "Grüße" in doc.text and any(d.startswith("charset_mismatch") for d in doc.mail.defects)
+
+
+def test_decode_encoded_words() -> None:
+    defects: list[str] = []
+    # adjacent words joined (a UTF-8 character split across two words survives)
+    assert decode_encoded_words("=?utf-8?B?w7w=?= =?utf-8?B?w7w=?=") == "üü"
+    assert decode_encoded_words("=?utf-8?Q?=C3?= =?utf-8?Q?=BC?=x") == "üx"
+    assert decode_encoded_words("Re: =?iso-8859-1?q?K=F6ln?= und mehr") == "Re: Köln und mehr"
+    assert decode_encoded_words("=?x-unknown?Q?caf=C3=A9?=", defects.append) == "café"
+    assert defects and "x-unknown" in defects[0]
+    assert decode_encoded_words("no words here") == "no words here"
+
+
+def test_parse_addresses_shapes() -> None:
+    assert parse_addresses("team: a@example.com, B <b@example.com>;") == [
+        Address(name="", address="a@example.com"),
+        Address(name="B", address="b@example.com"),
+    ]
+    assert parse_addresses("c@example.com (Carol C)") == [Address(name="Carol C", address="c@example.com")]
+    assert parse_addresses('"Doe, Jane" <jane@example.com>, x@example.com') == [
+        Address(name="Doe, Jane", address="jane@example.com"),
+        Address(name="", address="x@example.com"),
+    ]
+    assert parse_addresses("undisclosed-recipients:;") == []
