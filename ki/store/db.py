@@ -110,21 +110,21 @@ def ensure_database(libpq_uri: str, name: str) -> None:
 
 
 def schema_is_current(connection: Connection) -> bool:
-    """True when ``alembic_version`` already holds :data:`HEAD_REVISION` (no Alembic import needed)."""
-    from ki.store.migrations import HEAD_REVISION
+    """True when ``alembic_version`` already holds every head revision (no Alembic import needed)."""
+    from ki.store.migrations import head_revisions
 
     try:
         with connection.begin_nested() if connection.in_transaction() else connection.begin():
-            version = connection.execute(text("SELECT version_num FROM alembic_version")).scalar()
+            versions = set(connection.execute(text("SELECT version_num FROM alembic_version")).scalars())
     except Exception:  # noqa: BLE001 - no alembic_version table yet: a fresh database
         return False
-    return version == HEAD_REVISION
+    return versions == set(head_revisions())
 
 
 def run_migrations(connection: Connection) -> None:
     """Upgrade the schema to head under a session advisory lock (concurrent processes wait).
 
-    Fast path: when the database is already at :data:`ki.store.migrations.HEAD_REVISION`
+    Fast path: when the database is already at every head (``ki.store.migrations.head_revisions``)
     nothing is imported or locked.
     """
     if schema_is_current(connection):
@@ -137,7 +137,7 @@ def run_migrations(connection: Connection) -> None:
     cfg.attributes["connection"] = connection
     connection.execute(text("SELECT pg_advisory_lock(:k)"), {"k": MIGRATION_LOCK_KEY})
     try:
-        command.upgrade(cfg, "head")
+        command.upgrade(cfg, "heads")
         connection.commit()
     finally:
         connection.execute(text("SELECT pg_advisory_unlock(:k)"), {"k": MIGRATION_LOCK_KEY})
