@@ -42,7 +42,7 @@ _BINARY_CONTROL_RATIO = 0.05
 _ALLOWED_CONTROLS = frozenset("\t\n\r\f\v\x1b\x1a")
 
 # charset-normalizer names -> the codec name ki records.
-_CN_ALIASES = {"cp1125": "cp866", "ibm866": "cp866", "windows_1251": "cp1251", "koi8_r": "koi8-r"}
+_CN_ALIASES = {"ibm866": "cp866", "windows_1251": "cp1251", "koi8_r": "koi8-r"}
 _CENTRAL_EUROPEAN = {"Czech", "Polish", "Slovak", "Slovene", "Hungarian", "Croatian", "Romanian", "Serbian"}
 
 
@@ -112,7 +112,7 @@ def _charset_normalizer_guess(data: bytes) -> str | None:
         return None  # the Unicode cases were handled exactly before
     try:
         text = data.decode(codec)
-    except (UnicodeDecodeError, LookupError):
+    except (LookupError, ValueError):
         return None
     if codec == "cp1125" and not any(0xF2 <= b <= 0xF9 for b in data):
         codec = "cp866"  # cp1125 and cp866 differ only in 0xF2-0xF9
@@ -233,9 +233,7 @@ def convert_text(data: bytes, filename: str) -> StructuredDocument:
         )
     text = normalise_newlines(text).replace("\x00", "")
     if not text.strip():
-        raise UnsupportedDocument(
-            f"{filename}: whitespace only", reason="empty", details={"encoding": encoding}
-        )
+        raise UnsupportedDocument(f"{filename}: whitespace only", reason="empty", details={"encoding": encoding})
     bom = sniff_bom(data)
     return StructuredDocument(
         text=text,

@@ -289,12 +289,12 @@ def test_split_mbox_thread(real_corpus: Path) -> None:
 def test_split_mbox_rules() -> None:
     data = (
         b"From alice@example.com Mon Jun 01 04:28:28 2009\n"
-        b"Subject: one\n\nFrom here on a body line\n>From quoted\n\n"
+        b"Subject: one\n\nFrom here on a body line\n>From quoted\n\nFrom 10:00 to 12:00 we meet\n\n"
         b"From bob@example.com Tue Jun 02 05:00:00 2009\n"
         b"Subject: two\n\nbody\n"
     )
     one, two = split_mbox(data)
-    assert one == b"Subject: one\n\nFrom here on a body line\nFrom quoted\n\n"
+    assert one == b"Subject: one\n\nFrom here on a body line\nFrom quoted\n\nFrom 10:00 to 12:00 we meet\n\n"
     assert two == b"Subject: two\n\nbody\n"
     assert split_mbox(b"Subject: x\n\nno separator\n") == [b"Subject: x\n\nno separator\n"]
     assert split_mbox(b"") == []
