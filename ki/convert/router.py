@@ -25,9 +25,10 @@ PDF_EXT = {".pdf"}
 HTML_EXT = {".html", ".htm", ".xhtml"}
 RTF_EXT = {".rtf"}
 IMAGE_EXT = {".png", ".jpg", ".jpeg", ".tif", ".tiff", ".bmp", ".gif", ".webp"}
-OFFICE_OTHER_EXT = {".pptx", ".xlsx", ".doc", ".xls", ".ppt", ".odt", ".ods", ".odp", ".msg", ".mbox"}
+MBOX_EXT = {".mbox", ".mbx"}
+OFFICE_OTHER_EXT = {".pptx", ".xlsx", ".doc", ".xls", ".ppt", ".odt", ".ods", ".odp", ".msg"}
 
-BUILTIN_CAPABILITIES = frozenset({"text", "mail", "docx", "pdf", "html", "rtf"})
+BUILTIN_CAPABILITIES = frozenset({"text", "mail", "mbox", "docx", "pdf", "html", "rtf"})
 
 
 def capabilities(config: KiConfig) -> set[str]:
@@ -49,7 +50,7 @@ def handles_reason(config: KiConfig, reason: str) -> bool:
 
 
 def sniff_format(data: bytes, filename: str) -> str:
-    """Detect a format name: txt, eml, docx, pdf, html, rtf, image, office, or unknown.
+    """Detect a format name: txt, eml, mbox, docx, pdf, html, rtf, image, office, or unknown.
 
     The extension decides when it is one ki knows and the bytes do not contradict it
     (a ``.pdf`` without ``%PDF-`` near the start is treated by its bytes).
@@ -59,7 +60,8 @@ def sniff_format(data: bytes, filename: str) -> str:
     if ext in PDF_EXT:
         return "pdf" if b"%PDF-" in data[:1024] or not data else _sniff_bytes(head)
     for exts, name in (
-        (TEXT_EXT, "txt"), (MAIL_EXT, "eml"), (DOCX_EXT, "docx"), (HTML_EXT, "html"), (RTF_EXT, "rtf"),
+        (TEXT_EXT, "txt"), (MAIL_EXT, "eml"), (MBOX_EXT, "mbox"), (DOCX_EXT, "docx"), (HTML_EXT, "html"),
+        (RTF_EXT, "rtf"),
         (IMAGE_EXT, "image"), (OFFICE_OTHER_EXT, "office"),
     ):
         if ext in exts:
@@ -82,6 +84,8 @@ def _sniff_bytes(head: bytes) -> str:
         return "html"
     if any(head.startswith(sig) for sig in (b"\x89PNG", b"\xff\xd8\xff", b"II*\x00", b"MM\x00*", b"GIF8")):
         return "image"
+    if head.startswith(b"From ") and b"\n" in head and b":" in head.split(b"\n", 1)[0]:
+        return "mbox"
     first = stripped.split(b"\n", 1)[0]
     if b":" in first and first.split(b":", 1)[0].replace(b"-", b"").isalnum() and (
         b"\nfrom:" in lower or lower.startswith((b"from:", b"received:", b"return-path:", b"message-id:"))
@@ -105,6 +109,10 @@ def converter_for(fmt: str, config: KiConfig) -> Converter:
         from ki.convert.mail import convert_mail
 
         return convert_mail
+    if fmt == "mbox":
+        from ki.convert.embedded import convert_mbox
+
+        return convert_mbox
     if fmt == "docx":
         from ki.convert.docx import convert_docx
 

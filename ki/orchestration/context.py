@@ -75,6 +75,9 @@ class SourceObjectView:
     content_hash: str | None
     deleted_at: datetime | None
     source_config: dict[str, Any]
+    parent_id: int | None = None
+    embedded_index: int | None = None
+    scanned_hash: str | None = None
 
     @classmethod
     def load(cls, db: Database, source_object_id: int) -> SourceObjectView:
@@ -83,7 +86,8 @@ class SourceObjectView:
             row = conn.execute(
                 text("""
                 SELECT so.id, so.source_id, s.kind, s.root, so.external_id, so.path, so.size, so.mtime_ns,
-                       so.content_hash, so.deleted_at, s.config
+                       so.content_hash, so.deleted_at, s.config, so.parent_id, so.embedded_index,
+                       so.scanned_hash
                 FROM source_object so JOIN source s ON s.id = so.source_id WHERE so.id = :id
                 """),
                 {"id": source_object_id},

@@ -22,7 +22,6 @@ from pathlib import Path
 from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
-from ki.index.postgres import delete_object_chunks
 from ki.orchestration.context import PipelineContext
 from ki.sources.local import LocalFolderConnector
 from ki.store.claims import WAITING_JSON
@@ -129,7 +128,7 @@ def scan_source(ctx: PipelineContext, source_id: int) -> ScanReport:
             r.external_id: r
             for r in conn.execute(
                 text("SELECT id, external_id, size, mtime_ns, content_hash, deleted_at, missing_scans "
-                     "FROM source_object WHERE source_id = :sid"),
+                     "FROM source_object WHERE source_id = :sid AND parent_id IS NULL"),
                 {"sid": source_id},
             )
         }
@@ -199,12 +198,9 @@ def scan_source(ctx: PipelineContext, source_id: int) -> ScanReport:
         for r in missing:
             streak = r.missing_scans + 1
             if streak >= threshold:
-                conn.execute(
-                    text("UPDATE source_object SET missing_scans = :n, deleted_at = now(), updated_at = now() "
-                         "WHERE id = :id"),
-                    {"n": streak, "id": r.id},
-                )
-                delete_object_chunks(conn, r.id)
+                conn.execute(text("UPDATE source_object SET missing_scans = :n WHERE id = :id"),
+                             {"n": streak, "id": r.id})
+                tombstone_tree(conn, r.id)
                 report.tombstoned.append(r.external_id)
             else:
                 conn.execute(text("UPDATE source_object SET missing_scans = :n WHERE id = :id"),
@@ -216,3 +212,10 @@ def scan_source(ctx: PipelineContext, source_id: int) -> ScanReport:
     report.reappeared = len(reappeared_ids)
     report.missing = len(missing) - len(report.tombstoned)
     return report
+
+
+def tombstone_tree(conn: Connection, source_object_id: int) -> list[int]:
+    """Tombstone an object and everything embedded in it (see ki.sources.children)."""
+    from ki.sources.children import tombstone_tree as _tombstone
+
+    return _tombstone(conn, source_object_id)

@@ -3,18 +3,25 @@
 Spec: insertion-pipeline.md "Parse (convert)" and "Failure modes". An existing
 artifact for the content hash makes the stage a no-op; identical bytes arriving
 as several files are converted once (a per-hash advisory lock serialises the
-converters of the same content; the second finds the artifact).
+converters of the same content; the second finds the artifact). A container
+(mail, mbox) registers its attachments or messages as child objects, each
+converted and indexed as a document of its own, linked by ``parent_id``.
 """
 
 from __future__ import annotations
 
 from pathlib import PurePath
 
+from ki.convert.embedded import extract_embedded
 from ki.convert.router import convert_bytes
 from ki.errors import RetryableStageError
 from ki.orchestration.context import StageContext, StageOutcome
-from ki.store.artifacts import STRUCTURED_JSON, artifact_exists, put_artifact
+from ki.sources.children import register_children
+from ki.store.artifacts import STRUCTURED_JSON, get_artifact, put_artifact
 from ki.store.locks import session_advisory_lock
+
+#: Formats whose objects contain other documents (attachments, messages).
+CONTAINER_FORMATS = frozenset({"eml", "mbox", "msg"})
 
 
 def handle(ctx: StageContext) -> StageOutcome:
@@ -28,22 +35,25 @@ def handle(ctx: StageContext) -> StageOutcome:
     if not content_hash:
         raise RetryableStageError("no content hash recorded: fetch has not completed for this object")
     db = ctx.pipeline.db
+    filename = PurePath(ctx.obj.path).name
     with db.engine.connect() as conn:
-        if artifact_exists(conn, content_hash, STRUCTURED_JSON):
-            return StageOutcome(status="done", details={"reused": True})
-    with session_advisory_lock(db, "convert", content_hash):
-        with db.engine.connect() as conn:
-            if artifact_exists(conn, content_hash, STRUCTURED_JSON):
-                return StageOutcome(status="done", details={"reused": True})
+        body = get_artifact(conn, content_hash, STRUCTURED_JSON)
+    if body is None:
+        with session_advisory_lock(db, "convert", content_hash):
+            with db.engine.connect() as conn:
+                body = get_artifact(conn, content_hash, STRUCTURED_JSON)
+            if body is None:
+                data = ctx.pipeline.blobs.read(content_hash)
+                doc = convert_bytes(data, filename, ctx.config)
+                body = doc.model_dump(mode="json")
+                with db.engine.begin() as conn:
+                    put_artifact(conn, content_hash, STRUCTURED_JSON, producer=doc.converter,
+                                 producer_version=doc.converter_version, body=body)
+    details = {}
+    if body.get("format") in CONTAINER_FORMATS:
+        # Every object holding this content gets its own children (its own permissions).
         data = ctx.pipeline.blobs.read(content_hash)
-        doc = convert_bytes(data, PurePath(ctx.obj.path).name, ctx.config)
-        with db.engine.begin() as conn:
-            put_artifact(
-                conn,
-                content_hash,
-                STRUCTURED_JSON,
-                producer=doc.converter,
-                producer_version=doc.converter_version,
-                body=doc.model_dump(mode="json"),
-            )
-    return StageOutcome(status="done")
+        parts = extract_embedded(body["format"], data, filename)
+        if parts or ctx.obj.parent_id is None:
+            details["embedded"] = register_children(ctx.pipeline, ctx.obj, parts)
+    return StageOutcome(status="done", details=details)

@@ -22,10 +22,15 @@ def handle(ctx: StageContext) -> StageOutcome:
         FileNotFoundError: the file is gone while its root is present.
         ArtifactTooLarge: the stream exceeds the limit.
     """
-    connector = open_source(ctx.obj.source_kind, ctx.obj.source_root, ctx.obj.source_config)
-    max_bytes = ctx.config.pipeline.max_file_mb * (1 << 20)
-    with connector.fetch(ctx.obj.external_id) as stream:
-        content_hash, size = ctx.pipeline.blobs.put_stream(stream, max_bytes=max_bytes)
+    if ctx.obj.parent_id is not None:  # an attachment or an mbox message: bytes come from its container
+        from ki.sources.children import fetch_child
+
+        content_hash, size = fetch_child(ctx.pipeline, ctx.obj)
+    else:
+        connector = open_source(ctx.obj.source_kind, ctx.obj.source_root, ctx.obj.source_config)
+        max_bytes = ctx.config.pipeline.max_file_mb * (1 << 20)
+        with connector.fetch(ctx.obj.external_id) as stream:
+            content_hash, size = ctx.pipeline.blobs.put_stream(stream, max_bytes=max_bytes)
     with ctx.pipeline.db.engine.begin() as conn:
         conn.execute(
             text("INSERT INTO blob (content_hash, size) VALUES (:h, :s) ON CONFLICT (content_hash) DO NOTHING"),

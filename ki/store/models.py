@@ -80,7 +80,13 @@ class SourceObject(Base):
     deleted_at: Mapped[datetime | None] = mapped_column(TZ)
     created_at: Mapped[datetime] = mapped_column(TZ, server_default=func.now())
     updated_at: Mapped[datetime] = mapped_column(TZ, server_default=func.now())
-    __table_args__ = (UniqueConstraint("source_id", "external_id", name="uq_source_object_external"),)
+    # Embedded objects (mail attachments, mbox messages): the container and the position in it.
+    parent_id: Mapped[int | None] = mapped_column(ForeignKey("source_object.id", ondelete="CASCADE"))
+    embedded_index: Mapped[int | None] = mapped_column(Integer)
+    __table_args__ = (
+        UniqueConstraint("source_id", "external_id", name="uq_source_object_external"),
+        Index("ix_source_object_parent", "parent_id", postgresql_where=sa_text("parent_id IS NOT NULL")),
+    )
 
 
 class Blob(Base):

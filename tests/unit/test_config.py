@@ -199,7 +199,8 @@ def test_set_config_value_saves_and_reloads(cfg_dir):
 
 
 def test_set_config_value_parses_json_strings(cfg_dir):
-    assert set_config_value(cfg_dir, "pipeline.auto_insert_after_sync", "false").pipeline.auto_insert_after_sync is False
+    cfg = set_config_value(cfg_dir, "pipeline.auto_insert_after_sync", "false")
+    assert cfg.pipeline.auto_insert_after_sync is False
     assert set_config_value(cfg_dir, "pipeline.retry_base_seconds", "0.5").pipeline.retry_base_seconds == 0.5
     assert set_config_value(cfg_dir, "firm.name", "Muster & Partner").firm.name == "Muster & Partner"
     assert set_config_value(cfg_dir, "firm.aliases", '["M&P", "Muster"]').firm.aliases == ["M&P", "Muster"]
@@ -241,7 +242,7 @@ def test_rerun_token_appends_to_the_code_version(cfg_dir):
         "relate") == "mvp-10+r2"
 
 
-@pytest.mark.xfail(strict=True, reason="BUG ki/config/loader.py:165: _coerce turns the string '2' into int 2, "
+@pytest.mark.xfail(strict=True, reason="BUG ki/config/loader.py:159: _coerce turns the string '2' into int 2, "
                                        "which StageConfig.rerun_token (str) refuses")
 def test_numeric_rerun_token_from_the_cli_is_accepted(cfg_dir):
     cfg = set_config_value(cfg_dir, "pipeline.stages.index.rerun_token", "2")
@@ -343,8 +344,10 @@ def test_enabling_an_unimplemented_model_stage_refused(cfg_dir, stage):
 
 
 def test_disabling_and_reenabling_an_implemented_stage(cfg_dir):
-    assert set_config_value(cfg_dir, "pipeline.stages.convert.enabled", False).pipeline.stage("convert").enabled is False
-    assert set_config_value(cfg_dir, "pipeline.stages.convert.enabled", "true").pipeline.stage("convert").enabled is True
+    cfg = set_config_value(cfg_dir, "pipeline.stages.convert.enabled", False)
+    assert cfg.pipeline.stage("convert").enabled is False
+    cfg = set_config_value(cfg_dir, "pipeline.stages.convert.enabled", "true")
+    assert cfg.pipeline.stage("convert").enabled is True
 
 
 def test_unreadable_saved_file_is_a_configuration_error(cfg_dir):

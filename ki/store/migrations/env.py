@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from alembic import context
 
+import ki.store.models_usage  # noqa: F401
 from ki.store.models import Base
 
 target_metadata = Base.metadata

@@ -1,0 +1,729 @@
+"""Claim-execute throughput: ki's executor vs procrastinate, no-op handlers, one embedded PostgreSQL.
+
+What runs
+---------
+* ki: N documents are seeded exactly as a scan seeds them (``seed_rows``: fetch pending,
+  every later stage waiting). Every handler in ``ki.stages.STAGE_HANDLERS`` is replaced by
+  a no-op returning ``StageOutcome(status="done")``. ``PipelineRunner.run_until_idle``
+  (the local provider: prepare steps, then ``claim_next`` + ``execute_claim`` on a
+  thread pool) runs until idle. The model stages are disabled (the default), so each
+  document is claimed 7 times: 3 handler executions (fetch, convert, index) and 4
+  claims that only record ``skipped/disabled_by_configuration``. Both numbers are
+  printed; the ratio uses the handler executions (the work procrastinate is given).
+* procrastinate: the same number of no-op jobs (N x 3) is deferred with
+  ``batch_defer_async`` into a separate database of the same server, then processed by
+  ``run_worker_async(wait=False, concurrency=C)`` with an async no-op task (the docs'
+  recommendation for concurrency), ``PsycopgConnector`` pool of the same size as ki's.
+
+The server is ki's embedded PostgreSQL with its stock settings (fsync on,
+synchronous_commit on): the durability both systems promise.
+
+Options add a profiled ki pass (``--profile``: cProfile of the worker threads, the
+statements each execution sends, WAL fsyncs) and bench-only what-if passes
+(``--what-if``: monkeypatched candidate changes, never ki's code) to size proposals.
+
+Run: ``.venv/bin/python bench/claims.py [--docs 2000] [--concurrency 4] [--profile] [--what-if]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import cProfile
+import json
+import logging
+import os
+import pstats
+import re
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _common import (  # noqa: E402
+    conninfo,
+    embedded_server,
+    libpq_kwargs,
+    percentile,
+    server_settings,
+    temp_workdir,
+)
+
+ENABLED_HANDLER_STAGES = ("fetch", "convert", "index")
+
+
+# --------------------------------------------------------------------------- server-side counters
+
+
+def wal_counters(uri: str) -> dict[str, float]:
+    """Cluster-wide WAL counters: fsyncs of WAL (pg_stat_io) and WAL records/bytes (pg_stat_wal)."""
+    import psycopg
+
+    with psycopg.connect(**libpq_kwargs(uri, "postgres"), autocommit=True) as conn:
+        conn.execute("SELECT pg_stat_force_next_flush()")
+        fsyncs = conn.execute(
+            "SELECT coalesce(sum(fsyncs), 0) FROM pg_stat_io WHERE object = 'wal'"
+        ).fetchone()[0]
+        rec, nbytes = conn.execute("SELECT wal_records, wal_bytes FROM pg_stat_wal").fetchone()
+    return {"wal_fsyncs": float(fsyncs), "wal_records": float(rec), "wal_bytes": float(nbytes)}
+
+
+def db_xacts(uri: str, dbname: str) -> dict[str, float]:
+    """Committed / rolled back transactions of one database (pg_stat_database)."""
+    import psycopg
+
+    with psycopg.connect(**libpq_kwargs(uri, "postgres"), autocommit=True) as conn:
+        conn.execute("SELECT pg_stat_force_next_flush()")
+        c, r = conn.execute(
+            "SELECT xact_commit, xact_rollback FROM pg_stat_database WHERE datname = %s", (dbname,)
+        ).fetchone()
+    return {"commits": float(c), "rollbacks": float(r)}
+
+
+def delta(after: dict[str, float], before: dict[str, float]) -> dict[str, float]:
+    return {k: after[k] - before[k] for k in after}
+
+
+def checkpoint(uri: str) -> None:
+    import psycopg
+
+    with psycopg.connect(**libpq_kwargs(uri, "postgres"), autocommit=True) as conn:
+        conn.execute("CHECKPOINT")
+
+
+# --------------------------------------------------------------------------- ki
+
+
+def noop_handler(ctx):  # noqa: ANN001 - StageContext
+    from ki.orchestration.context import StageOutcome
+
+    return StageOutcome(status="done")
+
+
+def install_noop_handlers() -> None:
+    from ki.stages import STAGE_HANDLERS
+
+    for name in list(STAGE_HANDLERS):
+        STAGE_HANDLERS[name] = noop_handler
+
+
+def setup_ki(uri: str, dbname: str, workdir: Path, docs: int, concurrency: int, *, pre_ping: bool = True,
+             log_statements: bool = False):
+    """Create database ``dbname``, migrate, seed ``docs`` documents as a scan does; return a PipelineContext."""
+    import psycopg
+    from sqlalchemy import create_engine, text
+
+    from ki.config.loader import ProcessSettings, load_config
+    from ki.orchestration.context import PipelineContext
+    from ki.sources.scan import register_local_source, seed_rows
+    from ki.store.blobs import BlobStore
+    from ki.store.db import Database, ensure_database, open_database, sqlalchemy_url
+
+    ensure_database(uri, dbname)
+    if log_statements:
+        with psycopg.connect(**libpq_kwargs(uri, "postgres"), autocommit=True) as conn:
+            conn.execute(f'ALTER DATABASE "{dbname}" SET log_statement = \'all\'')
+    url = sqlalchemy_url(uri, dbname)
+    # ki.store.db.connect() opens the pool with pool_size = workers + 2
+    db = open_database(url, pool_size=concurrency + 2)
+    if not pre_ping:
+        db.dispose()
+        engine = create_engine(url, pool_size=concurrency + 2, max_overflow=concurrency + 2, pool_pre_ping=False)
+        db = Database(engine=engine, url=url)
+    data_dir = workdir / f"data-{dbname}"
+    settings = ProcessSettings(data_dir=data_dir, workers=concurrency)
+    data_dir.mkdir(parents=True, exist_ok=True)
+    ctx = PipelineContext(db=db, blobs=BlobStore(data_dir / "blobs"), config=load_config(data_dir),
+                          settings=settings)
+    src_root = workdir / "src"
+    src_root.mkdir(exist_ok=True)
+    source_id = register_local_source(ctx, src_root)
+    with db.engine.begin() as conn:
+        ids = conn.execute(
+            text("""INSERT INTO source_object (source_id, external_id, path, size, mtime_ns)
+                    SELECT :sid, 'doc-' || g, :root || '/doc-' || g, 1000, 0 FROM generate_series(1, :n) g
+                    RETURNING id"""),
+            {"sid": source_id, "root": str(src_root), "n": docs},
+        ).scalars().all()
+        seed_rows(conn, list(ids))
+    with psycopg.connect(**libpq_kwargs(uri, dbname), autocommit=True) as conn:
+        conn.execute("VACUUM ANALYZE processing_state")
+        conn.execute("VACUUM ANALYZE source_object")
+    return ctx
+
+
+@dataclass
+class KiResult:
+    wall: float
+    first_to_last: float
+    per_stage: dict[str, int]
+    kinds: dict[str, int]
+    buckets: dict[str, dict[str, int]]
+    server: dict[str, float] = field(default_factory=dict)
+    exec_ms_p50: float = 0.0
+    exec_ms_p95: float = 0.0
+
+    @property
+    def claims(self) -> int:
+        return sum(self.per_stage.values())
+
+    @property
+    def handler_execs(self) -> int:
+        return sum(self.per_stage.get(s, 0) for s in ENABLED_HANDLER_STAGES)
+
+
+def run_ki(ctx, concurrency: int, uri: str, dbname: str) -> KiResult:
+    """One PipelineRunner.run_until_idle over the seeded rows; wall and counters."""
+    from sqlalchemy import text
+
+    from ki.orchestration.runner import PipelineRunner
+    from ki.store.claims import bucket_counts
+
+    with ctx.db.engine.begin() as conn:
+        run_id = conn.execute(text(
+            "INSERT INTO pipeline_runs (kind, label, provider, status, trigger) "
+            "VALUES ('insertion', 'bench', 'local', 'running', 'bench') RETURNING id")).scalar_one()
+    runner = PipelineRunner(ctx, run_id=run_id, workers=concurrency, wait_for_retries_seconds=0.0,
+                            tick_seconds=0.05)
+    first, last = [None], [0.0]
+    orig_add = runner.counters.add
+
+    def add(result, seconds):  # noqa: ANN001 - called under the runner's lock
+        now = time.perf_counter()
+        if first[0] is None:
+            first[0] = now - seconds
+        last[0] = now
+        orig_add(result, seconds)
+
+    runner.counters.add = add  # instance attribute shadows the method
+    checkpoint(uri)
+    before = wal_counters(uri) | db_xacts(uri, dbname)
+    t0 = time.perf_counter()
+    counters = runner.run_until_idle()
+    wall = time.perf_counter() - t0
+    server = delta(wal_counters(uri) | db_xacts(uri, dbname), before)
+    with ctx.db.engine.connect() as conn:
+        buckets = bucket_counts(conn)
+    all_secs = [s for v in counters.per_stage_seconds.values() for s in v]
+    return KiResult(
+        wall=wall,
+        first_to_last=(last[0] - first[0]) if first[0] is not None else 0.0,
+        per_stage={s: len(v) for s, v in counters.per_stage_seconds.items()},
+        kinds={"done": counters.done, "skipped": counters.skipped, "retried": counters.retried,
+               "quarantined": counters.quarantined, "claim_lost": counters.claim_lost},
+        buckets=buckets,
+        server=server,
+        exec_ms_p50=percentile(all_secs, 50) * 1000,
+        exec_ms_p95=percentile(all_secs, 95) * 1000,
+    )
+
+
+def check_ki(res: KiResult, docs: int) -> list[str]:
+    """Problems with the final state (every document through every stage)."""
+    problems = []
+    for s in ENABLED_HANDLER_STAGES:
+        if res.buckets[s]["done"] != docs:
+            problems.append(f"{s}: {res.buckets[s]['done']} done, expected {docs}")
+    for s, b in res.buckets.items():
+        if s not in ENABLED_HANDLER_STAGES and b["disabled"] != docs:
+            problems.append(f"{s}: {b['disabled']} disabled, expected {docs}")
+    return problems
+
+
+# --------------------------------------------------------------------------- procrastinate
+
+
+@dataclass
+class ProcResult:
+    wall: float
+    defer_s: float
+    statuses: dict[str, int]
+    server: dict[str, float]
+
+
+def run_procrastinate(uri: str, dbname: str, n_jobs: int, concurrency: int, pool_size: int,
+                      listen_notify: bool) -> ProcResult:
+    import procrastinate
+    import psycopg
+
+    from ki.store.db import ensure_database
+
+    logging.getLogger("procrastinate").setLevel(logging.WARNING)
+    ensure_database(uri, dbname)
+    app = procrastinate.App(connector=procrastinate.PsycopgConnector(
+        conninfo=conninfo(uri, dbname), min_size=pool_size, max_size=pool_size))
+
+    @app.task(name="noop", queue="bench")
+    async def noop(doc: int, stage: int) -> None:
+        return None
+
+    async def main() -> ProcResult:
+        async with app.open_async():
+            await app.schema_manager.apply_schema_async()
+            t = time.perf_counter()
+            batch = 1000
+            for start in range(0, n_jobs, batch):
+                await noop.batch_defer_async(*[{"doc": i // 3, "stage": i % 3}
+                                               for i in range(start, min(n_jobs, start + batch))])
+            defer_s = time.perf_counter() - t
+            with psycopg.connect(**libpq_kwargs(uri, dbname), autocommit=True) as conn:
+                conn.execute("VACUUM ANALYZE procrastinate_jobs")
+            checkpoint(uri)
+            before = wal_counters(uri) | db_xacts(uri, dbname)
+            t0 = time.perf_counter()
+            await app.run_worker_async(wait=False, concurrency=concurrency, listen_notify=listen_notify,
+                                       install_signal_handlers=False, name="bench")
+            wall = time.perf_counter() - t0
+            server = delta(wal_counters(uri) | db_xacts(uri, dbname), before)
+        with psycopg.connect(**libpq_kwargs(uri, dbname)) as conn:
+            statuses = dict(conn.execute(
+                "SELECT status::text, count(*) FROM procrastinate_jobs GROUP BY status").fetchall())
+        return ProcResult(wall, defer_s, statuses, server)
+
+    return asyncio.run(main())
+
+
+# --------------------------------------------------------------------------- profile
+
+
+PROFILE_ROWS = [
+    # (label, filename suffix, function name)
+    ("PipelineRunner._worker (thread total)", "orchestration/runner.py", "_worker"),
+    ("  claim: q.claim_next (UPDATE ... SKIP LOCKED)", "store/claims.py", "claim_next"),
+    ("  execute_claim", "orchestration/execute.py", "execute_claim"),
+    ("    SourceObjectView.load (SELECT)", "orchestration/context.py", "load"),
+    ("    StageConfig / producer_version", "config/settings.py", "producer_version"),
+    ("    handler (no-op)", "bench/claims.py", "noop_handler"),
+    ("    _record_outcome", "orchestration/execute.py", "_record_outcome"),
+    ("      q.complete_claim (UPDATE)", "store/claims.py", "complete_claim"),
+    ("      q.unlock_next (UPDATE)", "store/claims.py", "unlock_next"),
+    ("pool checkout (incl. pre-ping)", "pool/base.py", "_checkout"),
+    ("  pre-ping ';' (do_ping)", "postgresql/_psycopg_common.py", "do_ping"),
+    ("COMMIT (do_commit)", "engine/default.py", "do_commit"),
+    ("ROLLBACK on return (do_rollback)", "engine/default.py", "do_rollback"),
+    ("psycopg Cursor.execute (all statements)", "psycopg/cursor.py", "execute"),
+]
+
+
+def profile_breakdown(profiles: list[cProfile.Profile], n_exec: int, threads: int) -> list[str]:
+    stats = pstats.Stats(profiles[0])
+    for p in profiles[1:]:
+        stats.add(p)
+    raw = stats.stats  # {(file, line, func): (cc, nc, tt, ct, callers)}
+    lines = []
+    thread_total = None
+    for label, suffix, func in PROFILE_ROWS:
+        calls, cum = 0, 0.0
+        for (fname, _line, fn), (_cc, nc, _tt, ct, _callers) in raw.items():
+            if fn == func and fname.replace("\\", "/").endswith(suffix):
+                calls += nc
+                cum += ct
+        if thread_total is None:
+            thread_total = cum
+        share = 100 * cum / thread_total if thread_total else 0
+        lines.append(f"  {label:<50} {calls / n_exec:6.2f} calls/exec {1000 * cum / n_exec:8.3f} ms/exec"
+                     f" {share:5.1f}%")
+    # time blocked on the server: psycopg's wait functions (C or Python)
+    wait = sum(ct for (fname, _l, fn), (_cc, _nc, _tt, ct, _c) in raw.items()
+               if "wait" in fn and ("psycopg" in fname or fn == "wait_c" or "psycopg" in str(fn)))
+    lines.append(f"  {'blocked in psycopg wait (server + network)':<50} {'':>16} {1000 * wait / n_exec:8.3f} ms/exec"
+                 f" {100 * wait / thread_total if thread_total else 0:5.1f}%")
+    lines.append(f"  (thread time = {threads} threads x wall; cProfile inflates the Python share)")
+    return lines
+
+
+STATEMENT_KINDS = [
+    ("BEGIN", re.compile(r"^BEGIN", re.I)),
+    ("COMMIT", re.compile(r"^COMMIT", re.I)),
+    ("ROLLBACK", re.compile(r"^ROLLBACK", re.I)),
+    ("';' (pool pre-ping)", re.compile(r"^;?\s*$")),
+    ("claim UPDATE (claim_next)", re.compile(r"WITH next AS", re.I)),
+    ("SELECT source_object (load)", re.compile(r"FROM source_object so JOIN source", re.I)),
+    ("complete UPDATE", re.compile(r"completions = completions", re.I)),
+    ("unlock UPDATE", re.compile(r"SET status = 'pending', last_error = NULL, attempts = 0", re.I)),
+    ("heartbeat UPDATE (ClaimKeeper)", re.compile(r"SET heartbeat_at = now\(\)", re.I)),
+    ("eligible/idle checks", re.compile(r"SELECT EXISTS|count\(\*\)|min\(next_retry_at\)", re.I)),
+]
+
+
+def statement_census(log_path: Path, offset: int, dbname: str, n_exec: int) -> list[str]:
+    """Count the statements logged (log_statement=all) after ``offset`` for database ``dbname``."""
+    text = log_path.read_bytes()[offset:].decode("utf-8", "replace")
+    # lines look like "... LOG:  statement: BEGIN" or "LOG:  execute <unnamed>: UPDATE ..."
+    stmts = re.findall(r"LOG:\s+(?:statement|execute [^:]*):\s*(.*?)(?=\n\S|\Z)", text, re.S)
+    counts = {k: 0 for k, _ in STATEMENT_KINDS}
+    other = 0
+    for s in stmts:
+        s = s.strip()
+        for kind, rx in STATEMENT_KINDS:
+            if rx.search(s):
+                counts[kind] += 1
+                break
+        else:
+            other += 1
+    total = len(stmts)
+    out = [f"  {k:<36} {v:8d}  {v / n_exec:5.2f}/exec" for k, v in counts.items()]
+    out.append(f"  {'other':<36} {other:8d}  {other / n_exec:5.2f}/exec")
+    out.append(f"  {'all statements (= round trips)':<36} {total:8d}  {total / n_exec:5.2f}/exec")
+    return out
+
+
+def profile_pass(uri: str, pgdata: Path, workdir: Path, docs: int, concurrency: int) -> None:
+    from ki.orchestration.runner import PipelineRunner
+
+    dbname = "ki_profile"
+    ctx = setup_ki(uri, dbname, workdir, docs, concurrency, log_statements=True)
+    log_path = pgdata / "log"
+    offset = log_path.stat().st_size if log_path.exists() else 0
+    profiles: list[cProfile.Profile] = []
+    orig_worker = PipelineRunner._worker
+
+    def profiled_worker(self):  # noqa: ANN001
+        prof = cProfile.Profile()
+        profiles.append(prof)
+        prof.enable()
+        try:
+            orig_worker(self)
+        finally:
+            prof.disable()
+
+    PipelineRunner._worker = profiled_worker
+    try:
+        res = run_ki(ctx, concurrency, uri, dbname)
+    finally:
+        PipelineRunner._worker = orig_worker
+        ctx.db.dispose()
+    n = res.claims
+    print(f"\n== ki profile pass ({docs} docs, {n} executions, cProfile + log_statement=all: slower) ==")
+    print(f"wall {res.wall:.2f} s -> {n / res.wall:.0f} executions/s under profiling")
+    print("where a worker thread's time goes (cumulative, per execution):")
+    for line in profile_breakdown(profiles, n, concurrency):
+        print(line)
+    print("statements sent per execution (server log):")
+    time.sleep(0.5)  # let the logger flush
+    for line in statement_census(log_path, offset, dbname, n):
+        print(line)
+
+
+# --------------------------------------------------------------------------- what-if (bench-only patches)
+
+
+_CLAIM_WITH_OBJECT = """
+WITH next AS (
+    SELECT id FROM processing_state
+    WHERE (status = 'pending' OR (status = 'failed' AND next_retry_at <= now()))
+    ORDER BY updated_at
+    LIMIT :limit
+    FOR UPDATE SKIP LOCKED
+), claimed AS (
+    UPDATE processing_state ps SET
+        status = 'running', attempts = ps.attempts + 1, claim_token = :token, claimed_by = :worker,
+        claimed_at = now(), heartbeat_at = now(), updated_at = now(), run_id = :run_id, next_retry_at = NULL
+    FROM next WHERE ps.id = next.id
+    RETURNING ps.id, ps.source_object_id, ps.stage, ps.attempts
+)
+SELECT c.id, c.source_object_id, c.stage, c.attempts,
+       so.source_id, s.kind, s.root, so.external_id, so.path, so.size, so.mtime_ns, so.content_hash,
+       so.deleted_at, s.config
+FROM claimed c JOIN source_object so ON so.id = c.source_object_id JOIN source s ON s.id = so.source_id
+"""
+
+
+def _patch_claim(*, async_commit: bool, with_object: bool, limit: int):
+    """Replace q.claim_next (what the runner calls) by a candidate:
+
+    async_commit: ``SET LOCAL synchronous_commit = off`` in the claim transaction (one more round trip here;
+        a session-level setting on the claim connection would cost none).
+    with_object: the claim statement also returns the source_object/source columns, and
+        SourceObjectView.load is served from them (no separate read transaction, hence no
+        ROLLBACK-on-return that clears psycopg's prepared-statement cache).
+    limit: rows claimed per statement.
+    """
+    import uuid
+
+    from sqlalchemy import text
+
+    from ki.orchestration import context as cx
+    from ki.store import claims as q
+
+    orig_claim, orig_load = q.claim_next, cx.SourceObjectView.__dict__["load"]
+    sql = text(_CLAIM_WITH_OBJECT)
+    cache: dict[int, cx.SourceObjectView] = {}
+
+    def claim_next(conn, *, worker, run_id, limit_=None, **_kw):  # noqa: ANN001
+        if async_commit:
+            conn.execute(text("SET LOCAL synchronous_commit = off"))
+        if not with_object:
+            return orig_claim(conn, worker=worker, run_id=run_id, limit=limit)
+        token = uuid.uuid4()
+        rows = conn.execute(sql, {"token": token, "worker": worker, "run_id": run_id, "limit": limit}).fetchall()
+        out = []
+        for r in rows:
+            cache[r.source_object_id] = cx.SourceObjectView(r.source_object_id, *tuple(r)[4:])
+            out.append(q.Claim(r.id, r.source_object_id, r.stage, r.attempts, token))
+        return out
+
+    def load(cls, db, source_object_id):  # noqa: ANN001
+        view = cache.pop(source_object_id, None)
+        return view if view is not None else orig_load.__func__(cls, db, source_object_id)
+
+    q.claim_next = claim_next
+    if with_object:
+        cx.SourceObjectView.load = classmethod(load)
+
+    def undo():
+        q.claim_next = orig_claim
+        cx.SourceObjectView.load = orig_load
+
+    return undo
+
+
+_SKIP_DISABLED_UNLOCK = f"""
+    UPDATE processing_state ps
+    SET status = CASE WHEN ps.stage = :target THEN 'pending' ELSE 'skipped' END,
+        last_error = CASE WHEN ps.stage = :target THEN NULL ELSE CAST(:disabled AS jsonb) END,
+        producer_version = CASE WHEN ps.stage = :target THEN ps.producer_version ELSE v.version END,
+        attempts = 0, updated_at = now()
+    FROM unnest(CAST(:stages AS text[]), CAST(:versions AS text[])) AS v(stage, version)
+    WHERE ps.source_object_id = {{oid}} AND ps.stage = v.stage
+      AND ps.status = 'skipped' AND ps.reason = 'waiting_for_previous_stage'
+"""
+
+
+def _unlock_params(ctx, stage: str) -> dict | None:
+    """Stages to flip after ``stage``: the disabled ones up to (and including) the next enabled one."""
+    from ki.taxonomies import DISABLED_BY_CONFIGURATION, PIPELINE_STAGE_ORDER
+
+    pipe = ctx.config.pipeline
+    stages, target = [], None
+    for s in PIPELINE_STAGE_ORDER[PIPELINE_STAGE_ORDER.index(stage) + 1:]:
+        stages.append(s)
+        if pipe.stage(s).enabled:
+            target = s
+            break
+    if not stages:
+        return None
+    return {"target": target, "stages": stages, "versions": [pipe.producer_version(s) for s in stages],
+            "disabled": json.dumps({"reason": DISABLED_BY_CONFIGURATION})}
+
+
+def _patch_skip_disabled(ctx):
+    """unlock_next jumps over disabled stages: they are marked skipped/disabled_by_configuration and the
+    next enabled stage becomes pending, in the one UPDATE ki already sends."""
+    from sqlalchemy import text
+
+    from ki.store import claims as q
+
+    sql = text(_SKIP_DISABLED_UNLOCK.format(oid=":source_object_id"))
+    orig = q.unlock_next
+
+    def unlock_next(conn, source_object_id, stage):  # noqa: ANN001
+        params = _unlock_params(ctx, stage)
+        if params is None:
+            return False
+        return conn.execute(sql, params | {"source_object_id": source_object_id}).rowcount > 0
+
+    q.unlock_next = unlock_next
+    return lambda: setattr(q, "unlock_next", orig)
+
+
+def _patch_combined_complete_unlock():
+    """_record_outcome sends complete_claim + (skip-disabled) unlock_next as ONE statement (writable CTE)."""
+    from sqlalchemy import text
+
+    from ki.orchestration import execute as ex
+
+    sql = text(f"""
+    WITH done AS (
+        UPDATE processing_state
+        SET status = :status, last_error = CAST(:last_error AS jsonb), producer_version = :producer_version,
+            completions = completions + CASE WHEN :status = 'done' THEN 1 ELSE 0 END,
+            claim_token = NULL, claimed_by = NULL, heartbeat_at = NULL, next_retry_at = NULL, updated_at = now()
+        WHERE id = :row_id AND claim_token = :token AND status = 'running'
+        RETURNING source_object_id
+    ), unlocked AS (
+        {_SKIP_DISABLED_UNLOCK.format(oid="(SELECT source_object_id FROM done)")}
+        RETURNING ps.id
+    )
+    SELECT (SELECT count(*) FROM done) AS done, (SELECT count(*) FROM unlocked) AS unlocked
+    """)
+    orig = ex._record_outcome
+
+    def _record_outcome(ctx, claim, outcome, version):  # noqa: ANN001
+        params = _unlock_params(ctx, claim.stage)
+        if outcome.halt_downstream or params is None:
+            return orig(ctx, claim, outcome, version)
+        last_error = None
+        if outcome.status == "skipped":
+            last_error = {"reason": outcome.reason or "skipped_by_handler",
+                          **({"details": outcome.details} if outcome.details else {})}
+        with ctx.db.engine.begin() as conn:
+            row = conn.execute(sql, params | {
+                "status": outcome.status, "row_id": claim.row_id, "token": claim.token,
+                "producer_version": version, "last_error": json.dumps(last_error) if last_error else None}).one()
+        if not row.done:
+            return ex.ExecutionResult("claim_lost", claim.stage, claim.source_object_id)
+        return ex.ExecutionResult(outcome.status, claim.stage, claim.source_object_id)
+
+    ex._record_outcome = _record_outcome
+    return lambda: setattr(ex, "_record_outcome", orig)
+
+
+WHAT_IF = [
+    ("A", "baseline (ki as is)", dict()),
+    ("B", "+ no pool pre-ping", dict(pre_ping=False)),
+    ("C", "+ claim txn synchronous_commit=off", dict(pre_ping=False, async_claim=True)),
+    ("D", "+ unlock_next skips disabled stages", dict(pre_ping=False, async_claim=True, skip_disabled=True)),
+    ("E", "+ complete+unlock in one statement", dict(pre_ping=False, async_claim=True, skip_disabled=True,
+                                                     combined=True)),
+    ("F", "+ claim returns the object (no load txn)", dict(pre_ping=False, async_claim=True, skip_disabled=True,
+                                                          combined=True, with_object=True)),
+    ("G", "+ claim_next LIMIT 4", dict(pre_ping=False, async_claim=True, skip_disabled=True, combined=True,
+                                       with_object=True, batch=4)),
+]
+
+
+def what_if_passes(uri: str, workdir: Path, docs: int, concurrency: int, only: str | None) -> None:
+    base = None
+    for letter, label, opts in WHAT_IF:
+        if only and letter not in only:
+            continue
+        dbname = f"ki_whatif_{letter.lower()}"
+        ctx = setup_ki(uri, dbname, workdir, docs, concurrency, pre_ping=opts.get("pre_ping", True))
+        undo = []
+        try:
+            if opts.get("async_claim") or opts.get("with_object") or opts.get("batch"):
+                undo.append(_patch_claim(async_commit=bool(opts.get("async_claim")),
+                                         with_object=bool(opts.get("with_object")), limit=opts.get("batch", 1)))
+            if opts.get("skip_disabled"):
+                undo.append(_patch_skip_disabled(ctx))
+            if opts.get("combined"):
+                undo.append(_patch_combined_complete_unlock())
+            res = run_ki(ctx, concurrency, uri, dbname)
+        finally:
+            for u in reversed(undo):
+                u()
+            ctx.db.dispose()
+        problems = check_ki(res, docs)
+        rate = res.handler_execs / res.wall
+        base = base or rate
+        print(f"  {letter} {label:<42} wall {res.wall:6.2f} s  claims {res.claims:6d}  "
+              f"handler execs/s {rate:7.1f} ({rate / base:4.2f}x A)  "
+              f"commits/exec {res.server['commits'] / res.handler_execs:4.2f}"
+              + (f"  PROBLEMS: {problems}" if problems else ""))
+        sys.stdout.flush()
+
+
+# --------------------------------------------------------------------------- main
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--docs", type=int, default=2000, help="documents seeded for ki (default 2000)")
+    ap.add_argument("--concurrency", type=int, default=4,
+                    help="ki worker threads = procrastinate worker concurrency (default 4)")
+    ap.add_argument("--pool-size", type=int, default=None,
+                    help="connections for each side (default concurrency + 2, what ki.store.db.connect uses)")
+    ap.add_argument("--listen-notify", choices=("on", "off"), default="on",
+                    help="procrastinate worker listen_notify (default on, procrastinate's default)")
+    ap.add_argument("--order", choices=("ki-first", "procrastinate-first"), default="ki-first")
+    ap.add_argument("--skip-procrastinate", action="store_true", help="measure ki only (no ratio line)")
+    ap.add_argument("--profile", action="store_true",
+                    help="add a profiled ki pass: cProfile of worker threads + statements per execution")
+    ap.add_argument("--profile-docs", type=int, default=500, help="documents in the profile pass (default 500)")
+    ap.add_argument("--what-if", action="store_true",
+                    help="add bench-only ki passes with candidate changes monkeypatched in (A..F)")
+    ap.add_argument("--what-if-docs", type=int, default=None, help="documents per what-if pass (default --docs)")
+    ap.add_argument("--what-if-only", default=None, help="letters of the what-if passes to run, e.g. ABD")
+    ap.add_argument("--keep", action="store_true", help="keep the temp directory (server is still stopped)")
+    args = ap.parse_args()
+
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    install_noop_handlers()
+    conc = args.concurrency
+    pool = args.pool_size or conc + 2
+    n_jobs = args.docs * len(ENABLED_HANDLER_STAGES)
+
+    with temp_workdir(args.keep) as workdir, embedded_server(workdir / "pg") as uri:
+        cfg = server_settings(uri, ["server_version", "fsync", "synchronous_commit", "wal_sync_method",
+                                    "shared_buffers"])
+        print(f"machine: {os.cpu_count()} cores; embedded PostgreSQL {cfg['server_version']} "
+              f"(fsync={cfg['fsync']}, synchronous_commit={cfg['synchronous_commit']}, "
+              f"wal_sync_method={cfg['wal_sync_method']}, shared_buffers={cfg['shared_buffers']})")
+        print(f"workload: {args.docs} docs x 3 enabled stages = {n_jobs} handler executions; "
+              f"concurrency {conc}; {pool} pool connections each side")
+        sys.stdout.flush()
+
+        ki_res = proc_res = None
+
+        def do_ki():
+            nonlocal ki_res
+            ctx = setup_ki(uri, "ki_bench", workdir, args.docs, conc)
+            try:
+                ki_res = run_ki(ctx, conc, uri, "ki_bench")
+            finally:
+                ctx.db.dispose()
+
+        def do_proc():
+            nonlocal proc_res
+            proc_res = run_procrastinate(uri, "procrastinate_bench", n_jobs, conc, pool,
+                                         listen_notify=args.listen_notify == "on")
+
+        steps = [do_ki] if args.skip_procrastinate else (
+            [do_ki, do_proc] if args.order == "ki-first" else [do_proc, do_ki])
+        for step in steps:
+            step()
+
+        r = ki_res
+        problems = check_ki(r, args.docs)
+        print("\n== ki (PipelineRunner: claim_next + execute_claim, no-op handlers) ==")
+        print(f"claims executed: {r.claims} = " + ", ".join(f"{s} {n}" for s, n in r.per_stage.items()))
+        print(f"outcomes: {json.dumps(r.kinds)}")
+        print(f"final state ok: {not problems}" + (f" {problems}" if problems else ""))
+        print(f"wall (run_until_idle incl. prepare steps + idle detection): {r.wall:.2f} s; "
+              f"first->last completion {r.first_to_last:.2f} s")
+        print(f"execute_claim latency: p50 {r.exec_ms_p50:.2f} ms, p95 {r.exec_ms_p95:.2f} ms")
+        ki_handler_rate = r.handler_execs / r.wall
+        ki_claim_rate = r.claims / r.wall
+        print(f"ki handler executions/s (fetch+convert+index): {ki_handler_rate:.1f}")
+        print(f"ki claim executions/s (all 7 stages, incl. 4 disabled-stage claims per doc): {ki_claim_rate:.1f}")
+        s = r.server
+        print(f"server: {s['commits']:.0f} commits, {s['rollbacks']:.0f} rollbacks, {s['wal_fsyncs']:.0f} WAL fsyncs, "
+              f"{s['wal_bytes'] / 1e6:.1f} MB WAL -> per handler exec: {s['commits'] / r.handler_execs:.2f} commits, "
+              f"{s['wal_fsyncs'] / r.handler_execs:.2f} fsyncs, {s['wal_bytes'] / r.handler_execs / 1024:.1f} kB WAL")
+
+        if proc_res is not None:
+            p = proc_res
+            done = p.statuses.get("succeeded", 0)
+            print("\n== procrastinate (PsycopgConnector, async no-op task, run_worker_async(wait=False)) ==")
+            print(f"deferred {n_jobs} jobs in {p.defer_s:.2f} s (batch_defer_async, 1000 per batch)")
+            print(f"job statuses after the worker: {json.dumps(p.statuses)}")
+            print(f"wall (run_worker_async): {p.wall:.2f} s; listen_notify={args.listen_notify}")
+            proc_rate = done / p.wall
+            print(f"procrastinate jobs/s: {proc_rate:.1f}")
+            s = p.server
+            print(f"server: {s['commits']:.0f} commits, {s['wal_fsyncs']:.0f} WAL fsyncs, "
+                  f"{s['wal_bytes'] / 1e6:.1f} MB WAL -> per job: {s['commits'] / max(1, done):.2f} commits, "
+                  f"{s['wal_fsyncs'] / max(1, done):.2f} fsyncs, {s['wal_bytes'] / max(1, done) / 1024:.1f} kB WAL")
+
+        if args.profile:
+            profile_pass(uri, workdir / "pg", workdir, args.profile_docs, conc)
+
+        if args.what_if:
+            docs = args.what_if_docs or args.docs
+            print(f"\n== what-if passes (bench-only monkeypatches of candidate ki changes; {docs} docs each) ==")
+            what_if_passes(uri, workdir, docs, conc, list(args.what_if_only) if args.what_if_only else None)
+
+        if proc_res is not None:
+            print(f"\nki handler executions/s {ki_handler_rate:.1f} vs procrastinate jobs/s {proc_rate:.1f} "
+                  f"(same {n_jobs} units of work; ki also pays {r.claims - r.handler_execs} disabled-stage claims)")
+            print(f"(per claim instead: ki {ki_claim_rate:.1f} claims/s = {ki_claim_rate / proc_rate:.2f}x)")
+            print(f"ratio ki/procrastinate: {ki_handler_rate / proc_rate:.2f}")
+        return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,587 @@
+"""The model-gateway client: OpenAI-compatible chat completions (with tools) and embeddings.
+
+Spec: insertion-pipeline.md "Retry policy and quarantine" (error table and the
+ProviderPermanentError note), "Agentic stages" (trace ids tagged onto each gateway
+call) and "Failure modes"; DESIGN.md "Layout" (``ki/agents/``) and "Defaults"
+(``KI_LLM_BASE_URL``, ``KI_LLM_API_KEY``, ``KI_LLM_MODEL``).
+
+The client never retries on its own: the processing_state row is the retry
+boundary. It turns every outcome into one of ki's error classes so that
+:func:`ki.taxonomies.classify_error` gives the spec's treatment:
+
+========================================================  =========================================
+gateway outcome                                           raised
+========================================================  =========================================
+transport error (connect, read, remote protocol, timeout)  :class:`GatewayUnavailable` (infrastructure)
+HTTP 408 / 425 / 429 / 500 / 502 / 503 / 504               :class:`GatewayUnavailable` (infrastructure)
+HTTP 401, 403, 404, 429 with ``insufficient_quota``        :class:`~ki.errors.ProviderPermanentError`
+                                                          (deterministic) + cooldown of (base_url, model)
+any other HTTP status (400, 413, 422, ...)                 :class:`GatewayRequestRejected` (bounded retry)
+2xx whose body is not the expected JSON                    :class:`~ki.errors.ModelOutputInvalid`
+========================================================  =========================================
+
+Nothing here touches the database; token usage goes to an optional ``usage_sink``
+(``ki.agents.usage.ledger_sink(db)`` writes the ledger in its own short transaction).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import threading
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+import httpx
+
+from ki.errors import ConfigurationError, InfrastructureError, KiError, ModelOutputInvalid, ProviderPermanentError
+
+log = logging.getLogger(__name__)
+
+ENV_BASE_URL = "KI_LLM_BASE_URL"
+ENV_API_KEY = "KI_LLM_API_KEY"
+ENV_MODEL = "KI_LLM_MODEL"
+ENV_COOLDOWN = "KI_PROVIDER_FAULT_COOLDOWN_SECONDS"
+
+HEADER_DOC = "X-Ki-Doc"
+HEADER_STAGE = "X-Ki-Stage"
+HEADER_TRACE = "X-Ki-Trace"
+
+#: Statuses that mean the gateway, not the document or the account, is at fault (spec error table).
+INFRASTRUCTURE_STATUSES = frozenset({408, 425, 429, 500, 502, 503, 504})
+#: Statuses that mean the account/key/model is at fault (spec: ProviderPermanentError note).
+PERMANENT_STATUSES = frozenset({401, 403, 404})
+
+DEFAULT_EMBED_BATCH = 64
+
+
+class GatewayUnavailable(InfrastructureError):
+    """The gateway is unreachable, timed out or overloaded: an outage, never the file's fault.
+
+    ``infrastructure`` reads e.g. ``"gateway answered HTTP 503"`` or
+    ``"gateway timed out (ReadTimeout after 120 s)"``; ``status`` is the HTTP status or None.
+    """
+
+    def __init__(self, message: str, *, infrastructure: str, status: int | None = None):
+        super().__init__(message, infrastructure=infrastructure)
+        self.status = status
+
+
+class GatewayRequestRejected(KiError):
+    """The gateway refused this request with a status that is neither an outage nor an account fault
+    (400, 413, 422, ...): e.g. a context too long. Retried up to max_attempts, then quarantined."""
+
+    def __init__(self, message: str, *, status: int):
+        super().__init__(message)
+        self.status = status
+
+
+# --- results ---------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class UsageRecord:
+    """Token usage of one gateway call, as handed to ``usage_sink``.
+
+    Attributes:
+        kind: ``chat`` or ``embeddings``.
+        model: the model requested (the ledger key; the gateway may report a resolved name).
+        stage / doc_id / trace_id: the call's trace tags (None when the caller gave none).
+        prompt_tokens / completion_tokens / total_tokens: as reported (0 when absent).
+        latency_ms: wall time of the HTTP exchange in milliseconds.
+        at: when the call finished (UTC).
+    """
+
+    kind: str
+    model: str
+    stage: str | None
+    doc_id: str | None
+    trace_id: str | None
+    prompt_tokens: int
+    completion_tokens: int
+    total_tokens: int
+    latency_ms: int
+    at: datetime
+
+
+UsageSink = Callable[[UsageRecord], None]
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    """One function call the model asked for: ``arguments`` is the raw JSON text it produced."""
+
+    id: str
+    name: str
+    arguments: str
+
+
+@dataclass(frozen=True)
+class ChatResponse:
+    """One chat completion.
+
+    Attributes:
+        content: the assistant's text (None when it only called tools).
+        tool_calls: function calls in the order given.
+        message: the assistant message to append to the conversation verbatim
+            (role, content, tool_calls with ids), so the next turn is well-formed.
+        finish_reason: as reported (``stop``, ``tool_calls``, ``length``, ...).
+        usage: the call's token usage.
+        model: the model the gateway reports having run (falls back to the requested one).
+    """
+
+    content: str | None
+    tool_calls: list[ToolCall]
+    message: dict[str, Any]
+    finish_reason: str | None
+    usage: UsageRecord
+    model: str
+
+
+# --- configuration helpers -------------------------------------------------------------------------
+
+
+def model_for_stage(config: Any, stage: str) -> str:
+    """The gateway model ``stage`` calls: ``pipeline.stages.<stage>.model``, else ``$KI_LLM_MODEL``.
+
+    Args:
+        config: a :class:`ki.config.settings.KiConfig` (or anything with ``pipeline.stages``).
+        stage: a stage id, e.g. ``classify_matter``.
+    Returns: the model name (non-empty).
+    Raises:
+        ConfigurationError: neither the stage nor ``KI_LLM_MODEL`` names a model.
+    Spec: insertion-pipeline.md "Configuration" (``pipeline.stages.<stage>.model``).
+    """
+    stages = getattr(getattr(config, "pipeline", None), "stages", None) or {}
+    stage_cfg = stages.get(stage)
+    model = getattr(stage_cfg, "model", None) if stage_cfg is not None else None
+    model = (model or os.environ.get(ENV_MODEL) or "").strip()
+    if not model:
+        raise ConfigurationError(
+            f"no model is assigned to stage {stage}: set pipeline.stages.{stage}.model "
+            f"(Models & services) or the default {ENV_MODEL}"
+        )
+    return model
+
+
+def _cooldown_default() -> float:
+    raw = os.environ.get(ENV_COOLDOWN)
+    if raw is None or not raw.strip():
+        return 60.0
+    try:
+        return max(0.0, float(raw))
+    except ValueError as exc:
+        raise ConfigurationError(f"{ENV_COOLDOWN} must be a number of seconds, not {raw!r}") from exc
+
+
+def _api_root(base_url: str) -> str:
+    """``http://gw:4000``, ``http://gw:4000/`` and ``http://gw:4000/v1`` all → ``http://gw:4000``."""
+    root = base_url.strip().rstrip("/")
+    if root.endswith("/v1"):
+        root = root[: -len("/v1")]
+    return root
+
+
+def _key_hint(api_key: str | None) -> str:
+    """A key fingerprint safe for an error message: ``…wxyz`` (never the key)."""
+    if not api_key:
+        return "no key is set"
+    if len(api_key) < 12:
+        return "a short key is set"
+    return f"the key ending …{api_key[-4:]}"
+
+
+# --- process-wide provider-fault cooldown -----------------------------------------------------------
+
+_cooldown_lock = threading.Lock()
+_cooldowns: dict[tuple[str, str], tuple[float, str]] = {}  # (api root, model) → (monotonic until, message)
+
+
+def reset_cooldowns(base_url: str | None = None, model: str | None = None) -> int:
+    """Forget provider-fault cooldowns (all, or those matching ``base_url`` and/or ``model``).
+
+    Call it from tests and when an operator retries quarantined files after fixing the account
+    (spec: "After the account is fixed, the quarantine retry releases the files").
+    Returns: how many cooldowns were dropped.
+    """
+    root = _api_root(base_url) if base_url is not None else None
+    with _cooldown_lock:
+        keys = [k for k in _cooldowns if (root is None or k[0] == root) and (model is None or k[1] == model)]
+        for k in keys:
+            del _cooldowns[k]
+    return len(keys)
+
+
+def active_cooldowns() -> dict[tuple[str, str], float]:
+    """(api root, model) → seconds of cooldown left, for status displays and tests."""
+    now = time.monotonic()
+    with _cooldown_lock:
+        return {k: until - now for k, (until, _) in _cooldowns.items() if until > now}
+
+
+# --- the client ------------------------------------------------------------------------------------
+
+
+@dataclass
+class _Trace:
+    doc_id: str | None
+    stage: str | None
+    trace_id: str | None
+
+    def headers(self) -> dict[str, str]:
+        out = {}
+        if self.doc_id is not None:
+            out[HEADER_DOC] = self.doc_id
+        if self.stage is not None:
+            out[HEADER_STAGE] = self.stage
+        if self.trace_id is not None:
+            out[HEADER_TRACE] = self.trace_id
+        return out
+
+    def tags(self) -> list[str]:
+        return [f"{k}:{v}" for k, v in (("doc", self.doc_id), ("stage", self.stage), ("trace", self.trace_id))
+                if v is not None]
+
+    def metadata(self) -> dict[str, str]:
+        pairs = (("ki_doc", self.doc_id), ("ki_stage", self.stage), ("ki_trace", self.trace_id))
+        return {k: v for k, v in pairs if v is not None}
+
+
+class GatewayClient:
+    """An OpenAI-compatible gateway over httpx (thread-safe; one connection pool per client).
+
+    Args:
+        base_url: the gateway root, with or without ``/v1`` (``http://litellm:4000``).
+        api_key: sent as ``Authorization: Bearer``; None/empty sends no header.
+        timeout_seconds: per-request read/write/pool timeout (connect is capped at 10 s).
+        transport: an httpx transport (tests: ``httpx.MockTransport``); None = real network.
+        cooldown_seconds: provider-fault cooldown; None = ``$KI_PROVIDER_FAULT_COOLDOWN_SECONDS`` (60).
+        usage_sink: called with a :class:`UsageRecord` after every successful call; its own
+            failures are logged, never raised (a paid answer is not thrown away over the ledger).
+        send_metadata: also tag the body's ``user`` and ``metadata`` fields (headers are always sent);
+            switch off for a backend that rejects ``metadata``.
+
+    Spec: insertion-pipeline.md "Retry policy and quarantine"; see the module table for errors.
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        api_key: str | None,
+        *,
+        timeout_seconds: float = 120,
+        transport: httpx.BaseTransport | None = None,
+        cooldown_seconds: float | None = None,
+        usage_sink: UsageSink | None = None,
+        send_metadata: bool = True,
+    ):
+        if not base_url or not base_url.strip():
+            raise ConfigurationError(f"the model gateway URL is empty: set {ENV_BASE_URL}")
+        self.base_url = _api_root(base_url)
+        self.api_key = api_key or None
+        self.timeout_seconds = float(timeout_seconds)
+        self.transport = transport
+        self.cooldown_seconds = _cooldown_default() if cooldown_seconds is None else max(0.0, cooldown_seconds)
+        self.usage_sink = usage_sink
+        self.send_metadata = send_metadata
+        headers = {"Accept": "application/json", "User-Agent": "ki-gateway-client"}
+        if self.api_key:
+            headers["Authorization"] = f"Bearer {self.api_key}"
+        timeout = httpx.Timeout(self.timeout_seconds, connect=min(10.0, self.timeout_seconds))
+        self._http = httpx.Client(base_url=self.base_url, headers=headers, timeout=timeout, transport=transport)
+
+    def __repr__(self) -> str:
+        return f"GatewayClient({self.base_url!r}, timeout_seconds={self.timeout_seconds:g})"
+
+    @classmethod
+    def from_env(cls, **kwargs: Any) -> GatewayClient:
+        """A client on ``$KI_LLM_BASE_URL`` with ``$KI_LLM_API_KEY``; ``kwargs`` as for the constructor.
+
+        Raises:
+            ConfigurationError: ``KI_LLM_BASE_URL`` is unset.
+        """
+        base = os.environ.get(ENV_BASE_URL, "").strip()
+        if not base:
+            raise ConfigurationError(f"no model gateway is configured: set {ENV_BASE_URL} (and {ENV_API_KEY})")
+        return cls(base, os.environ.get(ENV_API_KEY) or None, **kwargs)
+
+    def close(self) -> None:
+        """Close the connection pool."""
+        self._http.close()
+
+    def __enter__(self) -> GatewayClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- public calls --------------------------------------------------------------------------
+
+    def chat(
+        self,
+        *,
+        model: str,
+        messages: Sequence[dict[str, Any]],
+        tools: Sequence[dict[str, Any]] | None = None,
+        tool_choice: str | dict[str, Any] | None = None,
+        doc_id: str | int | None = None,
+        stage: str | None = None,
+        trace_id: str | None = None,
+        temperature: float | None = None,
+        extra: dict[str, Any] | None = None,
+    ) -> ChatResponse:
+        """``POST /v1/chat/completions``: one completion, with function-calling ``tools`` if given.
+
+        Args:
+            model: gateway model name (see :func:`model_for_stage`).
+            messages: OpenAI chat messages (``role``/``content``/``tool_calls``/``tool_call_id``).
+            tools: OpenAI tool specs (``{"type": "function", "function": {name, description, parameters}}``).
+            tool_choice: ``"auto"``, ``"required"`` or a named function; None leaves the gateway default.
+            doc_id / stage / trace_id: trace tags sent as ``X-Ki-Doc``/``X-Ki-Stage``/``X-Ki-Trace``
+                headers and (``send_metadata``) in ``user`` and ``metadata``; a missing trace id is
+                generated (uuid4 hex) so every call is traceable.
+            temperature: sampling temperature; None leaves the gateway default.
+            extra: further body fields merged last (e.g. ``{"max_tokens": 2000}``).
+        Returns: a :class:`ChatResponse` (usage is also handed to ``usage_sink``).
+        Raises:
+            GatewayUnavailable: transport error or HTTP 408/425/429/5xx (infrastructure).
+            ProviderPermanentError: 401/403/404/``insufficient_quota``, or the (base_url, model)
+                cooldown is active (no request is sent).
+            GatewayRequestRejected: any other non-2xx status.
+            ModelOutputInvalid: the 2xx body is not JSON or has no ``choices[0].message``.
+        """
+        trace = _Trace(None if doc_id is None else str(doc_id), stage, trace_id or uuid.uuid4().hex)
+        body: dict[str, Any] = {"model": model, "messages": list(messages)}
+        if tools:
+            body["tools"] = list(tools)
+            if tool_choice is not None:
+                body["tool_choice"] = tool_choice
+        if temperature is not None:
+            body["temperature"] = temperature
+        if extra:
+            body.update(extra)
+        data, latency_ms = self._post("/v1/chat/completions", body, model=model, stage=stage, trace=trace)
+        try:
+            choice = data["choices"][0]
+            message = choice["message"]
+            if not isinstance(message, dict):
+                raise TypeError("message is not an object")
+        except (KeyError, IndexError, TypeError) as exc:
+            raise ModelOutputInvalid(
+                f"gateway answered model {model} without choices[0].message ({type(exc).__name__}: {exc}); "
+                f"body starts {json.dumps(data)[:300]}"
+            ) from exc
+        calls: list[ToolCall] = []
+        for i, raw in enumerate(message.get("tool_calls") or []):
+            fn = (raw or {}).get("function") or {}
+            name = fn.get("name")
+            if not isinstance(name, str) or not name:
+                raise ModelOutputInvalid(f"model {model} produced a tool call without a function name: {raw!r:.300}")
+            args = fn.get("arguments")
+            if args is None:
+                args = "{}"
+            elif not isinstance(args, str):  # some backends send an object instead of JSON text
+                args = json.dumps(args)
+            calls.append(ToolCall(id=str(raw.get("id") or f"call_{trace.trace_id[:8]}_{i}"), name=name,
+                                  arguments=args))
+        content = message.get("content")
+        if content is not None and not isinstance(content, str):
+            content = json.dumps(content)
+        echo: dict[str, Any] = {"role": "assistant", "content": content}
+        if calls:
+            echo["tool_calls"] = [
+                {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
+                for c in calls
+            ]
+        usage = self._usage("chat", model, trace, data.get("usage"), latency_ms)
+        return ChatResponse(content=content, tool_calls=calls, message=echo, finish_reason=choice.get("finish_reason"),
+                            usage=usage, model=str(data.get("model") or model))
+
+    def embed(
+        self,
+        *,
+        model: str,
+        inputs: Sequence[str],
+        batch_size: int = DEFAULT_EMBED_BATCH,
+        doc_id: str | int | None = None,
+        stage: str | None = None,
+        trace_id: str | None = None,
+    ) -> list[list[float]]:
+        """``POST /v1/embeddings`` in batches of ``batch_size``; one vector per input, in input order.
+
+        Args:
+            model: embedding model name (``retrieval.embedding_model``).
+            inputs: the texts; an empty list makes no request.
+            batch_size: inputs per request (≥ 1).
+            doc_id / stage / trace_id: trace tags as for :meth:`chat` (one trace id for all batches).
+        Returns: ``len(inputs)`` vectors (lists of floats).
+        Raises: as :meth:`chat`; ModelOutputInvalid also when a batch returns the wrong number of vectors.
+        """
+        if batch_size < 1:
+            raise ValueError("batch_size must be >= 1")
+        trace = _Trace(None if doc_id is None else str(doc_id), stage, trace_id or uuid.uuid4().hex)
+        vectors: list[list[float]] = []
+        for start in range(0, len(inputs), batch_size):
+            batch = list(inputs[start:start + batch_size])
+            data, latency_ms = self._post("/v1/embeddings", {"model": model, "input": batch}, model=model,
+                                          stage=stage, trace=trace)
+            try:
+                items = sorted(data["data"], key=lambda d: int(d.get("index", 0)))
+                got = [[float(x) for x in item["embedding"]] for item in items]
+            except (KeyError, TypeError, ValueError, AttributeError) as exc:
+                raise ModelOutputInvalid(f"embeddings answer of model {model} is malformed: {exc}") from exc
+            if len(got) != len(batch):
+                raise ModelOutputInvalid(
+                    f"embeddings answer of model {model} has {len(got)} vectors for {len(batch)} inputs")
+            vectors.extend(got)
+            self._usage("embeddings", model, trace, data.get("usage"), latency_ms)
+        return vectors
+
+    # -- internals -----------------------------------------------------------------------------
+
+    def _post(self, path: str, body: dict[str, Any], *, model: str, stage: str | None, trace: _Trace
+              ) -> tuple[dict[str, Any], int]:
+        self._check_cooldown(model)
+        if self.send_metadata:
+            tags = trace.tags()
+            if tags:
+                body.setdefault("user", " ".join(tags))
+            meta = trace.metadata()
+            if meta:
+                body.setdefault("metadata", meta)
+        started = time.perf_counter()
+        try:
+            response = self._http.post(path, json=body, headers=trace.headers())
+        except httpx.TimeoutException as exc:
+            raise GatewayUnavailable(
+                f"model gateway {self.base_url} did not answer {path} for model {model} in time: {exc!r}",
+                infrastructure=f"gateway timed out ({type(exc).__name__} after {self.timeout_seconds:g} s)",
+            ) from exc
+        except httpx.TransportError as exc:
+            raise GatewayUnavailable(
+                f"model gateway {self.base_url} unreachable for {path} (model {model}): {exc!r}",
+                infrastructure=f"gateway transport error: {type(exc).__name__}",
+            ) from exc
+        latency_ms = int(round((time.perf_counter() - started) * 1000))
+        if response.status_code >= 300:
+            raise self._status_error(response, path=path, model=model, stage=stage)
+        try:
+            data = response.json()
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            raise ModelOutputInvalid(
+                f"model gateway {self.base_url} answered {path} for model {model} with a body that is not JSON "
+                f"(HTTP {response.status_code}, starts {response.text[:200]!r})"
+            ) from exc
+        if not isinstance(data, dict):
+            raise ModelOutputInvalid(f"model gateway answered {path} for model {model} with JSON that is not an object")
+        return data, latency_ms
+
+    def _check_cooldown(self, model: str) -> None:
+        key = (self.base_url, model)
+        with _cooldown_lock:
+            entry = _cooldowns.get(key)
+            if entry is not None and entry[0] <= time.monotonic():
+                del _cooldowns[key]
+                entry = None
+        if entry is not None:
+            left = entry[0] - time.monotonic()
+            raise ProviderPermanentError(
+                f"{entry[1]} [failing fast without contacting the gateway: provider-fault cooldown, "
+                f"{left:.0f} s left of {ENV_COOLDOWN}]"
+            )
+
+    def _start_cooldown(self, model: str, message: str) -> None:
+        if self.cooldown_seconds <= 0:
+            return
+        with _cooldown_lock:
+            _cooldowns[(self.base_url, model)] = (time.monotonic() + self.cooldown_seconds, message)
+
+    def _status_error(self, response: httpx.Response, *, path: str, model: str, stage: str | None) -> Exception:
+        code = response.status_code
+        text = response.text[:4000]
+        detail = _error_detail(response)
+        where = f"model gateway {self.base_url}"
+        stage_hint = (f"pipeline.stages.{stage}.model (Models & services) or {ENV_MODEL}" if stage
+                      else f"the stage's model or {ENV_MODEL}")
+        message: str | None = None
+        if code == 429 and "insufficient_quota" in text:
+            message = (
+                f"The provider account behind {where} has exhausted its quota for model {model} "
+                f"(HTTP 429 insufficient_quota: {detail}). Add credit or raise the account's quota/budget "
+                f"for {_key_hint(self.api_key)} in {ENV_API_KEY}, then retry the quarantined files."
+            )
+        elif code == 401:
+            message = (
+                f"{where} rejected the API key ({_key_hint(self.api_key)} in {ENV_API_KEY}) with HTTP 401 "
+                f"while calling model {model}: {detail}. Put a valid key for this gateway into {ENV_API_KEY}, "
+                f"then retry the quarantined files."
+            )
+        elif code == 403:
+            message = (
+                f"{where} forbids model {model} to {_key_hint(self.api_key)} in {ENV_API_KEY} (HTTP 403): "
+                f"{detail}. Grant this key access to {model} on the gateway/provider account, or assign a model "
+                f"the key may use via {stage_hint}, then retry the quarantined files."
+            )
+        elif code == 404:
+            message = (
+                f"{where} does not serve model {model} (HTTP 404 on {path}): {detail}. Check the model name "
+                f"assigned via {stage_hint} against the gateway's model list; if every model answers 404, "
+                f"{ENV_BASE_URL}={self.base_url} is probably not the gateway root. Then retry the quarantined files."
+            )
+        if message is not None:
+            self._start_cooldown(model, message)
+            return ProviderPermanentError(message)
+        if code in INFRASTRUCTURE_STATUSES:
+            return GatewayUnavailable(
+                f"{where} answered HTTP {code} for {path} (model {model}): {detail}",
+                infrastructure=f"gateway answered HTTP {code}",
+                status=code,
+            )
+        return GatewayRequestRejected(f"{where} refused {path} for model {model} with HTTP {code}: {detail}",
+                                      status=code)
+
+    def _usage(self, kind: str, model: str, trace: _Trace, raw: Any, latency_ms: int) -> UsageRecord:
+        raw = raw if isinstance(raw, dict) else {}
+
+        def count(key: str) -> int:
+            try:
+                return max(0, int(raw.get(key) or 0))
+            except (TypeError, ValueError):
+                return 0
+
+        prompt, completion = count("prompt_tokens"), count("completion_tokens")
+        total = count("total_tokens") or prompt + completion
+        record = UsageRecord(kind=kind, model=model, stage=trace.stage, doc_id=trace.doc_id, trace_id=trace.trace_id,
+                             prompt_tokens=prompt, completion_tokens=completion, total_tokens=total,
+                             latency_ms=latency_ms, at=datetime.now(UTC))
+        if self.usage_sink is not None:
+            try:
+                self.usage_sink(record)
+            except Exception:  # noqa: BLE001 - the ledger must not throw away a paid answer
+                log.warning("usage of %s call (model %s, trace %s) was not recorded", kind, model, trace.trace_id,
+                            exc_info=True)
+        return record
+
+
+def _error_detail(response: httpx.Response) -> str:
+    """The gateway's own error message (OpenAI ``{"error": {"message": ...}}`` or the text), short."""
+    try:
+        data = response.json()
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        data = None
+    if isinstance(data, dict):
+        err = data.get("error")
+        if isinstance(err, dict) and err.get("message"):
+            code = err.get("code") or err.get("type")
+            return f"{err['message']}" + (f" [{code}]" if code else "")
+        if isinstance(err, str):
+            return err[:500]
+        if data.get("message"):
+            return str(data["message"])[:500]
+    text = response.text.strip()
+    return text[:500] if text else "(empty body)"
