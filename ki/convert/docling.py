@@ -355,7 +355,7 @@ class DoclingClient:
 
         files = {"files": (upload_name, data, _mime_type(upload_name))}
         status = self._request_json(
-            "POST", "/v1/convert/file/async", deadline, what="submit", files=files,
+            "POST", "/v1/convert/file/async", deadline, what="submit", name=upload_name, files=files,
             data=_form_dict(self.form_options(from_format)),
         )
         task_id = str(status.get("task_id") or "")
@@ -368,8 +368,8 @@ class DoclingClient:
         task_status = status.get("task_status")
         if task_status == "failure":
             self._raise_task_failure(task_id, status, upload_name)
-        result = self._request_json("GET", f"/v1/result/{task_id}", deadline, what="result",
-                                    floor_seconds=min(5.0, self.client_timeout_seconds))
+        result = self._request_json("GET", f"/v1/result/{task_id}", deadline, what="result", task_id=task_id,
+                                    name=upload_name, floor_seconds=min(5.0, self.client_timeout_seconds))
         return self._build_document(result, from_format, upload_name, task_id, versions)
 
     def health(self) -> bool:
@@ -510,12 +510,10 @@ class DoclingClient:
         detail = _detail(response)
         request = f"{response.request.method} {response.request.url.path}"
         if code in (401, 403):
+            sent = "" if self.api_key else "none is configured; "
             message = (
-                f"Docling Serve refused the API key (HTTP {code} on {request}: {_quote(detail)}): {KEY_HINT}"
-                if self.api_key
-                else f"Docling Serve requires an API key (HTTP {code} on {request}: {_quote(detail)}): {KEY_HINT}"
+                f"Docling Serve refused the API key ({sent}HTTP {code} on {request}: {_quote(detail)}): {KEY_HINT}"
             )
-            message = message.replace("requires an API key", "refused the API key (none was sent)")
             _start_cooldown(message)
             raise DoclingKeyRejected(message)
         if code == 422:

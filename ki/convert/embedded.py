@@ -44,7 +44,8 @@ def mail_attachments(data: bytes, filename: str) -> list[EmbeddedPart]:
     """The attachments of an RFC 822 message, in MIME order (attached messages are read inline).
 
     Not documents, so skipped: parts without a decodable payload, signatures and key
-    material (:data:`NON_DOCUMENT_TYPES`), and inline body parts referenced by Content-ID. Bounded by the mail converter's part budget.
+    material (:data:`NON_DOCUMENT_TYPES`), and inline body parts referenced by Content-ID.
+    Bounded by the mail converter's part budget.
     """
     from ki.convert import mail as m
 
