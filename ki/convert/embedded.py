@@ -90,11 +90,15 @@ def mbox_messages(data: bytes, filename: str) -> list[EmbeddedPart]:
 
 
 def extract_embedded(fmt: str, data: bytes, filename: str) -> list[EmbeddedPart]:
-    """Embedded objects of a container of format ``fmt`` (``eml``, ``mbox``); [] for other formats."""
+    """Embedded objects of a container of format ``fmt`` (``eml``, ``msg``, ``mbox``); [] for others."""
     if fmt == "eml":
         return mail_attachments(data, filename)
     if fmt == "mbox":
         return mbox_messages(data, filename)
+    if fmt == "msg":
+        from ki.convert.msg import msg_to_rfc822
+
+        return mail_attachments(msg_to_rfc822(data, filename), filename)
     return []
 
 

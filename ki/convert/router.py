@@ -20,15 +20,16 @@ Converter = Callable[[bytes, str], StructuredDocument]
 
 TEXT_EXT = {".txt", ".text", ".md", ".csv", ".log", ".tsv"}
 MAIL_EXT = {".eml"}
+MSG_EXT = {".msg"}
 DOCX_EXT = {".docx", ".docm", ".dotx", ".dotm"}
 PDF_EXT = {".pdf"}
 HTML_EXT = {".html", ".htm", ".xhtml"}
 RTF_EXT = {".rtf"}
 IMAGE_EXT = {".png", ".jpg", ".jpeg", ".tif", ".tiff", ".bmp", ".gif", ".webp"}
 MBOX_EXT = {".mbox", ".mbx"}
-OFFICE_OTHER_EXT = {".pptx", ".xlsx", ".doc", ".xls", ".ppt", ".odt", ".ods", ".odp", ".msg"}
+OFFICE_OTHER_EXT = {".pptx", ".xlsx", ".doc", ".xls", ".ppt", ".odt", ".ods", ".odp"}
 
-BUILTIN_CAPABILITIES = frozenset({"text", "mail", "mbox", "docx", "pdf", "html", "rtf"})
+BUILTIN_CAPABILITIES = frozenset({"text", "mail", "msg", "mbox", "docx", "pdf", "html", "rtf"})
 
 
 def capabilities(config: KiConfig) -> set[str]:
@@ -50,7 +51,7 @@ def handles_reason(config: KiConfig, reason: str) -> bool:
 
 
 def sniff_format(data: bytes, filename: str) -> str:
-    """Detect a format name: txt, eml, mbox, docx, pdf, html, rtf, image, office, or unknown.
+    """Detect a format name: txt, eml, msg, mbox, docx, pdf, html, rtf, image, office, or unknown.
 
     The extension decides when it is one ki knows and the bytes do not contradict it
     (a ``.pdf`` without ``%PDF-`` near the start is treated by its bytes).
@@ -60,7 +61,7 @@ def sniff_format(data: bytes, filename: str) -> str:
     if ext in PDF_EXT:
         return "pdf" if b"%PDF-" in data[:1024] or not data else _sniff_bytes(head)
     for exts, name in (
-        (TEXT_EXT, "txt"), (MAIL_EXT, "eml"), (MBOX_EXT, "mbox"), (DOCX_EXT, "docx"), (HTML_EXT, "html"),
+        (TEXT_EXT, "txt"), (MAIL_EXT, "eml"), (MSG_EXT, "msg"), (MBOX_EXT, "mbox"), (DOCX_EXT, "docx"), (HTML_EXT, "html"),
         (RTF_EXT, "rtf"),
         (IMAGE_EXT, "image"), (OFFICE_OTHER_EXT, "office"),
     ):
@@ -109,6 +110,10 @@ def converter_for(fmt: str, config: KiConfig) -> Converter:
         from ki.convert.mail import convert_mail
 
         return convert_mail
+    if fmt == "msg":
+        from ki.convert.msg import convert_msg
+
+        return convert_msg
     if fmt == "mbox":
         from ki.convert.embedded import convert_mbox
 
