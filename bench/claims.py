@@ -35,8 +35,8 @@ import logging
 import os
 import pstats
 import re
+import statistics
 import sys
-import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -204,6 +204,8 @@ def run_ki(ctx, concurrency: int, uri: str, dbname: str) -> KiResult:
     t0 = time.perf_counter()
     counters = runner.run_until_idle()
     wall = time.perf_counter() - t0
+    ctx.db.dispose()  # closing the sessions flushes their statistics
+    time.sleep(1.1)  # auxiliary processes (walwriter) report statistics at most once a second
     server = delta(wal_counters(uri) | db_xacts(uri, dbname), before)
     with ctx.db.engine.connect() as conn:
         buckets = bucket_counts(conn)
@@ -277,7 +279,8 @@ def run_procrastinate(uri: str, dbname: str, n_jobs: int, concurrency: int, pool
             await app.run_worker_async(wait=False, concurrency=concurrency, listen_notify=listen_notify,
                                        install_signal_handlers=False, name="bench")
             wall = time.perf_counter() - t0
-            server = delta(wal_counters(uri) | db_xacts(uri, dbname), before)
+        time.sleep(1.1)  # pool closed: sessions flushed their statistics; let the walwriter report too
+        server = delta(wal_counters(uri) | db_xacts(uri, dbname), before)
         with psycopg.connect(**libpq_kwargs(uri, dbname)) as conn:
             statuses = dict(conn.execute(
                 "SELECT status::text, count(*) FROM procrastinate_jobs GROUP BY status").fetchall())
@@ -365,7 +368,9 @@ def statement_census(log_path: Path, offset: int, dbname: str, n_exec: int) -> l
         else:
             other += 1
     total = len(stmts)
+    prepared = len(re.findall(r"LOG:\s+execute _pg3_", text))
     out = [f"  {k:<36} {v:8d}  {v / n_exec:5.2f}/exec" for k, v in counts.items()]
+    out.append(f"  {'(of which server-side prepared)':<36} {prepared:8d}  {prepared / n_exec:5.2f}/exec")
     out.append(f"  {'other':<36} {other:8d}  {other / n_exec:5.2f}/exec")
     out.append(f"  {'all statements (= round trips)':<36} {total:8d}  {total / n_exec:5.2f}/exec")
     return out
@@ -453,7 +458,7 @@ def _patch_claim(*, async_commit: bool, with_object: bool, limit: int):
     sql = text(_CLAIM_WITH_OBJECT)
     cache: dict[int, cx.SourceObjectView] = {}
 
-    def claim_next(conn, *, worker, run_id, limit_=None, **_kw):  # noqa: ANN001
+    def claim_next(conn, *, worker, run_id, **_kw):  # noqa: ANN001
         if async_commit:
             conn.execute(text("SET LOCAL synchronous_commit = off"))
         if not with_object:
@@ -481,14 +486,14 @@ def _patch_claim(*, async_commit: bool, with_object: bool, limit: int):
     return undo
 
 
-_SKIP_DISABLED_UNLOCK = f"""
+_SKIP_DISABLED_UNLOCK = """
     UPDATE processing_state ps
     SET status = CASE WHEN ps.stage = :target THEN 'pending' ELSE 'skipped' END,
         last_error = CASE WHEN ps.stage = :target THEN NULL ELSE CAST(:disabled AS jsonb) END,
         producer_version = CASE WHEN ps.stage = :target THEN ps.producer_version ELSE v.version END,
         attempts = 0, updated_at = now()
     FROM unnest(CAST(:stages AS text[]), CAST(:versions AS text[])) AS v(stage, version)
-    WHERE ps.source_object_id = {{oid}} AND ps.stage = v.stage
+    WHERE ps.source_object_id = {oid} AND ps.stage = v.stage
       AND ps.status = 'skipped' AND ps.reason = 'waiting_for_previous_stage'
 """
 
@@ -620,6 +625,33 @@ def what_if_passes(uri: str, workdir: Path, docs: int, concurrency: int, only: s
 # --------------------------------------------------------------------------- main
 
 
+def print_ki(r: KiResult, docs: int) -> None:
+    problems = check_ki(r, docs)
+    print(f"  claims executed: {r.claims} = " + ", ".join(f"{s} {n}" for s, n in r.per_stage.items()))
+    print(f"  outcomes: {json.dumps(r.kinds)}; final state ok: {not problems}" + (f" {problems}" if problems else ""))
+    print(f"  wall (run_until_idle incl. prepare steps + idle detection) {r.wall:.2f} s; "
+          f"first->last completion {r.first_to_last:.2f} s")
+    print(f"  execute_claim latency p50 {r.exec_ms_p50:.2f} ms, p95 {r.exec_ms_p95:.2f} ms")
+    print(f"  handler executions/s {r.handler_execs / r.wall:.1f}; claim executions/s (all 7 stages) "
+          f"{r.claims / r.wall:.1f}")
+    s = r.server
+    print(f"  server: {s['commits']:.0f} xact commits, {s['rollbacks']:.0f} rollbacks, "
+          f"{s['wal_bytes'] / 1e6:.1f} MB WAL, "
+          f"~{s['wal_fsyncs']:.0f} WAL fsyncs -> per handler exec {s['commits'] / r.handler_execs:.2f} commits, "
+          f"{s['wal_bytes'] / r.handler_execs / 1024:.1f} kB WAL")
+
+
+def print_proc(p: ProcResult, n_jobs: int, listen_notify: str) -> None:
+    done = p.statuses.get("succeeded", 0)
+    print(f"  deferred {n_jobs} jobs in {p.defer_s:.2f} s; statuses after: {json.dumps(p.statuses)}")
+    print(f"  wall (run_worker_async, wait=False, listen_notify={listen_notify}) {p.wall:.2f} s")
+    print(f"  jobs/s {done / p.wall:.1f}")
+    s = p.server
+    print(f"  server: {s['commits']:.0f} xact commits, {s['wal_bytes'] / 1e6:.1f} MB WAL, "
+          f"~{s['wal_fsyncs']:.0f} WAL fsyncs"
+          f" -> per job {s['commits'] / max(1, done):.2f} commits, {s['wal_bytes'] / max(1, done) / 1024:.1f} kB WAL")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--docs", type=int, default=2000, help="documents seeded for ki (default 2000)")
@@ -627,25 +659,29 @@ def main() -> int:
                     help="ki worker threads = procrastinate worker concurrency (default 4)")
     ap.add_argument("--pool-size", type=int, default=None,
                     help="connections for each side (default concurrency + 2, what ki.store.db.connect uses)")
+    ap.add_argument("--rounds", type=int, default=3,
+                    help="ki/procrastinate rounds, order alternating, fresh databases each (default 3; "
+                         "the medians are compared)")
     ap.add_argument("--listen-notify", choices=("on", "off"), default="on",
                     help="procrastinate worker listen_notify (default on, procrastinate's default)")
-    ap.add_argument("--order", choices=("ki-first", "procrastinate-first"), default="ki-first")
     ap.add_argument("--skip-procrastinate", action="store_true", help="measure ki only (no ratio line)")
     ap.add_argument("--profile", action="store_true",
                     help="add a profiled ki pass: cProfile of worker threads + statements per execution")
     ap.add_argument("--profile-docs", type=int, default=500, help="documents in the profile pass (default 500)")
     ap.add_argument("--what-if", action="store_true",
-                    help="add bench-only ki passes with candidate changes monkeypatched in (A..F)")
+                    help="add bench-only ki passes with candidate changes monkeypatched in (A..G)")
     ap.add_argument("--what-if-docs", type=int, default=None, help="documents per what-if pass (default --docs)")
-    ap.add_argument("--what-if-only", default=None, help="letters of the what-if passes to run, e.g. ABD")
-    ap.add_argument("--keep", action="store_true", help="keep the temp directory (server is still stopped)")
+    ap.add_argument("--what-if-only", default=None, help="letters of the what-if passes to run, e.g. ADG")
+    ap.add_argument("--keep", action="store_true", help="keep the temp directory (the server is still stopped)")
     args = ap.parse_args()
 
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    logging.getLogger("procrastinate").setLevel(logging.ERROR)
     install_noop_handlers()
     conc = args.concurrency
     pool = args.pool_size or conc + 2
     n_jobs = args.docs * len(ENABLED_HANDLER_STAGES)
+    failed = False
 
     with temp_workdir(args.keep) as workdir, embedded_server(workdir / "pg") as uri:
         cfg = server_settings(uri, ["server_version", "fsync", "synchronous_commit", "wal_sync_method",
@@ -653,76 +689,59 @@ def main() -> int:
         print(f"machine: {os.cpu_count()} cores; embedded PostgreSQL {cfg['server_version']} "
               f"(fsync={cfg['fsync']}, synchronous_commit={cfg['synchronous_commit']}, "
               f"wal_sync_method={cfg['wal_sync_method']}, shared_buffers={cfg['shared_buffers']})")
-        print(f"workload: {args.docs} docs x 3 enabled stages = {n_jobs} handler executions; "
-              f"concurrency {conc}; {pool} pool connections each side")
+        print(f"workload: {args.docs} docs x 3 enabled stages = {n_jobs} handler executions (ki also claims the 4 "
+              f"disabled model stages of each doc); concurrency {conc}; {pool} pool connections each side; "
+              f"{args.rounds} round(s)")
         sys.stdout.flush()
 
-        ki_res = proc_res = None
+        ki_rates, ki_claim_rates, proc_rates = [], [], []
+        for rnd in range(1, args.rounds + 1):
+            def do_ki(rnd=rnd):
+                dbname = f"ki_bench_{rnd}"
+                ctx = setup_ki(uri, dbname, workdir, args.docs, conc)
+                try:
+                    r = run_ki(ctx, conc, uri, dbname)
+                finally:
+                    ctx.db.dispose()
+                print(f"\n[round {rnd}] ki (PipelineRunner: claim_next + execute_claim, no-op handlers)")
+                print_ki(r, args.docs)
+                ki_rates.append(r.handler_execs / r.wall)
+                ki_claim_rates.append(r.claims / r.wall)
+                return not check_ki(r, args.docs)
 
-        def do_ki():
-            nonlocal ki_res
-            ctx = setup_ki(uri, "ki_bench", workdir, args.docs, conc)
-            try:
-                ki_res = run_ki(ctx, conc, uri, "ki_bench")
-            finally:
-                ctx.db.dispose()
+            def do_proc(rnd=rnd):
+                p = run_procrastinate(uri, f"procrastinate_bench_{rnd}", n_jobs, conc, pool,
+                                      listen_notify=args.listen_notify == "on")
+                print(f"\n[round {rnd}] procrastinate (PsycopgConnector pool {pool}, async no-op task, "
+                      f"concurrency {conc})")
+                print_proc(p, n_jobs, args.listen_notify)
+                done = p.statuses.get("succeeded", 0)
+                proc_rates.append(done / p.wall)
+                return done == n_jobs
 
-        def do_proc():
-            nonlocal proc_res
-            proc_res = run_procrastinate(uri, "procrastinate_bench", n_jobs, conc, pool,
-                                         listen_notify=args.listen_notify == "on")
-
-        steps = [do_ki] if args.skip_procrastinate else (
-            [do_ki, do_proc] if args.order == "ki-first" else [do_proc, do_ki])
-        for step in steps:
-            step()
-
-        r = ki_res
-        problems = check_ki(r, args.docs)
-        print("\n== ki (PipelineRunner: claim_next + execute_claim, no-op handlers) ==")
-        print(f"claims executed: {r.claims} = " + ", ".join(f"{s} {n}" for s, n in r.per_stage.items()))
-        print(f"outcomes: {json.dumps(r.kinds)}")
-        print(f"final state ok: {not problems}" + (f" {problems}" if problems else ""))
-        print(f"wall (run_until_idle incl. prepare steps + idle detection): {r.wall:.2f} s; "
-              f"first->last completion {r.first_to_last:.2f} s")
-        print(f"execute_claim latency: p50 {r.exec_ms_p50:.2f} ms, p95 {r.exec_ms_p95:.2f} ms")
-        ki_handler_rate = r.handler_execs / r.wall
-        ki_claim_rate = r.claims / r.wall
-        print(f"ki handler executions/s (fetch+convert+index): {ki_handler_rate:.1f}")
-        print(f"ki claim executions/s (all 7 stages, incl. 4 disabled-stage claims per doc): {ki_claim_rate:.1f}")
-        s = r.server
-        print(f"server: {s['commits']:.0f} commits, {s['rollbacks']:.0f} rollbacks, {s['wal_fsyncs']:.0f} WAL fsyncs, "
-              f"{s['wal_bytes'] / 1e6:.1f} MB WAL -> per handler exec: {s['commits'] / r.handler_execs:.2f} commits, "
-              f"{s['wal_fsyncs'] / r.handler_execs:.2f} fsyncs, {s['wal_bytes'] / r.handler_execs / 1024:.1f} kB WAL")
-
-        if proc_res is not None:
-            p = proc_res
-            done = p.statuses.get("succeeded", 0)
-            print("\n== procrastinate (PsycopgConnector, async no-op task, run_worker_async(wait=False)) ==")
-            print(f"deferred {n_jobs} jobs in {p.defer_s:.2f} s (batch_defer_async, 1000 per batch)")
-            print(f"job statuses after the worker: {json.dumps(p.statuses)}")
-            print(f"wall (run_worker_async): {p.wall:.2f} s; listen_notify={args.listen_notify}")
-            proc_rate = done / p.wall
-            print(f"procrastinate jobs/s: {proc_rate:.1f}")
-            s = p.server
-            print(f"server: {s['commits']:.0f} commits, {s['wal_fsyncs']:.0f} WAL fsyncs, "
-                  f"{s['wal_bytes'] / 1e6:.1f} MB WAL -> per job: {s['commits'] / max(1, done):.2f} commits, "
-                  f"{s['wal_fsyncs'] / max(1, done):.2f} fsyncs, {s['wal_bytes'] / max(1, done) / 1024:.1f} kB WAL")
+            steps = [do_ki] if args.skip_procrastinate else ([do_ki, do_proc] if rnd % 2 else [do_proc, do_ki])
+            for step in steps:
+                failed |= not step()
+                sys.stdout.flush()
 
         if args.profile:
             profile_pass(uri, workdir / "pg", workdir, args.profile_docs, conc)
 
         if args.what_if:
             docs = args.what_if_docs or args.docs
-            print(f"\n== what-if passes (bench-only monkeypatches of candidate ki changes; {docs} docs each) ==")
-            what_if_passes(uri, workdir, docs, conc, list(args.what_if_only) if args.what_if_only else None)
+            print(f"\n== what-if passes: bench-only monkeypatches of candidate ki changes, cumulative; {docs} docs "
+                  f"each, one run each ==")
+            what_if_passes(uri, workdir, docs, conc, args.what_if_only)
 
-        if proc_res is not None:
-            print(f"\nki handler executions/s {ki_handler_rate:.1f} vs procrastinate jobs/s {proc_rate:.1f} "
-                  f"(same {n_jobs} units of work; ki also pays {r.claims - r.handler_execs} disabled-stage claims)")
-            print(f"(per claim instead: ki {ki_claim_rate:.1f} claims/s = {ki_claim_rate / proc_rate:.2f}x)")
-            print(f"ratio ki/procrastinate: {ki_handler_rate / proc_rate:.2f}")
-        return 1 if problems else 0
+        med = statistics.median
+        print("\n== summary (median of rounds) ==")
+        print(f"ki handler executions/s: {med(ki_rates):.1f}  (rounds: {', '.join(f'{x:.1f}' for x in ki_rates)})")
+        print(f"ki claim executions/s (7 per doc): {med(ki_claim_rates):.1f}")
+        if proc_rates:
+            print(f"procrastinate jobs/s: {med(proc_rates):.1f}  (rounds: {', '.join(f'{x:.1f}' for x in proc_rates)})")
+            print(f"per claim instead of per handler execution: {med(ki_claim_rates) / med(proc_rates):.2f}x")
+            print(f"ratio ki/procrastinate: {med(ki_rates) / med(proc_rates):.2f}")
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":

@@ -365,11 +365,14 @@ class DoclingClient:
                 infrastructure="docling answered without a task id",
             )
         status = self._wait_for_task(task_id, status, deadline, upload_name)
-        task_status = status.get("task_status")
-        if task_status == "failure":
-            self._raise_task_failure(task_id, status, upload_name)
+        # A task whose only document failed or was skipped also ends "failure" (jobkit derives the
+        # task status from the per-document counts), but its result exists and says why; a task
+        # that crashed has no result (404) and its reason is only in the poll answer.
         result = self._request_json("GET", f"/v1/result/{task_id}", deadline, what="result", task_id=task_id,
-                                    name=upload_name, floor_seconds=min(5.0, self.client_timeout_seconds))
+                                    name=upload_name, floor_seconds=min(5.0, self.client_timeout_seconds),
+                                    missing_ok=status.get("task_status") == "failure")
+        if result is None:
+            self._raise_task_failure(task_id, status, upload_name)
         return self._build_document(result, from_format, upload_name, task_id, versions)
 
     def health(self) -> bool:
@@ -465,8 +468,8 @@ class DoclingClient:
 
     def _request_json(
         self, method: str, path: str, deadline: float, *, what: str, floor_seconds: float = 0.0,
-        task_id: str | None = None, name: str = "", **kwargs: Any,
-    ) -> dict[str, Any]:
+        task_id: str | None = None, name: str = "", missing_ok: bool = False, **kwargs: Any,
+    ) -> dict[str, Any] | None:
         remaining = deadline - time.monotonic()
         budget = max(remaining, floor_seconds)
         if budget <= 0:
@@ -487,6 +490,8 @@ class DoclingClient:
                 f"{type(exc).__name__}: {exc}",
                 infrastructure=f"docling unreachable ({type(exc).__name__})",
             ) from exc
+        if missing_ok and response.status_code == 404:
+            return None
         self._raise_for_status(response, what)
         try:
             body = response.json()

@@ -61,9 +61,8 @@ def sniff_format(data: bytes, filename: str) -> str:
     if ext in PDF_EXT:
         return "pdf" if b"%PDF-" in data[:1024] or not data else _sniff_bytes(head)
     for exts, name in (
-        (TEXT_EXT, "txt"), (MAIL_EXT, "eml"), (MSG_EXT, "msg"), (MBOX_EXT, "mbox"), (DOCX_EXT, "docx"), (HTML_EXT, "html"),
-        (RTF_EXT, "rtf"),
-        (IMAGE_EXT, "image"), (OFFICE_OTHER_EXT, "office"),
+        (TEXT_EXT, "txt"), (MAIL_EXT, "eml"), (MSG_EXT, "msg"), (MBOX_EXT, "mbox"), (DOCX_EXT, "docx"),
+        (HTML_EXT, "html"), (RTF_EXT, "rtf"), (IMAGE_EXT, "image"), (OFFICE_OTHER_EXT, "office"),
     ):
         if ext in exts:
             return name

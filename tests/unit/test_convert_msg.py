@@ -6,11 +6,11 @@ import csv
 import re
 
 import pytest
+from conftest import shared_dir
 
 from ki.convert.embedded import extract_embedded
 from ki.convert.msg import convert_msg
 from ki.errors import UnsupportedDocument
-from conftest import shared_dir
 
 MANIFEST = shared_dir() / "corpus" / "real" / "MANIFEST.tsv"
 ROWS = [r for r in csv.DictReader(MANIFEST.open(encoding="utf-8"), delimiter="\t") if r["path"].startswith("msg/")]
