@@ -30,6 +30,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import cProfile
+import dataclasses
 import json
 import logging
 import os
@@ -430,9 +431,8 @@ WITH next AS (
     FROM next WHERE ps.id = next.id
     RETURNING ps.id, ps.source_object_id, ps.stage, ps.attempts
 )
-SELECT c.id, c.source_object_id, c.stage, c.attempts,
-       so.source_id, s.kind, s.root, so.external_id, so.path, so.size, so.mtime_ns, so.content_hash,
-       so.deleted_at, s.config
+SELECT c.id AS claim_row_id, c.source_object_id AS claim_object_id, c.stage AS claim_stage,
+       c.attempts AS claim_attempts, {object_columns}
 FROM claimed c JOIN source_object so ON so.id = c.source_object_id JOIN source s ON s.id = so.source_id
 """
 
@@ -455,7 +455,10 @@ def _patch_claim(*, async_commit: bool, with_object: bool, limit: int):
     from ki.store import claims as q
 
     orig_claim, orig_load = q.claim_next, cx.SourceObjectView.__dict__["load"]
-    sql = text(_CLAIM_WITH_OBJECT)
+    # every SourceObjectView field, named after its column (source_* come from the source table)
+    special = {"source_kind": "s.kind", "source_root": "s.root", "source_config": "s.config"}
+    names = [f.name for f in dataclasses.fields(cx.SourceObjectView)]
+    sql = text(_CLAIM_WITH_OBJECT.format(object_columns=", ".join(special.get(n, f"so.{n}") for n in names)))
     cache: dict[int, cx.SourceObjectView] = {}
 
     def claim_next(conn, *, worker, run_id, **_kw):  # noqa: ANN001
@@ -467,8 +470,8 @@ def _patch_claim(*, async_commit: bool, with_object: bool, limit: int):
         rows = conn.execute(sql, {"token": token, "worker": worker, "run_id": run_id, "limit": limit}).fetchall()
         out = []
         for r in rows:
-            cache[r.source_object_id] = cx.SourceObjectView(r.source_object_id, *tuple(r)[4:])
-            out.append(q.Claim(r.id, r.source_object_id, r.stage, r.attempts, token))
+            cache[r.claim_object_id] = cx.SourceObjectView(*tuple(r)[4:])
+            out.append(q.Claim(r.claim_row_id, r.claim_object_id, r.claim_stage, r.claim_attempts, token))
         return out
 
     def load(cls, db, source_object_id):  # noqa: ANN001

@@ -121,5 +121,12 @@ class EnvPinnedError(ConfigurationError):
         self.env_var = env_var
 
 
+class RunAborted(KiError):
+    """A run stopped because continuing cannot succeed (e.g. a converter rejects ki's request: 422).
+
+    Raised out of ``run_stage_for_object``; the run is marked failed with this message.
+    """
+
+
 class OrchestratorUnavailable(ConfigurationError):
     """The configured orchestrator provider cannot run here (fails closed)."""

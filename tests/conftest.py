@@ -51,14 +51,20 @@ def pg_server_uri(tmp_path_factory) -> str:
     uri = os.environ.get("KI_TEST_DATABASE_URL")
     if uri:
         return uri
-    from ki.store.db import embedded_server_uri
+    import shutil
+    import tempfile
 
-    pgdata = tmp_path_factory.mktemp("pg") / "data"
+    from ki.store.db import embedded_server_uri, stop_embedded_server
+
+    # A private folder (not pytest's rotating basetemp, which a concurrent session may prune).
+    base = Path(tempfile.mkdtemp(prefix="ki-test-pg-"))
+    pgdata = base / "data"
     uri = embedded_server_uri(pgdata)
     yield uri
-    from ki.store.db import stop_embedded_server
-
-    stop_embedded_server(pgdata)
+    try:
+        stop_embedded_server(pgdata)
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
 
 
 def _admin(uri: str):

@@ -111,6 +111,9 @@ class ComponentsConfig(BaseModel):
 
     orchestrator_provider: str = "local"
     docling_url: str | None = None
+    docling_api_key: str | None = None
+    docling_document_timeout_seconds: float = Field(default=240, gt=0)
+    docling_client_timeout_seconds: float = Field(default=270, gt=0)
     opensearch_url: str | None = None
 
     @field_validator("orchestrator_provider")

@@ -26,6 +26,10 @@ a task still running at the client timeout
                                                   cooldown
 422                                               :class:`DoclingRequestRejected` (a
                                                   ``ConfigurationError``: stops the run)
+413 (upload too large)                            ``UnsupportedDocument(reason="too_large")``
+task ``failure`` and no result (404): crashed     :class:`DoclingUnavailable`; a non-retryable
+                                                  ``policy`` refusal of the file →
+                                                  ``UnsupportedDocument("conversion_failed")``
 ================================================  ===========================================
 
 No exception escapes as a bare ``ValueError`` (pydantic's ``ValidationError`` and
@@ -446,11 +450,12 @@ class DoclingClient:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 raise self._timeout(name, task_id, status.get("task_status"))
-            wait = min(self.poll_wait_seconds, remaining)
+            # Leave the last fifth of the remaining time for the answer to travel back.
+            wait = min(self.poll_wait_seconds, remaining * 0.8)
             started = time.monotonic()
             status = self._request_json(
-                "GET", f"/v1/status/poll/{task_id}", deadline, what="poll", params={"wait": _number(wait)},
-                task_id=task_id, name=name,
+                "GET", f"/v1/status/poll/{task_id}", deadline, what="poll", params={"wait": f"{wait:.3f}"},
+                task_id=task_id, name=name, last_status=status.get("task_status"),
             )
             took = time.monotonic() - started
             if status.get("task_status") not in TERMINAL_STATUSES and took < wait:
@@ -468,18 +473,19 @@ class DoclingClient:
 
     def _request_json(
         self, method: str, path: str, deadline: float, *, what: str, floor_seconds: float = 0.0,
-        task_id: str | None = None, name: str = "", missing_ok: bool = False, **kwargs: Any,
+        task_id: str | None = None, name: str = "", missing_ok: bool = False, last_status: Any = None,
+        **kwargs: Any,
     ) -> dict[str, Any] | None:
         remaining = deadline - time.monotonic()
         budget = max(remaining, floor_seconds)
         if budget <= 0:
-            raise self._timeout(name or path, task_id, None)
+            raise self._timeout(name or path, task_id, last_status)
         timeout = httpx.Timeout(budget, connect=min(10.0, budget))
         try:
             response = self._http.request(method, path, timeout=timeout, **kwargs)
         except httpx.TimeoutException as exc:
             if deadline - time.monotonic() <= 0.05:
-                raise self._timeout(name or path, task_id, f"no answer to {what}") from exc
+                raise self._timeout(name or path, task_id, last_status or f"no answer to {what}") from exc
             raise DoclingUnavailable(
                 f"Docling Serve timed out on {what} ({method} {path}): {type(exc).__name__}",
                 infrastructure=f"docling {what} timed out ({type(exc).__name__})",
@@ -745,15 +751,26 @@ def _rehydrate(raw: dict[str, Any]) -> tuple[Any, str | None]:
 
 
 def _pick_text(doc: Any, document: dict[str, Any]) -> tuple[str | None, str]:
+    """The document's text and where it came from.
+
+    Preferred: the re-hydrated DoclingDocument exported with picture children (OCR of full-page
+    scans). Fallbacks, in order: ``text_content``, ``md_content`` — also when the export is blank
+    but the server's text is not (an exporter difference must not look like an empty scan).
+    """
+    exported = None
     if doc is not None:
         try:
-            return doc.export_to_text(traverse_pictures=True), "docling_json"
+            exported = doc.export_to_text(traverse_pictures=True)
         except Exception:  # an exporter bug must not lose the server's own text
-            pass
+            exported = None
+        if exported is not None and exported.strip():
+            return exported, "docling_json"
     for key in ("text_content", "md_content"):
         value = document.get(key)
-        if isinstance(value, str):
+        if isinstance(value, str) and (value.strip() or exported is None):
             return value, key
+    if exported is not None:
+        return exported, "docling_json"
     return None, "none"
 
 

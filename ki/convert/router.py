@@ -9,6 +9,7 @@ by what they are.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from pathlib import PurePath
 
@@ -141,13 +142,50 @@ def converter_for(fmt: str, config: KiConfig) -> Converter:
     )
 
 
+_DOCLING_CLIENTS: dict[tuple[str, str | None, float, float], object] = {}
+_DOCLING_LOCK = threading.Lock()
+
+
+def docling_client(config: KiConfig):
+    """The process-wide Docling Serve client for ``components.docling_url`` (one connection pool)."""
+    from ki.convert.docling import DoclingClient
+
+    c = config.components
+    key = (c.docling_url, c.docling_api_key, c.docling_document_timeout_seconds, c.docling_client_timeout_seconds)
+    with _DOCLING_LOCK:
+        client = _DOCLING_CLIENTS.get(key)
+        if client is None:
+            client = DoclingClient(c.docling_url, api_key=c.docling_api_key,
+                                   document_timeout_seconds=c.docling_document_timeout_seconds,
+                                   client_timeout_seconds=c.docling_client_timeout_seconds)
+            _DOCLING_CLIENTS[key] = client
+    return client
+
+
+#: Formats only Docling Serve converts (images go to OCR first when it is available).
+DOCLING_ONLY = frozenset({"image", "office"})
+
+
 def convert_bytes(data: bytes, filename: str, config: KiConfig) -> StructuredDocument:
-    """Detect the format of ``data`` and convert it.
+    """Detect the format of ``data`` and convert it (DESIGN.md "Converter routing").
+
+    Built-in converters own text, mail, DOCX, RTF, HTML and PDFs with a text layer.
+    Docling Serve (``components.docling_url``) gets images, PPTX/XLSX/legacy Office,
+    and PDFs without a text layer (``needs_ocr``).
 
     Raises:
         UnsupportedDocument: the file cannot be converted (reason names why).
+        DoclingUnavailable / DoclingKeyRejected / DoclingRequestRejected: see ki.convert.docling.
     """
     if not data:
         raise UnsupportedDocument("the file is empty (0 bytes)", reason="empty")
     fmt = sniff_format(data, filename)
-    return converter_for(fmt, config)(data, filename)
+    docling = bool(config.components.docling_url)
+    if fmt in DOCLING_ONLY and docling:
+        return docling_client(config).convert(data, filename)
+    try:
+        return converter_for(fmt, config)(data, filename)
+    except UnsupportedDocument as exc:
+        if exc.reason == "needs_ocr" and docling:
+            return docling_client(config).convert(data, filename)
+        raise

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
+from ki.errors import ConfigurationError, RunAborted
 from ki.orchestration.context import PipelineContext, SourceObjectView, StageContext, StageOutcome
 from ki.orchestration.heartbeat import ClaimKeeper
 from ki.store import claims as q
@@ -128,12 +129,32 @@ def execute_claim(ctx: PipelineContext, claim: Claim, *, keeper: ClaimKeeper | N
         keeper.add(claim)
     try:
         outcome = handler(StageContext(pipeline=ctx, claim=claim, obj=obj))
+    except ConfigurationError as exc:
+        # ki's own request or setup is wrong: not the file's fault and not an outage to wait
+        # out. The row is released unchanged (attempt given back) and the run stops, saying why.
+        _release_claim(ctx, claim)
+        raise RunAborted(f"{claim.stage} stopped on a configuration error: {exc}") from exc
     except Exception as exc:  # noqa: BLE001 - every failure is classified and recorded on the row
         return _record_failure(ctx, claim, exc, stage_max_attempts=stage_cfg.max_attempts)
     finally:
         if keeper is not None:
             keeper.discard(claim)
     return _record_outcome(ctx, claim, outcome, version)
+
+
+RELEASE_SQL = """
+UPDATE processing_state SET status = 'pending', attempts = greatest(attempts - 1, 0), claim_token = NULL,
+    claimed_by = NULL, heartbeat_at = NULL, updated_at = now()
+WHERE id = :row_id AND claim_token = :token AND status = 'running'
+"""
+
+
+def _release_claim(ctx: PipelineContext, claim: Claim) -> None:
+    """Give a claim back untouched (pending, the attempt not counted)."""
+    from sqlalchemy import text
+
+    with ctx.db.engine.begin() as conn:
+        conn.execute(text(RELEASE_SQL), {"row_id": claim.row_id, "token": claim.token})
 
 
 def _record_outcome(ctx: PipelineContext, claim: Claim, outcome: StageOutcome, version: str) -> ExecutionResult:

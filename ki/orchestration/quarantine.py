@@ -105,6 +105,13 @@ def retry_quarantined(ctx: PipelineContext, source_object_id: int, *, stage: str
             previous_error={k: v for k, v in previous.items() if k != "traceback"},
             deterministic=bool(previous.get("deterministic")),
         )
+        if previous.get("reason") == "provider_permanent":
+            # The operator says the account is fixed: stop failing fast on the old verdict.
+            from ki.agents.gateway import reset_cooldowns
+            from ki.convert.docling import reset_cooldown
+
+            reset_cooldowns()
+            reset_cooldown()
         conn.execute(
             text("""INSERT INTO audit_log (actor, action, source_object_id, details)
                     VALUES (:actor, 'quarantine_retry', :id, CAST(:d AS jsonb))"""),

@@ -18,6 +18,7 @@ from datetime import UTC, datetime
 
 from sqlalchemy import text
 
+from ki.errors import RunAborted
 from ki.orchestration.context import PipelineContext
 from ki.orchestration.execute import ExecutionResult, execute_claim
 from ki.orchestration.heartbeat import ClaimKeeper
@@ -76,7 +77,9 @@ class PipelineRunner:
         ctx: the pipeline context.
         run_id: the pipeline_runs row the claims are attributed to.
         workers: pool size (default ``KI_WORKERS``).
-        wait_for_retries_seconds: wait for failed rows due within this many seconds (0: don't).
+        wait_for_retries_seconds: total time the run may spend idle, waiting only for failed rows to
+            fall due (0: don't wait). A retry due later than the budget left ends the run; its row
+            stays ``failed`` with its ``next_retry_at`` for the next run.
         on_tick: called from the calling thread about every ``tick_seconds`` with a RunnerStatus.
     """
 
@@ -102,6 +105,8 @@ class PipelineRunner:
         self._active = 0
         self._stop = threading.Event()
         self._errors: list[BaseException] = []
+        self._abort: RunAborted | None = None
+        self._retry_wait_spent = 0.0  # seconds spent idle, waiting only for retries to fall due
         timeout = ctx.config.pipeline.claim_timeout_seconds
         self._stale_every = max(0.5, min(60.0, timeout / 3))
         self.keeper = ClaimKeeper(ctx.db, interval_seconds=max(0.2, min(30.0, timeout / 3)))
@@ -127,6 +132,10 @@ class PipelineRunner:
                 started = time.perf_counter()
                 try:
                     result = execute_claim(self.ctx, claim, keeper=self.keeper)
+                except RunAborted as exc:
+                    self._abort = exc
+                    self._stop.set()
+                    return  # the finally clause below still releases the active slot
                 except Exception as exc:  # noqa: BLE001 - the row stays running; stale recovery retries it
                     log.exception("recording the outcome of %s/%s failed", claim.stage, claim.source_object_id)
                     self._errors.append(exc)
@@ -154,13 +163,18 @@ class PipelineRunner:
             return status
         if n_failed and due is not None and self.wait_for_retries_seconds > 0:
             wait = (due - datetime.now(UTC)).total_seconds()
-            if wait <= self.wait_for_retries_seconds:
+            budget_left = self.wait_for_retries_seconds - self._retry_wait_spent
+            if wait <= budget_left:
                 status.waiting_for_retry = (due, n_failed)
                 return status
         return None
 
     def run_until_idle(self) -> RunCounters:
-        """Run prepare steps, then execute until idle. Returns the run's counters."""
+        """Run prepare steps, then execute until idle. Returns the run's counters.
+
+        Raises:
+            RunAborted: a stage hit a configuration error; the run stopped (rows left pending).
+        """
         self.prepare_report = run_prepare_steps(self.ctx)
         self.keeper.start()
         threads = [threading.Thread(target=self._worker, name=f"ki-worker-{i}", daemon=True)
@@ -176,15 +190,19 @@ class PipelineRunner:
                     recover_stale_claims(self.ctx)
                     last_stale = time.monotonic()
                 status = self._idle_verdict()
+                if status is not None and status.waiting_for_retry is not None:
+                    self._retry_wait_spent += self.tick_seconds
                 if self.on_tick is not None:
                     self.on_tick(status or RunnerStatus(self.counters, 0))
                 # two consecutive idle verdicts: a worker may have been between claim and execute
                 quiet_ticks = quiet_ticks + 1 if status is None else 0
-                if quiet_ticks >= 2:
+                if quiet_ticks >= 2 or self._abort is not None:
                     break
         finally:
             self._stop.set()
             for t in threads:
                 t.join(timeout=max(30.0, self.ctx.config.pipeline.claim_timeout_seconds))
             self.keeper.stop()
+        if self._abort is not None:
+            raise self._abort
         return self.counters

@@ -35,6 +35,8 @@ def _postmaster_alive(pid: int) -> bool:
     """Whether ``pid`` is a live (not zombie) postgres process."""
     import psutil
 
+    if pid <= 0:  # a single-user postgres (initdb) writes its pid negated
+        return False
     try:
         proc = psutil.Process(pid)
         return proc.status() != psutil.STATUS_ZOMBIE and proc.name().startswith("postgres")
@@ -58,6 +60,8 @@ def _clear_dead_postmaster(pgdata: Path) -> bool:
         lines = pidfile.read_text().splitlines()
         pid = int(lines[0])
     except (OSError, ValueError, IndexError):
+        return False
+    if pid <= 0:
         return False
     try:
         import psutil
@@ -100,7 +104,10 @@ def embedded_server_uri(pgdata: Path, *, start_timeout_seconds: float = 30.0) ->
 
         # Fast path: a server of this data directory is already up (no global start lock taken).
         # A killed postmaster that is still a zombie counts as down (is_running() says up).
-        info = PostmasterInfo.read_from_pgdata(pgdata) if (pgdata / "postmaster.pid").exists() else None
+        try:
+            info = PostmasterInfo.read_from_pgdata(pgdata) if (pgdata / "postmaster.pid").exists() else None
+        except (AssertionError, ValueError, OSError):
+            info = None  # half written by a server (or initdb) starting right now: take the locked path
         if info is not None and info.status == "ready" and _postmaster_alive(info.pid):
             return info.get_uri()
     with warnings.catch_warnings():

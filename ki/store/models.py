@@ -222,3 +222,7 @@ class Chunk(Base):
         UniqueConstraint("source_object_id", "ordinal", name="uq_chunk_object_ordinal"),
         Index("ix_chunk_tsv", "tsv", postgresql_using="gin"),
     )
+
+
+# Tables defined in their own modules register on the same metadata.
+import ki.store.models_usage  # noqa: E402, F401

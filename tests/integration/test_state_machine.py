@@ -580,7 +580,7 @@ def test_infrastructure_faults_never_quarantine(make_ctx, src, monkeypatch, fact
 
 
 @pytest.mark.xfail(strict=True, reason=(
-    "BUG ki/orchestration/execute.py:174 and ki/store/claims.py RECOVER_STALE_SQL: attempts spent on "
+    "BUG ki/orchestration/execute.py _record_failure and ki/store/claims.py RECOVER_STALE_SQL: attempts spent on "
     "infrastructure faults count against max_attempts, so the first genuine failure after an outage "
     "quarantines at once (spec: infrastructure faults are exempt from the attempt limit)"))
 def test_attempts_spent_on_an_outage_do_not_use_up_the_budget(make_ctx, src, monkeypatch):
