@@ -84,7 +84,8 @@ def test_scan_quarantined_without_docling_is_released_and_converted_once_configu
     assert _states(ctx, "index")["scan.pdf"][0] == "done"
     assert stub.count("/v1/convert/file/async") == 1  # the text file never went to Docling
     with ctx.db.engine.connect() as conn:
-        body = conn.execute(text("""SELECT a.body FROM artifact a JOIN source_object so ON so.content_hash = a.content_hash
+        body = conn.execute(text("""SELECT a.body FROM artifact a
+                                    JOIN source_object so ON so.content_hash = a.content_hash
                                     WHERE so.external_id = 'scan.pdf' AND a.kind = 'structured_json'""")).scalar()
     assert body["converter"] == "ki.docling" and body["text"].strip()
 
