@@ -61,8 +61,8 @@ if [[ -z $go_bin ]]; then
   go_bin="$(command -v go || true)"
   [[ -z $go_bin && -x /usr/local/go/bin/go ]] && go_bin=/usr/local/go/bin/go
 fi
-if [[ -z $go_bin ]]; then
-  log "no Go toolchain found (need Go >= 1.26 to build Hatchet $ENGINE_VERSION)"
+if [[ -z $go_bin || ! -x $go_bin ]]; then
+  log "no Go toolchain found${go_bin:+ at $go_bin} (need Go >= 1.26 to build Hatchet $ENGINE_VERSION)"
   exit 3
 fi
 go_ver="$("$go_bin" env GOVERSION)"            # e.g. go1.26.8

@@ -36,6 +36,20 @@ STAGE_CONSOLE_NAMES: dict[str, str] = {
 MODEL_STAGES: frozenset[str] = frozenset({"classify_matter", "relate", "extract_metadata", "extract_decisions"})
 
 
+#: The stages whose output a stage needs. When one of them is disabled, the stage cannot do its
+#: work and is skipped (``input_stage_disabled``) instead of failing; re-enabling the input stage
+#: requeues it and parks this one back to waiting (requeue_newly_enabled_stages).
+STAGE_INPUTS: dict[str, tuple[str, ...]] = {
+    "fetch": (),
+    "convert": ("fetch",),
+    "classify_matter": ("convert",),
+    "relate": ("convert", "classify_matter"),
+    "extract_metadata": ("convert",),
+    "extract_decisions": ("convert",),
+    "index": ("convert",),
+}
+
+
 class ProcessingStatus(enum.StrEnum):
     """Stored values of ``processing_state.status``."""
 
@@ -52,6 +66,7 @@ WAITING_FOR_PREVIOUS_STAGE = "waiting_for_previous_stage"
 DISABLED_BY_CONFIGURATION = "disabled_by_configuration"
 SOURCE_OBJECT_DELETED = "source_object_deleted"
 CANCELLED = "cancelled"
+INPUT_STAGE_DISABLED = "input_stage_disabled"
 
 BUCKETS: tuple[str, ...] = ("pending", "running", "done", "failed", "waiting", "disabled", "skipped", "quarantined")
 

@@ -15,8 +15,8 @@ What a start does (docs/hatchet-engine.md has the why):
    seeds the default tenant, then ``hatchet-admin token create`` mints a worker token (cached in
    ``workdir/token``); ports are chosen once and kept in ``workdir/ports.json`` because the token
    embeds the REST URL and the gRPC address;
-4. ages partition leases left by a previous engine on this database (else runs wait ~60 s after any
-   restart), starts ``hatchet-lite`` in its own process group (log: ``workdir/engine.log``) and waits
+4. expires partition and scheduler leases left by a previous engine on this database (else runs
+   wait 30-60 s after any restart), starts ``hatchet-lite`` in its own process group (log: ``workdir/engine.log``) and waits
    until the engine health check (``/ready``), the REST API (``/api/ready``) and the gRPC port answer
    and the tenant sits on live controller and scheduler partitions.
 
@@ -339,14 +339,14 @@ class HatchetEngine:
         (static / "index.html").write_text("<!doctype html><title>hatchet</title>\n")
 
     def _expire_stale_partitions(self) -> None:
-        """Age the partition leases left by a previous engine on this database.
+        """Expire the partition and scheduler leases left by a previous engine on this database.
 
-        The engine assigns the tenant to a controller/scheduler/worker partition with a heartbeat; a
-        new engine takes over only partitions silent for over a minute.  hatchet-lite does not delete
-        its partitions on SIGTERM (lite returns before the engine's cleanup runs), so without this
-        every restart, graceful or SIGKILL, leaves runs queued for ~60 s.  Aged leases are picked up
-        by the new engine's rebalance 10 s after it starts.  Only safe while no other engine uses
-        this database (one engine per test database).
+        hatchet-lite does not release them on SIGTERM (lite returns before the engine's cleanup
+        runs), so after any restart, graceful or SIGKILL, a new engine would wait for them:
+        tenant controller/scheduler partitions are taken over only after 1 min without heartbeat,
+        and ``"Lease"`` rows (queues, workers, concurrency strategies) after 30 s.  Aged partitions
+        are picked up by the new engine's rebalance 10 s after it starts.  Only safe while no other
+        engine uses this database (one engine per test database).
         """
         import psycopg
 
@@ -355,6 +355,7 @@ class HatchetEngine:
                 conn.execute(
                     f'UPDATE "{table}" SET "lastHeartbeat" = NOW() - INTERVAL \'10 minutes\''  # noqa: S608
                 )
+            conn.execute('UPDATE "Lease" SET "expiresAt" = NOW() - INTERVAL \'1 second\'')
 
     def start(self) -> HatchetEngine:
         if self.is_running():

@@ -8,8 +8,9 @@ jar, the Maven jars in ``~/.m2`` and the k-NN jars); ``KI_OPENSEARCH_HOME`` over
 
 A start:
 
-1. runs ``java -Xms512m -Xmx1g -cp <classpath.txt> ki.search.KiOpenSearchNode --home WORKDIR/home
-   --http-port 0 --ports-file WORKDIR/http.port --exit-on-stdin-eof`` in its own process group, stdout and
+1. runs ``java -Xms512m -Xmx1g [-XX:SharedArchiveFile=node.jsa] -cp <classpath.txt>
+   ki.search.KiOpenSearchNode --home WORKDIR/home --http-port 0 --ports-file WORKDIR/http.port
+   --exit-on-stdin-eof`` in its own process group, stdout and
    stderr to ``WORKDIR/node.log``; stdin is a pipe this object holds, so the node exits by itself when the
    Python process dies (no orphaned JVM after a killed test run);
 2. waits for the ports file (written once HTTP is bound), then for ``_cluster/health`` yellow or green.
@@ -130,6 +131,8 @@ class OpenSearchNode:
     java: str
     jvm_opts: tuple[str, ...] = DEFAULT_JVM_OPTS
     settings: dict[str, str] = field(default_factory=dict)
+    #: AppCDS archive written by the install script (``node.jsa`` beside ``classpath.txt``)
+    cds_archive: Path | None = None
     ready_timeout: float = 90.0
     process: subprocess.Popen[bytes] | None = None
     port: int = 0
@@ -168,6 +171,7 @@ class OpenSearchNode:
         cmd = [
             self.java,
             *self.jvm_opts,
+            *self.cds_opts(),
             "-cp",
             self.classpath,
             MAIN_CLASS,
@@ -182,6 +186,18 @@ class OpenSearchNode:
         for key, value in self.settings.items():
             cmd += ["-E", f"{key}={value}"]
         return cmd
+
+    def cds_opts(self) -> list[str]:
+        """``-XX:SharedArchiveFile`` when the install script left ``node.jsa`` (AppCDS: faster start).
+
+        The archive only fits the classpath and JDK it was made with; otherwise the JVM warns in the log
+        and starts without it. ``KI_OPENSEARCH_CDS=0`` turns it off.
+        """
+        if self.cds_archive is None or os.environ.get("KI_OPENSEARCH_CDS", "1") == "0":
+            return []
+        if not self.cds_archive.is_file():
+            return []
+        return [f"-XX:SharedArchiveFile={self.cds_archive}", "-Xshare:auto"]
 
     def start(self) -> OpenSearchNode:
         if self.is_running():
@@ -324,6 +340,7 @@ def start_opensearch_node(
         java=java_binary(),
         jvm_opts=tuple(jvm_opts) if jvm_opts is not None else DEFAULT_JVM_OPTS,
         settings=dict(settings or {}),
+        cds_archive=home / "node.jsa",
         ready_timeout=ready_timeout,
     )
     return node.start()

@@ -160,7 +160,13 @@ def set_config_value(data_dir: Path, dotted: str, value: Any) -> KiConfig:
     try:
         checked = KiConfig.model_validate(saved)
     except ValueError as exc:
-        raise ConfigurationError(f"invalid value for {dotted}: {exc}") from exc
+        if not isinstance(value, str) or node[parts[-1]] == value:
+            raise ConfigurationError(f"invalid value for {dotted}: {exc}") from exc
+        node[parts[-1]] = value  # "2" meant as text (a rerun token, a firm name): keep the string
+        try:
+            checked = KiConfig.model_validate(saved)
+        except ValueError as exc2:
+            raise ConfigurationError(f"invalid value for {dotted}: {exc2}") from exc2
     flat: dict[str, Any] = {}
     _flatten("", checked.model_dump(), flat)
     if dotted not in flat and not any(k.startswith(dotted + ".") for k in flat):

@@ -22,7 +22,9 @@ from ki.store import claims as q
 from ki.store.claims import Claim
 from ki.taxonomies import (
     DISABLED_BY_CONFIGURATION,
+    INPUT_STAGE_DISABLED,
     SOURCE_OBJECT_DELETED,
+    STAGE_INPUTS,
     Treatment,
     backoff_seconds,
     classify_error,
@@ -120,6 +122,10 @@ def execute_claim(ctx: PipelineContext, claim: Claim, *, keeper: ClaimKeeper | N
     if not stage_cfg.enabled:
         outcome = StageOutcome(status="skipped", reason=DISABLED_BY_CONFIGURATION)
         return _record_outcome(ctx, claim, outcome, version)
+    missing = [s for s in STAGE_INPUTS[claim.stage] if not ctx.config.pipeline.stage(s).enabled]
+    if missing:
+        outcome = StageOutcome(status="skipped", reason=INPUT_STAGE_DISABLED, details={"disabled_inputs": missing})
+        return _record_outcome(ctx, claim, outcome, version)
     if obj.deleted_at is not None:
         outcome = StageOutcome(status="skipped", reason=SOURCE_OBJECT_DELETED, halt_downstream=True)
         return _record_outcome(ctx, claim, outcome, version)
@@ -186,14 +192,10 @@ def _record_failure(ctx: PipelineContext, claim: Claim, exc: BaseException, *, s
         from ki.convert.router import capabilities as current_capabilities
 
         capabilities = sorted(current_capabilities(ctx.config))
-    if verdict.treatment is Treatment.deterministic:
-        quarantine, delay = True, 0.0
-    elif verdict.treatment is Treatment.infrastructure:
-        quarantine = False
+    if verdict.treatment is Treatment.infrastructure:
         delay = backoff_seconds(claim.attempts, base, cap_seconds=ctx.settings.infrastructure_retry_max_seconds)
     else:
-        quarantine = claim.attempts >= stage_max_attempts
-        delay = 0.0 if quarantine else backoff_seconds(claim.attempts, base)
+        delay = backoff_seconds(claim.attempts, base)
     record = error_record(
         exc,
         deterministic=verdict.treatment is Treatment.deterministic,
@@ -202,9 +204,11 @@ def _record_failure(ctx: PipelineContext, claim: Claim, exc: BaseException, *, s
         capabilities=capabilities,
     )
     with ctx.db.engine.begin() as conn:
-        committed = q.fail_claim(conn, claim, quarantine=quarantine, delay_seconds=delay, last_error=record)
-    if not committed:
+        status = q.fail_claim(conn, claim, treatment=verdict.treatment.value, max_attempts=stage_max_attempts,
+                              delay_seconds=delay, last_error=record)
+    if status is None:
         return ExecutionResult("claim_lost", claim.stage, claim.source_object_id, type(exc).__name__)
+    quarantine = status == "quarantined"
     if quarantine:
         log.info("quarantined %s of object %s: %s: %s", claim.stage, claim.source_object_id,
                  type(exc).__name__, record["message"][:200])

@@ -134,32 +134,53 @@ def complete_claim(
 
 
 # -- name: fail_claim --
-# Record a failure: failed with next_retry_at, or quarantined; fenced by the token.
-FAIL_SQL = text("""
-UPDATE processing_state
-SET status = :status, last_error = CAST(:last_error AS jsonb),
-    next_retry_at = CASE WHEN :status = 'failed' THEN now() + make_interval(secs => :delay) ELSE NULL END,
+# Record a failure, fenced by the token. The verdict is computed here from the treatment:
+# deterministic → quarantined; infrastructure → failed (never quarantined; counted in
+# last_error.infrastructure_attempts, carried across failures until attempts reset);
+# retry → quarantined once the attempts the document is responsible for reach max_attempts.
+INFRA_SQL = "coalesce((last_error->>'infrastructure_attempts')::int, 0)"
+FAIL_SQL = text(f"""
+WITH verdict AS (
+    SELECT id,
+           {INFRA_SQL} + CASE WHEN :treatment = 'infrastructure' THEN 1 ELSE 0 END AS infra,
+           CASE WHEN :treatment = 'deterministic' THEN 'quarantined'
+                WHEN :treatment = 'infrastructure' THEN 'failed'
+                WHEN attempts - {INFRA_SQL} >= :max_attempts THEN 'quarantined'
+                ELSE 'failed' END AS status
+    FROM processing_state
+    WHERE id = :row_id AND claim_token = :token AND status = 'running'
+)
+UPDATE processing_state ps
+SET status = v.status,
+    last_error = CAST(:last_error AS jsonb) || jsonb_build_object('infrastructure_attempts', v.infra),
+    next_retry_at = CASE WHEN v.status = 'failed' THEN now() + make_interval(secs => :delay) ELSE NULL END,
     claim_token = NULL, claimed_by = NULL, heartbeat_at = NULL, updated_at = now()
-WHERE id = :row_id AND claim_token = :token AND status = 'running'
-RETURNING id
+FROM verdict v WHERE ps.id = v.id
+RETURNING ps.status
 """)
 
 
 def fail_claim(
-    conn: Connection, claim: Claim, *, quarantine: bool, delay_seconds: float, last_error: dict[str, Any]
-) -> bool:
-    """Record a failure (retry after ``delay_seconds``, or quarantine). False when the claim was lost."""
+    conn: Connection, claim: Claim, *, treatment: str, max_attempts: int, delay_seconds: float,
+    last_error: dict[str, Any],
+) -> str | None:
+    """Record a failure of ``treatment`` (deterministic / retry / infrastructure).
+
+    Returns the new status (``failed`` or ``quarantined``), or None when the claim was lost.
+    ``delay_seconds`` applies when the row stays ``failed``.
+    """
     row = conn.execute(
         FAIL_SQL,
         {
             "row_id": claim.row_id,
             "token": claim.token,
-            "status": "quarantined" if quarantine else "failed",
+            "treatment": treatment,
+            "max_attempts": int(max_attempts),
             "delay": float(delay_seconds),
             "last_error": json.dumps(last_error),
         },
     ).first()
-    return row is not None
+    return row.status if row is not None else None
 
 
 # -- name: renew_claim --
@@ -223,17 +244,21 @@ def skip_downstream(conn: Connection, source_object_id: int, stage: str, reason:
 
 # -- name: recover_stale_claims --
 # Running rows silent longer than claim_timeout_seconds become failed (StaleClaim), due now;
-# a row whose attempts reached its stage's max_attempts is quarantined instead.
+# a row whose attempts (outage attempts excepted) reached max_attempts is quarantined instead.
 RECOVER_STALE_SQL = text("""
 WITH limits(stage, max_attempts) AS (SELECT * FROM unnest(CAST(:stages AS text[]), CAST(:limits AS int[])))
 UPDATE processing_state ps
-SET status = CASE WHEN ps.attempts >= l.max_attempts THEN 'quarantined' ELSE 'failed' END,
+SET status = CASE WHEN ps.attempts - coalesce((ps.last_error->>'infrastructure_attempts')::int, 0)
+                        >= l.max_attempts THEN 'quarantined' ELSE 'failed' END,
     last_error = jsonb_build_object(
+        'infrastructure_attempts', coalesce((ps.last_error->>'infrastructure_attempts')::int, 0),
         'class', 'StaleClaim',
         'message', 'claim silent for more than ' || :timeout || ' s (worker ' || coalesce(ps.claimed_by, '?')
                    || ' presumed dead)',
         'traceback', '', 'deterministic', false, 'infrastructure', NULL, 'reason', NULL),
-    next_retry_at = now(), claim_token = NULL, claimed_by = NULL, heartbeat_at = NULL, updated_at = now()
+    next_retry_at = CASE WHEN ps.attempts - coalesce((ps.last_error->>'infrastructure_attempts')::int, 0)
+                          >= l.max_attempts THEN NULL ELSE now() END,
+    claim_token = NULL, claimed_by = NULL, heartbeat_at = NULL, updated_at = now()
 FROM limits l
 WHERE l.stage = ps.stage AND ps.status = 'running'
   AND ps.heartbeat_at < now() - make_interval(secs => :timeout)

@@ -242,8 +242,6 @@ def test_rerun_token_appends_to_the_code_version(cfg_dir):
         "relate") == "mvp-10+r2"
 
 
-@pytest.mark.xfail(strict=True, reason=("BUG ki/config/loader.py set_config_value: _coerce turns the string '2' "
-                                        "into int 2, which StageConfig.rerun_token (str) refuses"))
 def test_numeric_rerun_token_from_the_cli_is_accepted(cfg_dir):
     cfg = set_config_value(cfg_dir, "pipeline.stages.index.rerun_token", "2")
     assert cfg.pipeline.producer_version("index") == "mvp-1+2"
