@@ -100,11 +100,12 @@ ls "$knn_src"/opensearch-knn-*.jar >/dev/null || { log "k-NN zip not unpacked in
 # Classpath plugins skip jar-hell checks, so a duplicate artifact would shadow silently: drop any jar of the
 # k-NN zip whose artifact (file name without version) is already a Maven dependency.
 deps="$(cat "$staging/deps.txt")"
+dep_lines="$(tr ':' '\n' <<<"$deps")"
 mkdir -p "$staging/out/knn"
 for j in "$knn_src"/*.jar; do
   name="$(basename "$j")"
-  artifact="$(echo "$name" | sed -E 's/-[0-9][^-]*(-[a-z]+)?\.jar$//')"
-  if echo ":$deps" | tr ':' '\n' | grep -q "/$artifact-[0-9][^/]*\.jar$"; then
+  artifact="$(sed -E 's/-[0-9][^-]*(-[a-z]+)?\.jar$//' <<<"$name")"
+  if grep -q "/$artifact-[0-9][^/]*\.jar$" <<<"$dep_lines"; then
     log "skipping $name from the k-NN zip: $artifact is already on the Maven classpath"
     continue
   fi

@@ -54,13 +54,13 @@ def handles_reason(config: KiConfig, reason: str) -> bool:
 def sniff_format(data: bytes, filename: str) -> str:
     """Detect a format name: txt, eml, msg, mbox, docx, pdf, html, rtf, image, office, or unknown.
 
-    The extension decides when it is one ki knows and the bytes do not contradict it
-    (a ``.pdf`` without ``%PDF-`` near the start is treated by its bytes).
+    The extension decides when it is one ki knows (a ``.pdf`` without ``%PDF-`` is a corrupt
+    PDF); unknown extensions are sniffed from the leading bytes.
     """
     ext = PurePath(filename).suffix.lower()
     head = data[:2048]
     if ext in PDF_EXT:
-        return "pdf" if b"%PDF-" in data[:1024] or not data else _sniff_bytes(head)
+        return "pdf"  # a ".pdf" that is no PDF is a corrupt PDF (quarantined), not silently text
     for exts, name in (
         (TEXT_EXT, "txt"), (MAIL_EXT, "eml"), (MSG_EXT, "msg"), (MBOX_EXT, "mbox"), (DOCX_EXT, "docx"),
         (HTML_EXT, "html"), (RTF_EXT, "rtf"), (IMAGE_EXT, "image"), (OFFICE_OTHER_EXT, "office"),

@@ -1,0 +1,283 @@
+"""What the relate rules read off one converted file (pure).
+
+:class:`FileFacts` is built from a ``structured_json`` artifact body plus the source object's
+path, mtime and content hash; everything else (draft stamp, own dates, annex label, name stem,
+rendition) is derived from those, so the same facts come out whichever worker computes them.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any
+
+from ki.relate.dates import dates_in, dates_in_name
+
+#: Word-revision kinds that change content (formatting-only revisions do not make a redline).
+CONTENT_REVISIONS = frozenset({"ins", "del", "moveFrom", "moveTo", "para_ins", "para_del", "row_ins", "row_del",
+                               "cell_ins", "cell_del"})
+
+#: Draft stamps: "ENTWURF v2 – Stand: 06.03.2023 – Änderungen gegenüber Entwurf v1 vom … markiert",
+#: "DRAFT 3 – 24 May 2022 – subject to contract – marked against Draft 2 dated 16 May 2022",
+#: "Fassung zur Unterzeichnung – Stand: …", "EXECUTION VERSION – …".
+STAMP = re.compile(
+    r"^\s*(?:(?P<draft>entwurf|draft)\s*v?(?P<no>\d+)?|(?P<final>fassung zur unterzeichnung|execution version|"
+    r"endfassung|final version))\b",
+    re.IGNORECASE,
+)
+AGAINST = re.compile(r"(?:gegenüber|against)\s+(?:entwurf|draft)\s*v?(?P<no>\d+)", re.IGNORECASE)
+
+#: Annex labels at the top of a file or in its name: "Anlage K1", "Anlage 2", "Schedule 4", "Exhibit A".
+ANNEX_LABEL = re.compile(r"\b(anlage|annex|exhibit|schedule|anhang)\s+([A-Z]{0,2}\s?\d{1,3}[a-z]?|[A-Z])\b",
+                         re.IGNORECASE)
+
+#: Markers a copy gets from a file system or a mail client.
+COPY_MARKERS = re.compile(r"(?:\s*-\s*kopie\b|\bkopie von\b|\bcopy of\b|\s-\scopy\b|\s*\(\d+\)\s*$|_copy\b)",
+                          re.IGNORECASE)
+NAME_VERSION = re.compile(r"(?:^|[\s_\-])v(?:ersion)?\s?(\d{1,3})(?=$|[\s_\-.(])", re.IGNORECASE)
+
+#: Name words that say which rendition/stage a file is (ordered: later stages rank higher).
+SIGNED_WORDS = re.compile(r"unterzeichnet|unterschrieben|signed|executed|countersigned|gegengezeichnet",
+                          re.IGNORECASE)
+FILED_WORDS = re.compile(r"eingereicht|filed", re.IGNORECASE)
+FINAL_WORDS = re.compile(r"endfassung|final|reinschrift|execution[\s_]version|clean", re.IGNORECASE)
+DRAFT_WORDS = re.compile(r"entwurf|draft", re.IGNORECASE)
+#: Tokens dropped from a file name to get the document's stem.
+NAME_NOISE = re.compile(
+    r"\b(?:entwurf|draft|v\d{1,3}|version\s?\d+|final|endfassung|reinschrift|clean|redline|marked|compare|"
+    r"mit änderungen|änderungsmodus|änderungen|unterzeichnet|unterschrieben|signed|executed|fully|countersigned|"
+    r"gegengezeichnet|eingereicht|filed|execution|kopie|copy|scan|korrigiert|corrected|von|of)\b",
+    re.IGNORECASE,
+)
+WORD = re.compile(r"[0-9A-Za-zÄÖÜäöüß]+")
+
+
+def _first_lines(text: str, n: int) -> list[str]:
+    return [ln.strip() for ln in (text or "").splitlines() if ln.strip()][:n]
+
+
+@dataclass(frozen=True)
+class Stamp:
+    """A draft stamp: ``kind`` draft/final, draft ``number``, its ``date``, and the draft it is marked against."""
+
+    kind: str
+    number: int | None
+    date: dt.date | None
+    against_number: int | None
+    against_date: dt.date | None
+
+
+@dataclass
+class FileFacts:
+    """One file as the relate rules see it.
+
+    Attributes:
+        ref: the handle the file is cited by (``F<source_object_id>`` in the pipeline).
+        path: path relative to the source root (``/``-separated); an embedded object's path ends
+            in `` » name``.
+        format: ``docx``, ``pdf``, ``eml``, ...
+        title: the converter's title (first heading / subject).
+        text: the accepted text.
+        original_text: for a file with tracked changes, the text before them.
+        revision_kinds: kinds of the tracked changes (``ins``, ``del``, ``rPrChange``...).
+        mail: ``{message_id, in_reply_to, references, subject, date, sender, attachments}`` or None.
+        mtime: modification time (UTC) or None.
+        content_hash: sha256 hex.
+        embedded: an attachment / mbox message (``parent_id`` set).
+        matter: the matter reference the file is assigned to (None: unassigned).
+    """
+
+    ref: str
+    path: str
+    format: str
+    title: str
+    text: str
+    original_text: str | None = None
+    revision_kinds: tuple[str, ...] = ()
+    mail: dict[str, Any] | None = None
+    mtime: dt.datetime | None = None
+    content_hash: str = ""
+    embedded: bool = False
+    matter: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def from_artifact(cls, *, ref: str, path: str, body: dict[str, Any], mtime_ns: int | None = None,
+                      content_hash: str = "", embedded: bool = False, matter: str | None = None) -> FileFacts:
+        """Build facts from a ``structured_json`` body (see :class:`ki.convert.model.StructuredDocument`)."""
+        mail = body.get("mail")
+        if mail:
+            sender = mail.get("sender") or {}
+            mail = {"message_id": mail.get("message_id"), "in_reply_to": mail.get("in_reply_to"),
+                    "references": list(mail.get("references") or []), "subject": mail.get("subject"),
+                    "date": mail.get("date"), "sender": (sender.get("address") or "").lower(),
+                    "attachments": list(mail.get("attachments") or [])}
+        mtime = dt.datetime.fromtimestamp(mtime_ns / 1e9, dt.UTC) if mtime_ns else None
+        return cls(ref=ref, path=path, format=body.get("format") or "", title=body.get("title") or "",
+                   text=body.get("text") or "", original_text=body.get("original_text"),
+                   revision_kinds=tuple(r.get("kind", "") for r in body.get("revisions") or []), mail=mail,
+                   mtime=mtime, content_hash=content_hash, embedded=embedded, matter=matter)
+
+    # -- names -------------------------------------------------------------------------------------
+
+    @cached_property
+    def name(self) -> str:
+        """The file name (for an embedded object: the part's own name)."""
+        return self.path.rsplit(" » ", 1)[-1].rsplit("/", 1)[-1]
+
+    @cached_property
+    def folder(self) -> str:
+        """The folder path (for an embedded object: its container's folder)."""
+        base = self.path.split(" » ", 1)[0]
+        return base.rsplit("/", 1)[0] if "/" in base else ""
+
+    @cached_property
+    def stem(self) -> str:
+        """The file name without extension."""
+        return self.name.rsplit(".", 1)[0] if "." in self.name else self.name
+
+    @cached_property
+    def has_copy_marker(self) -> bool:
+        """``- Kopie``, ``(1)``, ``Copy of``...: a name a copy gets."""
+        return bool(COPY_MARKERS.search(self.stem))
+
+    @cached_property
+    def name_version(self) -> int | None:
+        """The ``v<k>`` number in the name, if any."""
+        m = NAME_VERSION.search(self.stem)
+        return int(m.group(1)) if m else None
+
+    @cached_property
+    def name_key(self) -> str:
+        """The name reduced to the document it names: dates, version/stage words and copy markers dropped.
+
+        ``2023-03-13 Mietvertrag Endfassung (2)`` → ``mietvertrag``; ``SPA_v3 (compare)`` → ``spa``.
+        """
+        s = COPY_MARKERS.sub(" ", self.stem)
+        s = re.sub(r"\(\d{8}-\d{4}\)", " ", s)
+        s = re.sub(r"\d{4}-\d{2}-\d{2}(?:\s\d{4})?|\d{1,2}\.\d{1,2}\.\d{4}", " ", s)
+        s = s.replace("_", " ")
+        s = NAME_NOISE.sub(" ", s)
+        s = re.sub(r"[()\[\]\-–]+", " ", s)
+        return " ".join(w.lower() for w in WORD.findall(s))
+
+    # -- content -----------------------------------------------------------------------------------
+
+    @cached_property
+    def lines(self) -> list[str]:
+        """Non-empty, stripped lines of the text."""
+        return [ln.strip() for ln in self.text.splitlines() if ln.strip()]
+
+    @cached_property
+    def stamp(self) -> Stamp | None:
+        """The draft stamp in the first line, if any."""
+        first = self.lines[0] if self.lines else ""
+        m = STAMP.match(first)
+        if not m:
+            return None
+        dates = [d for _, _, d in dates_in(first)]
+        against = AGAINST.search(first)
+        own = dates[0] if dates else None
+        prev = dates[1] if against and len(dates) > 1 else None
+        return Stamp(kind="draft" if m.group("draft") else "final",
+                     number=int(m.group("no")) if m.group("no") else None, date=own,
+                     against_number=int(against.group("no")) if against else None, against_date=prev)
+
+    @cached_property
+    def is_redline(self) -> bool:
+        """A file with content-changing tracked revisions (a redline / compare rendition)."""
+        return any(k in CONTENT_REVISIONS for k in self.revision_kinds)
+
+    @cached_property
+    def is_email(self) -> bool:
+        """An e-mail message."""
+        return self.mail is not None or self.format in ("eml", "msg")
+
+    @cached_property
+    def annex_label(self) -> str | None:
+        """``anlage k1`` / ``anlage 2`` / ``schedule 4`` when the file *is* an annex (label on top or in the name)."""
+        for ln in self.lines[:2]:
+            m = ANNEX_LABEL.match(ln)
+            if m:
+                return f"{m.group(1).lower()} {m.group(2).replace(' ', '').lower()}"
+        m = ANNEX_LABEL.search(self.stem)
+        if m and (m.start() == 0 or re.match(r"^[\d\-\s]+$", self.stem[: m.start()])):
+            return f"{m.group(1).lower()} {m.group(2).replace(' ', '').lower()}"
+        return None
+
+    @cached_property
+    def rendition(self) -> str | None:
+        """``redline``, ``signed``, ``filed``, ``final``, ``draft`` or None (from revisions, name and stamp)."""
+        if self.is_redline:
+            return "redline"
+        if FILED_WORDS.search(self.stem):
+            return "filed"
+        if SIGNED_WORDS.search(self.stem) or re.search(r"\n_{6,}", self.text):
+            return "signed" if self.format == "pdf" or SIGNED_WORDS.search(self.stem) else "final"
+        if self.stamp is not None:
+            return "draft" if self.stamp.kind == "draft" else "final"
+        if FINAL_WORDS.search(self.stem):
+            return "final"
+        if DRAFT_WORDS.search(self.stem):
+            return "draft"
+        return None
+
+    @cached_property
+    def stage_rank(self) -> int:
+        """0 draft/redline, 1 final, 2 signed/filed (unknown counts as draft)."""
+        return {"signed": 2, "filed": 2, "final": 1}.get(self.rendition or "", 0)
+
+    @cached_property
+    def own_dates(self) -> set[dt.date]:
+        """Dates the file is "of": header lines, signature/date lines, the draft stamp, the name, the mtime.
+
+        A date cited *from* another document ("… vom 02.02.2023" in a sentence, "marked against Draft 1
+        dated …") is not an own date.
+        """
+        out: set[dt.date] = set()
+        if self.stamp is not None and self.stamp.date:
+            out.add(self.stamp.date)
+        for i, ln in enumerate(self.lines):
+            head = i < 12
+            for start, _end, d in dates_in(ln):
+                before = ln[:start].lower()
+                if re.search(r"(gegenüber|against)\s+(entwurf|draft)", before):
+                    continue
+                if head or re.match(r"^[\w\s.\-äöüÄÖÜß]{0,40},?\s*(den\s+)?$", ln[:start]) or \
+                        re.search(r"(rechnungsdatum|invoice date|datum|date|abruf vom|stand)\s*:?\s*$", before):
+                    out.add(d)
+        out.update(dates_in_name(self.name))
+        if self.mail and self.mail.get("date"):
+            try:
+                out.add(dt.datetime.fromisoformat(str(self.mail["date"])).date())
+            except ValueError:
+                pass
+        if self.mtime is not None:
+            out.add(self.mtime.date())
+        return out
+
+    @cached_property
+    def version_date(self) -> dt.date | None:
+        """The date that orders this file among its document's versions."""
+        if self.stamp is not None and self.stamp.date:
+            return self.stamp.date
+        named = dates_in_name(self.name)
+        if named:
+            return max(named)
+        if self.rendition in ("signed", "filed"):
+            tail = [d for ln in self.lines[-12:] for _, _, d in dates_in(ln)]
+            if tail:
+                return max(tail)
+        if self.mtime is not None:
+            return self.mtime.date()
+        return None
+
+    @cached_property
+    def heading_words(self) -> set[str]:
+        """Lower-case words of the title, the first lines and the name (what the file calls itself)."""
+        words: set[str] = set()
+        for s in [self.title, self.stem.replace("_", " "), *_first_lines(self.text, 3)]:
+            words.update(w.lower() for w in WORD.findall(s or "") if len(w) >= 3)
+        return words
