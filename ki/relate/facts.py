@@ -275,6 +275,16 @@ class FileFacts:
         return None
 
     @cached_property
+    def is_letter_like(self) -> bool:
+        """A letter: a salutation ("Sehr geehrte…", "Dear …") near the top."""
+        return any(re.match(r"(sehr geehrte|dear|liebe[rs]?\b)", ln, re.IGNORECASE) for ln in self.lines[:25])
+
+    @cached_property
+    def depth(self) -> int:
+        """Folder depth of the path (``a/b/c.pdf`` → 2)."""
+        return self.path.split(" » ", 1)[0].count("/")
+
+    @cached_property
     def heading_words(self) -> set[str]:
         """Lower-case words of the title, the first lines and the name (what the file calls itself)."""
         words: set[str] = set()

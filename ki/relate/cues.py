@@ -1,0 +1,182 @@
+"""Text cues for typed relations (pure): citations by date or number, annex labels, amendment and reply language.
+
+Spec: insertion-pipeline.md "Relate": typed relations ``annex_of``, ``responds_to``, ``references``,
+``amends``. A document cites another by naming it and its date ("gemäß Mandatsvereinbarung vom
+02.02.2023", "the engagement letter dated 16 May 2022", "Ihr Schreiben vom …") or its number
+("Rechnung Nr. 2024-512"); an annex carries its label on top ("Anlage K1", "Schedule 4") and the
+main document cites that label; an amendment says so ("Nachtrag", "Amendment", "wird … neu gefasst").
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+from dataclasses import dataclass
+
+from ki.relate.dates import dates_in
+from ki.relate.facts import FileFacts
+
+WORD = re.compile(r"[0-9A-Za-zÄÖÜäöüß]+")
+CITE_PREP = re.compile(r"\b(?:vom|dated|of|from|datiert)\s*$", re.IGNORECASE)
+NUMBER_CITE = re.compile(r"\b(?:nr\.|no\.|nummer|number)\s*([A-Z]{0,4}-?\d{2,4}-\d{2,6}|\d{3,})", re.IGNORECASE)
+ANNEX_MENTION = re.compile(r"\b(anlage|annex|exhibit|schedule|anhang)\s+([A-Z]{0,2}\s?\d{1,3}[a-z]?|[A-Z])\b",
+                           re.IGNORECASE)
+REPLY_CITE = re.compile(r"\b(?:ihr(?:e|em)?\s+schreiben|your\s+letter|ihre\s+e-?mail|your\s+e-?mail)\b",
+                        re.IGNORECASE)
+AMEND_TITLE = re.compile(r"\b(nachtrag|amendment|änderungsvereinbarung|addendum|side letter)\b", re.IGNORECASE)
+AMEND_VERB = re.compile(r"\b(neu gefasst|wird geändert|werden geändert|geändert wird|is hereby amended|"
+                        r"shall be amended|are hereby amended|ändert)\b", re.IGNORECASE)
+RESPONSIVE_TITLE = re.compile(r"\b(klageerwiderung|replik|duplik|erwiderung|statement of defen[cs]e|reply brief|"
+                              r"rejoinder)\b", re.IGNORECASE)
+PLEADING_WORDS = ("klage", "klageschrift", "klageerwiderung", "erwiderung", "replik", "claim", "defence", "defense")
+STAMP_LINE = re.compile(r"^\s*(entwurf|draft|fassung zur unterzeichnung|execution version)\b", re.IGNORECASE)
+
+STOPWORDS = frozenset(
+    "vom dated from datiert der die das des dem den ein eine einer eines und oder mit für gemäß nach unter über "
+    "aus zum zur auf sowie bis trotz the and for under pursuant our your their with this that which unsere unser "
+    "ihre ihr ihrem ihren wir sie haben hat wurde beigefügten beigefügte anbei fassung version entwurfs "
+    "execution nr no nummer number between zwischen".split()
+)
+
+#: English/German words that name the same kind of document (both directions are tried).
+SYNONYMS: dict[str, tuple[str, ...]] = {
+    "engagement": ("mandat", "mandatsvereinbarung"), "mandatsvereinbarung": ("engagement",),
+    "invoice": ("rechnung",), "rechnung": ("invoice",),
+    "lease": ("mietvertrag",), "mietvertrag": ("lease",),
+    "articles": ("satzung",), "satzung": ("articles",),
+    "resolution": ("beschluss", "gesellschafterbeschluss"), "gesellschafterbeschluss": ("resolution",),
+    "minutes": ("protokoll",), "protokoll": ("minutes",),
+    "claim": ("klage", "klageschrift"), "klageschrift": ("claim",),
+    "defence": ("klageerwiderung",), "klageerwiderung": ("defence",),
+    "letter": ("schreiben",), "schreiben": ("letter",),
+    "register": ("handelsregister", "auszug"), "handelsregisterauszug": ("register", "extract"),
+    "extract": ("auszug",), "reminder": ("erinnerung", "zahlungserinnerung"),
+    "zahlungserinnerung": ("reminder",), "supply": ("liefervertrag",), "liefervertrag": ("supply",),
+    "settlement": ("vergleich",), "vergleich": ("settlement",), "termination": ("aufhebungsvertrag", "kündigung"),
+}
+
+
+def content_words(text: str) -> list[str]:
+    """Lower-case words of ≥ 4 letters that are not stop words."""
+    return [w.lower() for w in WORD.findall(text) if len(w) >= 4 and w.lower() not in STOPWORDS
+            and not w.isdigit()]
+
+
+def words_match(a: str, b: str) -> bool:
+    """Two words name the same thing: equal, one contains the other (≥ 6 letters), or synonyms."""
+    if a == b:
+        return True
+    short, long_ = (a, b) if len(a) <= len(b) else (b, a)
+    if len(short) >= 6 and short in long_:
+        return True
+    if len(short) >= 5 and long_.startswith(short[:-1]) and len(long_) - len(short) <= 2:
+        return True  # inflection: Gewerbemietvertrags / Gewerbemietvertrag
+    return any(words_match_plain(s, b) for s in SYNONYMS.get(a, ())) or \
+        any(words_match_plain(s, a) for s in SYNONYMS.get(b, ()))
+
+
+def words_match_plain(a: str, b: str) -> bool:
+    """:func:`words_match` without synonyms."""
+    if a == b:
+        return True
+    short, long_ = (a, b) if len(a) <= len(b) else (b, a)
+    return len(short) >= 6 and short in long_
+
+
+@dataclass(frozen=True)
+class Citation:
+    """One place where the text names another document.
+
+    Attributes:
+        words: the naming words before the date/number (``["gewerbemietvertrags"]``).
+        date: the cited date, or None for a number citation.
+        number: the cited number (``2024-512``), or None.
+        line: the line it stands in (for the relation type and the evidence).
+        reply: the citation is "Ihr Schreiben vom …" / "your letter of …".
+        annex_ref: the line also names an annex label ("…, Anlage K1"): the cited document is our annex.
+    """
+
+    words: tuple[str, ...]
+    date: dt.date | None
+    number: str | None
+    line: str
+    reply: bool
+    annex_ref: bool
+
+
+def citations(facts: FileFacts, *, max_words: int = 6) -> list[Citation]:
+    """Citations in the file's text (stamp lines and quoted e-mail text skipped)."""
+    out: list[Citation] = []
+    for ln in facts.lines:
+        if STAMP_LINE.match(ln) or ln.startswith(">"):
+            continue
+        prev_end = 0
+        for start, end, d in dates_in(ln):
+            before = ln[prev_end:start]
+            prev_end = end
+            if not CITE_PREP.search(before):
+                continue
+            words = content_words(CITE_PREP.sub("", before))[-max_words:]
+            number = None
+            nm = NUMBER_CITE.search(before)
+            if nm:
+                number = nm.group(1)
+            if words or number:
+                out.append(Citation(tuple(words), d, number, ln, bool(REPLY_CITE.search(before)),
+                                    bool(ANNEX_MENTION.search(ln[end:end + 40]))))
+        if not dates_in(ln):
+            for nm in NUMBER_CITE.finditer(ln):
+                words = content_words(ln[: nm.start()])[-max_words:]
+                if words:
+                    out.append(Citation(tuple(words), None, nm.group(1), ln, False,
+                                        bool(ANNEX_MENTION.search(ln[nm.end():nm.end() + 40]))))
+    return out
+
+
+def citation_score(cite: Citation, target: FileFacts) -> float:
+    """How well ``target`` fits ``cite`` (0: not at all). A fit needs a naming word the target calls itself
+    by, and the cited date among the target's own dates or the cited number in its name/title."""
+    heading = target.heading_words
+    if not any(words_match(w, h) for w in cite.words for h in heading):
+        if not (cite.reply and target.is_letter_like):
+            return 0.0
+    score = 0.0
+    if cite.date is not None:
+        if cite.date not in target.own_dates:
+            return 0.0
+        score += 1.0
+    if cite.number is not None:
+        hay = f"{target.name} {target.title} {' '.join(target.lines[:12])}"
+        if cite.number.lower() in hay.lower():
+            score += 1.0
+        elif cite.date is None:
+            return 0.0
+    return score
+
+
+def mentions_label(facts: FileFacts, label: str) -> bool:
+    """Whether the text cites the annex ``label`` (``anlage k1``) anywhere outside its own first lines."""
+    kind, ident = label.split(" ", 1)
+    pattern = re.compile(rf"\b{re.escape(kind)}\s+{re.escape(ident)}\b", re.IGNORECASE)
+    return any(pattern.search(ln) for ln in facts.lines[1:] if not ln.startswith(">"))
+
+
+def is_amendment(facts: FileFacts) -> bool:
+    """Nachtrag / Amendment / Änderungsvereinbarung in the title or the name."""
+    return bool(AMEND_TITLE.search(facts.title or "") or AMEND_TITLE.search(facts.stem))
+
+
+def is_responsive_pleading(facts: FileFacts) -> bool:
+    """Klageerwiderung, Replik, Duplik, statement of defence...: a pleading answering another."""
+    return bool(RESPONSIVE_TITLE.search(facts.title or "") or RESPONSIVE_TITLE.search(facts.stem))
+
+
+def relation_type(source: FileFacts, cite: Citation, target: FileFacts) -> str:
+    """The relation a citation makes: ``amends``, ``responds_to`` or ``references``."""
+    if AMEND_VERB.search(cite.line) or (is_amendment(source) and not is_amendment(target)):
+        return "amends"
+    if cite.reply:
+        return "responds_to"
+    if is_responsive_pleading(source) and any(w.startswith(PLEADING_WORDS) for w in cite.words):
+        return "responds_to"
+    return "references"
