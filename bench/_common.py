@@ -86,3 +86,35 @@ def server_settings(uri: str, names: Sequence[str]) -> dict[str, str]:
 
     with psycopg.connect(**libpq_kwargs(uri, "postgres"), autocommit=True) as conn:
         return {n: conn.execute(f"SHOW {n}").fetchone()[0] for n in names}
+
+
+DEFAULT_BENCH_STAGES = "fetch,convert,index"
+
+
+def resolve_stages(spec: str) -> list[str]:
+    """Stages to enable: a comma list, or ``ki-default`` for ki's own defaults (empty saved config)."""
+    import tempfile as _tf
+
+    from ki.config.loader import load_config
+    from ki.taxonomies import PIPELINE_STAGE_ORDER
+
+    if spec == "ki-default":
+        with _tf.TemporaryDirectory() as d:
+            cfg = load_config(Path(d))
+        return [s for s in PIPELINE_STAGE_ORDER if cfg.pipeline.stage(s).enabled]
+    wanted = [s.strip() for s in spec.split(",") if s.strip()]
+    unknown = [s for s in wanted if s not in PIPELINE_STAGE_ORDER]
+    if unknown:
+        raise SystemExit(f"unknown stage(s) {unknown}; stages are {', '.join(PIPELINE_STAGE_ORDER)}")
+    return [s for s in PIPELINE_STAGE_ORDER if s in wanted]
+
+
+def pin_stages(data_dir: Path, enabled: Sequence[str]) -> None:
+    """Save ``pipeline.stages.<s>.enabled`` for every stage in ``data_dir``'s configuration, as
+    ``ki config set`` would, so the bench measures the same stage set whatever ki's defaults are."""
+    from ki.config.loader import set_config_value
+    from ki.taxonomies import PIPELINE_STAGE_ORDER
+
+    data_dir.mkdir(parents=True, exist_ok=True)
+    for s in PIPELINE_STAGE_ORDER:
+        set_config_value(data_dir, f"pipeline.stages.{s}.enabled", s in enabled)

@@ -6,11 +6,12 @@ What runs
   every later stage waiting). Every handler in ``ki.stages.STAGE_HANDLERS`` is replaced by
   a no-op returning ``StageOutcome(status="done")``. ``PipelineRunner.run_until_idle``
   (the local provider: prepare steps, then ``claim_next`` + ``execute_claim`` on a
-  thread pool) runs until idle. The model stages are disabled (the default), so each
-  document is claimed 7 times: 3 handler executions (fetch, convert, index) and 4
-  claims that only record ``skipped/disabled_by_configuration``. Both numbers are
-  printed; the ratio uses the handler executions (the work procrastinate is given).
-* procrastinate: the same number of no-op jobs (N x 3) is deferred with
+  thread pool) runs until idle. The stage set is pinned in the saved configuration
+  (``--stages``, default fetch,convert,index: the model stages disabled), so each document
+  is claimed 7 times: 3 handler executions and 4 claims that only record
+  ``skipped/disabled_by_configuration``. Both numbers are printed; the ratio uses the
+  handler executions (the work procrastinate is given).
+* procrastinate: the same number of no-op jobs (N x enabled stages) is deferred with
   ``batch_defer_async`` into a separate database of the same server, then processed by
   ``run_worker_async(wait=False, concurrency=C)`` with an async no-op task (the docs'
   recommendation for concurrency), ``PsycopgConnector`` pool of the same size as ki's.
@@ -45,15 +46,19 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _common import (  # noqa: E402
+    DEFAULT_BENCH_STAGES,
     conninfo,
     embedded_server,
     libpq_kwargs,
     percentile,
+    pin_stages,
+    resolve_stages,
     server_settings,
     temp_workdir,
 )
 
-ENABLED_HANDLER_STAGES = ("fetch", "convert", "index")
+#: the stages enabled for the run (set by main from --stages; the rest are disabled in the saved config)
+ENABLED_HANDLER_STAGES: list[str] = ["fetch", "convert", "index"]
 
 
 # --------------------------------------------------------------------------- server-side counters
@@ -135,8 +140,8 @@ def setup_ki(uri: str, dbname: str, workdir: Path, docs: int, concurrency: int, 
         engine = create_engine(url, pool_size=concurrency + 2, max_overflow=concurrency + 2, pool_pre_ping=False)
         db = Database(engine=engine, url=url)
     data_dir = workdir / f"data-{dbname}"
+    pin_stages(data_dir, ENABLED_HANDLER_STAGES)
     settings = ProcessSettings(data_dir=data_dir, workers=concurrency)
-    data_dir.mkdir(parents=True, exist_ok=True)
     ctx = PipelineContext(db=db, blobs=BlobStore(data_dir / "blobs"), config=load_config(data_dir),
                           settings=settings)
     src_root = workdir / "src"
@@ -254,7 +259,6 @@ def run_procrastinate(uri: str, dbname: str, n_jobs: int, concurrency: int, pool
 
     from ki.store.db import ensure_database
 
-    logging.getLogger("procrastinate").setLevel(logging.WARNING)
     ensure_database(uri, dbname)
     app = procrastinate.App(connector=procrastinate.PsycopgConnector(
         conninfo=conninfo(uri, dbname), min_size=pool_size, max_size=pool_size))
@@ -268,8 +272,9 @@ def run_procrastinate(uri: str, dbname: str, n_jobs: int, concurrency: int, pool
             await app.schema_manager.apply_schema_async()
             t = time.perf_counter()
             batch = 1000
+            per_doc = max(1, len(ENABLED_HANDLER_STAGES))
             for start in range(0, n_jobs, batch):
-                await noop.batch_defer_async(*[{"doc": i // 3, "stage": i % 3}
+                await noop.batch_defer_async(*[{"doc": i // per_doc, "stage": i % per_doc}
                                                for i in range(start, min(n_jobs, start + batch))])
             defer_s = time.perf_counter() - t
             with psycopg.connect(**libpq_kwargs(uri, dbname), autocommit=True) as conn:
@@ -662,6 +667,9 @@ def main() -> int:
                     help="ki worker threads = procrastinate worker concurrency (default 4)")
     ap.add_argument("--pool-size", type=int, default=None,
                     help="connections for each side (default concurrency + 2, what ki.store.db.connect uses)")
+    ap.add_argument("--stages", default=DEFAULT_BENCH_STAGES,
+                    help=f"stages enabled (saved config; the rest disabled), or 'ki-default' "
+                         f"(default {DEFAULT_BENCH_STAGES}: the model stages disabled)")
     ap.add_argument("--rounds", type=int, default=3,
                     help="ki/procrastinate rounds, order alternating, fresh databases each (default 3; "
                          "the medians are compared)")
@@ -681,6 +689,8 @@ def main() -> int:
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     logging.getLogger("procrastinate").setLevel(logging.ERROR)
     install_noop_handlers()
+    ENABLED_HANDLER_STAGES[:] = resolve_stages(args.stages)
+    n_disabled = 7 - len(ENABLED_HANDLER_STAGES)
     conc = args.concurrency
     pool = args.pool_size or conc + 2
     n_jobs = args.docs * len(ENABLED_HANDLER_STAGES)
@@ -689,11 +699,13 @@ def main() -> int:
     with temp_workdir(args.keep) as workdir, embedded_server(workdir / "pg") as uri:
         cfg = server_settings(uri, ["server_version", "fsync", "synchronous_commit", "wal_sync_method",
                                     "shared_buffers"])
-        print(f"machine: {os.cpu_count()} cores; embedded PostgreSQL {cfg['server_version']} "
+        print(f"machine: {os.cpu_count()} cores, load average {os.getloadavg()[0]:.2f}; "
+              f"embedded PostgreSQL {cfg['server_version']} "
               f"(fsync={cfg['fsync']}, synchronous_commit={cfg['synchronous_commit']}, "
               f"wal_sync_method={cfg['wal_sync_method']}, shared_buffers={cfg['shared_buffers']})")
-        print(f"workload: {args.docs} docs x 3 enabled stages = {n_jobs} handler executions (ki also claims the 4 "
-              f"disabled model stages of each doc); concurrency {conc}; {pool} pool connections each side; "
+        print(f"workload: {args.docs} docs x {len(ENABLED_HANDLER_STAGES)} enabled stages "
+              f"({','.join(ENABLED_HANDLER_STAGES)}) = {n_jobs} handler executions (ki also claims the "
+              f"{n_disabled} disabled stages of each doc); concurrency {conc}; {pool} pool connections each side; "
               f"{args.rounds} round(s)")
         sys.stdout.flush()
 
@@ -737,9 +749,9 @@ def main() -> int:
             what_if_passes(uri, workdir, docs, conc, args.what_if_only)
 
         med = statistics.median
-        print("\n== summary (median of rounds) ==")
+        print(f"\n== summary (median of rounds; load average now {os.getloadavg()[0]:.2f}) ==")
         print(f"ki handler executions/s: {med(ki_rates):.1f}  (rounds: {', '.join(f'{x:.1f}' for x in ki_rates)})")
-        print(f"ki claim executions/s (7 per doc): {med(ki_claim_rates):.1f}")
+        print(f"ki claim executions/s (7 per doc, disabled stages included): {med(ki_claim_rates):.1f}")
         if proc_rates:
             print(f"procrastinate jobs/s: {med(proc_rates):.1f}  (rounds: {', '.join(f'{x:.1f}' for x in proc_rates)})")
             print(f"per claim instead of per handler execution: {med(ki_claim_rates) / med(proc_rates):.2f}x")

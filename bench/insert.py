@@ -2,8 +2,9 @@
 
 Part 1 (insertion): ``make_estate.py --seed 3 --matters 100`` writes a synthetic estate;
 the same steps as ``ki insert ESTATE`` then run in this process (``register_local_source``,
-``scan_source``, ``launch_insertion``) with KI_DATA_DIR in a temp dir, default
-configuration (model stages disabled) and the real stage handlers. Measured:
+``scan_source``, ``launch_insertion``) with KI_DATA_DIR in a temp dir, the stage set
+pinned in the saved configuration (``--stages``, default fetch,convert,index: the model
+stages disabled) and the real stage handlers. Measured:
 documents/s (wall, scan + run, and run only), p50/p95 per-stage execution latency
 (``RunCounters.per_stage_seconds``: ``execute_claim`` = load + handler + record),
 peak RSS of this process (``getrusage`` ru_maxrss; this process *is* the ki process).
@@ -35,7 +36,16 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import embedded_server, libpq_kwargs, percentile, server_settings, temp_workdir  # noqa: E402
+from _common import (  # noqa: E402
+    DEFAULT_BENCH_STAGES,
+    embedded_server,
+    libpq_kwargs,
+    percentile,
+    pin_stages,
+    resolve_stages,
+    server_settings,
+    temp_workdir,
+)
 
 MAKE_ESTATE = Path("/work/shared/tools/make_estate.py")
 VENV_BIN = Path(sys.executable).parent
@@ -494,6 +504,9 @@ def main() -> int:
     ap.add_argument("--seed", type=int, default=3, help="make_estate --seed (default 3)")
     ap.add_argument("--matters", type=int, default=100, help="make_estate --matters (default 100)")
     ap.add_argument("--workers", type=int, default=None, help="runner workers (default KI_WORKERS, 4)")
+    ap.add_argument("--stages", default=DEFAULT_BENCH_STAGES,
+                    help=f"stages enabled in the saved configuration (the rest disabled), or 'ki-default' "
+                         f"(default {DEFAULT_BENCH_STAGES}: the model stages disabled)")
     ap.add_argument("--cli", action="store_true",
                     help="also run `ki insert` as a subprocess on a fresh data dir (wall, peak RSS)")
     ap.add_argument("--what-if", action="append", default=[], metavar="LETTERS",
@@ -503,6 +516,7 @@ def main() -> int:
     ap.add_argument("--status-runs", type=int, default=20, help="bucket_counts runs (default 20)")
     ap.add_argument("--ki-status-runs", type=int, default=5, help="`ki status` subprocess runs (default 5)")
     ap.add_argument("--skip-insert", action="store_true", help="status part only (on an empty database)")
+    ap.add_argument("--skip-status", action="store_true", help="insertion part only")
     ap.add_argument("--keep", action="store_true", help="keep the temp directory (the server is still stopped)")
     args = ap.parse_args()
 
@@ -510,7 +524,9 @@ def main() -> int:
     failed = False
     with temp_workdir(args.keep) as workdir:
         data_dir = workdir / "data"
-        data_dir.mkdir()
+        stages = resolve_stages(args.stages)
+        pin_stages(data_dir, stages)
+        print(f"enabled stages (saved configuration): {', '.join(stages)}")
         os.environ["KI_DATA_DIR"] = str(data_dir)
         os.environ.pop("KI_DATABASE_URL", None)
         estate = make_estate(workdir / "estate-out", args.seed, args.matters)
@@ -537,6 +553,7 @@ def main() -> int:
 
             if args.cli:
                 cli_dir = workdir / "data-cli"
+                pin_stages(cli_dir, stages)
                 print("\n== insertion (`ki insert` subprocess, own data dir and embedded server) ==")
                 try:
                     c = insert_cli(cli_dir, estate)
@@ -550,6 +567,9 @@ def main() -> int:
                     print(f"  | {line}")
                 failed |= c["rc"] != 0
 
+            if args.skip_status:
+                print(f"load average {os.getloadavg()[0]:.2f} at end")
+                return 1 if failed else 0
             print(f"\n== status query at {args.status_docs} documents ==")
             from ki.store.db import connect
 

@@ -160,27 +160,59 @@ def status(as_json: bool = typer.Option(False, "--json", help="machine-readable 
 @app.command()
 def search(
     query: str = typer.Argument(..., help="words, \"phrases\", -excluded"),
-    as_principal: str = typer.Option(None, "--as", help="search as this principal (default: local operator)"),
+    as_principal: list[str] = typer.Option(None, "--as", help="search as this principal (repeat for groups; "
+                                           "default: the local operator, all grants)"),
+    matter: str = typer.Option(None, "--matter", help="only this matter (reference)"),
+    doc_type: str = typer.Option(None, "--type", help="only this document type (ontology node, ancestors match)"),
+    since: str = typer.Option(None, "--since", help="only documents dated on or after YYYY-MM-DD"),
+    mode: str = typer.Option("hybrid", help="hybrid, lexical or vector"),
     limit: int = typer.Option(10, min=1, max=200),
     as_json: bool = typer.Option(False, "--json"),
 ) -> None:
-    """Full-text search (German + English) over indexed documents."""
-    from ki.index.postgres import search as run_search
+    """Hybrid search (German + English full text and vectors, fused by RRF) over indexed documents."""
+    from datetime import date
+
+    from ki.index.search import search as run_search
+
+    try:
+        since_day = date.fromisoformat(since) if since else None
+    except ValueError as exc:
+        console.print(f"[red]--since must be a date YYYY-MM-DD, not {since!r}[/]")
+        raise typer.Exit(2) from exc
+    if mode not in ("hybrid", "lexical", "vector"):
+        console.print(f"[red]--mode must be hybrid, lexical or vector, not {mode!r}[/]")
+        raise typer.Exit(2)
+    ctx = _context()
+    response = run_search(ctx.db, query, principals=as_principal or None, operator=not as_principal,
+                          matter=matter, doc_type=doc_type, since=since_day, limit=limit, mode=mode,
+                          config=ctx.config)
+    for note in response.notes:
+        console.print(f"[yellow]{note}[/]")
+    if as_json:
+        out.print_json(json.dumps([h.model_dump() for h in response.hits]))
+        return
+    if not as_principal:
+        console.print("[dim]searching as the local operator (all grants); use --as PRINCIPAL to check access[/]")
+    if not response.hits:
+        out.print("no results")
+    for i, h in enumerate(response.hits, 1):
+        facts = " ".join(f"{k} {v}" for k, v in (("matter", h.matter), ("type", h.doc_type)) if v)
+        out.print(f"{i:>2}. [bold]{h.path}[/]  (score {h.score:.3f}{', ' + facts if facts else ''})")
+        out.print(f"    {h.snippet}", markup=False, highlight=False)
+
+
+@app.command()
+def export(
+    as_json: bool = typer.Option(True, "--json", help="one JSON object per line (the only format)"),
+    root: Path = typer.Option(None, help="only the source registered for this folder"),
+) -> None:
+    """What Classify and Relate concluded: one JSON object per live source object, one per line."""
+    from ki.export import export_rows
 
     ctx = _context()
-    principals = None if as_principal is None else [as_principal, "*"]
-    with ctx.db.engine.connect() as conn:
-        hits = run_search(conn, query, principals=principals, limit=limit)
-    if as_json:
-        out.print_json(json.dumps([h.__dict__ for h in hits]))
-        return
-    if as_principal is None:
-        console.print("[dim]searching as the local operator (all grants); use --as PRINCIPAL to check access[/]")
-    if not hits:
-        out.print("no results")
-    for i, h in enumerate(hits, 1):
-        out.print(f"{i:>2}. [bold]{h.path}[/]  (score {h.score:.3f})")
-        out.print(f"    {h.snippet}", markup=False, highlight=False)
+    root_s = str(root.expanduser().resolve()) if root else None
+    for row in export_rows(ctx.db, root=root_s):
+        sys.stdout.write(json.dumps(row, ensure_ascii=False) + "\n")
 
 
 @quarantine_app.command("list")

@@ -16,9 +16,10 @@ What a start does (docs/hatchet-engine.md has the why):
    ``workdir/token``); ports are chosen once and kept in ``workdir/ports.json`` because the token
    embeds the REST URL and the gRPC address;
 4. expires partition and scheduler leases left by a previous engine on this database (else runs
-   wait 30-60 s after any restart), starts ``hatchet-lite`` in its own process group (log: ``workdir/engine.log``) and waits
-   until the engine health check (``/ready``), the REST API (``/api/ready``) and the gRPC port answer
-   and the tenant sits on live controller and scheduler partitions.
+   wait 30-60 s after any restart), starts ``hatchet-lite`` in its own process group (log:
+   ``workdir/engine.log``) and waits until the engine health check (``/ready``), the REST API
+   (``/api/ready``) and the gRPC port answer and the tenant sits on live controller and scheduler
+   partitions (after a restart: the engine's rebalance, ~10 s after start).
 
 ``hatchet-lite`` (unlike the hatchet-embedded sidecar) does not watch stdin, so stdin is /dev/null.
 """
@@ -192,7 +193,7 @@ class HatchetEngine:
     token: str
     extra_env: dict[str, str] = field(default_factory=dict)
     ready_timeout: float = 120.0
-    #: age the previous engine's partition leases before a start (see _expire_stale_partitions)
+    #: expire the previous engine's partition/scheduler leases before a start (one engine per DB)
     expire_stale_partitions: bool = True
     process: subprocess.Popen[bytes] | None = None
     #: seconds the last start took until ready (migrations + engine boot)

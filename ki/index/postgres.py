@@ -1,115 +1,415 @@
-"""The embedded search backend: chunks in PostgreSQL with German + English full text.
+"""The embedded search backend: chunks in PostgreSQL, German + English full text and pgvector HNSW.
 
-Spec: insertion-pipeline.md "Index" (chunks diffed by ordinal: replaced, not
-orphaned; permission projection on every chunk) and DESIGN.md "Two deployments"
-(PostgreSQL full text embedded). New chunks are written before surplus ordinals
-are removed, in one transaction, so a reader never sees the document vanish.
+Spec: insertion-pipeline.md "Index" (chunks diffed by ordinal: replaced, not orphaned; permission
+projection on every chunk; access-only updates bump ``access_version``; model name and dimension
+recorded on the index); DESIGN.md "Two deployments"; notes/opensearch.md §6 (tsvector + GIN,
+``websearch_to_tsquery``, ``ts_rank_cd`` — not BM25: no IDF, so tests assert order on fixtures,
+never score values; pgvector HNSW with iterative index scans so filtered queries still return k
+rows; ``allowed_principals && P AND NOT denied_principals && P`` inside both halves).
+
+Tables: ``chunk`` (rows; ``embedding`` is an untyped ``vector``), ``index_meta`` (the ``default``
+index's embedder and dimension). The HNSW index ``ix_chunk_embedding_hnsw`` on
+``(embedding::vector(d)) vector_cosine_ops`` is created when the first embedder is recorded, and
+the vector half queries with the same expression. This backend is also the record: the chunk rows
+stay in PostgreSQL whatever other backend is synced from them.
+
+The module keeps the pre-0005 helpers :func:`delete_object_chunks` and :func:`search` (lexical,
+used by the tombstone path and older tests).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import re
+import weakref
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from typing import Any
 
-from sqlalchemy import text
+import numpy as np
+from sqlalchemy import Engine, text
 from sqlalchemy.engine import Connection
 
-UPSERT_CHUNKS_SQL = text("""
-INSERT INTO chunk (source_object_id, content_hash, ordinal, text, title, allowed_principals, denied_principals)
-SELECT :oid, :h, t.ordinal, t.body, :title, CAST(:allowed AS text[]), CAST(:denied AS text[])
-FROM unnest(CAST(:ordinals AS int[]), CAST(:bodies AS text[])) AS t(ordinal, body)
+from ki.index.backend import (
+    EmbedderMismatch,
+    FilterReport,
+    IndexDocument,
+    RankedChunk,
+    SearchFilters,
+    WriteResult,
+)
+from ki.index.embeddings import EmbedderIdentity
+from ki.index.permissions import AccessProjection
+from ki.store.locks import lock_key
+
+INDEX_NAME = "default"
+HNSW_INDEX = "ix_chunk_embedding_hnsw"
+#: hnsw.ef_search floor (pgvector default 40); raised to k when more rows are asked for.
+EF_SEARCH = 64
+#: Words that make a query "web-search syntax": such a query gets no OR fallback.
+_WEBSEARCH_SYNTAX = re.compile(r'"|(^|\s)-\S|\s(or|OR)\s')
+
+_registered: weakref.WeakSet[Any] = weakref.WeakSet()
+
+
+def _register_vector(conn: Connection) -> None:
+    """Teach this pooled psycopg connection the ``vector`` type (numpy arrays sent in binary)."""
+    raw = conn.connection.driver_connection
+    if raw in _registered:
+        return
+    from pgvector.psycopg import register_vector
+
+    register_vector(raw)
+    _registered.add(raw)
+
+
+# -- name: upsert_rows --
+# Write every row of the object (insert or update changed ones); the surplus delete follows.
+_UPSERT = """
+INSERT INTO chunk (source_object_id, content_hash, ordinal, text, title, allowed_principals, denied_principals,
+                   access_version, embedding)
+SELECT :oid, :h, t.ordinal, t.body, :title, CAST(:allowed AS text[]), CAST(:denied AS text[]), :version, {emb}
+FROM unnest(CAST(:ordinals AS int[]), CAST(:bodies AS text[]){emb_arg}) AS t(ordinal, body{emb_col})
 ON CONFLICT (source_object_id, ordinal) DO UPDATE
 SET content_hash = EXCLUDED.content_hash, text = EXCLUDED.text, title = EXCLUDED.title,
     allowed_principals = EXCLUDED.allowed_principals, denied_principals = EXCLUDED.denied_principals,
-    is_deleted = false, updated_at = now()
-WHERE (chunk.content_hash, chunk.text, chunk.title, chunk.allowed_principals, chunk.denied_principals)
+    access_version = EXCLUDED.access_version, embedding = EXCLUDED.embedding, is_deleted = false, updated_at = now()
+WHERE (chunk.content_hash, chunk.text, chunk.title, chunk.allowed_principals, chunk.denied_principals,
+       chunk.access_version, chunk.embedding, chunk.is_deleted)
       IS DISTINCT FROM (EXCLUDED.content_hash, EXCLUDED.text, EXCLUDED.title, EXCLUDED.allowed_principals,
-                        EXCLUDED.denied_principals)
+                        EXCLUDED.denied_principals, EXCLUDED.access_version, EXCLUDED.embedding, false)
+"""
+UPSERT_WITH_VECTORS_SQL = text(_UPSERT.format(emb="t.emb", emb_arg=", CAST(:embs AS vector[])", emb_col=", emb"))
+UPSERT_WITHOUT_VECTORS_SQL = text(_UPSERT.format(emb="NULL", emb_arg="", emb_col=""))
+
+# -- name: delete_surplus --
+DELETE_SURPLUS_SQL = text("""
+DELETE FROM chunk WHERE source_object_id = :oid AND NOT (ordinal = ANY(CAST(:ordinals AS int[])))
 """)
 
-DELETE_SURPLUS_SQL = text("DELETE FROM chunk WHERE source_object_id = :oid AND ordinal >= :n")
+# -- name: current_rows --
+CURRENT_ROWS_SQL = text("""
+SELECT ordinal, access_version, allowed_principals, denied_principals FROM chunk WHERE source_object_id = :oid
+""")
+
+# -- name: update_access --
+# Access-only re-index: the permission fields and access_version only (spec: access_only_reindex).
+UPDATE_ACCESS_SQL = text("""
+UPDATE chunk SET allowed_principals = CAST(:allowed AS text[]), denied_principals = CAST(:denied AS text[]),
+    access_version = access_version + 1, updated_at = now()
+WHERE source_object_id = :oid
+RETURNING access_version
+""")
+
+INDEX_META_SQL = text("SELECT embedder, dimension FROM index_meta WHERE name = :name")
+
+_ACL = """(c.allowed_principals && CAST(:principals AS text[])
+          AND NOT (c.denied_principals && CAST(:principals AS text[])))"""
+
+_AND_QUERY = ("websearch_to_tsquery('german', :q) || websearch_to_tsquery('english', :q) "
+              "|| websearch_to_tsquery('simple', :q)")
+# The OR fallback: every word that is a stop word in neither language, any of them may match.
+_OR_QUERY = """(SELECT websearch_to_tsquery('german', s) || websearch_to_tsquery('english', s)
+                       || websearch_to_tsquery('simple', s)
+                FROM (SELECT string_agg(DISTINCT w, ' or ') AS s
+                      FROM regexp_split_to_table(lower(:q), '[\\s[:punct:]]+') AS w
+                      WHERE length(w) > 1 AND numnode(plainto_tsquery('german', w)) > 0
+                        AND numnode(plainto_tsquery('english', w)) > 0) words)"""
+
+_LEXICAL = """
+WITH q AS (SELECT {query} AS query)
+SELECT c.source_object_id, c.ordinal, c.content_hash, ts_rank_cd(c.tsv, q.query) AS score
+FROM q, chunk c JOIN source_object so ON so.id = c.source_object_id AND so.deleted_at IS NULL
+WHERE c.tsv @@ q.query AND NOT c.is_deleted AND {acl} {filters}
+ORDER BY score DESC, c.source_object_id, c.ordinal
+LIMIT :k
+"""
+
+_VECTOR = """
+WITH r AS MATERIALIZED (
+    SELECT c.source_object_id, c.ordinal, c.content_hash,
+           (c.embedding::vector({d})) <=> CAST(:v AS vector({d})) AS distance
+    FROM chunk c JOIN source_object so ON so.id = c.source_object_id AND so.deleted_at IS NULL
+    WHERE c.embedding IS NOT NULL AND NOT c.is_deleted AND {acl} {filters}
+    ORDER BY (c.embedding::vector({d})) <=> CAST(:v AS vector({d}))
+    LIMIT :k
+)
+SELECT * FROM r ORDER BY distance, source_object_id, ordinal
+"""
+
+_SCHEMA_SQL = text("""
+SELECT table_name, column_name FROM information_schema.columns
+WHERE table_schema = current_schema() AND table_name IN ('matter', 'matter_assignment', 'document', 'document_version')
+""")
 
 
-def write_chunks(conn: Connection, *, source_object_id: int, content_hash: str, title: str | None,
-                 chunks: list[str], allowed: list[str], denied: list[str]) -> int:
-    """Upsert ``chunks`` at ordinals 0..n-1 and drop ordinals ≥ n. Returns n."""
-    if chunks:
-        conn.execute(UPSERT_CHUNKS_SQL, {
-            "oid": source_object_id, "h": content_hash, "title": title, "allowed": allowed, "denied": denied,
-            "ordinals": list(range(len(chunks))), "bodies": chunks,
-        })
-    conn.execute(DELETE_SURPLUS_SQL, {"oid": source_object_id, "n": len(chunks)})
-    return len(chunks)
+class PostgresBackend:
+    """The embedded :class:`ki.index.backend.SearchBackend` (see the module docstring).
+
+    Args:
+        engine: the SQLAlchemy engine of ki's database (or a :class:`ki.store.db.Database`).
+        index_name: the ``index_meta`` row (one index per database: ``default``).
+
+    Raises (every method): SQLAlchemy/psycopg errors when the database fails (an outage).
+    """
+
+    name = "postgres"
+
+    def __init__(self, engine: Engine | Any, *, index_name: str = INDEX_NAME):
+        self.engine: Engine = getattr(engine, "engine", engine)
+        self.index_name = index_name
+        self._schema: dict[str, set[str]] | None = None
+
+    # -- index identity ---------------------------------------------------------------------------
+
+    def index_identity(self, conn: Connection | None = None) -> EmbedderIdentity | None:
+        """The embedder the index records, or None (no vectors yet)."""
+        if conn is None:
+            with self.engine.connect() as c:
+                return self.index_identity(c)
+        row = conn.execute(INDEX_META_SQL, {"name": self.index_name}).first()
+        return EmbedderIdentity(row.embedder, int(row.dimension)) if row else None
+
+    def ensure_embedder(self, identity: EmbedderIdentity | None) -> None:
+        """Refuse another embedder; record the first one and create the HNSW index for its dimension.
+
+        Raises: EmbedderMismatch (nothing written).
+        """
+        current = self.index_identity()
+        if current == identity:
+            return
+        if current is not None or identity is None:
+            raise EmbedderMismatch(current, identity, backend=self.name)
+        with self.engine.begin() as conn:
+            conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": lock_key("index_meta", self.index_name)})
+            current = self.index_identity(conn)
+            if current == identity:
+                return
+            if current is not None:
+                raise EmbedderMismatch(current, identity, backend=self.name)
+            conn.execute(text("INSERT INTO index_meta (name, embedder, dimension) VALUES (:n, :e, :d)"),
+                         {"n": self.index_name, "e": identity.embedder, "d": identity.dimension})
+            conn.execute(text(
+                f"CREATE INDEX IF NOT EXISTS {HNSW_INDEX} ON chunk USING hnsw "
+                f"((embedding::vector({int(identity.dimension)})) vector_cosine_ops) WHERE embedding IS NOT NULL"))
+
+    def reset_vectors(self) -> int:
+        """Drop every vector, the HNSW index, the embedding cache and the index's embedder record.
+
+        The next index run records whatever ``retrieval.embedding_model`` gives. Returns the number of
+        chunks whose vector was dropped. (``python -m ki.index reset-vectors``.)
+        """
+        with self.engine.begin() as conn:
+            conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": lock_key("index_meta", self.index_name)})
+            n = conn.execute(text("UPDATE chunk SET embedding = NULL WHERE embedding IS NOT NULL")).rowcount
+            conn.execute(text(f"DROP INDEX IF EXISTS {HNSW_INDEX}"))
+            conn.execute(text("DELETE FROM embedding_cache"))
+            conn.execute(text("DELETE FROM index_meta WHERE name = :n"), {"n": self.index_name})
+        return n
+
+    # -- writes -----------------------------------------------------------------------------------
+
+    def write_document(self, doc: IndexDocument) -> WriteResult:
+        """Upsert ``doc.rows`` by ordinal, then delete the object's other ordinals, in one transaction.
+
+        An object tombstoned meanwhile gets no rows (its rows are removed). The object's
+        ``access_version`` is kept, or bumped when the projection differs from its rows'.
+        Raises: EmbedderMismatch before anything is written.
+        """
+        self.ensure_embedder(doc.embedder)
+        ordinals = [r.ordinal for r in doc.rows]
+        if len(set(ordinals)) != len(ordinals):
+            raise ValueError(f"duplicate ordinals in the rows of object {doc.source_object_id}")
+        with self.engine.begin() as conn:
+            live = conn.execute(text("SELECT deleted_at IS NULL AS live FROM source_object WHERE id = :id FOR SHARE"),
+                                {"id": doc.source_object_id}).first()
+            if live is None or not live.live:
+                deleted = delete_object_chunks(conn, doc.source_object_id)
+                return WriteResult(0, 0, deleted, 0, skipped_deleted=True)
+            meta = conn.execute(text("SELECT embedder, dimension FROM index_meta WHERE name = :name FOR SHARE"),
+                                {"name": self.index_name}).first()
+            recorded = EmbedderIdentity(meta.embedder, int(meta.dimension)) if meta else None
+            if recorded != doc.embedder:
+                raise EmbedderMismatch(recorded, doc.embedder, backend=self.name)
+            current = conn.execute(CURRENT_ROWS_SQL, {"oid": doc.source_object_id}).fetchall()
+            version = max((r.access_version for r in current), default=0)
+            allowed, denied = list(doc.access.allowed), list(doc.access.denied)
+            if any((sorted(r.allowed_principals), sorted(r.denied_principals)) != (allowed, denied) for r in current):
+                version += 1
+            upserted = 0
+            if doc.rows:
+                params = {"oid": doc.source_object_id, "h": doc.content_hash, "title": doc.title,
+                          "allowed": allowed, "denied": denied, "version": version,
+                          "ordinals": ordinals, "bodies": [r.text for r in doc.rows]}
+                if doc.embedder is not None:
+                    _register_vector(conn)
+                    embs = []
+                    for r in doc.rows:
+                        if r.embedding is None or r.embedding.shape != (doc.embedder.dimension,):
+                            raise ValueError(f"row {r.ordinal} of object {doc.source_object_id} has no "
+                                             f"{doc.embedder.dimension}-d vector")
+                        embs.append(np.asarray(r.embedding, dtype=np.float32))
+                    params["embs"] = embs
+                    upserted = conn.execute(UPSERT_WITH_VECTORS_SQL, params).rowcount
+                else:
+                    upserted = conn.execute(UPSERT_WITHOUT_VECTORS_SQL, params).rowcount
+            deleted = conn.execute(DELETE_SURPLUS_SQL, {"oid": doc.source_object_id, "ordinals": ordinals}).rowcount
+        return WriteResult(upserted, len(doc.rows) - upserted, deleted, version)
+
+    def delete_object(self, source_object_id: int) -> int:
+        """Remove the rows of a tombstoned object. Returns rows removed."""
+        with self.engine.begin() as conn:
+            return delete_object_chunks(conn, source_object_id)
+
+    def update_access(self, source_object_id: int, access: AccessProjection) -> int | None:
+        """Rewrite the permission fields of every row of the object and bump ``access_version``.
+
+        Returns the new access_version, or None when the object has no rows.
+        """
+        with self.engine.begin() as conn:
+            rows = conn.execute(UPDATE_ACCESS_SQL, {"oid": source_object_id, "allowed": list(access.allowed),
+                                                    "denied": list(access.denied)}).fetchall()
+        return max((r.access_version for r in rows), default=None)
+
+    # -- search -----------------------------------------------------------------------------------
+
+    def _tables(self, conn: Connection) -> dict[str, set[str]]:
+        if self._schema is None:
+            schema: dict[str, set[str]] = {}
+            for r in conn.execute(_SCHEMA_SQL):
+                schema.setdefault(r.table_name, set()).add(r.column_name)
+            self._schema = schema
+        return self._schema
+
+    def _filters(self, conn: Connection, filters: SearchFilters) -> tuple[str, dict[str, Any], FilterReport]:
+        """SQL conditions on ``c`` (chunk) and ``so`` (source_object) for matter, type and since."""
+        schema = self._tables(conn)
+        report = FilterReport()
+        sql: list[str] = []
+        params: dict[str, Any] = {}
+        has_matter = {"source_object_id", "matter_id"} <= schema.get("matter_assignment", set()) and \
+            {"id", "reference"} <= schema.get("matter", set())
+        has_docs = {"source_object_id", "document_id"} <= schema.get("document_version", set())
+        doc_cols = schema.get("document", set())
+        if filters.matter:
+            if has_matter:
+                sql.append("""AND EXISTS (SELECT 1 FROM matter_assignment ma JOIN matter m ON m.id = ma.matter_id
+                              WHERE ma.source_object_id = c.source_object_id
+                                AND (m.reference = :matter OR CAST(m.id AS text) = :matter))""")
+                params["matter"] = filters.matter
+                report.applied.append("matter")
+                if conn.execute(text("SELECT NOT EXISTS (SELECT 1 FROM matter_assignment)")).scalar():
+                    report.notes.append("no document has a matter assignment yet (classify_matter has not run): "
+                                        "--matter matches nothing")
+            else:
+                report.notes.append("--matter ignored: this database has no matter assignments yet "
+                                    "(the classify_matter stage is not installed)")
+        if filters.doc_type:
+            if has_docs and "doc_type" in doc_cols:
+                ancestors = " OR :doc_type = ANY(d.doc_type_ancestors)" if "doc_type_ancestors" in doc_cols else ""
+                sql.append(f"""AND EXISTS (SELECT 1 FROM document_version dv JOIN document d ON d.id = dv.document_id
+                               WHERE dv.source_object_id = c.source_object_id
+                                 AND (d.doc_type = :doc_type{ancestors}))""")
+                params["doc_type"] = filters.doc_type
+                report.applied.append("type")
+            else:
+                report.notes.append("--type ignored: documents are not typed yet (the extract_metadata stage is "
+                                    "not installed)")
+        if filters.since:
+            since = datetime(filters.since.year, filters.since.month, filters.since.day, tzinfo=UTC)
+            params["since_ns"] = int(since.timestamp()) * 1_000_000_000
+            if has_docs and "doc_date" in doc_cols:
+                params["since_date"] = filters.since
+                sql.append("""AND coalesce((SELECT d.doc_date FROM document_version dv JOIN document d
+                                            ON d.id = dv.document_id WHERE dv.source_object_id = c.source_object_id
+                                            LIMIT 1) >= :since_date, so.mtime_ns >= :since_ns)""")
+            else:
+                sql.append("AND so.mtime_ns >= :since_ns")
+                report.notes.append("--since compares the file's modification date (document dates are not "
+                                    "extracted yet)")
+            report.applied.append("since")
+        return " ".join(sql), params, report
+
+    def filter_report(self, filters: SearchFilters) -> FilterReport:
+        """Which filters apply and why others are ignored (printed by ``ki search``)."""
+        with self.engine.connect() as conn:
+            return self._filters(conn, filters)[2]
+
+    @staticmethod
+    def _acl(filters: SearchFilters) -> tuple[str, dict[str, Any]]:
+        """The permission condition of both halves (none for the local operator)."""
+        if filters.principals is None:
+            return "TRUE", {}
+        return _ACL, {"principals": list(filters.principals)}
+
+    def search_lexical(self, query: str, filters: SearchFilters, k: int, *, conn: Connection | None = None
+                       ) -> list[RankedChunk]:
+        """Full-text rows, best ``ts_rank_cd`` first: all words (German/English stems, exact words and the
+        title) first; when fewer than ``k`` rows match, rows matching any non-stop word follow
+        (plain queries only, not web-search syntax)."""
+        if conn is None:
+            with self.engine.connect() as c:
+                return self.search_lexical(query, filters, k, conn=c)
+        if not query.strip():
+            return []
+        where, params, _ = self._filters(conn, filters)
+        acl, acl_params = self._acl(filters)
+        params |= acl_params | {"q": query, "k": int(k)}
+        rows = conn.execute(text(_LEXICAL.format(query=_AND_QUERY, acl=acl, filters=where)), params).fetchall()
+        out = [RankedChunk(r.source_object_id, r.ordinal, r.content_hash, float(r.score)) for r in rows]
+        if len(out) < k and not _WEBSEARCH_SYNTAX.search(query):
+            seen = {(h.source_object_id, h.ordinal) for h in out}
+            more = conn.execute(text(_LEXICAL.format(query=_OR_QUERY, acl=acl, filters=where)), params).fetchall()
+            for r in more:
+                if (r.source_object_id, r.ordinal) not in seen and len(out) < k:
+                    out.append(RankedChunk(r.source_object_id, r.ordinal, r.content_hash, float(r.score)))
+        return out
+
+    def search_vector(self, vector: np.ndarray, filters: SearchFilters, k: int, *, conn: Connection | None = None
+                      ) -> list[RankedChunk]:
+        """Nearest rows by cosine distance through the HNSW index (iterative scan, so the permission
+        filter still yields up to ``k`` rows); score = 1 − distance. [] when the index has no vectors.
+
+        Raises: ValueError when ``vector`` does not have the index's dimension.
+        """
+        if conn is None:
+            with self.engine.begin() as c:  # SET LOCAL needs a transaction
+                return self.search_vector(vector, filters, k, conn=c)
+        identity = self.index_identity(conn)
+        if identity is None:
+            return []
+        vec = np.asarray(vector, dtype=np.float32)
+        if vec.shape != (identity.dimension,):
+            raise ValueError(f"query vector has shape {vec.shape}; the index holds {identity}")
+        _register_vector(conn)
+        where, params, _ = self._filters(conn, filters)
+        acl, acl_params = self._acl(filters)
+        params |= acl_params | {"v": vec, "k": int(k)}
+        conn.execute(text("SELECT set_config('hnsw.ef_search', :ef, true), "
+                          "set_config('hnsw.iterative_scan', 'relaxed_order', true)"),
+                     {"ef": str(max(EF_SEARCH, int(k)))})
+        sql = _VECTOR.format(d=int(identity.dimension), acl=acl, filters=where)
+        rows = conn.execute(text(sql), params).fetchall()
+        return [RankedChunk(r.source_object_id, r.ordinal, r.content_hash, 1.0 - float(r.distance)) for r in rows]
+
+
+# --- pre-0005 helpers ------------------------------------------------------------------------------------
 
 
 def delete_object_chunks(conn: Connection, source_object_id: int) -> int:
-    """Remove every chunk of a tombstoned object. Returns rows deleted."""
+    """Remove every chunk of a tombstoned object in the caller's transaction. Returns rows deleted."""
     return conn.execute(text("DELETE FROM chunk WHERE source_object_id = :oid"), {"oid": source_object_id}).rowcount
 
 
-@dataclass(frozen=True)
-class SearchHit:
-    """One search result: a document's best chunk.
-
-    Attributes: source_object_id, path, title, snippet (with «» around matches), score (ts_rank_cd),
-    ordinal of the chunk, content_hash.
-    """
-
-    source_object_id: int
-    path: str
-    title: str | None
-    snippet: str
-    score: float
-    ordinal: int
-    content_hash: str
-
-
-SEARCH_SQL = text("""
-WITH q AS (
-    SELECT websearch_to_tsquery('german', :q) || websearch_to_tsquery('english', :q)
-           || websearch_to_tsquery('simple', :q) AS query
-),
-matches AS (
-    SELECT c.id, c.source_object_id, c.content_hash, c.ordinal, c.text, c.title,
-           ts_rank_cd(c.tsv, q.query) AS score
-    FROM chunk c, q
-    WHERE c.tsv @@ q.query AND NOT c.is_deleted
-      AND (CAST(:principal AS text) IS NULL OR (
-            (c.allowed_principals && CAST(:principals AS text[]))
-            AND NOT (c.denied_principals && CAST(:principals AS text[]))))
-),
-best_per_object AS (
-    SELECT DISTINCT ON (m.source_object_id) m.*
-    FROM matches m JOIN source_object so ON so.id = m.source_object_id AND so.deleted_at IS NULL
-    ORDER BY m.source_object_id, m.score DESC, m.ordinal
-),
-collapsed AS (
-    SELECT DISTINCT ON (b.content_hash) b.*
-    FROM best_per_object b
-    ORDER BY b.content_hash, b.score DESC, b.source_object_id
-)
-SELECT c.source_object_id, so.path, c.title, c.ordinal, c.content_hash, c.score,
-       ts_headline('german', c.text, q.query,
-                   'StartSel=«,StopSel=»,MaxWords=30,MinWords=12,MaxFragments=2,FragmentDelimiter=" … "')
-           AS snippet
-FROM collapsed c JOIN source_object so ON so.id = c.source_object_id, q
-ORDER BY c.score DESC, c.source_object_id
-LIMIT :limit
-""")
-
-
-def search(conn: Connection, query: str, *, principals: list[str] | None = None, limit: int = 10
-           ) -> list[SearchHit]:
-    """Full-text search over chunks, best chunk per document, identical content collapsed.
+def search(conn: Connection, query: str, *, principals: Sequence[str] | None = None, limit: int = 10) -> list[Any]:
+    """Lexical search (best chunk per document, identical content collapsed) on ``conn``'s database.
 
     Args:
-        query: web-search syntax (words, "phrases", -exclusions, or).
-        principals: the caller's principals; None = the local operator (all grants).
-        limit: maximum hits.
+        principals: the caller's principals (``*`` is added); None = the local operator (all grants).
+    Returns: :class:`ki.index.search.SearchHit` list, best first. For hybrid search and filters use
+    :func:`ki.index.search.search`.
     """
-    rows = conn.execute(SEARCH_SQL, {
-        "q": query, "limit": limit,
-        "principal": None if principals is None else "x",
-        "principals": principals or [],
-    })
-    return [SearchHit(r.source_object_id, r.path, r.title, " ".join(r.snippet.split()), float(r.score),
-                      r.ordinal, r.content_hash) for r in rows]
+    from ki.index.search import search_with_backend
+
+    backend = PostgresBackend(conn.engine)
+    return search_with_backend(backend, conn.engine, query, principals=principals, limit=limit, mode="lexical",
+                               embedder=None).hits

@@ -29,6 +29,8 @@ AMEND_VERB = re.compile(r"\b(neu gefasst|wird geändert|werden geändert|geände
 RESPONSIVE_TITLE = re.compile(r"\b(klageerwiderung|replik|duplik|erwiderung|statement of defen[cs]e|reply brief|"
                               r"rejoinder)\b", re.IGNORECASE)
 PLEADING_WORDS = ("klage", "klageschrift", "klageerwiderung", "erwiderung", "replik", "claim", "defence", "defense")
+FILENAME_CITE = re.compile(
+    r"[(„\"']\s*([^()„\"'\n]{3,120}?\.(?:docx|doc|pdf|xlsx|pptx|txt|eml|msg))\s*[)“\"']", re.IGNORECASE)
 STAMP_LINE = re.compile(r"^\s*(entwurf|draft|fassung zur unterzeichnung|execution version)\b", re.IGNORECASE)
 
 STOPWORDS = frozenset(
@@ -94,6 +96,7 @@ class Citation:
         line: the line it stands in (for the relation type and the evidence).
         reply: the citation is "Ihr Schreiben vom …" / "your letter of …".
         annex_ref: the line also names an annex label ("…, Anlage K1"): the cited document is our annex.
+        filename: a file name the text cites ("(Aufhebungsvertrag Entwurf v1.docx)"), else None.
     """
 
     words: tuple[str, ...]
@@ -102,14 +105,23 @@ class Citation:
     line: str
     reply: bool
     annex_ref: bool
+    filename: str | None = None
 
 
 def citations(facts: FileFacts, *, max_words: int = 6) -> list[Citation]:
-    """Citations in the file's text (stamp lines and quoted e-mail text skipped)."""
+    """Citations in the file's text (stamp lines and quoted e-mail text skipped).
+
+    A number the file carries in its own name or title (an invoice's own number) is not a citation.
+    """
+    own = f"{facts.name} {facts.title}".lower()
     out: list[Citation] = []
     for ln in facts.lines:
         if STAMP_LINE.match(ln) or ln.startswith(">"):
             continue
+        for fm in FILENAME_CITE.finditer(ln):
+            name = fm.group(1).strip()
+            if name != facts.name:
+                out.append(Citation((), None, None, ln, False, False, filename=name))
         prev_end = 0
         for start, end, d in dates_in(ln):
             before = ln[prev_end:start]
@@ -119,13 +131,15 @@ def citations(facts: FileFacts, *, max_words: int = 6) -> list[Citation]:
             words = content_words(CITE_PREP.sub("", before))[-max_words:]
             number = None
             nm = NUMBER_CITE.search(before)
-            if nm:
+            if nm and nm.group(1).lower() not in own:
                 number = nm.group(1)
             if words or number:
                 out.append(Citation(tuple(words), d, number, ln, bool(REPLY_CITE.search(before)),
                                     bool(ANNEX_MENTION.search(ln[end:end + 40]))))
         if not dates_in(ln):
             for nm in NUMBER_CITE.finditer(ln):
+                if nm.group(1).lower() in own:
+                    continue
                 words = content_words(ln[: nm.start()])[-max_words:]
                 if words:
                     out.append(Citation(tuple(words), None, nm.group(1), ln, False,
@@ -135,16 +149,20 @@ def citations(facts: FileFacts, *, max_words: int = 6) -> list[Citation]:
 
 def citation_score(cite: Citation, target: FileFacts) -> float:
     """How well ``target`` fits ``cite`` (0: not at all). A fit needs a naming word the target calls itself
-    by, and the cited date among the target's own dates or the cited number in its name/title."""
+    by (title or name), and the cited date among the target's own dates or the cited number in its
+    name/title. A date the text states counts more than a name or modification date; an annex counts
+    less than a main document."""
+    if cite.filename is not None:
+        return 3.0 if target.name == cite.filename else 0.0
     heading = target.heading_words
     if not any(words_match(w, h) for w in cite.words for h in heading):
         if not (cite.reply and target.is_letter_like):
             return 0.0
-    score = 0.0
+    score = 0.0 if target.annex_label else 0.25
     if cite.date is not None:
         if cite.date not in target.own_dates:
             return 0.0
-        score += 1.0
+        score += 1.5 if cite.date in target.text_dates else 1.0
     if cite.number is not None:
         hay = f"{target.name} {target.title} {' '.join(target.lines[:12])}"
         if cite.number.lower() in hay.lower():
@@ -167,7 +185,9 @@ def is_amendment(facts: FileFacts) -> bool:
 
 
 def is_responsive_pleading(facts: FileFacts) -> bool:
-    """Klageerwiderung, Replik, Duplik, statement of defence...: a pleading answering another."""
+    """Klageerwiderung, Replik, Duplik, statement of defence...: a pleading answering another (never an e-mail)."""
+    if facts.is_email:
+        return False
     return bool(RESPONSIVE_TITLE.search(facts.title or "") or RESPONSIVE_TITLE.search(facts.stem))
 
 

@@ -46,16 +46,15 @@ FINAL_WORDS = re.compile(r"endfassung|final|reinschrift|execution[\s_]version|cl
 DRAFT_WORDS = re.compile(r"entwurf|draft", re.IGNORECASE)
 #: Tokens dropped from a file name to get the document's stem.
 NAME_NOISE = re.compile(
-    r"\b(?:entwurf|draft|v\d{1,3}|version\s?\d+|final|endfassung|reinschrift|clean|redline|marked|compare|"
+    r"\b(?:entwurf|draft|v\d{1,3}|version\s?\d*|final|endfassung|reinschrift|clean|redline|marked|compare|"
     r"mit änderungen|änderungsmodus|änderungen|unterzeichnet|unterschrieben|signed|executed|fully|countersigned|"
     r"gegengezeichnet|eingereicht|filed|execution|kopie|copy|scan|korrigiert|corrected|von|of)\b",
     re.IGNORECASE,
 )
 WORD = re.compile(r"[0-9A-Za-zÄÖÜäöüß]+")
-
-
-def _first_lines(text: str, n: int) -> list[str]:
-    return [ln.strip() for ln in (text or "").splitlines() if ln.strip()][:n]
+#: Labels in front of a file's own date.
+DATE_LABEL = (r"(rechnungsdatum|invoice date|datum|date|dated|abruf vom|stand|held on|"
+              r"(entwurf|draft|fassung zur unterzeichnung|execution version)[^:]{0,12}[–:-])\s*:?")
 
 
 @dataclass(frozen=True)
@@ -230,30 +229,39 @@ class FileFacts:
         return {"signed": 2, "filed": 2, "final": 1}.get(self.rendition or "", 0)
 
     @cached_property
-    def own_dates(self) -> set[dt.date]:
-        """Dates the file is "of": header lines, signature/date lines, the draft stamp, the name, the mtime.
+    def text_dates(self) -> set[dt.date]:
+        """Dates the text gives as the file's own: the draft stamp, date lines ("Hannover, 02.02.2023",
+        "Köln, den …"), labelled dates ("Rechnungsdatum:", "Invoice date:", "Abruf vom", "Stand:").
 
-        A date cited *from* another document ("… vom 02.02.2023" in a sentence, "marked against Draft 1
-        dated …") is not an own date.
+        A date cited *from* another document ("… vom 02.02.2023" inside a sentence, "marked against
+        Draft 1 dated …") is not one of them.
         """
         out: set[dt.date] = set()
         if self.stamp is not None and self.stamp.date:
             out.add(self.stamp.date)
-        for i, ln in enumerate(self.lines):
-            head = i < 12
-            for start, _end, d in dates_in(ln):
-                before = ln[:start].lower()
-                if re.search(r"(gegenüber|against)\s+(entwurf|draft)", before):
-                    continue
-                if head or re.match(r"^[\w\s.\-äöüÄÖÜß]{0,40},?\s*(den\s+)?$", ln[:start]) or \
-                        re.search(r"(rechnungsdatum|invoice date|datum|date|abruf vom|stand)\s*:?\s*$", before):
-                    out.add(d)
-        out.update(dates_in_name(self.name))
+        for ln in self.lines:
+            found = dates_in(ln)
+            if not found:
+                continue
+            start, end, d = found[0]
+            head, tail = ln[:start], ln[end:]
+            if not re.fullmatch(r"\s*(\d{1,2}:\d{2}(\s*uhr)?)?\s*\.?\s*", tail, re.IGNORECASE):
+                continue
+            if re.fullmatch(r"\s*([^\d,:]{2,40},\s*(den\s+)?)?", head) or \
+                    re.fullmatch(DATE_LABEL, head.strip(), re.IGNORECASE):
+                out.add(d)
         if self.mail and self.mail.get("date"):
             try:
                 out.add(dt.datetime.fromisoformat(str(self.mail["date"])).date())
             except ValueError:
                 pass
+        return out
+
+    @cached_property
+    def own_dates(self) -> set[dt.date]:
+        """:attr:`text_dates` plus dates in the file name and the modification date."""
+        out = set(self.text_dates)
+        out.update(dates_in_name(self.name))
         if self.mtime is not None:
             out.add(self.mtime.date())
         return out
@@ -286,8 +294,8 @@ class FileFacts:
 
     @cached_property
     def heading_words(self) -> set[str]:
-        """Lower-case words of the title, the first lines and the name (what the file calls itself)."""
+        """Lower-case words of the title and the name (what the file calls itself)."""
         words: set[str] = set()
-        for s in [self.title, self.stem.replace("_", " "), *_first_lines(self.text, 3)]:
+        for s in [self.title, self.stem.replace("_", " ")]:
             words.update(w.lower() for w in WORD.findall(s or "") if len(w) >= 3)
         return words

@@ -8,7 +8,9 @@ root that was not empty is suspicious and tombstones nothing).
 
 A rescan re-hashes only files whose size or mtime changed; a new content hash
 requeues the object from fetch (every stage, quarantined ones included: the file
-itself changed).
+itself changed). An indexed object whose grants alone changed (source configuration,
+``.ki-grants.json`` files, access_grant rows) gets its index row marked
+``access_only_reindex`` (spec: "Index"; ki.index.permissions.mark_access_changes).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from pathlib import Path
 from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
+from ki.index.permissions import mark_access_changes
 from ki.orchestration.context import PipelineContext
 from ki.sources.local import LocalFolderConnector
 from ki.store.claims import WAITING_JSON
@@ -40,6 +43,7 @@ class ScanReport:
         missing: objects absent from this listing (streak incremented).
         tombstoned: external ids tombstoned by this scan.
         suspicious: True when the listing was empty for a root that had files (nothing counted).
+        access_changed: indexed objects whose grants alone changed, marked ``access_only_reindex``.
     """
 
     source_id: int
@@ -51,6 +55,7 @@ class ScanReport:
     missing: int = 0
     tombstoned: list[str] = field(default_factory=list)
     suspicious: bool = False
+    access_changed: int = 0
 
 
 def register_local_source(ctx: PipelineContext, root: Path, *, config: dict | None = None) -> int:
@@ -207,6 +212,8 @@ def scan_source(ctx: PipelineContext, source_id: int) -> ScanReport:
                              {"n": streak, "id": r.id})
         conn.execute(text("UPDATE source SET last_scan_at = now(), last_scan_count = :n WHERE id = :id"),
                      {"n": len(listing), "id": source_id})
+    with ctx.db.engine.begin() as conn:  # grants changed, bytes did not: refresh permissions only
+        report.access_changed = len(mark_access_changes(conn, source_id))
     report.new = len(new_ids)
     report.changed = len(changed_ids)
     report.reappeared = len(reappeared_ids)

@@ -1,43 +1,171 @@
-"""Stage ``index``: chunk the accepted text and write it to the search backend.
+"""Stage ``index``: chunk the accepted text, embed it, and write it with its permissions to the search backend.
 
-Spec: insertion-pipeline.md "Index". In this release: chunking by
-``retrieval.chunk_chars`` / ``chunk_overlap_chars``, PostgreSQL full text (German
-and English), chunks diffed by ordinal, and the permission projection from the
-source's configured principals (``allowed_principals``, default ``["*"]``).
+Spec: insertion-pipeline.md "Index": chunks by ``retrieval.chunk_chars`` / ``chunk_overlap_chars``;
+each embedded with ``retrieval.embedding_model`` (with the optional context header: the chunks'
+header names title and type, the profile row at ordinal −1 title, type and matter — so that
+identical bytes filed under two matters still embed their chunks once); the permission projection compiled from project,
+source, connector (folder grants) and document grants on every row; re-indexing diffs by ordinal
+(new rows written before surplus ones are deleted); the model name and dimension recorded on the
+index, another model refused before any write. DESIGN.md "Duplicates and permissions": vectors
+are cached per blob (:mod:`ki.index.embedding_cache`), rows are per object.
+
+**Access-only re-index.** A rescan that finds only an object's grants changed marks its done index
+row ``access_only_reindex`` (``last_error = {"access_only_reindex": true}``, status pending; see
+:func:`ki.index.permissions.mark_access_changes`). The handler then recompiles the projection,
+updates only the permission fields of the object's rows and bumps their ``access_version``: no
+re-splitting, no embedding. A failed attempt keeps the marker (in ``last_error.details``), so the
+retry is access-only too; a full re-index (new bytes, a new producer version) clears it.
+
+Not yet: clause rows (ordinals 1000+) need the ``notable_clauses`` artifact of Extract metadata,
+which this release does not produce; the profile row is written for every document (there is no
+"final version" before Relate runs).
+
+Errors: RetryableStageError (no structured_json yet); AclReadError (grants unreadable:
+infrastructure, retried, never public nor revoked); EmbedderMismatch (ConfigurationError: the run
+stops, nothing written); the embedder's errors (gateway outage = infrastructure).
 """
 
 from __future__ import annotations
 
 from pathlib import PurePath
+from typing import Any
+
+from sqlalchemy import text
 
 from ki.errors import RetryableStageError
+from ki.index.backend import PROFILE_ORDINAL, ChunkRow, IndexDocument
 from ki.index.chunking import chunk_text
-from ki.index.postgres import write_chunks
+from ki.index.embedding_cache import embed_rows
+from ki.index.embeddings import context_header, embedding_input, identity_of, make_embedder
+from ki.index.permissions import ACCESS_ONLY_REINDEX, has_access_only_marker, object_projection
+from ki.index.search import backend_for
 from ki.orchestration.context import StageContext, StageOutcome
 from ki.store.artifacts import STRUCTURED_JSON, get_artifact
+from ki.taxonomies import SOURCE_OBJECT_DELETED
+
+PROFILE_OPENING_CHARS = 600
+HEADER_TITLE_MAX_CHARS = 200
 
 
 def handle(ctx: StageContext) -> StageOutcome:
-    """Write the object's chunks; a document without text is skipped (``no_text``).
+    """Index the object (or refresh only its permissions when the row carries ``access_only_reindex``).
 
-    Raises:
-        RetryableStageError: the structured_json artifact is missing (convert did not run).
+    Returns done (details: rows, embedded, reused, access_version) or skipped ``no_text``.
     """
+    db = ctx.pipeline.db
+    backend = backend_for(db, ctx.config)
+    with db.engine.connect() as conn:
+        last_error = conn.execute(text("SELECT last_error FROM processing_state WHERE id = :id"),
+                                  {"id": ctx.claim.row_id}).scalar()
+        indexed_hashes = set(conn.execute(text("SELECT DISTINCT content_hash FROM chunk WHERE source_object_id = :o"),
+                                          {"o": ctx.obj.id}).scalars())
+    if has_access_only_marker(last_error) and indexed_hashes == {ctx.obj.content_hash}:
+        return _refresh_access(ctx, backend)
+    return _index(ctx, backend)
+
+
+def _keep_marker(exc: BaseException) -> None:
+    """Attach the access-only marker to a failure so the failure record (``details``) keeps it."""
+    details = getattr(exc, "details", None)
+    if isinstance(details, dict):
+        details[ACCESS_ONLY_REINDEX] = True
+        return
+    try:
+        exc.details = {ACCESS_ONLY_REINDEX: True}  # type: ignore[attr-defined]
+    except AttributeError:  # pragma: no cover - exceptions with __slots__
+        pass
+
+
+def _refresh_access(ctx: StageContext, backend: Any) -> StageOutcome:
+    try:
+        with ctx.pipeline.db.engine.connect() as conn:
+            access = object_projection(conn, ctx.obj.source_id, ctx.obj.id)
+        version = backend.update_access(ctx.obj.id, access)
+    except Exception as exc:
+        _keep_marker(exc)
+        raise
+    return StageOutcome(status="done", details={ACCESS_ONLY_REINDEX: True, "access_version": version})
+
+
+def _document_facts(conn: Any, source_object_id: int) -> tuple[str | None, str | None]:
+    """(document type, matter) of the object once Extract metadata / Classify have written them, else None."""
+    cols = {(r.table_name, r.column_name) for r in conn.execute(text(
+        "SELECT table_name, column_name FROM information_schema.columns WHERE table_schema = current_schema() "
+        "AND table_name IN ('matter', 'matter_assignment', 'document', 'document_version')"))}
+    matter = doc_type = None
+    if {("matter_assignment", "matter_id"), ("matter", "reference"), ("matter", "title")} <= cols:
+        row = conn.execute(text("SELECT m.reference, m.title FROM matter_assignment ma JOIN matter m "
+                                "ON m.id = ma.matter_id WHERE ma.source_object_id = :o"),
+                           {"o": source_object_id}).first()
+        if row:
+            matter = " ".join(p for p in (row.reference, row.title) if p)
+    if {("document_version", "document_id"), ("document", "doc_type")} <= cols:
+        doc_type = conn.execute(text("SELECT d.doc_type FROM document_version dv JOIN document d "
+                                     "ON d.id = dv.document_id WHERE dv.source_object_id = :o"),
+                                {"o": source_object_id}).scalar()
+    return doc_type, matter
+
+
+def header_title(body: dict[str, Any]) -> str | None:
+    """The title the embeddings see: the converter's title, else the first non-empty line of the text.
+
+    Never the file name, so identical bytes under other names embed identically (once).
+    """
+    title = (body.get("title") or "").strip()
+    if not title:
+        for line in (body.get("text") or "").splitlines():
+            if line.strip():
+                title = line.strip()
+                break
+    return " ".join(title.split())[:HEADER_TITLE_MAX_CHARS] or None
+
+
+def profile_text(title: str | None, doc_type: str | None, matter: str | None, text_: str) -> str:
+    """The profile row (ordinal −1): title, type, matter and the opening of the text (≤ 600 chars)."""
+    opening = " ".join(text_.split())
+    if len(opening) > PROFILE_OPENING_CHARS:
+        cut = opening.rfind(" ", 0, PROFILE_OPENING_CHARS)
+        opening = opening[: cut if cut > PROFILE_OPENING_CHARS // 2 else PROFILE_OPENING_CHARS]
+    return "\n".join(p for p in (title, doc_type, matter, opening) if p)
+
+
+def _index(ctx: StageContext, backend: Any) -> StageOutcome:
     content_hash = ctx.obj.content_hash
     db = ctx.pipeline.db
+    retrieval = ctx.config.retrieval
     with db.engine.connect() as conn:
         body = get_artifact(conn, content_hash, STRUCTURED_JSON) if content_hash else None
     if body is None:
         raise RetryableStageError("no structured_json artifact for this content: convert has not completed")
-    retrieval = ctx.config.retrieval
-    chunks = chunk_text(body.get("text") or "", chunk_chars=retrieval.chunk_chars,
-                        overlap_chars=retrieval.chunk_overlap_chars)
+    embedder = make_embedder(retrieval.embedding_model, batch_size=retrieval.embedding_batch_size)
+    identity = identity_of(embedder)
+    backend.ensure_embedder(identity)  # refuse another model before reading grants or embedding anything
+    with db.engine.connect() as conn:
+        access = object_projection(conn, ctx.obj.source_id, ctx.obj.id)
+        doc_type, matter = _document_facts(conn, ctx.obj.id)
+    full_text = body.get("text") or ""
+    chunks = chunk_text(full_text, chunk_chars=retrieval.chunk_chars, overlap_chars=retrieval.chunk_overlap_chars)
     title = body.get("title") or PurePath(ctx.obj.path).stem
-    allowed = list(ctx.obj.source_config.get("allowed_principals") or ["*"])
-    denied = list(ctx.obj.source_config.get("denied_principals") or [])
-    with db.engine.begin() as conn:
-        n = write_chunks(conn, source_object_id=ctx.obj.id, content_hash=content_hash, title=title,
-                         chunks=chunks, allowed=allowed, denied=denied)
-    if n == 0:
-        return StageOutcome(status="skipped", reason="no_text")
-    return StageOutcome(status="done", details={"chunks": n})
+    if not chunks:
+        result = backend.write_document(IndexDocument(ctx.obj.id, content_hash, title, [], access, identity))
+        return StageOutcome(status="skipped", reason="no_text", details={"deleted": result.deleted})
+    htitle = header_title(body)
+    texts = {PROFILE_ORDINAL: profile_text(htitle, doc_type, matter, full_text)}
+    texts.update(enumerate(chunks))
+    vectors: dict[int, Any] = {}
+    embedded = reused = 0
+    if embedder is not None:
+        # The chunks' header names title and type only: both belong to the bytes, so every copy of a
+        # blob embeds identically (once). The matter, a property of where a copy is filed, is named by
+        # the profile row, which is embedded per (blob, matter).
+        header = context_header(title=htitle, doc_type=doc_type) if retrieval.embedding_context_header else ""
+        inputs = {o: (t if o == PROFILE_ORDINAL else embedding_input(t, header)) for o, t in texts.items()}
+        ctx.renew()
+        res = embed_rows(db, embedder, content_hash, inputs, batch_size=retrieval.embedding_batch_size)
+        vectors, embedded, reused = res.vectors, res.embedded, res.reused
+    rows = [ChunkRow(o, t, vectors.get(o)) for o, t in sorted(texts.items())]
+    result = backend.write_document(IndexDocument(ctx.obj.id, content_hash, title, rows, access, identity))
+    if result.skipped_deleted:
+        return StageOutcome(status="skipped", reason=SOURCE_OBJECT_DELETED)
+    return StageOutcome(status="done", details={"rows": len(rows), "embedded": embedded, "reused": reused,
+                                                "access_version": result.access_version})

@@ -14,6 +14,7 @@ import uuid
 from datetime import datetime
 from typing import Any
 
+from pgvector.sqlalchemy import VECTOR
 from sqlalchemy import (
     BigInteger,
     Boolean,
@@ -218,11 +219,16 @@ class Chunk(Base):
     access_version: Mapped[int] = mapped_column(Integer, server_default=sa_text("0"))
     is_deleted: Mapped[bool] = mapped_column(Boolean, server_default=sa_text("false"))
     updated_at: Mapped[datetime] = mapped_column(TZ, server_default=func.now())
+    # Migration 0005_search: the chunk's vector (dimension per index, see ki.store.models_search.IndexMeta).
+    embedding: Mapped[Any | None] = mapped_column(VECTOR())
     __table_args__ = (
         UniqueConstraint("source_object_id", "ordinal", name="uq_chunk_object_ordinal"),
         Index("ix_chunk_tsv", "tsv", postgresql_using="gin"),
+        Index("ix_chunk_allowed_principals", "allowed_principals", postgresql_using="gin"),
     )
 
 
 # Tables defined in their own modules register on the same metadata.
+import ki.store.models_matters  # noqa: E402, F401
+import ki.store.models_search  # noqa: E402, F401
 import ki.store.models_usage  # noqa: E402, F401
