@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import cProfile
 import dataclasses
 import json
@@ -442,7 +443,19 @@ FROM claimed c JOIN source_object so ON so.id = c.source_object_id JOIN source s
 """
 
 
-def _patch_claim(*, async_commit: bool, with_object: bool, limit: int):
+@contextlib.contextmanager
+def _autocommit(conn):  # noqa: ANN001 - a SQLAlchemy Connection whose DBAPI transaction has not started
+    """Run the block's single statement in autocommit: no BEGIN and no COMMIT round trips; the statement
+    commits by itself, synchronously (same durability as a one-statement transaction)."""
+    dbapi = conn.connection.dbapi_connection
+    dbapi.autocommit = True
+    try:
+        yield conn
+    finally:
+        dbapi.autocommit = False
+
+
+def _patch_claim(*, async_commit: bool, with_object: bool, limit: int, autocommit: bool = False):
     """Replace q.claim_next (what the runner calls) by a candidate:
 
     async_commit: ``SET LOCAL synchronous_commit = off`` in the claim transaction (one more round trip here;
@@ -451,6 +464,7 @@ def _patch_claim(*, async_commit: bool, with_object: bool, limit: int):
         SourceObjectView.load is served from them (no separate read transaction, hence no
         ROLLBACK-on-return that clears psycopg's prepared-statement cache).
     limit: rows claimed per statement.
+    autocommit: the claim statement runs in autocommit (no BEGIN/COMMIT round trips).
     """
     import uuid
 
@@ -467,6 +481,12 @@ def _patch_claim(*, async_commit: bool, with_object: bool, limit: int):
     cache: dict[int, cx.SourceObjectView] = {}
 
     def claim_next(conn, *, worker, run_id, **_kw):  # noqa: ANN001
+        if autocommit:
+            with _autocommit(conn):
+                return _claim(conn, worker, run_id)
+        return _claim(conn, worker, run_id)
+
+    def _claim(conn, worker, run_id):  # noqa: ANN001
         if async_commit:
             conn.execute(text("SET LOCAL synchronous_commit = off"))
         if not with_object:
@@ -543,7 +563,7 @@ def _patch_skip_disabled(ctx):
     return lambda: setattr(q, "unlock_next", orig)
 
 
-def _patch_combined_complete_unlock():
+def _patch_combined_complete_unlock(autocommit: bool = False):
     """_record_outcome sends complete_claim + (skip-disabled) unlock_next as ONE statement (writable CTE)."""
     from sqlalchemy import text
 
@@ -566,14 +586,15 @@ def _patch_combined_complete_unlock():
     orig = ex._record_outcome
 
     def _record_outcome(ctx, claim, outcome, version):  # noqa: ANN001
-        params = _unlock_params(ctx, claim.stage)
-        if outcome.halt_downstream or params is None:
+        if outcome.halt_downstream:
             return orig(ctx, claim, outcome, version)
+        params = _unlock_params(ctx, claim.stage) or {"target": None, "stages": [], "versions": [],
+                                                       "disabled": json.dumps({"reason": "-"})}
         last_error = None
         if outcome.status == "skipped":
             last_error = {"reason": outcome.reason or "skipped_by_handler",
                           **({"details": outcome.details} if outcome.details else {})}
-        with ctx.db.engine.begin() as conn:
+        with ctx.db.engine.begin() as conn, (_autocommit(conn) if autocommit else contextlib.nullcontext()):
             row = conn.execute(sql, params | {
                 "status": outcome.status, "row_id": claim.row_id, "token": claim.token,
                 "producer_version": version, "last_error": json.dumps(last_error) if last_error else None}).one()
@@ -596,38 +617,53 @@ WHAT_IF = [
                                                           combined=True, with_object=True)),
     ("G", "+ claim_next LIMIT 4", dict(pre_ping=False, async_claim=True, skip_disabled=True, combined=True,
                                        with_object=True, batch=4)),
+    ("H", "B+D+E+F in autocommit, all commits sync", dict(pre_ping=False, skip_disabled=True, combined=True,
+                                                             with_object=True, autocommit=True)),
 ]
 
 
-def what_if_passes(uri: str, workdir: Path, docs: int, concurrency: int, only: str | None) -> None:
-    base = None
-    for letter, label, opts in WHAT_IF:
-        if only and letter not in only:
-            continue
-        dbname = f"ki_whatif_{letter.lower()}"
-        ctx = setup_ki(uri, dbname, workdir, docs, concurrency, pre_ping=opts.get("pre_ping", True))
-        undo = []
-        try:
-            if opts.get("async_claim") or opts.get("with_object") or opts.get("batch"):
-                undo.append(_patch_claim(async_commit=bool(opts.get("async_claim")),
-                                         with_object=bool(opts.get("with_object")), limit=opts.get("batch", 1)))
-            if opts.get("skip_disabled"):
-                undo.append(_patch_skip_disabled(ctx))
-            if opts.get("combined"):
-                undo.append(_patch_combined_complete_unlock())
-            res = run_ki(ctx, concurrency, uri, dbname)
-        finally:
-            for u in reversed(undo):
-                u()
-            ctx.db.dispose()
-        problems = check_ki(res, docs)
-        rate = res.handler_execs / res.wall
-        base = base or rate
-        print(f"  {letter} {label:<42} wall {res.wall:6.2f} s  claims {res.claims:6d}  "
-              f"handler execs/s {rate:7.1f} ({rate / base:4.2f}x A)  "
-              f"commits/exec {res.server['commits'] / res.handler_execs:4.2f}"
-              + (f"  PROBLEMS: {problems}" if problems else ""))
-        sys.stdout.flush()
+def what_if_pass(uri: str, workdir: Path, docs: int, concurrency: int, letter: str, opts: dict,
+                 tag: str) -> KiResult:
+    """One ki run on a fresh database with the what-if patches of ``opts`` applied (and removed after)."""
+    dbname = f"ki_whatif_{letter.lower()}_{tag}"
+    ctx = setup_ki(uri, dbname, workdir, docs, concurrency, pre_ping=opts.get("pre_ping", True))
+    undo = []
+    try:
+        if opts.get("async_claim") or opts.get("with_object") or opts.get("batch") or opts.get("autocommit"):
+            undo.append(_patch_claim(async_commit=bool(opts.get("async_claim")),
+                                     with_object=bool(opts.get("with_object")), limit=opts.get("batch", 1),
+                                     autocommit=bool(opts.get("autocommit"))))
+        if opts.get("skip_disabled"):
+            undo.append(_patch_skip_disabled(ctx))
+        if opts.get("combined"):
+            undo.append(_patch_combined_complete_unlock(autocommit=bool(opts.get("autocommit"))))
+        return run_ki(ctx, concurrency, uri, dbname)
+    finally:
+        for u in reversed(undo):
+            u()
+        ctx.db.dispose()
+
+
+def what_if_passes(uri: str, workdir: Path, docs: int, concurrency: int, only: str | None, rounds: int) -> None:
+    """Each round runs the selected variants, order reversed every other round; medians at the end."""
+    variants = [v for v in WHAT_IF if not only or v[0] in only]
+    rates: dict[str, list[float]] = {v[0]: [] for v in variants}
+    for rnd in range(1, rounds + 1):
+        order = variants if rnd % 2 else list(reversed(variants))
+        for letter, label, opts in order:
+            res = what_if_pass(uri, workdir, docs, concurrency, letter, opts, str(rnd))
+            problems = check_ki(res, docs)
+            rate = res.handler_execs / res.wall
+            rates[letter].append(rate)
+            print(f"  [round {rnd}] {letter} {label:<42} wall {res.wall:6.2f} s  claims {res.claims:6d}  "
+                  f"handler execs/s {rate:7.1f}  commits/exec {res.server['commits'] / res.handler_execs:5.2f}"
+                  + (f"  PROBLEMS: {problems}" if problems else ""))
+            sys.stdout.flush()
+    base = statistics.median(rates[variants[0][0]])
+    print(f"  medians over {rounds} round(s), relative to {variants[0][0]}:")
+    for letter, label, _opts in variants:
+        m = statistics.median(rates[letter])
+        print(f"    {letter} {label:<42} handler execs/s {m:7.1f}  ({m / base:4.2f}x)")
 
 
 # --------------------------------------------------------------------------- main
@@ -683,6 +719,8 @@ def main() -> int:
                     help="add bench-only ki passes with candidate changes monkeypatched in (A..G)")
     ap.add_argument("--what-if-docs", type=int, default=None, help="documents per what-if pass (default --docs)")
     ap.add_argument("--what-if-only", default=None, help="letters of the what-if passes to run, e.g. ADG")
+    ap.add_argument("--what-if-rounds", type=int, default=1,
+                    help="rounds of what-if passes, order reversed every other round (default 1)")
     ap.add_argument("--keep", action="store_true", help="keep the temp directory (the server is still stopped)")
     args = ap.parse_args()
 
@@ -745,8 +783,8 @@ def main() -> int:
         if args.what_if:
             docs = args.what_if_docs or args.docs
             print(f"\n== what-if passes: bench-only monkeypatches of candidate ki changes, cumulative; {docs} docs "
-                  f"each, one run each ==")
-            what_if_passes(uri, workdir, docs, conc, args.what_if_only)
+                  f"each, {args.what_if_rounds} round(s) ==")
+            what_if_passes(uri, workdir, docs, conc, args.what_if_only, args.what_if_rounds)
 
         med = statistics.median
         print(f"\n== summary (median of rounds; load average now {os.getloadavg()[0]:.2f}) ==")
@@ -755,7 +793,10 @@ def main() -> int:
         if proc_rates:
             print(f"procrastinate jobs/s: {med(proc_rates):.1f}  (rounds: {', '.join(f'{x:.1f}' for x in proc_rates)})")
             print(f"per claim instead of per handler execution: {med(ki_claim_rates) / med(proc_rates):.2f}x")
-            print(f"ratio ki/procrastinate: {med(ki_rates) / med(proc_rates):.2f}")
+            paired = [k / p for k, p in zip(ki_rates, proc_rates, strict=True)]
+            print(f"ratio of the medians: {med(ki_rates) / med(proc_rates):.2f}; per-round ratios (each pair "
+                  f"run back to back): {', '.join(f'{x:.2f}' for x in paired)}")
+            print(f"ratio ki/procrastinate: {med(paired):.2f}")
     return 1 if failed else 0
 
 

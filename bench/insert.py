@@ -134,13 +134,14 @@ def insert_in_process(data_dir: Path, estate: Path, workers: int | None, uri: st
         n = settings.workers + 2
         ctx.db = Database(engine=create_engine(ctx.db.url, pool_size=n, max_overflow=n, pool_pre_ping=False),
                           url=ctx.db.url)
-    if opts.get("async_claim") or opts.get("with_object") or opts.get("batch"):
+    if opts.get("async_claim") or opts.get("with_object") or opts.get("batch") or opts.get("autocommit"):
         undo.append(cb._patch_claim(async_commit=bool(opts.get("async_claim")),
-                                    with_object=bool(opts.get("with_object")), limit=opts.get("batch", 1)))
+                                    with_object=bool(opts.get("with_object")), limit=opts.get("batch", 1),
+                                    autocommit=bool(opts.get("autocommit"))))
     if opts.get("skip_disabled"):
         undo.append(cb._patch_skip_disabled(ctx))
     if opts.get("combined"):
-        undo.append(cb._patch_combined_complete_unlock())
+        undo.append(cb._patch_combined_complete_unlock(autocommit=bool(opts.get("autocommit"))))
     try:
         t0 = time.perf_counter()
         source_id = register_local_source(ctx, estate)
@@ -222,7 +223,7 @@ def insert_cli(data_dir: Path, estate: Path) -> dict:
     return {"wall": wall, "rc": p.returncode, "peak_rss": peak, "tail": out.strip().splitlines()[-3:]}
 
 
-def print_insertion(r: dict, files: int) -> None:
+def print_insertion(r: dict, files: int, *, rss_is_first: bool = True) -> None:
     s, c, rep = r["summary"], r["summary"].counters, r["report"]
     total = r["t_scan"] + r["t_run"]
     docs = r["objects"]
@@ -253,8 +254,11 @@ def print_insertion(r: dict, files: int) -> None:
     trend = r["rss_samples"]
     print(f"RSS before insertion {r['rss_before']:.0f} MB; sampled during run: min {min(trend, default=0):.0f} / "
           f"max {max(trend, default=0):.0f} MB")
-    print(f"peak RSS (ru_maxrss of the ki process): {r['rss_peak']:.0f} MB  "
-          f"[{verdict(r['rss_peak'] <= TARGETS['rss_mb'])} <= {TARGETS['rss_mb']:.0f} MB]")
+    if rss_is_first:
+        print(f"peak RSS (ru_maxrss of the ki process): {r['rss_peak']:.0f} MB  "
+              f"[{verdict(r['rss_peak'] <= TARGETS['rss_mb'])} <= {TARGETS['rss_mb']:.0f} MB]")
+    else:
+        print(f"peak RSS so far (ru_maxrss, this process ran earlier insertions too): {r['rss_peak']:.0f} MB")
 
 
 # --------------------------------------------------------------------------- part 2: status at 50,000 documents
@@ -512,6 +516,9 @@ def main() -> int:
     ap.add_argument("--what-if", action="append", default=[], metavar="LETTERS",
                     help="extra insertion on a fresh database with bench/claims.py what-if patches applied, "
                          "e.g. --what-if BCDE (repeatable; bench-only monkeypatches, not ki's code)")
+    ap.add_argument("--rounds", type=int, default=1,
+                    help="insertion rounds (ki as is + each --what-if per round, order reversed every other round; "
+                         "default 1)")
     ap.add_argument("--status-docs", type=int, default=50_000, help="documents for the status part (default 50000)")
     ap.add_argument("--status-runs", type=int, default=20, help="bucket_counts runs (default 20)")
     ap.add_argument("--ki-status-runs", type=int, default=5, help="`ki status` subprocess runs (default 5)")
@@ -535,21 +542,29 @@ def main() -> int:
             cfg = server_settings(uri, ["server_version", "fsync", "synchronous_commit"])
             print(f"embedded PostgreSQL {cfg['server_version']} (fsync={cfg['fsync']}, "
                   f"synchronous_commit={cfg['synchronous_commit']}) in {data_dir / 'pg'}")
-            if not args.skip_insert:
-                print("\n== insertion (in process: register_local_source + scan_source + launch_insertion) ==")
-                r = insert_in_process(data_dir, estate, args.workers, uri)
-                print_insertion(r, files)
-                failed |= r["summary"].status != "completed"
-                sys.stdout.flush()
-            for letters in args.what_if:
-                import claims as cb
+            import claims as cb
 
-                labels = "; ".join(f"{lt} {lb}" for lt, lb, _o in cb.WHAT_IF if lt in letters)
-                print(f"\n== what-if insertion (bench-only patches, NOT ki as shipped: {labels}) ==")
-                w = insert_in_process(data_dir, estate, args.workers, uri,
-                                      database=f"ki_whatif_{letters.lower()}", what_if=letters)
-                print_insertion(w, files)
-                sys.stdout.flush()
+            variants = ([("", "ki as is")] if not args.skip_insert else []) + [
+                (letters, "bench-only patches, NOT ki as shipped: "
+                 + "; ".join(f"{lt} {lb}" for lt, lb, _o in cb.WHAT_IF if lt in letters))
+                for letters in args.what_if]
+            rates: dict[str, list[float]] = {v[0]: [] for v in variants}
+            for rnd in range(1, args.rounds + 1):
+                for letters, label in (variants if rnd % 2 else list(reversed(variants))):
+                    first = rnd == 1 and letters == ""
+                    print(f"\n== [round {rnd}] insertion, {label} (in process: register_local_source + "
+                          f"scan_source + launch_insertion) ==")
+                    r = insert_in_process(data_dir, estate, args.workers, uri, what_if=letters,
+                                          database=None if first else f"ki_r{rnd}_{letters.lower() or 'base'}")
+                    print_insertion(r, files, rss_is_first=first)
+                    failed |= r["summary"].status != "completed"
+                    rates[letters].append(r["objects"] / (r["t_scan"] + r["t_run"]))
+                    sys.stdout.flush()
+            if len(variants) > 1 or args.rounds > 1:
+                print(f"\ndocuments/s, median of {args.rounds} round(s):")
+                for letters, label in variants:
+                    runs = ", ".join(f"{x:.1f}" for x in rates[letters])
+                    print(f"  {statistics.median(rates[letters]):6.1f}  ({runs})  {label}")
 
             if args.cli:
                 cli_dir = workdir / "data-cli"

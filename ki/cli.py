@@ -107,7 +107,7 @@ def insert(
     started = time.monotonic()
     with progress:
         summary = launch_insertion(ctx, trigger="cli", source_id=source_id, workers=workers,
-                                   wait_for_retries_seconds=wait_retries, on_tick=on_tick)
+                                   wait_for_retries_seconds=wait_retries, on_tick=on_tick, wait=True)
         last[0] = 0.0
         from ki.orchestration.runner import RunnerStatus
 
@@ -150,6 +150,9 @@ def _print_status(counts: dict[str, dict[str, int]]) -> None:
 def status(as_json: bool = typer.Option(False, "--json", help="machine-readable output")) -> None:
     """Per-stage bucket counts (pending, running, done, failed, waiting, disabled, skipped, quarantined)."""
     ctx = _context()
+    from ki.orchestration.sweeper import sweep_if_due
+
+    sweep_if_due(ctx)  # opportunistic (hatchet provider only; spec: "the sweeper")
     counts = _buckets(ctx)
     if as_json:
         out.print_json(json.dumps({"stages": counts}))
@@ -213,6 +216,18 @@ def export(
     root_s = str(root.expanduser().resolve()) if root else None
     for row in export_rows(ctx.db, root=root_s):
         sys.stdout.write(json.dumps(row, ensure_ascii=False) + "\n")
+
+
+@app.command()
+def worker(
+    slots: int = typer.Option(None, help="concurrent tasks (default KI_WORKER_SLOTS, 8)"),
+    name: str = typer.Option(None, help="worker name shown by Hatchet"),
+) -> None:
+    """Run a Hatchet worker with ki's workflows (and the run sweeper) until SIGTERM/SIGINT."""
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    from ki.workflows.worker import run_worker
+
+    run_worker(slots=slots, name=name)
 
 
 @quarantine_app.command("list")

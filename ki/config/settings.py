@@ -44,7 +44,8 @@ class StageConfig(BaseModel):
 
 #: Stages that exist in PIPELINE_STAGE_ORDER but have no handler in this release:
 #: they stay disabled (their rows park as disabled_by_configuration) and refuse enabling.
-UNIMPLEMENTED_STAGES: frozenset[str] = MODEL_STAGES - {"classify_matter", "relate"}
+UNIMPLEMENTED_STAGES: frozenset[str] = MODEL_STAGES - {"classify_matter", "relate", "extract_metadata",
+                                                       "extract_decisions"}
 
 
 def _default_stages() -> dict[str, StageConfig]:
@@ -81,6 +82,8 @@ class PipelineConfig(BaseModel):
     inline_conversion_slots: int = Field(default=4, ge=1)
     auto_insert_after_sync: bool = True
     deletion_confirmations: int = Field(default=3, ge=1, le=20)
+    #: A JSON ontology replacing the shipped one (shaped like truth.json's ``ontology``; ki.ontology.load).
+    ontology_file: str | None = None
     ocr: OcrConfig = Field(default_factory=OcrConfig)
     stages: dict[str, StageConfig] = Field(default_factory=_default_stages)
 

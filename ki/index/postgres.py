@@ -7,10 +7,11 @@ recorded on the index); DESIGN.md "Two deployments"; notes/opensearch.md §6 (ts
 never score values; pgvector HNSW with iterative index scans so filtered queries still return k
 rows; ``allowed_principals && P AND NOT denied_principals && P`` inside both halves).
 
-Tables: ``chunk`` (rows; ``embedding`` is an untyped ``vector``), ``index_meta`` (the ``default``
-index's embedder and dimension). The HNSW index ``ix_chunk_embedding_hnsw`` on
-``(embedding::vector(d)) vector_cosine_ops`` is created when the first embedder is recorded, and
-the vector half queries with the same expression. This backend is also the record: the chunk rows
+Tables: ``chunk`` (rows; ``embedding`` is an untyped ``vector``, float32), ``index_meta`` (the
+``default`` index's embedder and dimension). The HNSW index ``ix_chunk_embedding_hnsw`` on
+``(embedding::halfvec(d)) halfvec_cosine_ops`` (float16 in the graph: half the size, same ranking
+for unit vectors) is created when the first embedder is recorded, and the vector half orders by the
+same expression. This backend is also the record: the chunk rows
 stay in PostgreSQL whatever other backend is synced from them.
 
 The module keeps the pre-0005 helpers :func:`delete_object_chunks` and :func:`search` (lexical,
@@ -45,6 +46,10 @@ INDEX_NAME = "default"
 HNSW_INDEX = "ix_chunk_embedding_hnsw"
 #: hnsw.ef_search floor (pgvector default 40); raised to k when more rows are asked for.
 EF_SEARCH = 64
+#: At most this many matching rows are ranked by the lexical half (see _LEXICAL).
+LEXICAL_RANK_CAP = 3000
+#: The lexical half adds any-word matches when fewer than this many rows match every word.
+OR_FALLBACK_BELOW = 10
 #: Words that make a query "web-search syntax": such a query gets no OR fallback.
 _WEBSEARCH_SYNTAX = re.compile(r'"|(^|\s)-\S|\s(or|OR)\s')
 
@@ -115,22 +120,29 @@ _OR_QUERY = """(SELECT websearch_to_tsquery('german', s) || websearch_to_tsquery
                       WHERE length(w) > 1 AND numnode(plainto_tsquery('german', w)) > 0
                         AND numnode(plainto_tsquery('english', w)) > 0) words)"""
 
+# Matching rows are ranked by ts_rank_cd; at most :cap of them (in table order) are ranked, which bounds
+# the cost of a query that matches a large part of the index (ranking reads each row's tsvector).
 _LEXICAL = """
-WITH q AS (SELECT {query} AS query)
-SELECT c.source_object_id, c.ordinal, c.content_hash, ts_rank_cd(c.tsv, q.query) AS score
-FROM q, chunk c JOIN source_object so ON so.id = c.source_object_id AND so.deleted_at IS NULL
-WHERE c.tsv @@ q.query AND NOT c.is_deleted AND {acl} {filters}
-ORDER BY score DESC, c.source_object_id, c.ordinal
+WITH q AS (SELECT {query} AS query),
+m AS MATERIALIZED (
+    SELECT c.source_object_id, c.ordinal, c.content_hash, c.tsv
+    FROM q, chunk c JOIN source_object so ON so.id = c.source_object_id AND so.deleted_at IS NULL
+    WHERE c.tsv @@ q.query AND NOT c.is_deleted AND {acl} {filters}
+    LIMIT :cap
+)
+SELECT m.source_object_id, m.ordinal, m.content_hash, ts_rank_cd(m.tsv, q.query) AS score
+FROM m, q
+ORDER BY score DESC, m.source_object_id, m.ordinal
 LIMIT :k
 """
 
 _VECTOR = """
 WITH r AS MATERIALIZED (
     SELECT c.source_object_id, c.ordinal, c.content_hash,
-           (c.embedding::vector({d})) <=> CAST(:v AS vector({d})) AS distance
+           (c.embedding::halfvec({d})) <=> CAST(CAST(:v AS vector({d})) AS halfvec({d})) AS distance
     FROM chunk c JOIN source_object so ON so.id = c.source_object_id AND so.deleted_at IS NULL
     WHERE c.embedding IS NOT NULL AND NOT c.is_deleted AND {acl} {filters}
-    ORDER BY (c.embedding::vector({d})) <=> CAST(:v AS vector({d}))
+    ORDER BY (c.embedding::halfvec({d})) <=> CAST(CAST(:v AS vector({d})) AS halfvec({d}))
     LIMIT :k
 )
 SELECT * FROM r ORDER BY distance, source_object_id, ordinal
@@ -190,7 +202,7 @@ class PostgresBackend:
                          {"n": self.index_name, "e": identity.embedder, "d": identity.dimension})
             conn.execute(text(
                 f"CREATE INDEX IF NOT EXISTS {HNSW_INDEX} ON chunk USING hnsw "
-                f"((embedding::vector({int(identity.dimension)})) vector_cosine_ops) WHERE embedding IS NOT NULL"))
+                f"((embedding::halfvec({int(identity.dimension)})) halfvec_cosine_ops) WHERE embedding IS NOT NULL"))
 
     def reset_vectors(self) -> int:
         """Drop every vector, the HNSW index, the embedding cache and the index's embedder record.
@@ -343,9 +355,10 @@ class PostgresBackend:
 
     def search_lexical(self, query: str, filters: SearchFilters, k: int, *, conn: Connection | None = None
                        ) -> list[RankedChunk]:
-        """Full-text rows, best ``ts_rank_cd`` first: all words (German/English stems, exact words and the
-        title) first; when fewer than ``k`` rows match, rows matching any non-stop word follow
-        (plain queries only, not web-search syntax)."""
+        """Full-text rows, best ``ts_rank_cd`` first: rows with all words (German/English stems, exact words,
+        the title); when fewer than ``OR_FALLBACK_BELOW`` rows match, rows matching any word that is a stop
+        word in neither language follow (plain queries only, not web-search syntax). A query matching more
+        than ``LEXICAL_RANK_CAP`` rows ranks the first that many in table order (bounded latency)."""
         if conn is None:
             with self.engine.connect() as c:
                 return self.search_lexical(query, filters, k, conn=c)
@@ -353,10 +366,10 @@ class PostgresBackend:
             return []
         where, params, _ = self._filters(conn, filters)
         acl, acl_params = self._acl(filters)
-        params |= acl_params | {"q": query, "k": int(k)}
+        params |= acl_params | {"q": query, "k": int(k), "cap": max(int(k), LEXICAL_RANK_CAP)}
         rows = conn.execute(text(_LEXICAL.format(query=_AND_QUERY, acl=acl, filters=where)), params).fetchall()
         out = [RankedChunk(r.source_object_id, r.ordinal, r.content_hash, float(r.score)) for r in rows]
-        if len(out) < k and not _WEBSEARCH_SYNTAX.search(query):
+        if len(out) < min(k, OR_FALLBACK_BELOW) and not _WEBSEARCH_SYNTAX.search(query):
             seen = {(h.source_object_id, h.ordinal) for h in out}
             more = conn.execute(text(_LEXICAL.format(query=_OR_QUERY, acl=acl, filters=where)), params).fetchall()
             for r in more:

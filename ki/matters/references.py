@@ -26,6 +26,9 @@ LABELLED_REFERENCE = re.compile(
     re.IGNORECASE,
 )
 
+#: Words that make a reference-shaped number something else ("Invoice 2024-0117", "Rechnung Nr. 2024-0117").
+NUMBER_CONTEXT = re.compile(r"(rechnung|invoice|nr\.?|no\.?|nummer|number|#|tel\.?|fax)\s*:?\s*$", re.IGNORECASE)
+
 #: German court case numbers ("27 O 83/24", "16 Ca 9417/24", "3 U 12/2023").
 CASE_NUMBER = re.compile(r"(?<![\w/])(\d{1,3}\s+[A-Z][A-Za-z]{0,3}\s+\d{1,5}/(?:\d{2}|\d{4}))(?![\w/])")
 
@@ -87,7 +90,8 @@ def content_reference(text: str, *, head_chars: int = 8000) -> ReferenceEvidence
     labelled = labelled_references(head)
     if labelled:
         return ReferenceEvidence(labelled[0], "content_label")
-    counts = Counter(m.group(1).upper() for m in FIRM_REFERENCE.finditer(head))
+    counts = Counter(m.group(1).upper() for m in FIRM_REFERENCE.finditer(head)
+                     if not NUMBER_CONTEXT.search(head[max(0, m.start() - 24): m.start()]))
     if not counts:
         return None
     ranked = counts.most_common()

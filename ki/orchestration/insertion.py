@@ -2,9 +2,11 @@
 
 Spec: insertion-pipeline.md "Orchestration": creates the pipeline_runs ledger
 row and hands it to the configured provider. ``local`` runs
-``PipelineRunner.run_until_idle()`` in this process; ``hatchet`` is not in this
-release and fails closed with a clear message. The run row records the scalar
-counters (processed, done, skipped, retried, quarantined).
+``PipelineRunner.run_until_idle()`` in this process; ``hatchet`` reserves the
+batch and bulk-triggers one DAG per document
+(:mod:`ki.orchestration.providers.hatchet`), then returns at once or, with
+``wait=True`` (``ki insert``), polls the rows until the run ends. The run row
+records the scalar counters (processed, done, skipped, retried, quarantined).
 """
 
 from __future__ import annotations
@@ -32,13 +34,14 @@ class RunSummary:
     error: str | None = None
 
 
-def _create_run(ctx: PipelineContext, *, trigger: str, source_id: int | None, label: str) -> int:
+def _create_run(ctx: PipelineContext, *, trigger: str, source_id: int | None, label: str,
+                status: str = "running") -> int:
     with ctx.db.engine.begin() as conn:
         return int(conn.execute(
             text("""INSERT INTO pipeline_runs (kind, label, provider, status, source_id, trigger)
-                    VALUES ('insertion', :label, :provider, 'running', :sid, :trigger) RETURNING id"""),
+                    VALUES ('insertion', :label, :provider, :status, :sid, :trigger) RETURNING id"""),
             {"label": label, "provider": ctx.config.components.orchestrator_provider, "sid": source_id,
-             "trigger": trigger},
+             "trigger": trigger, "status": status},
         ).scalar_one())
 
 
@@ -71,6 +74,7 @@ def launch_insertion(
     workers: int | None = None,
     wait_for_retries_seconds: float | None = None,
     on_tick: Callable[[RunnerStatus], None] | None = None,
+    wait: bool = False,
 ) -> RunSummary:
     """Create the pipeline_runs row and run it with the configured provider.
 
@@ -80,18 +84,18 @@ def launch_insertion(
         workers: local pool size (default ``KI_WORKERS``).
         wait_for_retries_seconds: wait for retries due within this bound
             (default ``KI_INSERT_WAIT_RETRY_SECONDS``).
-        on_tick: progress callback (local provider).
-    Returns: the RunSummary (status ``completed`` or ``failed``).
+        on_tick: progress callback (local provider; hatchet provider while waiting).
+        wait: hatchet provider: poll the rows until the run ends (``ki insert``); otherwise return
+            as soon as the batch is triggered (status ``running``). The local provider always waits.
+    Returns: the RunSummary (status ``completed`` or ``failed``; ``running`` for an unawaited hatchet run).
     Raises:
-        OrchestratorUnavailable: the provider is ``hatchet`` (not in this release).
+        OrchestratorUnavailable: the provider is ``hatchet`` and no engine is configured (nothing
+            is written), or the engine refused the trigger (the run row is failed with the cause).
     """
     ctx.reload_config()
     provider = ctx.config.components.orchestrator_provider
     if provider == "hatchet":
-        raise OrchestratorUnavailable(
-            "components.orchestrator_provider is 'hatchet', but this release of ki has no Hatchet provider yet; "
-            "set it to 'local' (KI_COMPONENTS__ORCHESTRATOR_PROVIDER=local) to run in-process"
-        )
+        return _launch_hatchet(ctx, trigger=trigger, source_id=source_id, label=label, on_tick=on_tick, wait=wait)
     if provider != "local":  # the config validator refuses this too: fail closed
         raise OrchestratorUnavailable(f"unknown orchestrator provider {provider!r}")
     run_id = _create_run(ctx, trigger=trigger, source_id=source_id, label=label)
@@ -117,3 +121,19 @@ def launch_insertion(
         return RunSummary(run_id, "failed", runner.counters, f"{type(exc).__name__}: {exc}")
     _finish_run(ctx, run_id, counters, "completed", None)
     return RunSummary(run_id, "completed", counters)
+
+
+def _launch_hatchet(ctx: PipelineContext, *, trigger: str, source_id: int | None, label: str,
+                    on_tick: Callable[[RunnerStatus], None] | None, wait: bool) -> RunSummary:
+    """The hatchet provider: fail closed without a client, else create the row (``queued``),
+    trigger the batch, and optionally wait for it (spec: "Hatchet provider")."""
+    from ki.orchestration.providers import hatchet as provider
+
+    provider.hatchet_client()  # no token → OrchestratorUnavailable before anything is written
+    run_id = _create_run(ctx, trigger=trigger, source_id=source_id, label=label, status="queued")
+    provider.trigger_insertion(ctx, run_id)
+    if wait:
+        status, counters, error = provider.wait_for_run(ctx, run_id, on_tick=on_tick)
+    else:
+        status, counters, error = provider.run_counters(ctx, run_id)
+    return RunSummary(run_id, status, counters, error)

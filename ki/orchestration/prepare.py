@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from sqlalchemy import text
 
 from ki.errors import CAPABILITY_REASONS
+from ki.ontology.requeue import requeue_ontology_outdated
 from ki.orchestration.context import PipelineContext
 from ki.store import claims as q
 from ki.taxonomies import PIPELINE_STAGE_ORDER
@@ -31,6 +32,7 @@ class PrepareReport:
     enabled_parked: int = 0
     stale_recovered: int = 0
     capability_released: int = 0
+    ontology_requeued: int = 0
 
 
 def recover_stale_claims(ctx: PipelineContext) -> int:
@@ -96,4 +98,5 @@ def run_prepare_steps(ctx: PipelineContext) -> PrepareReport:
     enabled = requeue_newly_enabled_stages(ctx)
     stale = recover_stale_claims(ctx)
     released = release_capability_quarantines(ctx)
-    return PrepareReport(outdated[0], outdated[1], enabled[0], enabled[1], stale, released)
+    ontology = requeue_ontology_outdated(ctx)
+    return PrepareReport(outdated[0], outdated[1], enabled[0], enabled[1], stale, released, ontology[0])

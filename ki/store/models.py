@@ -229,6 +229,8 @@ class Chunk(Base):
 
 
 # Tables defined in their own modules register on the same metadata.
+import ki.store.models_batches  # noqa: E402, F401
 import ki.store.models_matters  # noqa: E402, F401
+import ki.store.models_metadata  # noqa: E402, F401
 import ki.store.models_search  # noqa: E402, F401
 import ki.store.models_usage  # noqa: E402, F401

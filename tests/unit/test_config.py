@@ -58,8 +58,10 @@ def test_defaults_without_a_saved_file(cfg_dir):
         assert stage.max_attempts == 3
         assert stage.rerun_token == ""
         assert stage.model is None
-        assert stage.enabled is (name not in MODEL_STAGES)
-    assert {n for n in PIPELINE_STAGE_ORDER if p.stage(n).enabled} == {"fetch", "convert", "index"}
+        assert stage.enabled is (name not in UNIMPLEMENTED_STAGES)
+    assert {n for n in PIPELINE_STAGE_ORDER if p.stage(n).enabled} == set(PIPELINE_STAGE_ORDER) - UNIMPLEMENTED_STAGES
+    assert {"extract_metadata", "extract_decisions"} <= {n for n in MODEL_STAGES if p.stage(n).enabled}
+    assert p.ontology_file is None
     assert cfg.firm.name == ""
     assert cfg.firm.aliases == []
     assert cfg.retrieval.chunk_chars == 2000
@@ -327,7 +329,7 @@ def test_unknown_orchestrator_provider_refused(cfg_dir, monkeypatch, provider):
         load_config(cfg_dir)
 
 
-@pytest.mark.parametrize("stage", sorted(MODEL_STAGES))
+@pytest.mark.parametrize("stage", sorted(UNIMPLEMENTED_STAGES))
 def test_enabling_an_unimplemented_model_stage_refused(cfg_dir, stage):
     assert stage in UNIMPLEMENTED_STAGES
     with pytest.raises(ConfigurationError, match="cannot be enabled"):

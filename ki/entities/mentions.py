@@ -1,0 +1,281 @@
+"""Party mentions in one document, found by rule (pure).
+
+Spec: insertion-pipeline.md "Extract metadata" (parties and identifiers). A *mention* is a name as
+written plus what the text says about it; it is not yet an entity — :mod:`ki.entities.resolve`
+decides which entity it is. What counts as a party follows the estate's convention (the shared
+corpus README, "Parties"): legal parties (companies and natural persons who are parties), the law
+firms (ours and opposing counsel) and the court of the proceedings — not the people who sign or
+act for a party, and not a register court that only issues an identifier.
+
+Sources, each giving ``Mention.kind``:
+
+* the firm itself (``firm.name`` / ``firm.aliases``, compared as names are) → ``law_firm``, ``is_firm``;
+* names ending in a legal form (``… GmbH``, ``… Ltd``, ``… B.V.``) → ``company`` (``law_firm`` when a
+  descriptor such as ``Rechtsanwälte`` or ``PartG mbB`` says so);
+* law firms named by a descriptor (``Kanzlei X``, ``X Rechtsanwälte``, ``X & Kollegen``) → ``law_firm``;
+* courts (``Landgericht Hamburg``, ``ArbG Köln``), unless only the issuer of a register number → ``court``;
+* natural persons with an address, in an address block, or on a side of a rubrum (``A ./. B``) → ``person``;
+* names the firm already knows (the alias ledger, ``known``) wherever they occur.
+
+Entity-typed identifiers (register number, VAT id, LEI) are attached to the nearest mention before
+them (or, failing that, just after them), so ``X, eingetragen … unter HRB 78491`` gives X its number.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from ki.entities.identifiers import ENTITY_TYPES, Found, Identifier, find_identifiers, unique
+from ki.entities.names import NameKey, name_key
+from ki.entities.patterns import (
+    ADDRESS_NOISE,
+    COMPANY,
+    COURT,
+    JUDGE_CONTEXT,
+    LAW_FIRM,
+    LEADING_STOP,
+    NOT_A_PERSON,
+    PERSON_ADDRESS_BLOCK,
+    PERSON_WITH_ADDRESS,
+    REGISTER_CONTEXT_AFTER,
+    REGISTER_CONTEXT_BEFORE,
+    RUBRUM,
+    TWO_NAMES,
+    name_pattern,
+)
+from ki.ontology.terms import fold
+
+#: How far (characters) an identifier may stand from the name it belongs to.
+ATTACH_BEFORE_CHARS = 260
+ATTACH_AFTER_CHARS = 220
+#: Longest distinctive part of a name (tokens); longer matches are sentences, not names.
+MAX_NAME_TOKENS = 6
+
+
+@dataclass(frozen=True)
+class KnownName:
+    """An alias the firm already holds (from the entity alias ledger)."""
+
+    entity_id: int
+    name: str
+    kind: str
+
+
+@dataclass
+class Mention:
+    """One party named in the document.
+
+    Attributes:
+        name: the first occurrence as written (whitespace collapsed).
+        kind: ``company``, ``law_firm``, ``person`` or ``court``.
+        spans: every occurrence, as (start, end) character offsets.
+        is_firm: the firm itself.
+        identifiers: register numbers / VAT ids / LEIs written next to it.
+        hints: (role, basis) pairs the text states or suggests (filled by :mod:`ki.entities.role_cues`).
+        known_entity_ids: entity ids whose known alias matched this mention.
+        source: which rule found it first (``firm``, ``legal_form``, ``law_firm``, ``court``, ``person``,
+            ``rubrum``, ``known``).
+    """
+
+    name: str
+    kind: str
+    spans: list[tuple[int, int]]
+    is_firm: bool = False
+    identifiers: list[Identifier] = field(default_factory=list)
+    hints: list[tuple[str, str]] = field(default_factory=list)
+    known_entity_ids: list[int] = field(default_factory=list)
+    source: str = ""
+
+    @property
+    def key(self) -> NameKey:
+        """The normalised name."""
+        return name_key(self.name, kind=self.kind)
+
+    @property
+    def start(self) -> int:
+        return min(s for s, _ in self.spans)
+
+
+def _clean(name: str) -> str:
+    return " ".join(name.split()).strip(" ,;:–-")
+
+
+def _trim_leading(words: str) -> tuple[str, int]:
+    """Drop capitalised stop words at the front (``Die Rheintal`` → ``Rheintal``); returns (rest, chars cut)."""
+    cut = 0
+    rest = words
+    while True:
+        m = re.match(r"(\S+)(\s+)", rest)
+        if not m:
+            return rest, cut
+        word = fold(m.group(1)).strip(".,:;()")
+        if word in LEADING_STOP or not re.search(r"[A-Za-zÄÖÜäöüß]", m.group(1)):
+            cut += m.end()
+            rest = rest[m.end():]
+            continue
+        return rest, cut
+
+
+class _Collector:
+    def __init__(self, text: str):
+        self.text = text
+        self.items: list[Mention] = []
+        self.taken: list[tuple[int, int]] = []
+
+    def overlaps(self, start: int, end: int) -> bool:
+        return any(s < end and start < e for s, e in self.taken)
+
+    def add(self, name: str, kind: str, start: int, end: int, *, source: str, is_firm: bool = False,
+            known: int | None = None) -> None:
+        name = _clean(name)
+        if not name or self.overlaps(start, end):
+            return
+        key = name_key(name, kind=kind)
+        if key.empty or len(key.base) > MAX_NAME_TOKENS:
+            return
+        if kind == "company" and key.law_firm:
+            kind = "law_firm"
+        self.taken.append((start, end))
+        for m in self.items:
+            if m.kind == kind and m.key.key == key.key:
+                m.spans.append((start, end))
+                if known is not None and known not in m.known_entity_ids:
+                    m.known_entity_ids.append(known)
+                return
+        self.items.append(Mention(name=name, kind=kind, spans=[(start, end)], is_firm=is_firm, source=source,
+                                  known_entity_ids=[known] if known is not None else []))
+
+
+def _firm_spans(c: _Collector, firm_names: list[str]) -> None:
+    variants = sorted({n.strip() for n in firm_names if n and n.strip()}, key=len, reverse=True)
+    for variant in variants:
+        for m in name_pattern(variant).finditer(c.text):
+            c.add(m.group(0), "law_firm", m.start(), m.end(), source="firm", is_firm=True)
+
+
+def _glue_previous_line(text: str, start: int) -> int:
+    """A name broken across lines mid-sentence ("gegen die Weserfeld\\nUmwelttechnik AG"): the start of
+    its first part, else ``start``. Only when the name begins a line and the line before ends in
+    one to three capitalised words that follow a lower-case word or a rubrum's "./."."""
+    line_start = text.rfind("\n", 0, start) + 1
+    if text[line_start:start].strip() or line_start == 0:
+        return start
+    prev = text[text.rfind("\n", 0, line_start - 1) + 1:line_start - 1]
+    m = re.search(r"(?:^|\s)([a-zäöüß][\wäöüß]*|\./\.|gg\.|vs\.?|\._\.)[ \t]+((?:[A-ZÄÖÜ][\wÄÖÜäöüß.\-]*[ \t]*){1,3})$",
+                  prev)
+    if not m or fold(m.group(2).split()[0]) in LEADING_STOP or m.group(1) in ("am", "an", "im", "in", "on", "upon"):
+        return start
+    return line_start - 1 - len(prev) + m.start(2)
+
+
+def _add_company(c: _Collector, start: int, end: int) -> None:
+    raw = c.text[start:end]
+    rest, cut = _trim_leading(raw)
+    if not rest or (len(rest.split()) == 1 and rest.isupper() and len(rest) <= 3):
+        return
+    start += cut
+    glued = _glue_previous_line(c.text, start)
+    if glued < start:
+        start = glued
+    c.add(c.text[start:end], "company", start, end, source="legal_form")
+
+
+def _companies(c: _Collector) -> None:
+    for m in COMPANY.finditer(c.text):
+        start, end = m.start("name"), m.end()
+        split = TWO_NAMES.search(c.text, start, end)
+        while split is not None and split.end() < end:
+            _add_company(c, start, split.end("form"))
+            start = split.end()
+            split = TWO_NAMES.search(c.text, start, end)
+        _add_company(c, start, end)
+    for m in LAW_FIRM.finditer(c.text):
+        rest, cut = _trim_leading(m.group(0))
+        if rest:
+            start = m.start() + cut
+            c.add(c.text[start:m.end()], "law_firm", start, m.end(), source="law_firm")
+
+
+def _courts(c: _Collector) -> None:
+    for m in COURT.finditer(c.text):
+        before = c.text[max(0, m.start() - 60):m.start()]
+        after = c.text[m.end():m.end() + 40]
+        if REGISTER_CONTEXT_BEFORE.search(before) or REGISTER_CONTEXT_AFTER.search(after) \
+                or JUDGE_CONTEXT.search(before):
+            continue
+        c.add(m.group("court"), "court", m.start(), m.end(), source="court")
+
+
+def _persons(c: _Collector) -> None:
+    for pattern in (PERSON_WITH_ADDRESS, PERSON_ADDRESS_BLOCK):
+        for m in pattern.finditer(c.text):
+            if not NOT_A_PERSON.search(m.group("name")):
+                c.add(m.group("name"), "person", m.start("name"), m.end("name"), source="person")
+    for m in RUBRUM.finditer(c.text):
+        for side in ("left", "right"):
+            value = m.group(side)
+            if COMPANY.search(value) or name_key(value).court:
+                continue
+            rest, cut = _trim_leading(value)
+            words = rest.split()
+            if 2 <= len(words) <= 4 and all(w[:1].isupper() for w in words) and not NOT_A_PERSON.search(rest):
+                start = m.start(side) + cut
+                c.add(rest, "person", start, start + len(rest), source="rubrum")
+
+
+def _known(c: _Collector, known: list[KnownName]) -> None:
+    folded = set(re.findall(r"[a-z0-9]+", fold(c.text)))
+    for entry in sorted(known, key=lambda k: len(k.name), reverse=True):
+        key = name_key(entry.name, kind=entry.kind)
+        if key.empty or not set(key.base) <= folded:
+            continue
+        if len(key.base) < 2 and entry.kind != "court" and not key.form:
+            continue  # a single bare word is too weak to stand for a party
+        for m in name_pattern(entry.name).finditer(c.text):
+            kind = entry.kind if entry.kind in ("company", "law_firm", "person", "court") else "company"
+            c.add(m.group(0), kind, m.start(), m.end(), source="known", known=entry.entity_id)
+
+
+def _attach_identifiers(mentions: list[Mention], found: list[Found]) -> None:
+    spans = sorted(((s, e, m) for m in mentions for s, e in m.spans if m.kind != "court"), key=lambda x: x[0])
+    for f in found:
+        if f.identifier.type not in ENTITY_TYPES:
+            continue
+        before = [(s, e, m) for s, e, m in spans if e <= f.start and f.start - e <= ATTACH_BEFORE_CHARS]
+        target = before[-1][2] if before else None
+        if target is None:
+            after = [(s, e, m) for s, e, m in spans if s >= f.end and s - f.end <= ATTACH_AFTER_CHARS]
+            target = after[0][2] if after else None
+        if target is not None:
+            target.identifiers = unique([*target.identifiers, f.identifier])
+
+
+def find_mentions(text: str, *, firm_names: list[str] | None = None, known: list[KnownName] | None = None,
+                  found: list[Found] | None = None) -> list[Mention]:
+    """Every party mention in ``text``, in order of first occurrence.
+
+    Args:
+        text: the document's text (for mail: headers rendered as text plus the body).
+        firm_names: ``firm.name`` and ``firm.aliases`` (empty: the firm is not recognised as such).
+        known: aliases of entities the firm already holds, found wherever they occur.
+        found: the identifiers of ``text`` if already computed (:func:`find_identifiers`).
+    Returns: mentions with their spans and attached identifiers (``hints`` empty).
+    """
+    text = text or ""
+    # Addresses are not names: "kessler-claussen.example" must not read as the firm.
+    c = _Collector(ADDRESS_NOISE.sub(lambda m: " " * len(m.group(0)), text))
+    _firm_spans(c, firm_names or [])
+    _known(c, [k for k in (known or []) if k.kind == "court"])
+    _courts(c)
+    _companies(c)
+    _known(c, [k for k in (known or []) if k.kind != "court"])
+    _persons(c)
+    mentions = sorted(c.items, key=lambda m: m.start)
+    for m in mentions:  # the name as written at its first occurrence
+        m.spans.sort()
+        first = _clean(c.text[m.spans[0][0]:m.spans[0][1]])
+        if first and name_key(first, kind=m.kind).key == m.key.key:
+            m.name = first
+    _attach_identifiers(mentions, found if found is not None else find_identifiers(c.text))
+    return mentions

@@ -1,0 +1,118 @@
+"""Regular expressions that find names of companies, law firms, courts and persons in text.
+
+Used by :mod:`ki.entities.mentions`. Names are matched on the text as written; line breaks inside a
+legal form or between a name and its legal form are allowed (PDF text layers break lines
+anywhere), line breaks inside the distinctive part of a name are not.
+"""
+
+from __future__ import annotations
+
+import re
+
+from ki.ontology.terms import fold
+
+#: One capitalised word of a name (also all-caps letterheads, digits, ``Dr.``, ``Nürnberg-Fürth``).
+CAP = r"(?:[A-ZÄÖÜ][\wÄÖÜäöüßéèáàóòíìúùçñ'’.\-]*|\d[\w.\-]*)"
+#: Words that join the parts of a name.
+JOIN = r"(?:&|\+|und|and|u\.|of|de|van|von|du|la|le)"
+NAME = rf"{CAP}(?:[ \t]+(?:{JOIN}[ \t]+)?{CAP}){{0,6}}"
+
+#: Legal forms as written (the longest alternatives first).
+LEGAL_FORM = (
+    r"(?:GmbH\s*(?:&|und|u\.)\s*Co\.?\s*KG(?:aA)?|AG\s*&\s*Co\.?\s*KG|SE\s*&\s*Co\.?\s*KG|"
+    r"Gesellschaft\s+mit\s+beschränkter\s+Haftung|G\.\s?m\.\s?b\.\s?H\.|gGmbH|GmbH|GMBH|mbH|"
+    r"Aktiengesellschaft|AKTIENGESELLSCHAFT|KGaA|Kommanditgesellschaft|KG|OHG|UG\s*\(haftungsbeschränkt\)|UG|"
+    r"e\.\s?V\.|eG|GbR|AG|SE|Limited|LIMITED|Ltd\.?|LTD\.?|PLC|plc|L\.L\.C\.|LLC|Incorporated|Inc\.?|INC\.?|"
+    r"Corporation|Corp\.?|B\.\s?V\.|BV|N\.\s?V\.|NV|Aktiebolag|AB|A/S|Oy|S\.A\.S\.|SAS|S\.A\.|"
+    r"S\.à\s?r\.l\.|S\.r\.l\.|S\.p\.A\.|LLP|PartG\s+mbB|PartG|Partnerschaftsgesellschaft\s+mbB)"
+)
+COMPANY = re.compile(rf"(?<![\w&])(?P<name>{NAME})[ \t]*\n?[ \t]*(?P<form>{LEGAL_FORM})(?![\wÄÖÜäöü])")
+
+#: Law firms named without a legal form.
+LAW_FIRM_WORD = (r"(?:Rechtsanwälte|Rechtsanwaltsgesellschaft|Rechtsanwaltskanzlei|Attorneys\s+at\s+Law|Solicitors|"
+                 r"Law\s+Firm)")
+LAW_FIRM = re.compile(
+    rf"(?<![\w&])(?:(?P<kanzlei>Kanzlei[ \t]+{NAME})|(?P<named>{NAME})[ \t]*\n?[ \t]*{LAW_FIRM_WORD}|"
+    rf"(?P<kollegen>{CAP}[ \t]+&[ \t]+Kollegen))(?![\w])")
+
+COURT_TYPES = (r"Landgerichts?|Amtsgerichts?|Arbeitsgerichts?|Oberlandesgerichts?|Landesarbeitsgerichts?|"
+               r"Bundesgerichtshofs?|Bundesarbeitsgerichts?|Verwaltungsgerichts?|Oberverwaltungsgerichts?|"
+               r"Finanzgerichts?|Sozialgerichts?|Kammergerichts?")
+CITY = (r"[A-ZÄÖÜ][\wäöüß]+(?:-[A-ZÄÖÜ][\wäöüß]+)*(?:\s(?:am|an der|im|in der)\s[A-ZÄÖÜ][\wäöüß]+)?"
+        r"(?:[ \t](?:I{1,3}|IV)(?![\w]))?")
+COURT = re.compile(rf"(?<![\w])(?P<court>(?:{COURT_TYPES}|LG|ArbG|OLG|LAG|VG|OVG)[ \t]*\n?[ \t]*{CITY}|BGH|BAG)"
+                   rf"(?![\w])")
+#: Context that makes a court the issuer of a register number, not a party (checked around the match).
+REGISTER_CONTEXT_BEFORE = re.compile(r"(?:Handelsregister(?:\s+[AB])?\s+des|Registergericht|eingetragen\s+(?:beim|im"
+                                     r"\s+Handelsregister\s+des)|\(local\s+court\)\s+of|Sitz\s+\w+\s+·?)\s*$",
+                                     re.IGNORECASE)
+REGISTER_CONTEXT_AFTER = re.compile(r"^\)?\s*(?:,\s*)?(?:unter\s+)?(?:HRB|HRA|PR|GnR|VR|GsR)\s*\d")
+
+#: A person: first name(s) and surname, optionally with a salutation or title.
+SALUTATION = r"(?:(?:Frau|Herrn?|Mr\.?|Mrs\.?|Ms\.?)[ \t]+)?(?:(?:Dr\.|Prof\.)[ \t]+)*"
+PERSON = r"[A-ZÄÖÜ][a-zäöüßéè]+(?:-[A-ZÄÖÜ][a-zäöüßéè]+)?(?:[ \t]+[A-ZÄÖÜ][a-zäöüßéè]+(?:-[A-ZÄÖÜ][a-zäöüßéè]+)?){1,2}"
+STREET_LINE = r"[A-ZÄÖÜ][\wäöüß.\- ]{2,40}\s\d+[a-z]?"
+#: "Almut Fehrs, Lahnstraße 171" — a person with an address is a party, not a signatory.
+PERSON_WITH_ADDRESS = re.compile(rf"(?<![\w])(?P<sal>{SALUTATION})(?P<name>{PERSON}),[ \t]+{STREET_LINE}")
+#: An address block: the person on one line, street and number, then post code and city.
+PERSON_ADDRESS_BLOCK = re.compile(rf"(?m)^[ \t>]*(?P<sal>{SALUTATION})(?P<name>{PERSON})[ \t]*\n[ \t>]*{STREET_LINE}"
+                                  r"[ \t]*\n[ \t>]*\d{4,5}[ \t]+[A-ZÄÖÜ]")
+#: Either side of a rubrum "A ./. B" (also "gg.", "vs.", "._.").
+RUBRUM = re.compile(rf"(?P<left>{SALUTATION}{PERSON}|{NAME})[ \t]+(?:\./\.|gg\.|vs\.?|v\.|\._\.)[ \t]+"
+                    rf"(?P<right>{SALUTATION}{PERSON}|{NAME})")
+#: "Fehrs, Almut - Kündigungsschutz" (a DMS folder naming a person surname first).
+SURNAME_FIRST = re.compile(r"^(?P<last>[A-ZÄÖÜ][a-zäöüß]+(?:-[A-ZÄÖÜ][a-zäöüß]+)?),[ \t]+"
+                           r"(?P<first>[A-ZÄÖÜ][a-zäöüß]+(?:-[A-ZÄÖÜ][a-zäöüß]+)?)(?:[ \t]+[-–]|$)")
+
+#: A company match that swallowed two names joined by "and"/"und" ("Rheintal AG and Thornfield Pharma Ltd").
+TWO_NAMES = re.compile(rf"\s(?P<form>{LEGAL_FORM})[ \t]+(?:and|und|sowie)[ \t]+")
+#: Words that end a street or a cadastral designation, never a person's name.
+NOT_A_PERSON = re.compile(r"(?:straße|strasse|str\.|weg|allee|platz|ring|damm|kamp|stieg|gasse|ufer|chaussee|markt|"
+                          r"avenue|lane|road|street|square|place|drive|court|park|way|gemarkung|flur|flurstück)$|"
+                          r"(?:heit|keit|ung|schaft|zentrum|halle|lager|gebäude|fläche|flächen|einheit|objekt)\b|"
+                          r"^(?:gemarkung|flur|amtsgericht|landgericht|arbeitsgericht)\b", re.IGNORECASE)
+#: Text that is never a name: e-mail addresses and web addresses (``kessler-claussen.example``).
+ADDRESS_NOISE = re.compile(r"[\w.+-]+@[\w.-]+|https?://\S+|www\.\S+|\b[\w-]+\.(?:example|com|de|org|net|eu|uk|io)\b")
+#: A court named as the place where a judge sits ("Richter am Landgericht X"), not as a party.
+JUDGE_CONTEXT = re.compile(r"(?:Richter(?:in)?|Vorsitzende[rn]?|Präsident(?:in)?)\s+am\s*$")
+
+#: Capitalised words that start a sentence or a label rather than a name.
+LEADING_STOP = frozenset(fold(w) for w in """
+die der das den dem des ein eine the a an and und zwischen between von für for mit with gegen against an am im in
+bei auf aus nach zur zum vor über unter durch wir sie er es ihr unsere unser our your ihre firma company client
+mandant mandantin mandantschaft klägerin kläger beklagte beklagten beklagter antragstellerin antragsgegnerin
+verkäuferin käuferin seller purchaser buyer vendor landlord tenant vermieter mieter arbeitgeber arbeitnehmer
+employer employee counterparty gegenseite gesellschafterin gesellschaft geschäftsanteile shares share sale
+agreement vertrag schedule anlage annex exhibit herr herrn frau mr mrs ms dear sehr attn hd to from cc re aw wg fw
+fwd subject betreff betrifft namens auftrag vollmacht rechtsstreit sache angelegenheit matter project projekt
+sitz amtsgericht registergericht handelsregister gemäß laut per dated vom dem vertreten durch represented by
+einverstanden agreed accepted signed unterzeichnet behalf on of rechnung invoice nr no
+vergleich urteil beschluss antrag streit sachen rechtssache streitsache interessen forderung offene offener
+verfahren klage schreiben angebot mandat
+vertretung kündigung lieferungen zahlung betreff ref az aktenzeichen zeichen hinweis entwurf draft re kopie copy
+""".split())
+
+
+def name_pattern(name: str) -> re.Pattern[str]:
+    """A case-insensitive pattern finding ``name`` as written in other spellings of the same letters.
+
+    ``ß`` also matches ``ss``, umlauts also match their ``ae``/``oe``/``ue`` spelling, any run of
+    whitespace or punctuation between words matches any other (``GmbH & Co. KG`` ~ ``GmbH & Co KG``).
+    """
+    parts = []
+    for word in re.findall(r"[\wÄÖÜäöüß]+", name):
+        chars = []
+        i = 0
+        while i < len(word):
+            pair = word[i:i + 2].lower()
+            if pair in ("ss", "ae", "oe", "ue"):
+                chars.append({"ss": "(?:ss|ß)", "ae": "(?:ae|ä)", "oe": "(?:oe|ö)", "ue": "(?:ue|ü)"}[pair])
+                i += 2
+                continue
+            low = word[i].lower()
+            alt = {"ß": "(?:ß|ss)", "ä": "(?:ä|ae)", "ö": "(?:ö|oe)", "ü": "(?:ü|ue)"}.get(low)
+            chars.append(alt or re.escape(word[i]))
+            i += 1
+        parts.append("".join(chars))
+    body = r"[\W_]{1,4}".join(parts)
+    return re.compile(rf"(?<![\w]){body}(?![\w])", re.IGNORECASE)

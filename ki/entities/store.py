@@ -1,0 +1,241 @@
+"""Entity rows: candidates for a mention, creation under an advisory lock, alias ledger, identifiers, matter roles.
+
+Spec: insertion-pipeline.md "Extract metadata" (one real company is one row across every matter it
+appears on; the uniqueness constraint on the identity key; an entity already carrying a role on
+the matter keeps it). Concurrency: callers take :func:`lock_names` inside the transaction that
+resolves and creates, so two documents naming the same new company at once serialise on the
+normalised name and the second finds the first one's row; the unique constraint
+``uq_entity_project_identity`` is the backstop (an insert that loses the race reads the winner).
+
+All functions take an open :class:`~sqlalchemy.engine.Connection` inside a transaction; none commits.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from typing import Any
+
+from sqlalchemy import text
+from sqlalchemy.engine import Connection
+
+from ki.entities.identifiers import Identifier
+from ki.entities.names import NameKey, name_key
+from ki.entities.resolve import Candidate
+from ki.entities.roles import RANKS
+from ki.store.locks import lock_key
+
+#: Candidates read per mention at most (ranked by shared tokens).
+MAX_CANDIDATES = 200
+
+
+def lock_names(conn: Connection, project_id: int, keys: Iterable[NameKey]) -> int:
+    """Take transaction-level advisory locks on each normalised identity key and each of its base tokens.
+
+    Two mentions that could be the same entity share their key or at least one token, so they
+    serialise. Locks are taken in sorted order (no deadlock between documents). Returns the count.
+    """
+    names: set[str] = set()
+    for key in keys:
+        names.add(f"key:{key.key}")
+        names.update(f"tok:{t}" for t in key.base if len(t) >= 3)
+    ints = sorted({lock_key("entity", f"{project_id}:{n}") for n in names})
+    if ints:
+        # One statement, locks taken in ascending key order (the sort is what makes it deadlock-free).
+        conn.execute(text("SELECT count(pg_advisory_xact_lock(k)) FROM (SELECT unnest(CAST(:keys AS bigint[])) AS k "
+                          "ORDER BY 1) AS ordered"), {"keys": ints})
+    return len(ints)
+
+
+CANDIDATES_SQL = text("""
+SELECT e.id, count(*) AS score
+FROM entity e JOIN entity_alias a ON a.entity_id = e.id
+WHERE e.project_id = :project AND (a.alias_key = :key OR a.tokens && CAST(:tokens AS text[]))
+GROUP BY e.id
+UNION
+SELECT e.id, 100 AS score
+FROM entity e JOIN entity_identifier i ON i.entity_id = e.id
+WHERE e.project_id = :project AND i.value_key = ANY(CAST(:values AS text[]))
+ORDER BY score DESC, id
+LIMIT :limit
+""")
+ENTITY_ROWS_SQL = text("SELECT id, name, kind, identity_key FROM entity WHERE id = ANY(CAST(:ids AS bigint[]))")
+ALIASES_SQL = text("SELECT entity_id, alias, alias_key FROM entity_alias WHERE entity_id = ANY(CAST(:ids AS bigint[]))")
+IDENTIFIERS_SQL = text("""
+SELECT entity_id, type, value, issuer FROM entity_identifier WHERE entity_id = ANY(CAST(:ids AS bigint[]))
+ORDER BY id
+""")
+MATTERS_SQL = text("SELECT entity_id, matter_key FROM matter_party WHERE entity_id = ANY(CAST(:ids AS bigint[]))")
+
+
+def load_candidates(conn: Connection, project_id: int, key: NameKey, identifiers: list[Identifier]
+                    ) -> tuple[list[Candidate], dict[int, set[str]]]:
+    """Entities that might be the mention: same alias key, a shared base token, or a shared identifier value.
+
+    Returns: (candidates, entity id → alias keys on its ledger).
+    """
+    values = sorted({i.value_key for i in identifiers})
+    ids = [r.id for r in conn.execute(CANDIDATES_SQL, {"project": project_id, "key": key.key,
+                                                       "tokens": list(key.base), "values": values,
+                                                       "limit": MAX_CANDIDATES})]
+    if not ids:
+        return [], {}
+    params = {"ids": ids}
+    rows = {r.id: r for r in conn.execute(ENTITY_ROWS_SQL, params)}
+    aliases: dict[int, list[tuple[str, str]]] = {i: [] for i in ids}
+    for r in conn.execute(ALIASES_SQL, params):
+        aliases[r.entity_id].append((r.alias, r.alias_key))
+    idents: dict[int, list[Identifier]] = {i: [] for i in ids}
+    for r in conn.execute(IDENTIFIERS_SQL, params):
+        idents[r.entity_id].append(Identifier(r.type, r.value, r.issuer))
+    matters: dict[int, set[str]] = {i: set() for i in ids}
+    for r in conn.execute(MATTERS_SQL, params):
+        matters[r.entity_id].add(r.matter_key)
+    out = []
+    for i in ids:
+        row = rows[i]
+        kind = row.kind if row.kind in ("person", "court", "law_firm") else None
+        names = tuple({name_key(n, kind=kind).key: name_key(n, kind=kind)
+                       for n in [row.name, *(a for a, _ in aliases[i])]}.values())
+        out.append(Candidate(entity_id=i, name=row.name, kind=row.kind, identity_key=row.identity_key, names=names,
+                             identifiers=tuple(idents[i]), matters=frozenset(matters[i])))
+    return out, {i: {k for _, k in aliases[i]} for i in ids}
+
+
+INSERT_ENTITY_SQL = text("""
+INSERT INTO entity (project_id, kind, name, identity_key, provenance)
+VALUES (:project, :kind, :name, :identity_key, CAST(:provenance AS jsonb))
+ON CONFLICT (project_id, identity_key) DO NOTHING
+RETURNING id
+""")
+
+
+def create_entity(conn: Connection, project_id: int, *, kind: str, name: str, identity_key: str,
+                  provenance: dict[str, Any]) -> tuple[int, bool]:
+    """Insert an entity unless its identity key exists; returns (id, created)."""
+    row = conn.execute(INSERT_ENTITY_SQL, {"project": project_id, "kind": kind, "name": name,
+                                           "identity_key": identity_key,
+                                           "provenance": json.dumps(provenance, ensure_ascii=False)}).first()
+    if row is not None:
+        return int(row.id), True
+    existing = conn.execute(text("SELECT id FROM entity WHERE project_id = :p AND identity_key = :k"),
+                            {"p": project_id, "k": identity_key}).scalar_one()
+    return int(existing), False
+
+
+def add_alias(conn: Connection, entity_id: int, alias: str, key: NameKey, source_object_id: int | None) -> None:
+    """Put ``alias`` (as written) on the entity's alias ledger (idempotent)."""
+    conn.execute(text("""
+        INSERT INTO entity_alias (entity_id, alias, alias_key, tokens, source_object_id)
+        VALUES (:e, :alias, :key, CAST(:tokens AS text[]), :so)
+        ON CONFLICT (entity_id, alias) DO NOTHING
+    """), {"e": entity_id, "alias": alias, "key": key.key, "tokens": list(key.base), "so": source_object_id})
+
+
+def add_identifiers(conn: Connection, entity_id: int, identifiers: list[Identifier]) -> None:
+    """Record typed identifiers on the entity (idempotent; a missing issuer is filled in later)."""
+    for ident in identifiers:
+        conn.execute(text("""
+            INSERT INTO entity_identifier (entity_id, type, value, value_key, issuer)
+            VALUES (:e, :t, :v, :k, :i)
+            ON CONFLICT (entity_id, type, value_key) DO UPDATE
+              SET issuer = coalesce(entity_identifier.issuer, EXCLUDED.issuer)
+        """), {"e": entity_id, "t": ident.type, "v": ident.value, "k": ident.value_key, "i": ident.issuer})
+
+
+def matter_roles(conn: Connection, matter_key: str) -> dict[int, tuple[str, str]]:
+    """entity id → (role, basis) recorded on the matter."""
+    rows = conn.execute(text("SELECT entity_id, role, basis FROM matter_party WHERE matter_key = :m"),
+                        {"m": matter_key})
+    return {r.entity_id: (r.role, r.basis) for r in rows}
+
+
+UPSERT_ROLE_SQL = text("""
+INSERT INTO matter_party (matter_key, matter_id, entity_id, role, basis, rank, source_object_id)
+VALUES (:m, :mid, :e, :role, :basis, :rank, :so)
+ON CONFLICT (matter_key, entity_id) DO UPDATE
+  SET role = EXCLUDED.role, basis = EXCLUDED.basis, rank = EXCLUDED.rank,
+      source_object_id = EXCLUDED.source_object_id, matter_id = coalesce(EXCLUDED.matter_id, matter_party.matter_id),
+      updated_at = now()
+  WHERE matter_party.rank < EXCLUDED.rank
+RETURNING id
+""")
+PROPAGATE_SQL = text("""
+UPDATE document_party SET role = :role, role_basis = :basis
+WHERE matter_key = :m AND entity_id = :e AND (role <> :role OR role_basis <> :basis)
+""")
+
+
+def set_matter_role(conn: Connection, matter_key: str, matter_id: int | None, entity_id: int, role: str, basis: str,
+                    source_object_id: int | None) -> bool:
+    """Record (role, basis) for the entity on the matter when stronger than what is recorded.
+
+    When it changes, every document party row of that entity on that matter takes the new role, so
+    the order in which documents were processed does not decide a party's role. Returns whether it
+    changed.
+    """
+    changed = conn.execute(UPSERT_ROLE_SQL, {"m": matter_key, "mid": matter_id, "e": entity_id, "role": role,
+                                             "basis": basis, "rank": RANKS[basis], "so": source_object_id}
+                           ).first() is not None
+    if changed:
+        conn.execute(PROPAGATE_SQL, {"m": matter_key, "e": entity_id, "role": role, "basis": basis})
+    return changed
+
+
+def relink_homonym(conn: Connection, matter_key: str, old_entity_id: int, new_entity_id: int) -> int:
+    """Move the matter's name-only links from ``old_entity_id`` to its homonym ``new_entity_id``.
+
+    Spec: "when a name maps to two entities (homonyms) only an identifier or the matter context decides".
+    A document on ``matter_key`` that named the company without an identifier was linked to the only
+    same-name entity there was; once a register number on this matter proves the matter's company is
+    the other one, those links follow — unless the old entity is tied to the matter by an identifier
+    itself. Returns the number of document party rows moved.
+    """
+    tied = conn.execute(text("""
+        SELECT 1 FROM document_party WHERE matter_key = :m AND entity_id = :old AND resolution->>'rule' = 'identifier'
+        LIMIT 1"""), {"m": matter_key, "old": old_entity_id}).first()
+    if tied is not None:
+        return 0
+    conn.execute(text("""
+        DELETE FROM document_party p WHERE p.matter_key = :m AND p.entity_id = :old
+          AND EXISTS (SELECT 1 FROM document_party q WHERE q.source_object_id = p.source_object_id
+                      AND q.entity_id = :new)"""), {"m": matter_key, "old": old_entity_id, "new": new_entity_id})
+    moved = conn.execute(text("""
+        UPDATE document_party SET entity_id = :new,
+               resolution = resolution || '{"relinked": "homonym on this matter"}'::jsonb
+        WHERE matter_key = :m AND entity_id = :old"""), {"m": matter_key, "old": old_entity_id,
+                                                         "new": new_entity_id}).rowcount
+    role = conn.execute(text("DELETE FROM matter_party WHERE matter_key = :m AND entity_id = :old "
+                             "RETURNING role, basis, rank, matter_id, source_object_id"),
+                        {"m": matter_key, "old": old_entity_id}).first()
+    if role is not None:
+        conn.execute(text("""
+            INSERT INTO matter_party (matter_key, matter_id, entity_id, role, basis, rank, source_object_id)
+            VALUES (:m, :mid, :new, :role, :basis, :rank, :so) ON CONFLICT (matter_key, entity_id) DO NOTHING
+        """), {"m": matter_key, "mid": role.matter_id, "new": new_entity_id, "role": role.role, "basis": role.basis,
+               "rank": role.rank, "so": role.source_object_id})
+    return moved
+
+
+def client_matters(conn: Connection, matter_key: str) -> frozenset[str]:
+    """Other matters on which this matter's client(s) act as client."""
+    rows = conn.execute(text("""
+        SELECT DISTINCT other.matter_key FROM matter_party mine
+        JOIN matter_party other ON other.entity_id = mine.entity_id AND other.role = 'client'
+        WHERE mine.matter_key = :m AND mine.role = 'client' AND other.matter_key <> :m
+    """), {"m": matter_key})
+    return frozenset(r.matter_key for r in rows)
+
+
+def known_names(conn: Connection, project_id: int, tokens: Iterable[str], limit: int = 2000
+                ) -> list[tuple[int, str, str]]:
+    """Aliases whose every base token occurs in ``tokens`` (the gazetteer of one document).
+
+    Returns: (entity id, alias as written, entity kind), longest aliases first.
+    """
+    rows = conn.execute(text("""
+        SELECT a.entity_id, a.alias, e.kind FROM entity_alias a JOIN entity e ON e.id = a.entity_id
+        WHERE e.project_id = :p AND cardinality(a.tokens) > 0 AND a.tokens <@ CAST(:t AS text[])
+        ORDER BY length(a.alias) DESC, a.id LIMIT :limit
+    """), {"p": project_id, "t": sorted(set(tokens)), "limit": limit})
+    return [(r.entity_id, r.alias, r.kind) for r in rows]

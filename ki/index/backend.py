@@ -1,0 +1,190 @@
+"""The search-backend interface every index implementation provides, and what passes through it.
+
+Spec: insertion-pipeline.md "Index" (chunk rows with a permission projection; re-index diffs by
+ordinal: replaced, never orphaned, never deleted before the new chunks are written; the model
+name and dimension recorded on the index); DESIGN.md "Two deployments" (PostgreSQL full text +
+pgvector embedded, OpenSearch at scale, the same fusion). Implementations:
+:class:`ki.index.postgres.PostgresBackend` (embedded; also the record the other backends are
+synced from). Hybrid ranking (:mod:`ki.index.hybrid`) is shared: a backend only answers the two
+halves, each with the same permission filter.
+
+Ordinals: ``-1`` is a document's profile row, ``0..n-1`` its text chunks, ``1000+`` clause rows
+(:data:`PROFILE_ORDINAL`, :data:`CLAUSE_ORDINAL_BASE`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import date
+from typing import Protocol, runtime_checkable
+
+import numpy as np
+
+from ki.errors import ConfigurationError
+from ki.index.embeddings import EmbedderIdentity
+from ki.index.permissions import AccessProjection
+
+PROFILE_ORDINAL = -1
+CLAUSE_ORDINAL_BASE = 1000
+
+
+class EmbedderMismatch(ConfigurationError):
+    """Vectors of another embedder or dimension (or none) would be written into an index that
+    records a different one. Raised before anything is written; the run stops with this message
+    (a ConfigurationError: ki's setup, not the file, is wrong).
+
+    Attributes: ``index`` (what the index records, or None) and ``configured`` (what was offered).
+    """
+
+    def __init__(self, index: EmbedderIdentity | None, configured: EmbedderIdentity | None, *, backend: str):
+        self.index = index
+        self.configured = configured
+        have = str(index) if index else "no vectors"
+        want = str(configured) if configured else "no vectors (retrieval.embedding_model=none)"
+        super().__init__(
+            f"the {backend} search index holds {have}, but retrieval.embedding_model gives {want}; nothing was "
+            f"written. Set retrieval.embedding_model back, or drop the index's vectors with "
+            f"`python -m ki.index reset-vectors` and re-index (ki config set pipeline.stages.index.rerun_token "
+            f"<new token>, then ki insert)")
+
+
+@dataclass(frozen=True)
+class ChunkRow:
+    """One row of a document in the index.
+
+    Attributes:
+        ordinal: -1 profile, 0..n-1 text chunks, 1000+ clauses.
+        text: the indexed text (lexical half; snippets).
+        embedding: float32 ``(dimension,)`` L2-normalised, or None when the index has no vectors.
+    """
+
+    ordinal: int
+    text: str
+    embedding: np.ndarray | None = None
+
+
+@dataclass(frozen=True)
+class IndexDocument:
+    """Everything a backend writes for one source object (one re-index = one call).
+
+    Attributes:
+        source_object_id / content_hash: the object and the bytes its rows were made from.
+        title: shown in hits and weighted in the lexical half (the file name when nothing better).
+        rows: every row the object must have after the write; other ordinals are surplus.
+        access: the permission projection written on every row.
+        embedder: identity of the rows' vectors; None when the rows carry none.
+    """
+
+    source_object_id: int
+    content_hash: str
+    title: str | None
+    rows: Sequence[ChunkRow]
+    access: AccessProjection
+    embedder: EmbedderIdentity | None = None
+
+
+@dataclass(frozen=True)
+class WriteResult:
+    """What :meth:`SearchBackend.write_document` changed: rows ``upserted`` (new or changed),
+    ``unchanged`` and ``deleted`` (surplus ordinals), and the object's ``access_version``.
+    ``skipped_deleted``: the object was tombstoned meanwhile, so nothing was written (its rows removed)."""
+
+    upserted: int
+    unchanged: int
+    deleted: int
+    access_version: int
+    skipped_deleted: bool = False
+
+
+@dataclass(frozen=True)
+class SearchFilters:
+    """The filter both halves of a search apply.
+
+    Attributes:
+        principals: the caller's principals with ``*`` (see permissions.principal_set); None only for
+            the local operator (CLI without ``--as``: all grants). The HTTP API never passes None.
+        matter: a matter reference (``2024-0153``) or id, or None.
+        doc_type: an ontology node id; matches the document type or any of its ancestors.
+        since: documents dated on or after this day (document date when known, else file mtime).
+    """
+
+    principals: tuple[str, ...] | None
+    matter: str | None = None
+    doc_type: str | None = None
+    since: date | None = None
+
+
+@dataclass(frozen=True)
+class RankedChunk:
+    """One row a half returned, best first: ``score`` is the half's own (text rank or 1 − cosine distance)."""
+
+    source_object_id: int
+    ordinal: int
+    content_hash: str
+    score: float
+
+
+@dataclass
+class FilterReport:
+    """Which filters a backend applies; ``notes`` say why one is ignored (e.g. no matter data yet)."""
+
+    applied: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+@runtime_checkable
+class SearchBackend(Protocol):
+    """A search index (spec: "Index"; notes/opensearch.md §2.3, §3, §6).
+
+    Every method may raise the backend's infrastructure errors (an outage: retried, never a
+    document's fault). Search methods never return a row whose ``allowed_principals`` misses every
+    one of ``filters.principals`` or whose ``denied_principals`` holds one of them, nor a row of a
+    tombstoned object.
+    """
+
+    name: str
+
+    def index_identity(self) -> EmbedderIdentity | None:
+        """The embedder (name, dimension) the index records, or None while it holds no vectors."""
+        ...
+
+    def ensure_embedder(self, identity: EmbedderIdentity | None) -> None:
+        """Refuse ``identity`` unless the index records the same one; record it on an index without one.
+
+        ``identity`` None (no vectors) is refused by an index that records an embedder.
+        Raises: EmbedderMismatch before anything else is written.
+        """
+        ...
+
+    def write_document(self, doc: IndexDocument) -> WriteResult:
+        """Make the object's rows exactly ``doc.rows``: upsert every ordinal first, then delete surplus
+        ordinals (never deleted before the new rows are written; readers never see the object vanish).
+
+        Raises: EmbedderMismatch when ``doc.embedder`` differs from the index's record.
+        """
+        ...
+
+    def delete_object(self, source_object_id: int) -> int:
+        """Remove every row of a tombstoned object. Returns rows removed."""
+        ...
+
+    def update_access(self, source_object_id: int, access: AccessProjection) -> int | None:
+        """Rewrite only the permission fields of the object's rows and bump ``access_version``.
+
+        Returns the new access_version, or None when the object has no rows.
+        """
+        ...
+
+    def search_lexical(self, query: str, filters: SearchFilters, k: int) -> list[RankedChunk]:
+        """Up to ``k`` rows matching ``query`` in full text, best first."""
+        ...
+
+    def search_vector(self, vector: np.ndarray, filters: SearchFilters, k: int) -> list[RankedChunk]:
+        """Up to ``k`` rows nearest to ``vector`` (float32 ``(dimension,)``) by cosine, nearest first;
+        [] when the index holds no vectors."""
+        ...
+
+    def filter_report(self, filters: SearchFilters) -> FilterReport:
+        """Which of ``filters`` (matter, type, since) are applied, and notes for those ignored."""
+        ...

@@ -1,0 +1,74 @@
+"""The converted files of a project, read for evidence (:class:`DbCorpus` is a
+:class:`ki.matters.evidence.Corpus`).
+
+Each query runs on its own short connection (no transaction is held across a model call) and
+reads only converted text (the ``structured_json`` artifact), never other files' classification,
+so the evidence is the same whichever order workers classify in. Paths are relative to the
+source root; an embedded object's path is its container's followed by `` » name``.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import text
+
+from ki.matters.evidence import CorpusFile
+from ki.store.db import Database
+
+HEAD_CHARS = 6000
+MAX_ROWS = 2000
+
+#: An object's path relative to its source root.
+REL_PATH = "substr(so.path, length(rtrim(s.root, '/')) + 2)"
+
+_BASE = f"""
+SELECT {REL_PATH} AS rel, left(a.body->>'text', :head) AS head, a.body->'mail' AS mail
+FROM source_object so
+JOIN source s ON s.id = so.source_id
+JOIN artifact a ON a.content_hash = so.content_hash AND a.kind = 'structured_json'
+WHERE s.project_id = :p AND so.deleted_at IS NULL
+"""
+
+
+class DbCorpus:
+    """Evidence queries over the converted files of one project.
+
+    Args:
+        db: the database.
+        project_id: the project whose sources are searched.
+        source_id: folder queries (:meth:`files_under`) stay inside this source.
+    """
+
+    def __init__(self, db: Database, *, project_id: int, source_id: int):
+        self.db = db
+        self.project_id = project_id
+        self.source_id = source_id
+
+    def _rows(self, where: str, params: dict) -> list[CorpusFile]:
+        sql = text(_BASE + where + " ORDER BY so.id LIMIT :lim")
+        with self.db.engine.connect() as conn:
+            rows = conn.execute(sql, {"p": self.project_id, "head": HEAD_CHARS, "lim": MAX_ROWS, **params})
+            return [CorpusFile(r.rel, r.head or "", _mail(r.mail)) for r in rows]
+
+    def files_under(self, folder: str) -> list[CorpusFile]:
+        """Converted files below ``folder`` (recursively) in this source."""
+        return self._rows(" AND so.source_id = :s AND starts_with(so.external_id, :prefix)",
+                          {"s": self.source_id, "prefix": folder.rstrip("/") + "/"})
+
+    def files_containing(self, needle: str) -> list[CorpusFile]:
+        """Converted files of the project whose text contains ``needle`` (case-insensitive)."""
+        return self._rows(" AND strpos(lower(a.body->>'text'), lower(:n)) > 0", {"n": needle})
+
+    def emails_linked(self, message_ids: list[str]) -> list[CorpusFile]:
+        """Messages whose Message-ID is one of ``message_ids`` or that reply to / reference one."""
+        return self._rows("""
+            AND a.body ? 'mail' AND (a.body->'mail'->>'message_id' = ANY(:ids)
+                 OR a.body->'mail'->>'in_reply_to' = ANY(:ids)
+                 OR (jsonb_typeof(a.body->'mail'->'references') = 'array'
+                     AND (a.body->'mail'->'references') ?| CAST(:ids AS text[])))""", {"ids": message_ids})
+
+
+def _mail(value) -> dict | None:
+    if not value:
+        return None
+    return {"message_id": value.get("message_id"), "in_reply_to": value.get("in_reply_to"),
+            "references": list(value.get("references") or []), "subject": value.get("subject")}

@@ -1,0 +1,250 @@
+"""Matters in the database: get-or-create under an advisory lock, search, peek, assignments.
+
+Spec: insertion-pipeline.md "Classify (classify_matter)" (MatterAssignment; the Matter created when
+none fits, "with an advisory lock per (project, reference) so parallel workers converge on one
+matter"; Artifact(kind="classification") per content hash) and "Agentic stages: Classify and
+Relate" (``search_matters`` with an exact ``page.total`` and offsets over the full ranking;
+``peek_matter`` with ``document_count`` and ``document_titles_are_sample``; ``create_matter``
+committed in its own session immediately).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import text
+from sqlalchemy.engine import Connection
+
+from ki.store.db import Database
+from ki.store.locks import lock_key
+
+CLASSIFICATION = "classification"
+PEEK_TITLES = 12
+
+
+@dataclass(frozen=True)
+class MatterRow:
+    """A matter: id, project, reference, title, placeholder flag, folder."""
+
+    id: int
+    project_id: int
+    reference: str
+    title: str
+    placeholder: bool
+    folder: str | None
+
+
+def normalise_reference(reference: str) -> str:
+    """Canonical spelling of a reference: stripped, inner whitespace collapsed, upper case
+    (a placeholder keeps its lower-case slug: ``UNASSIGNED-e-mail-ablage``)."""
+    ref = " ".join(reference.split())
+    if ref.upper().startswith("UNASSIGNED-"):
+        return "UNASSIGNED-" + ref[len("UNASSIGNED-"):].lower()
+    return ref.upper()
+
+
+def project_of_source(conn: Connection, source_id: int) -> int:
+    """The project a source belongs to."""
+    return int(conn.execute(text("SELECT project_id FROM source WHERE id = :s"), {"s": source_id}).scalar_one())
+
+
+def get_or_create_matter(db: Database, *, project_id: int, reference: str, title: str = "",
+                         folder: str | None = None, placeholder: bool = False) -> tuple[MatterRow, bool]:
+    """Get the matter ``reference`` of the project, creating it if absent; committed before returning.
+
+    Runs in its own transaction under ``pg_advisory_xact_lock`` on (project, reference), so workers
+    classifying documents of the same matter at the same moment converge on one row and see it as
+    soon as this returns. A missing ``folder`` is filled in when one is given.
+
+    Returns: (the matter, whether this call created it).
+    Raises: ValueError for an empty reference.
+    """
+    ref = normalise_reference(reference)
+    if not ref:
+        raise ValueError("a matter reference cannot be empty")
+    with db.engine.begin() as conn:
+        conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": lock_key("matter", f"{project_id}:{ref}")})
+        row = conn.execute(
+            text("SELECT id, project_id, reference, title, placeholder, folder FROM matter "
+                 "WHERE project_id = :p AND reference = :r"), {"p": project_id, "r": ref}).first()
+        created = False
+        if row is None:
+            row = conn.execute(
+                text("""INSERT INTO matter (project_id, reference, title, folder, placeholder)
+                        VALUES (:p, :r, :t, :f, :ph)
+                        RETURNING id, project_id, reference, title, placeholder, folder"""),
+                {"p": project_id, "r": ref, "t": (title or ref)[:500], "f": folder, "ph": placeholder}).one()
+            created = True
+        elif folder and row.folder is None:
+            conn.execute(text("UPDATE matter SET folder = :f, updated_at = now() WHERE id = :id"),
+                         {"f": folder, "id": row.id})
+    return MatterRow(row.id, row.project_id, row.reference, row.title, row.placeholder,
+                     row.folder or folder), created
+
+
+def get_matter(conn: Connection, matter_id: int) -> MatterRow | None:
+    """The matter with this id, or None."""
+    row = conn.execute(text("SELECT id, project_id, reference, title, placeholder, folder FROM matter WHERE id = :i"),
+                       {"i": matter_id}).first()
+    return MatterRow(row.id, row.project_id, row.reference, row.title, row.placeholder, row.folder) if row else None
+
+
+def add_identifiers(conn: Connection, matter_id: int, identifiers: list[str]) -> None:
+    """Record court case numbers (or other identifiers) seen on the matter's documents."""
+    if identifiers:
+        conn.execute(text("""UPDATE matter SET identifiers = ARRAY(SELECT DISTINCT unnest(identifiers || :ids)),
+                                             updated_at = now()
+                             WHERE id = :id AND NOT identifiers @> :ids"""),
+                     {"id": matter_id, "ids": identifiers})
+
+
+SEARCH_SQL = text("""
+WITH q AS (SELECT websearch_to_tsquery('simple', :q) AS query),
+text_hits AS (
+    SELECT ma.matter_id, max(ts_rank_cd(c.tsv, q.query)) AS rank
+    FROM chunk c JOIN matter_assignment ma ON ma.source_object_id = c.source_object_id, q
+    WHERE :q <> '' AND c.tsv @@ q.query AND NOT c.is_deleted
+    GROUP BY ma.matter_id
+)
+SELECT m.id, m.reference, m.title, m.placeholder, m.identifiers, coalesce(t.rank, 0) AS text_rank
+FROM matter m LEFT JOIN text_hits t ON t.matter_id = m.id
+WHERE m.project_id = :p
+""")
+
+
+def _words(value: str) -> list[str]:
+    return [w for w in re.findall(r"[0-9a-zäöüß]+", value.casefold()) if len(w) >= 3]
+
+
+def search_matters(conn: Connection, *, project_id: int, query: str, limit: int = 8, offset: int = 0
+                   ) -> dict[str, Any]:
+    """Rank every matter of the project for ``query``, then cut the page.
+
+    Score: reference named in the query (100), a case number / identifier named (50), title words
+    (up to 20), full-text match over the matter's indexed chunks (up to 10). An empty query lists
+    every matter by reference. Returns ``{"results": [{matter_id, reference, title, score, why}],
+    "page": {offset, limit, total, has_more}}``; ``total`` counts every matter that scored, so an
+    offset walks the same ranking.
+    """
+    q = (query or "").strip()
+    rows = conn.execute(SEARCH_SQL, {"q": q, "p": project_id}).fetchall()
+    q_fold = q.casefold()
+    q_words = set(_words(q))
+    ranked = []
+    for r in rows:
+        why, score = [], 0.0
+        if not q:
+            score = 1.0
+        else:
+            if r.reference.casefold() in q_fold:
+                score += 100
+                why.append("reference")
+            if any(i.casefold() in q_fold for i in r.identifiers or []):
+                score += 50
+                why.append("identifier")
+            t_words = set(_words(r.title))
+            if q_words and t_words:
+                overlap = len(q_words & t_words) / len(q_words)
+                if overlap:
+                    score += 20 * overlap
+                    why.append("title")
+            if r.text_rank:
+                score += min(10.0, 10 * float(r.text_rank) + 1)
+                why.append("text")
+        if score > 0:
+            ranked.append((-score, r.placeholder, r.reference, r, why))
+    ranked.sort(key=lambda t: t[:3])
+    page = ranked[offset: offset + limit]
+    return {
+        "results": [{"matter_id": r.id, "reference": r.reference, "title": r.title, "score": round(-s, 3),
+                     "why": why} for s, _, _, r, why in page],
+        "page": {"offset": offset, "limit": limit, "total": len(ranked),
+                 "has_more": offset + len(page) < len(ranked)},
+    }
+
+
+def peek_matter(conn: Connection, matter_id: int) -> dict[str, Any] | None:
+    """One matter: references, practice area, kind, folders, ``document_count`` (the true total) and a
+    sample of document titles with ``document_titles_are_sample``. None when the matter does not exist."""
+    m = conn.execute(text("""SELECT id, reference, title, practice_area, kind, folder, identifiers, placeholder,
+                                    imported FROM matter WHERE id = :i"""), {"i": matter_id}).first()
+    if m is None:
+        return None
+    count = int(conn.execute(text("""SELECT count(*) FROM matter_assignment ma JOIN source_object so
+                                     ON so.id = ma.source_object_id AND so.deleted_at IS NULL
+                                     WHERE ma.matter_id = :i"""), {"i": matter_id}).scalar_one())
+    titles = [r.title for r in conn.execute(text("""
+        SELECT DISTINCT ON (coalesce(a.body->>'title', so.external_id)) coalesce(a.body->>'title', so.external_id)
+               AS title
+        FROM matter_assignment ma JOIN source_object so ON so.id = ma.source_object_id AND so.deleted_at IS NULL
+        LEFT JOIN artifact a ON a.content_hash = so.content_hash AND a.kind = 'structured_json'
+        WHERE ma.matter_id = :i LIMIT :n"""), {"i": matter_id, "n": PEEK_TITLES})]
+    folders = [r.folder for r in conn.execute(text("""
+        SELECT regexp_replace(so.external_id, '/[^/]*$', '') AS folder, count(*) AS n
+        FROM matter_assignment ma JOIN source_object so ON so.id = ma.source_object_id AND so.deleted_at IS NULL
+        WHERE ma.matter_id = :i AND so.parent_id IS NULL GROUP BY 1 ORDER BY n DESC, 1 LIMIT 10"""),
+        {"i": matter_id})]
+    return {"matter_id": m.id, "references": [m.reference, *(m.identifiers or [])], "title": m.title,
+            "practice_area": m.practice_area, "kind": m.kind, "placeholder": m.placeholder, "imported": m.imported,
+            "folders": ([m.folder] if m.folder and m.folder not in folders else []) + folders,
+            "document_count": count, "document_titles": titles,
+            "document_titles_are_sample": count > len(titles)}
+
+
+@dataclass(frozen=True)
+class Assignment:
+    """A source object's current matter assignment."""
+
+    matter_id: int
+    reference: str
+    content_hash: str | None
+    method: str
+
+
+def read_assignment(conn: Connection, source_object_id: int) -> Assignment | None:
+    """The object's assignment, or None when Classify has not assigned it."""
+    row = conn.execute(text("""SELECT ma.matter_id, m.reference, ma.content_hash, ma.method
+                               FROM matter_assignment ma JOIN matter m ON m.id = ma.matter_id
+                               WHERE ma.source_object_id = :o"""), {"o": source_object_id}).first()
+    return Assignment(row.matter_id, row.reference, row.content_hash, row.method) if row else None
+
+
+def write_assignment(conn: Connection, *, source_object_id: int, matter_id: int, content_hash: str | None,
+                     method: str, provenance: dict[str, Any]) -> None:
+    """Create or replace the object's MatterAssignment."""
+    conn.execute(text("""
+        INSERT INTO matter_assignment (source_object_id, matter_id, content_hash, method, provenance)
+        VALUES (:o, :m, :h, :me, CAST(:p AS jsonb))
+        ON CONFLICT (source_object_id) DO UPDATE
+        SET matter_id = EXCLUDED.matter_id, content_hash = EXCLUDED.content_hash, method = EXCLUDED.method,
+            provenance = EXCLUDED.provenance, updated_at = now()"""),
+        {"o": source_object_id, "m": matter_id, "h": content_hash, "me": method,
+         "p": json.dumps(provenance, default=str)})
+
+
+def record_classification(conn: Connection, *, content_hash: str, source_object_id: int, producer_version: str,
+                          decision: dict[str, Any]) -> None:
+    """Store the decision in the content's ``classification`` artifact (one per content hash; one entry
+    per object holding that content, since the path is evidence too)."""
+    entry = json.dumps(decision, default=str)
+    conn.execute(text("""
+        INSERT INTO artifact (content_hash, kind, producer, producer_version, body)
+        VALUES (:h, :k, 'ki.classify_matter', :v,
+                jsonb_build_object('objects', jsonb_build_object(CAST(:o AS text), CAST(:b AS jsonb))))
+        ON CONFLICT (content_hash, kind) DO UPDATE
+        SET body = jsonb_set(CASE WHEN artifact.body ? 'objects' THEN artifact.body
+                                  ELSE jsonb_build_object('objects', '{}'::jsonb) END,
+                             ARRAY['objects', CAST(:o AS text)], CAST(:b AS jsonb), true),
+            producer_version = EXCLUDED.producer_version"""),
+        {"h": content_hash, "k": CLASSIFICATION, "v": producer_version, "o": str(source_object_id), "b": entry})
+
+
+def recorded_classification(conn: Connection, content_hash: str, source_object_id: int) -> dict[str, Any] | None:
+    """The decision stored for this object and content, or None."""
+    row = conn.execute(text("SELECT body->'objects'->CAST(:o AS text) AS entry FROM artifact "
+                            "WHERE content_hash = :h AND kind = :k"),
+                       {"h": content_hash, "k": CLASSIFICATION, "o": str(source_object_id)}).first()
+    return row.entry if row and row.entry else None

@@ -1,0 +1,158 @@
+"""Classify's tools and its answer: ``search_matters``, ``peek_matter``, ``list_folder``, ``create_matter``;
+:class:`ClassifyResult` and its validators.
+
+Spec: insertion-pipeline.md "Classify: what the model is given" (tools, descriptions, the rule
+that a full page with ``has_more`` is not grounds for a new matter) and the result validator
+("a submitted matter_id appeared in a tool result (never invented), a practice-area node is on
+the offered menu, and a matter-kind node was actually visited and is in the active facet").
+Every tool opens its own short database session.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from ki.agents.loop import AgentState, Tool, ToolError
+from ki.matters.references import is_placeholder
+from ki.matters.store import get_matter, get_or_create_matter, peek_matter, search_matters
+from ki.store.db import Database
+
+
+class SearchMattersArgs(BaseModel):
+    """Arguments of ``search_matters``."""
+
+    query: str = Field(default="", max_length=500, description="reference number, client or party name, subject")
+    limit: int = Field(default=8, ge=1, le=50)
+    offset: int = Field(default=0, ge=0)
+
+
+class PeekMatterArgs(BaseModel):
+    """Arguments of ``peek_matter``."""
+
+    matter_id: int
+
+
+class ListFolderArgs(BaseModel):
+    """``list_folder`` takes no arguments (it shows the file's neighbourhood)."""
+
+
+class CreateMatterArgs(BaseModel):
+    """Arguments of ``create_matter``."""
+
+    reference_number: str = Field(min_length=1, max_length=64, description="the firm's reference, e.g. 2024-0153")
+    title: str = Field(default="", max_length=300)
+
+
+class ClassifyResult(BaseModel):
+    """Classify's answer.
+
+    Attributes:
+        matter_id: a matter id exactly as a tool returned it; null when no matter fits.
+        confidence: 0..1; below the stage's abstain threshold the answer counts as null.
+        evidence: what decided it (a reference in the path or text, the thread, the folder, a party).
+        practice_area / matter_kind: facet nodes (only when those facets are active; else null).
+    """
+
+    matter_id: int | None = Field(description="id from search_matters / peek_matter / create_matter, or null")
+    confidence: float = Field(default=0.9, ge=0.0, le=1.0)
+    evidence: str = Field(default="", max_length=1000)
+    practice_area: str | None = None
+    matter_kind: str | None = None
+
+
+SEARCH_DESCRIPTION = (
+    "Rank the firm's existing matters for a query: reference-number match, title words, and text of documents "
+    "already filed on each matter. Returns {results: [{matter_id, reference, title, score, why}], page: {offset, "
+    "limit, total, has_more}}; the whole ranking is computed before the page is cut, so page.total is exact and "
+    "offset walks the same ranking. A full page with has_more is NOT grounds for creating a new matter: page on "
+    "or refine the query — creating a second matter for one case splits its files in two."
+)
+PEEK_DESCRIPTION = (
+    "One matter: its references (reference number, court case numbers), title, practice area, kind, folders, "
+    "document_count (the true number of files on it) and a sample of document titles "
+    "(document_titles_are_sample says whether more exist)."
+)
+LIST_DESCRIPTION = ("The file's folder neighbourhood again: its folder in full, two levels up (other subfolders "
+                    "name-only with file counts) and two levels down; files show the matter they are on.")
+CREATE_DESCRIPTION = (
+    "Get or create the matter with this reference number (committed at once, so other files of the same matter "
+    "find it immediately). Use it only for a reference the file itself names that no existing matter has; "
+    "never for a guess, and never because a search page was full."
+)
+
+
+def classify_tools(db: Database, *, project_id: int, neighbourhood: Callable[[], dict[str, Any]]) -> list[Tool]:
+    """The four Classify tools bound to one project and one file's neighbourhood (built on first use)."""
+
+    def _search(args: SearchMattersArgs) -> dict[str, Any]:
+        with db.engine.connect() as conn:
+            return search_matters(conn, project_id=project_id, query=args.query, limit=args.limit,
+                                  offset=args.offset)
+
+    def _peek(args: PeekMatterArgs) -> dict[str, Any]:
+        with db.engine.connect() as conn:
+            found = peek_matter(conn, args.matter_id)
+        if found is None:
+            raise ToolError(f"no matter with id {args.matter_id}; use search_matters to find ids")
+        return found
+
+    def _list(_args: ListFolderArgs) -> dict[str, Any]:
+        hood = neighbourhood()
+        return {k: hood[k] for k in ("file", "folder", "above", "own", "below")}
+
+    def _create(args: CreateMatterArgs) -> dict[str, Any]:
+        if is_placeholder(args.reference_number):
+            raise ToolError("UNASSIGNED-… references are placeholders the stage assigns itself; submit null instead")
+        matter, created = get_or_create_matter(db, project_id=project_id, reference=args.reference_number,
+                                               title=args.title)
+        return {"matter_id": matter.id, "reference": matter.reference, "title": matter.title, "created": created}
+
+    return [
+        Tool("search_matters", SEARCH_DESCRIPTION, SearchMattersArgs, _search),
+        Tool("peek_matter", PEEK_DESCRIPTION, PeekMatterArgs, _peek),
+        Tool("list_folder", LIST_DESCRIPTION, ListFolderArgs, _list),
+        Tool("create_matter", CREATE_DESCRIPTION, CreateMatterArgs, _create),
+    ]
+
+
+def classify_validators(db: Database, *, practice_areas: list[str] | None = None,
+                        matter_kinds: list[str] | None = None):
+    """The result validators; ``practice_areas`` / ``matter_kinds`` are the active facet menus (None: inactive)."""
+
+    def matter_id_came_from_a_tool(result: ClassifyResult, state: AgentState) -> str | None:
+        """Reject an id no tool returned (or one that no longer exists)."""
+        if result.matter_id is None:
+            return None
+        if not state.appeared(result.matter_id, key="matter_id"):
+            return (f"matter_id {result.matter_id} did not appear in any tool result; ids are never invented — "
+                    "use search_matters (or create_matter for a reference the file names) and submit an id it "
+                    "returned, or null")
+        with db.engine.connect() as conn:
+            if get_matter(conn, result.matter_id) is None:
+                return f"matter {result.matter_id} no longer exists; search again"
+        return None
+
+    def practice_area_on_menu(result: ClassifyResult, state: AgentState) -> str | None:
+        """Reject a practice area off the offered menu (or any, when the facet is off)."""
+        if result.practice_area is None:
+            return None
+        if not practice_areas:
+            return "the Area-of-Law facet is not active: leave practice_area null"
+        if result.practice_area not in practice_areas:
+            return f"practice_area must be one of the offered menu {practice_areas}, not {result.practice_area!r}"
+        return None
+
+    def matter_kind_visited(result: ClassifyResult, state: AgentState) -> str | None:
+        """Reject a matter kind not visited in the active Service facet."""
+        if result.matter_kind is None:
+            return None
+        if not matter_kinds:
+            return "the Service facet is not active: leave matter_kind null"
+        if result.matter_kind not in matter_kinds or not state.appeared(result.matter_kind):
+            return f"matter_kind {result.matter_kind!r} was not visited with the service tools in the active facet"
+        return None
+
+    return [matter_id_came_from_a_tool, practice_area_on_menu, matter_kind_visited]

@@ -1,0 +1,58 @@
+"""The export fields of extract_metadata and extract_decisions (merged into ``ki export --json`` lines).
+
+Spec: issue 4 item 6 ("once the metadata issue lands: doc_type, language, doc_date, title, parties
+(name, role, entity id, identifiers), decisions (before text, after text, kind)"). Per source object:
+
+* ``doc_type`` (node id or None), ``doc_type_ancestors`` (root → node), ``ontology_fingerprint``;
+* ``language``, ``doc_date`` (ISO date), ``title``, ``identifiers`` (``[{type, value[, issuer]}]``);
+* ``parties``: ``[{name, role, role_basis, entity_id, entity_name, kind, identifiers}]``;
+* ``decisions``: ``[{kind, before, after, locus, change_summary, rationale_category, rationale,
+  generalizability, author, date}]`` (empty when the version records none).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any
+
+from sqlalchemy import text
+from sqlalchemy.engine import Connection
+
+EMPTY: dict[str, Any] = {"doc_type": None, "doc_type_ancestors": [], "ontology_fingerprint": None, "language": None,
+                         "doc_date": None, "title": None, "identifiers": [], "parties": [], "decisions": []}
+
+
+def empty_fields() -> dict[str, Any]:
+    """The fields of an object extract_metadata has not processed."""
+    return {k: (list(v) if isinstance(v, list) else v) for k, v in EMPTY.items()}
+
+
+def metadata_fields(conn: Connection) -> dict[int, dict[str, Any]]:
+    """source object id → the export fields above, for every object with metadata or decisions."""
+    out: dict[int, dict[str, Any]] = defaultdict(empty_fields)
+    for r in conn.execute(text("""
+        SELECT source_object_id, doc_type, doc_type_ancestors, ontology_fingerprint, language, doc_date, title,
+               identifiers FROM document_metadata""")):
+        out[r.source_object_id].update({
+            "doc_type": r.doc_type, "doc_type_ancestors": list(r.doc_type_ancestors or []),
+            "ontology_fingerprint": r.ontology_fingerprint, "language": r.language,
+            "doc_date": r.doc_date.isoformat() if r.doc_date else None, "title": r.title,
+            "identifiers": r.identifiers or []})
+    for r in conn.execute(text("""
+        SELECT p.source_object_id, p.name, p.role, p.role_basis, p.entity_id, e.name AS entity_name, e.kind,
+               p.identifiers
+        FROM document_party p JOIN entity e ON e.id = p.entity_id ORDER BY p.source_object_id, p.ordinal""")):
+        out[r.source_object_id]["parties"].append({
+            "name": r.name, "role": r.role, "role_basis": r.role_basis, "entity_id": r.entity_id,
+            "entity_name": r.entity_name, "kind": r.kind, "identifiers": r.identifiers or []})
+    for r in conn.execute(text("""
+        SELECT d.source_object_id, e.kind, e.locus, e.before_text, e.after_text, e.change_summary,
+               e.rationale_category, e.rationale_text, e.generalizability, e.author, e.changed_at
+        FROM decision_record d JOIN decision_entry e ON e.decision_record_id = d.id
+        ORDER BY d.source_object_id, d.id, e.ordinal""")):
+        out[r.source_object_id]["decisions"].append({
+            "kind": r.kind, "before": r.before_text or "", "after": r.after_text or "", "locus": r.locus,
+            "change_summary": r.change_summary, "rationale_category": r.rationale_category,
+            "rationale": r.rationale_text, "generalizability": r.generalizability, "author": r.author,
+            "date": r.changed_at.isoformat() if r.changed_at else None})
+    return dict(out)

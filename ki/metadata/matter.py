@@ -1,0 +1,132 @@
+"""The matter a document's parties belong to, and what the matter's folder and reference say about them.
+
+Spec: insertion-pipeline.md "Extract metadata" (roles are roles on the matter; corroboration by the
+matter; on an imported matter the practice-management client outranks any document claim).
+
+The matter key of a document is ``matter:<id>`` when Classify assigned it to a real matter (a
+placeholder ``UNASSIGNED-…`` matter groups unrelated files, so it gives no key). When Classify has not
+run (its table is absent or holds no row for the object) the key falls back to the reference the
+document carries in its text or path (``ref:<reference>``), else None: roles are then decided by
+the document alone.
+
+Folder hints: a matter folder names its client first — ``<client> gg. <opponent>``, ``<client> - <subject>``,
+``<surname>, <first name> - <subject>`` — so a party named there gets ``client`` (or ``counterparty``
+after ``gg.``/``vs.``/``./.``) with basis ``folder``. A reference's client code (``THOR-2023-013``)
+names the client whose name starts with it (basis ``code``).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from sqlalchemy import text
+from sqlalchemy.engine import Connection
+
+from ki.entities.mentions import Mention, find_mentions
+from ki.entities.names import NameKey, contained, name_key
+from ki.entities.patterns import SURNAME_FIRST
+from ki.matters.references import FIRM_REFERENCE, own_reference
+from ki.ontology.terms import fold
+
+VERSUS = re.compile(r"\s+(?:gg\.|vs\.?|v\.|\._\.|\./\.|gegen|against)\s+", re.IGNORECASE)
+SUBJECT_DASH = re.compile(r"\s+[-–]\s+")
+CLIENT_CODE = re.compile(r"^([A-Z]{3,6})-(?:19|20)\d{2}-\d{3}$")
+
+
+@dataclass(frozen=True)
+class MatterContext:
+    """Where a document's parties take their roles.
+
+    Attributes:
+        key: ``matter:<id>``, ``ref:<reference>`` or None.
+        matter_id: the Matter row (Classify), if any.
+        reference: the matter reference, if known.
+        imported: the matter was imported from practice management (its client outranks documents).
+        folder: the matter's folder (relative path), if known.
+    """
+
+    key: str | None = None
+    matter_id: int | None = None
+    reference: str | None = None
+    imported: bool = False
+    folder: str | None = None
+
+
+def _has_table(conn: Connection, name: str) -> bool:
+    return conn.execute(text("SELECT to_regclass(:n) IS NOT NULL"), {"n": name}).scalar_one()
+
+
+def matter_context(conn: Connection, source_object_id: int, rel_path: str, text_: str) -> MatterContext:
+    """The :class:`MatterContext` of a source object (see module doc)."""
+    if _has_table(conn, "matter_assignment"):
+        row = conn.execute(text("""
+            SELECT m.id, m.reference, m.imported, m.placeholder, m.folder
+            FROM matter_assignment ma JOIN matter m ON m.id = ma.matter_id WHERE ma.source_object_id = :so
+        """), {"so": source_object_id}).first()
+        if row is not None:
+            if row.placeholder:
+                return MatterContext()
+            return MatterContext(f"matter:{row.id}", row.id, row.reference, bool(row.imported), row.folder)
+    evidence = own_reference(rel_path, text_ or "")
+    if evidence is None:
+        return MatterContext()
+    return MatterContext(f"ref:{evidence.reference}", None, evidence.reference, False, evidence.folder)
+
+
+def _folder_parties(component: str) -> list[tuple[NameKey, str]]:
+    """(name key, role) of the parties a matter-folder name states."""
+    name = FIRM_REFERENCE.sub(" ", component).strip(" -–")
+    out: list[tuple[NameKey, str]] = []
+    sides = VERSUS.split(name, maxsplit=1)
+    for i, side in enumerate(sides):
+        role = "client" if i == 0 else "counterparty"
+        if i == 0 and len(sides) == 1:
+            side = SUBJECT_DASH.split(side, maxsplit=1)[0] if SUBJECT_DASH.search(side) else ""
+        else:
+            side = SUBJECT_DASH.split(side, maxsplit=1)[0]
+        person = SURNAME_FIRST.match(side.strip())
+        if person:
+            out.append((name_key(f"{person.group('first')} {person.group('last')}", kind="person"), role))
+            continue
+        mentions = [m for m in find_mentions(side) if m.kind in ("company", "person")]
+        if mentions:
+            out.append((mentions[0].key, role))
+        elif len(sides) > 1 and 2 <= len(side.split()) <= 4 and all(w[:1].isupper() for w in side.split()):
+            out.append((name_key(side, kind="person"), role))
+    return out
+
+
+def folder_hints(rel_path: str, matter_folder: str | None, mentions: list[Mention]) -> None:
+    """Add ``(role, "folder")`` hints to mentions the matter folder names (see module doc)."""
+    parts = [p for p in rel_path.split(" » ")[0].split("/")[:-1] if p]
+    if matter_folder:
+        folder_parts = [p for p in matter_folder.split("/") if p]
+        candidates = folder_parts[-1:] if folder_parts else []
+    else:
+        candidates = parts
+    named: list[tuple[NameKey, str]] = []
+    for component in candidates:
+        if VERSUS.search(component) or SUBJECT_DASH.search(component):
+            named = _folder_parties(component)
+            if named:
+                break
+    for key, role in named:
+        for m in mentions:
+            if m.kind in ("company", "person") and (m.key.key == key.key or contained(m.key, key)):
+                if (role, "folder") not in m.hints:
+                    m.hints.append((role, "folder"))
+
+
+def code_hint(reference: str | None, mentions: list[Mention]) -> None:
+    """Add ``("client", "code")`` to the one party whose name starts with the reference's client code."""
+    m = CLIENT_CODE.match(reference or "")
+    if not m:
+        return
+    code = fold(m.group(1))
+    hits = [x for x in mentions if x.kind in ("company", "person") and x.key.base
+            and "".join(x.key.base).startswith(code)]
+    if len({h.key.key for h in hits}) == 1:
+        for h in hits:
+            if ("client", "code") not in h.hints:
+                h.hints.append(("client", "code"))

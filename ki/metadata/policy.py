@@ -1,0 +1,139 @@
+"""The rules reading of one document, and the offline rules policy that submits it through the tools.
+
+Spec: insertion-pipeline.md "Extract metadata"; issue 5 (the offline rules policy "walks the same
+tools with keyword and synonym matching"); DESIGN.md "Two deployments". :func:`read_document` is pure:
+it reads title, language, date, identifiers, party mentions with their role hints and clause headings
+off a ``structured_json`` body. :class:`MetadataRulesPolicy` then types the document by searching the
+ontology through ``ontology_search`` (:mod:`ki.metadata.typing_rules`), confirms the node with
+``ontology_node``, types clause headings with ``clause_search`` and (``search_parties=True``) looks each
+party up with ``search_entities`` — so its answer passes the same validators as a model's. Resolution of
+parties to entities happens by rule afterwards in any case (:mod:`ki.metadata.parties`), so the rules
+policy skips the per-party lookups by default.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ki.agents.loop import AgentState, Tool, ToolError
+from ki.decisions.locus import headings
+from ki.entities.identifiers import ENTITY_TYPES, Identifier, find_identifiers, unique
+from ki.entities.mentions import KnownName, Mention, find_mentions
+from ki.entities.role_cues import add_role_hints
+from ki.metadata.dates import document_date
+from ki.metadata.language import detect_language
+from ki.metadata.schema import ClauseOut, IdentifierOut, MetadataResult, PartyOut
+from ki.metadata.title import document_title
+from ki.metadata.typing_rules import TypingFacts, choose_type, typing_facts
+from ki.ontology.tools import CLAUSE_TOOL
+
+#: A clause heading must match a clause node this well (ontology_search score) to count as notable.
+CLAUSE_MIN_SCORE = 0.6
+MAX_CLAUSES = 40
+EXCERPT_CHARS = 400
+
+
+def mention_text(body: dict[str, Any]) -> str:
+    """The text parties are read from: for an e-mail its subject line, then the body (quotes included)."""
+    mail = body.get("mail")
+    text = body.get("text") or ""
+    if mail and mail.get("subject") and not text.lstrip().startswith("Subject:"):
+        return f"Subject: {mail['subject']}\n{text}"
+    return text
+
+
+@dataclass
+class Reading:
+    """What the rules read off one document (before any tool or database is consulted).
+
+    Attributes:
+        title / language / doc_date / doc_date_source: the plain facts.
+        typing: the facts :func:`~ki.metadata.typing_rules.choose_type` decides on.
+        identifiers: every identifier of the document (deduplicated).
+        mentions: party mentions with role hints.
+        clause_headings: (heading, excerpt of the clause body) for the clause facet.
+    """
+
+    title: str
+    language: str | None
+    doc_date: dt.date | None
+    doc_date_source: str | None
+    typing: TypingFacts
+    identifiers: list[Identifier]
+    mentions: list[Mention]
+    clause_headings: list[tuple[str, str]] = field(default_factory=list)
+
+
+def read_document(body: dict[str, Any], rel_path: str, mtime_ns: int | None, *, firm_names: list[str],
+                  known: list[KnownName]) -> Reading:
+    """Read a ``structured_json`` body (see :class:`Reading`). Pure."""
+    title = document_title(body, rel_path)
+    text = mention_text(body)
+    found = find_identifiers(text)
+    mentions = find_mentions(text, firm_names=firm_names, known=known, found=found)
+    add_role_hints(text, mentions, title=title, mail=body.get("mail"), firm_names=firm_names)
+    doc_date, source = document_date(body, mtime_ns)
+    lines = (body.get("text") or "").split("\n")
+    clauses = []
+    for i, heading in headings(body.get("text") or ""):
+        excerpt = " ".join(" ".join(lines[i + 1:i + 4]).split())[:EXCERPT_CHARS]
+        clauses.append((heading, excerpt))
+    return Reading(title=title, language=detect_language(body.get("text") or ""), doc_date=doc_date,
+                   doc_date_source=source, typing=typing_facts(body, rel_path, title),
+                   identifiers=unique([f.identifier for f in found]), mentions=mentions,
+                   clause_headings=clauses[:MAX_CLAUSES])
+
+
+def identifier_out(ident: Identifier) -> IdentifierOut:
+    return IdentifierOut(type=ident.type, value=ident.value[:200], issuer=(ident.issuer or None))
+
+
+def best_role(m: Mention) -> str | None:
+    """The strongest role the document itself claims for a mention (None: no claim)."""
+    from ki.entities.roles import RANKS
+
+    if m.is_firm or m.kind == "law_firm":
+        return "advisor"
+    if m.kind == "court":
+        return "court"
+    return max(m.hints, key=lambda h: RANKS.get(h[1], 0))[0] if m.hints else None
+
+
+class MetadataRulesPolicy:
+    """Submits a :class:`Reading` through the tools (see module doc)."""
+
+    def __init__(self, reading: Reading, *, search_parties: bool = False):
+        self.reading = reading
+        self.search_parties = search_parties
+
+    def decide(self, tools: Sequence[Tool], state: AgentState) -> MetadataResult:
+        names = {t.name for t in tools}
+        r = self.reading
+
+        def search(query: str) -> list[dict[str, Any]]:
+            try:
+                return state.call("ontology_search", query=query[:500], limit=20)["results"]
+            except ToolError:
+                return []
+
+        node, rule = choose_type(r.typing, search)
+        if node is not None:
+            state.call("ontology_node", node_id=node)
+        parties = []
+        for m in r.mentions:
+            if self.search_parties and "search_entities" in names:
+                state.call("search_entities", query=m.name[:300], limit=5)
+            parties.append(PartyOut(name=m.name[:300], kind=m.kind, role=best_role(m),
+                                    identifiers=[identifier_out(i) for i in m.identifiers if i.type in ENTITY_TYPES]))
+        clauses = []
+        if CLAUSE_TOOL in names:
+            for heading, excerpt in r.clause_headings:
+                hits = state.call(CLAUSE_TOOL, query=heading[:500], limit=3)["results"]
+                if hits and hits[0]["score"] >= CLAUSE_MIN_SCORE:
+                    clauses.append(ClauseOut(clause_type=hits[0]["id"], locus=heading[:300], excerpt=excerpt))
+        return MetadataResult(doc_type=node, language=r.language, doc_date=r.doc_date, title=r.title[:500] or None,
+                              parties=parties, identifiers=[identifier_out(i) for i in r.identifiers],
+                              notable_clauses=clauses, reasoning=f"rules: type by {rule}")

@@ -1,0 +1,116 @@
+"""The rows extract_metadata writes: document_metadata, document_party, extraction; the notable_clauses artifact.
+
+Spec: insertion-pipeline.md "Extract metadata": "Writes doc_type, doc_type_ancestors, the ontology
+fingerprint, language, doc_date (from content, falling back to file mtime), title, parties, and
+identifiers onto the document; stores an Artifact(kind="notable_clauses") per content hash and one
+Extraction provenance row per document. An untyped result is recorded honestly (doc_type = NULL) with
+the fingerprint of the scope that judged it". Rows are keyed by source object (and carry the content
+hash), so re-running the stage replaces them; ``document_version_id`` is filled when Relate has made a
+DocumentVersion for the object.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import text
+from sqlalchemy.engine import Connection
+
+from ki.metadata.parties import PartyRow
+
+NOTABLE_CLAUSES = "notable_clauses"
+
+
+@dataclass(frozen=True)
+class MetadataRow:
+    """The ``document_metadata`` values of one source object."""
+
+    content_hash: str
+    matter_key: str | None
+    doc_type: str | None
+    doc_type_ancestors: list[str]
+    ontology_version: str
+    ontology_fingerprint: str
+    language: str | None
+    doc_date: dt.date | None
+    doc_date_source: str | None
+    title: str | None
+    identifiers: list[dict[str, Any]]
+    facts: dict[str, Any]
+    producer_version: str
+
+
+def document_version_id(conn: Connection, source_object_id: int) -> int | None:
+    """The object's DocumentVersion id when Relate's table and row exist, else None."""
+    if not conn.execute(text("SELECT to_regclass('document_version') IS NOT NULL")).scalar_one():
+        return None
+    return conn.execute(text("SELECT id FROM document_version WHERE source_object_id = :so"),
+                        {"so": source_object_id}).scalar()
+
+
+UPSERT_METADATA_SQL = text("""
+INSERT INTO document_metadata (source_object_id, content_hash, document_version_id, matter_key, doc_type,
+    doc_type_ancestors, ontology_version, ontology_fingerprint, language, doc_date, doc_date_source, title,
+    identifiers, facts, producer_version, updated_at)
+VALUES (:so, :h, :dv, :mk, :t, CAST(:anc AS text[]), :ov, :fp, :lang, :d, :ds, :title, CAST(:ids AS jsonb),
+        CAST(:facts AS jsonb), :pv, now())
+ON CONFLICT (source_object_id) DO UPDATE SET content_hash = EXCLUDED.content_hash,
+    document_version_id = EXCLUDED.document_version_id, matter_key = EXCLUDED.matter_key,
+    doc_type = EXCLUDED.doc_type, doc_type_ancestors = EXCLUDED.doc_type_ancestors,
+    ontology_version = EXCLUDED.ontology_version, ontology_fingerprint = EXCLUDED.ontology_fingerprint,
+    language = EXCLUDED.language, doc_date = EXCLUDED.doc_date, doc_date_source = EXCLUDED.doc_date_source,
+    title = EXCLUDED.title, identifiers = EXCLUDED.identifiers, facts = EXCLUDED.facts,
+    producer_version = EXCLUDED.producer_version, updated_at = now()
+""")
+
+
+def write_metadata(conn: Connection, source_object_id: int, row: MetadataRow, parties: list[PartyRow]) -> None:
+    """Upsert the document's metadata and replace its party rows (same transaction as the resolution)."""
+    conn.execute(UPSERT_METADATA_SQL, {
+        "so": source_object_id, "h": row.content_hash, "dv": document_version_id(conn, source_object_id),
+        "mk": row.matter_key, "t": row.doc_type, "anc": row.doc_type_ancestors, "ov": row.ontology_version,
+        "fp": row.ontology_fingerprint, "lang": row.language, "d": row.doc_date, "ds": row.doc_date_source,
+        "title": row.title, "ids": json.dumps(row.identifiers, ensure_ascii=False),
+        "facts": json.dumps(row.facts, ensure_ascii=False, default=str), "pv": row.producer_version})
+    conn.execute(text("DELETE FROM document_party WHERE source_object_id = :so"), {"so": source_object_id})
+    for i, p in enumerate(parties):
+        conn.execute(text("""
+            INSERT INTO document_party (source_object_id, entity_id, ordinal, name, role, role_basis, matter_key,
+                                        identifiers, resolution)
+            VALUES (:so, :e, :i, :name, :role, :basis, :mk, CAST(:ids AS jsonb), CAST(:res AS jsonb))
+        """), {"so": source_object_id, "e": p.entity_id, "i": i, "name": p.name, "role": p.role,
+               "basis": p.role_basis, "mk": row.matter_key, "ids": json.dumps(p.identifiers, ensure_ascii=False),
+               "res": json.dumps(p.resolution)})
+
+
+def write_extraction(conn: Connection, *, source_object_id: int, stage: str, content_hash: str,
+                     producer_version: str, provenance: dict[str, Any]) -> None:
+    """Upsert the one Extraction provenance row of (object, stage)."""
+    conn.execute(text("""
+        INSERT INTO extraction (source_object_id, stage, content_hash, producer_version, model, trace_id, provenance)
+        VALUES (:so, :stage, :h, :pv, :model, :trace, CAST(:prov AS jsonb))
+        ON CONFLICT (source_object_id, stage) DO UPDATE SET content_hash = EXCLUDED.content_hash,
+            producer_version = EXCLUDED.producer_version, model = EXCLUDED.model, trace_id = EXCLUDED.trace_id,
+            provenance = EXCLUDED.provenance, created_at = now()
+    """), {"so": source_object_id, "stage": stage, "h": content_hash, "pv": producer_version,
+           "model": str(provenance.get("model") or "rules"), "trace": provenance.get("trace_id"),
+           "prov": json.dumps(provenance, ensure_ascii=False, default=str)})
+
+
+def write_notable_clauses(conn: Connection, content_hash: str, *, clauses: list[dict[str, Any]],
+                          facet_version: str | None, producer_version: str) -> bool:
+    """Store the ``notable_clauses`` artifact of the content hash; an existing one is replaced only when it was
+    typed under another clause facet (True when written)."""
+    row = conn.execute(text("""
+        INSERT INTO artifact (content_hash, kind, producer, producer_version, body)
+        VALUES (:h, :k, 'extract_metadata', :v, CAST(:b AS jsonb))
+        ON CONFLICT (content_hash, kind) DO UPDATE
+            SET body = EXCLUDED.body, producer_version = EXCLUDED.producer_version
+        WHERE artifact.body->>'clause_facet' IS DISTINCT FROM EXCLUDED.body->>'clause_facet'
+        RETURNING id
+    """), {"h": content_hash, "k": NOTABLE_CLAUSES, "v": producer_version,
+           "b": json.dumps({"clause_facet": facet_version, "clauses": clauses}, ensure_ascii=False)}).first()
+    return row is not None

@@ -1,0 +1,68 @@
+"""The Classify rules policy: a matter from reference numbers, the thread, case numbers, the folder, parties.
+
+DESIGN.md "Two deployments"; spec: insertion-pipeline.md "Classify" and "Agentic stages". The
+evidence comes from :func:`ki.matters.evidence.infer_reference` (order-independent: it reads
+converted text, never other files' classification); the decision goes through the same tools as
+the model (``search_matters`` to find the matter's id, ``create_matter`` for a reference no matter
+has yet) and is judged by the same validators. No evidence → ``matter_id = null`` (the stage then
+falls back to the reference-number scan and the ``UNASSIGNED-<slug>`` placeholder).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ki.agents.loop import AgentState, Tool
+from ki.matters.evidence import Corpus, Evidence, infer_reference
+from ki.matters.references import title_from_folder
+from ki.matters.tools import ClassifyResult
+
+#: Confidence the rules give each kind of evidence (the stage abstains below its threshold).
+CONFIDENCE = {"content_label": 0.95, "path": 0.95, "content": 0.85, "thread": 0.8, "case_number": 0.8,
+              "folder": 0.75, "party": 0.6}
+
+
+@dataclass
+class ClassifyRulesPolicy:
+    """Decide one file's matter from its own evidence.
+
+    Args:
+        rel_path: path relative to the source root.
+        text: converted text (an attachment's text followed by its container's).
+        mail: mail headers (an attachment: its container's), or None.
+        corpus: evidence queries over the project's converted files.
+        firm_names: the firm's own names (``firm.name`` and ``firm.aliases``), never a client.
+    """
+
+    rel_path: str
+    text: str
+    mail: dict[str, Any] | None
+    corpus: Corpus
+    firm_names: Sequence[str] = ()
+    evidence: Evidence | None = field(default=None, init=False)
+    scanned: bool = field(default=False, init=False)
+
+    def decide(self, tools: Sequence[Tool], state: AgentState) -> ClassifyResult:
+        """One round: find the evidence once, then resolve its reference to a matter id through the tools."""
+        if not self.scanned:
+            self.evidence = infer_reference(self.rel_path, self.text, self.mail, self.corpus,
+                                            firm_names=self.firm_names)
+            self.scanned = True
+        ev = self.evidence
+        if ev is None:
+            return ClassifyResult(matter_id=None, confidence=0.0, evidence="no reference, thread, case number, "
+                                  "folder consensus or party points to a matter")
+        found = state.call("search_matters", query=ev.reference, limit=8, offset=0)
+        hit = next((r for r in found["results"] if r["reference"] == ev.reference), None)
+        if hit is None:
+            folder = ev.detail if ev.how in ("path", "folder") else None
+            created = state.call("create_matter", reference_number=ev.reference,
+                                 title=title_from_folder(folder, ev.reference))
+            matter_id = created["matter_id"]
+        else:
+            matter_id = hit["matter_id"]
+        detail = f" ({ev.detail})" if ev.detail else ""
+        return ClassifyResult(matter_id=matter_id, confidence=CONFIDENCE.get(ev.how, 0.5),
+                              evidence=f"{ev.how}: {ev.reference}{detail}")

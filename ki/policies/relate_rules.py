@@ -1,0 +1,142 @@
+"""The Relate rules policy: gather the neighbours through the tools, decide with :func:`relate_decide.decide`.
+
+DESIGN.md "Two deployments"; spec: insertion-pipeline.md "Relate" and "Agentic stages". The policy
+lists the documents of the file's matter (``search_documents`` with an empty query, paged to the
+exact total) and opens what a careful reader would: the files with identical bytes, the messages
+the file's headers name, its own attachments, the documents whose name or title reduces to the
+same document name, those whose title or name carries a word the file cites them by (or the file
+name it cites), for an annex those mentioning its label (``search_documents`` by phrase), and for
+an e-mail the messages with the same subject. Each is read in full with ``open_file`` (paging
+while ``has_more``), so every ref in the answer comes from an ``open_file`` result and passes the
+same validators as a model's answer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ki.agents.loop import AgentState, Tool, ToolError
+from ki.policies.relate_decide import decide
+from ki.relate.cues import citations, words_match
+from ki.relate.facts import FileFacts
+from ki.relate.schema import RelateResult
+from ki.relate.threads import subject_key
+
+PAGE = 100
+READ_CHARS = 100_000
+
+
+def facts_from_open(result: dict[str, Any], text: str) -> FileFacts:
+    """FileFacts of a file read with ``open_file`` (``text``: all its pages joined)."""
+    body = {"format": result.get("format"), "title": result.get("title"), "text": text,
+            "revisions": [{"kind": k} for k, n in (result.get("tracked_changes") or {}).get("by_kind", {}).items()
+                          for _ in range(n)]}
+    mail = result.get("mail")
+    if mail:
+        body["mail"] = {"message_id": mail.get("message_id"), "in_reply_to": mail.get("in_reply_to"),
+                        "references": mail.get("references"), "subject": mail.get("subject"),
+                        "date": mail.get("date"), "sender": {"address": mail.get("from")},
+                        "attachments": mail.get("attachments")}
+    return FileFacts.from_artifact(ref=result["ref"], path=result["path"], body=body,
+                                   mtime_ns=result.get("mtime_ns"), content_hash=result.get("content_hash") or "",
+                                   embedded=bool(result.get("embedded")), matter=result.get("matter"))
+
+
+def read_whole(state: AgentState, path: str) -> FileFacts | None:
+    """Open ``path`` and page through it; None when it cannot be read now (status busy/in_progress/...)."""
+    try:
+        first = state.call("open_file", path=path, offset=0, max_chars=READ_CHARS)
+    except ToolError:
+        return None
+    if first.get("status") != "ok":
+        return None
+    parts = [first["text"]]
+    page = first
+    while page.get("has_more"):
+        page = state.call("open_file", path=path, offset=page["next_offset"], max_chars=READ_CHARS)
+        parts.append(page["text"])
+    return facts_from_open(first, "".join(parts))
+
+
+@dataclass
+class RelateRulesPolicy:
+    """Relate one file by the rules.
+
+    Args:
+        me: the current file's facts (from its own artifact, with ``original_text``).
+        matter: its matter reference.
+        extra_paths: files the payload names besides the matter's documents (identical bytes,
+            messages named in the headers, attachments).
+    """
+
+    me: FileFacts
+    matter: str
+    extra_paths: Sequence[str] = ()
+    pool: list[FileFacts] | None = field(default=None, init=False)
+    _cites: list = field(default_factory=list, init=False, repr=False)
+    _hashes: set = field(default_factory=set, init=False, repr=False)
+
+    def _search_all(self, state: AgentState, query: str) -> list[dict[str, Any]]:
+        out, offset = [], 0
+        while True:
+            found = state.call("search_documents", query=query, matter=self.matter, limit=PAGE, offset=offset)
+            out.extend(found["results"])
+            if not found["page"]["has_more"]:
+                return out
+            offset += PAGE
+
+    def worth_opening(self, listed: dict[str, Any]) -> bool:
+        """Whether a listed document (path, title, format, content_hash) could be this file's version,
+        copy, cited document or thread message."""
+        me = self.me
+        other = FileFacts(ref="", path=listed["path"], format=listed.get("format") or "",
+                          title=listed.get("title") or "", text="")
+        if listed.get("content_hash") in self._hashes:
+            return True
+        if other.is_email:
+            return me.is_email and subject_key(other.title) == subject_key((me.mail or {}).get("subject"))
+        if me.is_email:
+            if other.name in set((me.mail or {}).get("attachments") or []):
+                return True
+        else:
+            title = " ".join(other.title.lower().split())
+            if (me.name_key and other.name_key == me.name_key) or \
+                    (title and title == " ".join(me.title.lower().split())):
+                return True
+        cites = self._cites
+        if any(c.filename == other.name for c in cites) or any(c.reply for c in cites):
+            return True
+        words = {w for c in cites for w in c.words}
+        return any(words_match(w, h) for w in words for h in other.heading_words)
+
+    def gather(self, state: AgentState) -> list[FileFacts]:
+        """List the matter, choose the plausible candidates, open each once."""
+        self._cites = citations(self.me)
+        pool: dict[str, FileFacts] = {}
+        for path in self.extra_paths:  # copies, named messages, attachments: their bytes select their twins
+            facts = read_whole(state, path)
+            if facts is not None and facts.ref != self.me.ref:
+                pool[path] = facts
+        self._hashes = {self.me.content_hash} | {f.content_hash for f in pool.values()}
+        paths: dict[str, None] = {}
+        for listed in self._search_all(state, ""):
+            if self.worth_opening(listed):
+                paths[listed["path"]] = None
+        if self.me.annex_label:
+            for listed in self._search_all(state, self.me.annex_label):
+                paths[listed["path"]] = None
+        for path in paths:
+            if path in pool or path == self.me.path:
+                continue
+            facts = read_whole(state, path)
+            if facts is not None and facts.ref != self.me.ref:
+                pool[path] = facts
+        return list(pool.values())
+
+    def decide(self, tools: Sequence[Tool], state: AgentState) -> RelateResult:
+        """Gather once, then decide (a later round after a rejection decides on the same evidence)."""
+        if self.pool is None:
+            self.pool = self.gather(state)
+        return decide(self.me, self.pool)

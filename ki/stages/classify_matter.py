@@ -1,0 +1,188 @@
+"""Stage ``classify_matter`` (console: Classify): assign the file to a matter.
+
+Spec: insertion-pipeline.md "Classify (classify_matter)" and "Agentic stages: Classify and Relate".
+Reads the ``structured_json`` artifact; builds the prompt payload (path, filename, parent folder,
+the rendered folder neighbourhood, up to 200 known document titles, the first 8,000 characters of
+text); decides with the model (``chat_agent``) or the rules policy (same tools, same validators);
+a null, dangling or low-confidence answer falls back to the reference-number scan and then to the
+``UNASSIGNED-<slug>`` placeholder of the top-level folder. Writes the MatterAssignment and the
+content's ``classification`` artifact, then replays relation intents other files parked against
+this one. The model call holds no transaction or lock.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from typing import Any
+
+from sqlalchemy import text
+
+from ki.agents.loop import AgentResult
+from ki.errors import RetryableStageError
+from ki.matters.corpus import REL_PATH, DbCorpus
+from ki.matters.evidence import infer_reference
+from ki.matters.neighbourhood import folder_of, neighbourhood
+from ki.matters.references import (
+    case_numbers_in,
+    is_placeholder,
+    path_reference,
+    placeholder_reference,
+    title_from_folder,
+)
+from ki.matters.store import (
+    add_identifiers,
+    get_matter,
+    get_or_create_matter,
+    project_of_source,
+    record_classification,
+    recorded_classification,
+    write_assignment,
+)
+from ki.matters.tools import ClassifyResult, classify_tools, classify_validators
+from ki.orchestration.context import StageContext, StageOutcome
+from ki.policies.classify_rules import ClassifyRulesPolicy
+from ki.stages.agentic import run_agent
+from ki.store.artifacts import STRUCTURED_JSON, get_artifact
+
+ABSTAIN_BELOW = 0.5
+TEXT_CHARS = 8000
+
+SYSTEM = """You file documents of a law firm's document estate to their client matter.
+Decide which existing matter the file belongs to, using the tools:
+- search_matters finds matters by reference number, client or party name, or subject; page through it rather \
+than assuming a matter is missing.
+- peek_matter shows one matter's references, folders and a sample of its documents.
+- list_folder shows the file's folder neighbourhood and which matter neighbouring files are on.
+- create_matter only for a firm reference number (e.g. 2024-0153 or ABCD-2023-017) that the file itself names and \
+no existing matter has.
+Evidence, strongest first: a reference number in the text (a misfiled letter names its real matter), one in the \
+path, the e-mail thread, a court case number, the folder's other files, a party named only on one matter.
+Templates, brochures and letters naming a client with several matters belong to no single matter: submit \
+matter_id null. Finish by calling submit_result; matter_id must be an id a tool returned."""
+
+
+def _relative_path(ctx: StageContext) -> str:
+    with ctx.pipeline.db.engine.connect() as conn:
+        return conn.execute(text(f"SELECT {REL_PATH} FROM source_object so JOIN source s ON s.id = so.source_id "
+                                 "WHERE so.id = :id"), {"id": ctx.obj.id}).scalar_one()
+
+
+def _container_context(ctx: StageContext) -> tuple[str, dict[str, Any] | None]:
+    """An embedded object's container text and mail headers (its evidence too)."""
+    if ctx.obj.parent_id is None:
+        return "", None
+    with ctx.pipeline.db.engine.connect() as conn:
+        row = conn.execute(text("""SELECT a.body FROM source_object so JOIN artifact a
+                                   ON a.content_hash = so.content_hash AND a.kind = 'structured_json'
+                                   WHERE so.id = :p"""), {"p": ctx.obj.parent_id}).first()
+    if row is None:
+        return "", None
+    return row.body.get("text") or "", row.body.get("mail")
+
+
+def build_payload(*, rel_path: str, hood: dict[str, Any], text_: str) -> dict[str, Any]:
+    """The prompt payload (spec: "Classify: what the model is given")."""
+    return {"path": rel_path, "filename": rel_path.rsplit(" » ", 1)[-1].rsplit("/", 1)[-1],
+            "parent_folder": folder_of(rel_path) or "/", "folder_neighbourhood": {k: hood[k] for k in
+                                                                                   ("above", "own", "below")},
+            "known_document_titles": hood.get("titles", [])[:200], "text": text_[:TEXT_CHARS],
+            "text_truncated": len(text_) > TEXT_CHARS}
+
+
+def handle(ctx: StageContext) -> StageOutcome:
+    """Assign the object to a matter and record how.
+
+    Raises:
+        RetryableStageError: convert has not produced the structured_json artifact yet.
+        ModelOutputInvalid / gateway errors: from the model path (classified by the executor).
+    """
+    db = ctx.pipeline.db
+    content_hash = ctx.obj.content_hash
+    with db.engine.connect() as conn:
+        body = get_artifact(conn, content_hash, STRUCTURED_JSON) if content_hash else None
+        project_id = project_of_source(conn, ctx.obj.source_id)
+        recorded = recorded_classification(conn, content_hash, ctx.obj.id) if content_hash else None
+    if body is None:
+        raise RetryableStageError("no structured_json artifact for this content: convert has not completed")
+    version = ctx.config.pipeline.producer_version(ctx.stage)
+    rel_path = _relative_path(ctx)
+    if recorded and recorded.get("producer_version") == version and recorded.get("matter_id"):
+        with db.engine.connect() as conn:
+            matter = get_matter(conn, int(recorded["matter_id"]))
+        if matter is not None:  # completed before (e.g. a crash after the artifact): never redone
+            return _commit(ctx, project_id, matter.id, matter.reference, recorded, body, rel_path)
+
+    own_text = body.get("text") or ""
+    parent_text, parent_mail = _container_context(ctx)
+    mail = body.get("mail") or parent_mail
+    corpus = DbCorpus(db, project_id=project_id, source_id=ctx.obj.source_id)
+    firm = [ctx.config.firm.name, *ctx.config.firm.aliases]
+    hood = functools.cache(lambda: neighbourhood(db, ctx.obj.source_id, rel_path))
+    policy = ClassifyRulesPolicy(rel_path=rel_path, text=own_text + ("\n" + parent_text if parent_text else ""),
+                                 mail=mail, corpus=corpus, firm_names=firm)
+    result: AgentResult = run_agent(
+        ctx, system=SYSTEM,
+        user=lambda: json.dumps(build_payload(rel_path=rel_path, hood=hood(), text_=own_text), ensure_ascii=False),
+        tools=classify_tools(db, project_id=project_id, neighbourhood=hood), result_model=ClassifyResult,
+        validators=classify_validators(db), policy=policy)
+    answer: ClassifyResult = result.result  # type: ignore[assignment]
+    decision: dict[str, Any] = {"producer_version": version, **result.provenance, "confidence": answer.confidence,
+                                "evidence": answer.evidence, "method": "rules" if result.provenance.get("model")
+                                == "rules" else "model"}
+    matter = None
+    if answer.matter_id is not None and answer.confidence >= ABSTAIN_BELOW:
+        with db.engine.connect() as conn:
+            matter = get_matter(conn, answer.matter_id)
+    if matter is None:
+        matter = _fallback(ctx, project_id, rel_path, own_text + "\n" + parent_text, mail, corpus, firm, policy,
+                           decision)
+    decision["matter_id"] = matter.id
+    decision["reference"] = matter.reference
+    if answer.practice_area or answer.matter_kind:  # facet values: the first valid one wins, imported stay
+        decision.update(practice_area=answer.practice_area, matter_kind=answer.matter_kind)
+    return _commit(ctx, project_id, matter.id, matter.reference, decision, body, rel_path)
+
+
+def _fallback(ctx: StageContext, project_id: int, rel_path: str, text_: str, mail, corpus, firm, policy,
+              decision: dict[str, Any]):
+    """The reference-number scan (already done when the rules decided), then the placeholder matter."""
+    db = ctx.pipeline.db
+    ev = policy.evidence if policy.scanned else infer_reference(rel_path, text_, mail, corpus, firm_names=firm)
+    if ev is not None:
+        folder = ev.detail if ev.how in ("path", "folder") else None
+        matter, _ = get_or_create_matter(db, project_id=project_id, reference=ev.reference,
+                                         title=title_from_folder(folder, ev.reference), folder=folder)
+        decision.update(method="reference_scan", fallback=f"{ev.how}: {ev.reference}")
+        return matter
+    ref = placeholder_reference(rel_path)
+    top = rel_path.split("/", 1)[0] if "/" in rel_path else "(source root)"
+    matter, _ = get_or_create_matter(db, project_id=project_id, reference=ref, title=f"Unassigned files in {top}",
+                                     placeholder=True)
+    decision.update(method="placeholder", fallback=ref)
+    return matter
+
+
+def _commit(ctx: StageContext, project_id: int, matter_id: int, reference: str, decision: dict[str, Any],
+            body: dict[str, Any], rel_path: str) -> StageOutcome:
+    from ki.relate.intents import replay_intents
+
+    db = ctx.pipeline.db
+    with db.engine.begin() as conn:
+        write_assignment(conn, source_object_id=ctx.obj.id, matter_id=matter_id, content_hash=ctx.obj.content_hash,
+                         method=decision.get("method", "rules"), provenance=decision)
+        record_classification(conn, content_hash=ctx.obj.content_hash, source_object_id=ctx.obj.id,
+                              producer_version=decision.get("producer_version", ""), decision=decision)
+        if decision.get("practice_area") or decision.get("matter_kind"):
+            conn.execute(text("""UPDATE matter SET practice_area = coalesce(practice_area, :pa),
+                                 kind = coalesce(kind, :k), updated_at = now() WHERE id = :id AND NOT imported"""),
+                         {"pa": decision.get("practice_area"), "k": decision.get("matter_kind"), "id": matter_id})
+        if not is_placeholder(reference):
+            add_identifiers(conn, matter_id, case_numbers_in((body.get("text") or "")[:TEXT_CHARS]))
+            own = path_reference(rel_path)
+            if own is not None and own.reference == reference and own.folder:
+                conn.execute(text("UPDATE matter SET folder = :f WHERE id = :id AND folder IS NULL"),
+                             {"f": own.folder, "id": matter_id})
+    replayed = replay_intents(ctx.pipeline, ctx.obj.id)
+    return StageOutcome(status="done", details={"matter": reference, "method": decision.get("method"),
+                                                "replayed_intents": replayed})

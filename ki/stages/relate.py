@@ -1,0 +1,122 @@
+"""Stage ``relate`` (console: Relate): identity, versions, redlines, typed relations and threads of a file.
+
+Spec: insertion-pipeline.md "Relate (relate)" and "Relate: what the model is given". Requires a
+matter assignment (RetryableStageError until Classify has run); builds the payload (the matter's
+references and title, the file's path and full text, its tracked-changes digest, e-mail headers, a
+complete folder listing one level above and below); decides with the model or the rules policy
+(same tools: list_folder, search_documents, open_file; same validators) while holding no
+transaction or lock; then :func:`ki.relate.materialize.materialize` re-validates and writes.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from sqlalchemy import text
+
+from ki.errors import RetryableStageError
+from ki.matters.corpus import REL_PATH
+from ki.matters.neighbourhood import neighbourhood
+from ki.matters.store import get_matter, project_of_source, read_assignment
+from ki.orchestration.context import StageContext, StageOutcome
+from ki.policies.relate_rules import RelateRulesPolicy
+from ki.relate.facts import FileFacts
+from ki.relate.materialize import RelatePlan, materialize
+from ki.relate.schema import RelateResult, make_validators
+from ki.relate.threads import parent_ids
+from ki.relate.tools import RelateTools, mail_headers, oid_of, ref_of, tracked_changes_digest
+from ki.stages.agentic import run_agent
+from ki.store.artifacts import STRUCTURED_JSON, get_artifact
+
+TEXT_CHARS = 60_000
+
+SYSTEM = """You establish a law-firm document's identity and its links to other files of the estate.
+Decide: is it a new document, another version or rendition (draft, redline, clean, final, signed, filed) of a \
+document already there, or a byte-identical duplicate of another file? If it has tracked changes, which file \
+holds the version they were made against? Which files is it an annex of (Anlage K1, Schedule 4, Exhibit A), \
+which does it respond to (a reply, a Klageerwiderung answering a Klageschrift), reference (a document cited \
+by its date or number, an attachment), or amend (Nachtrag, amendment)?
+Use list_folder, search_documents and open_file to look; open every file you cite. Refs in your answer must \
+be refs that open_file returned — never paths. E-mail threads are built from the headers; you do not need to \
+submit them. Finish by calling submit_result."""
+
+
+def _related_paths(ctx: StageContext, mail: dict[str, Any] | None, matter_id: int) -> dict[str, list[str]]:
+    """Identical-bytes files, messages the headers name (and copies of this one), and own attachments."""
+    ids = [i for i in [*(parent_ids(mail) if mail else []), (mail or {}).get("message_id")] if i]
+    with ctx.pipeline.db.engine.connect() as conn:
+        same = [r.rel for r in conn.execute(text(f"""
+            SELECT {REL_PATH} AS rel FROM source_object so JOIN source s ON s.id = so.source_id
+            WHERE so.content_hash = :h AND so.id <> :o AND so.deleted_at IS NULL
+              AND s.project_id = (SELECT project_id FROM source WHERE id = :s) ORDER BY so.id LIMIT 200"""),
+            {"h": ctx.obj.content_hash, "o": ctx.obj.id, "s": ctx.obj.source_id})]
+        # messages of the same matter (a thread's copies elsewhere are found by their identical bytes)
+        messages = [r.rel for r in conn.execute(text(f"""
+            SELECT {REL_PATH} AS rel FROM matter_assignment ma JOIN source_object so ON so.id = ma.source_object_id
+            JOIN source s ON s.id = so.source_id
+            JOIN artifact a ON a.content_hash = so.content_hash AND a.kind = 'structured_json'
+            WHERE ma.matter_id = :m AND so.id <> :o AND so.deleted_at IS NULL
+              AND a.body->'mail'->>'message_id' = ANY(:ids) ORDER BY so.id LIMIT 200"""),
+            {"o": ctx.obj.id, "ids": ids, "m": matter_id})] if ids else []
+        children = [r.rel for r in conn.execute(text(f"""
+            SELECT {REL_PATH} AS rel FROM source_object so JOIN source s ON s.id = so.source_id
+            WHERE so.parent_id = :o AND so.deleted_at IS NULL ORDER BY so.embedded_index"""), {"o": ctx.obj.id})]
+    return {"identical_files": same, "messages_named_in_headers": messages, "attachments": children}
+
+
+def handle(ctx: StageContext) -> StageOutcome:
+    """Relate the object and materialize the decision.
+
+    Raises:
+        RetryableStageError: no structured_json yet; no matter assignment (Classify has not run) or one
+            made on older content; drift detected at materialization.
+        ModelOutputInvalid / gateway errors: from the model path.
+    """
+    db = ctx.pipeline.db
+    content_hash = ctx.obj.content_hash
+    with db.engine.connect() as conn:
+        body = get_artifact(conn, content_hash, STRUCTURED_JSON) if content_hash else None
+        assignment = read_assignment(conn, ctx.obj.id)
+        project_id = project_of_source(conn, ctx.obj.source_id)
+        rel_path = conn.execute(text(f"SELECT {REL_PATH} FROM source_object so JOIN source s ON s.id = so.source_id "
+                                     "WHERE so.id = :o"), {"o": ctx.obj.id}).scalar_one()
+        matter = get_matter(conn, assignment.matter_id) if assignment else None
+    if body is None:
+        raise RetryableStageError("no structured_json artifact for this content: convert has not completed")
+    if assignment is None or matter is None:
+        raise RetryableStageError("matter assignment missing: classify_matter has not run for this file yet")
+    if assignment.content_hash and assignment.content_hash != content_hash:
+        raise RetryableStageError("the matter assignment was made on older content: classify_matter must run again")
+
+    me = FileFacts.from_artifact(ref=ref_of(ctx.obj.id), path=rel_path, body=body, mtime_ns=ctx.obj.mtime_ns,
+                                 content_hash=content_hash, embedded=ctx.obj.parent_id is not None,
+                                 matter=matter.reference)
+    related = _related_paths(ctx, body.get("mail"), matter.id)
+
+    def payload() -> str:
+        hood = neighbourhood(db, ctx.obj.source_id, rel_path, up=1, down=1)
+        full = body.get("text") or ""
+        return json.dumps({
+            "matter": {"references": [matter.reference], "title": matter.title}, "path": rel_path, "ref": me.ref,
+            "text": full[:TEXT_CHARS], "text_truncated": len(full) > TEXT_CHARS,
+            "tracked_changes": tracked_changes_digest(body.get("revisions") or []),
+            "email_headers": mail_headers(body.get("mail")),
+            "folder_listing": {k: hood[k] for k in ("above", "own", "below")}, **related,
+        }, ensure_ascii=False, default=str)
+
+    toolbox = RelateTools(ctx.pipeline, ctx.obj.source_id, project_id)
+    extra = [p for group in related.values() for p in group]
+    policy = RelateRulesPolicy(me=me, matter=matter.reference, extra_paths=extra)
+    result = run_agent(ctx, system=SYSTEM, user=payload,
+                       tools=toolbox.tools(), result_model=RelateResult,
+                       validators=make_validators(me.ref, content_hash), policy=policy, max_turns=16)
+    answer: RelateResult = result.result  # type: ignore[assignment]
+    plan = RelatePlan(
+        oid=ctx.obj.id, content_hash=content_hash, matter_id=matter.id, project_id=project_id,
+        identity=answer.identity, same_as=oid_of(answer.same_as_ref) if answer.same_as_ref else None,
+        redline_against=oid_of(answer.redline_against_ref) if answer.redline_against_ref else None,
+        relations=[(r.type, oid_of(r.target_ref), r.evidence) for r in answer.relations], facts=me,
+        provenance={**result.provenance, "reasoning": answer.reasoning[:500]})
+    summary = materialize(ctx.pipeline, ctx.claim, plan)
+    return StageOutcome(status="done", details=summary)

@@ -1,0 +1,43 @@
+"""SQLAlchemy model of batch membership (``pipeline_run_object``, migration ``0007_batches``).
+
+Spec: insertion-pipeline.md "Orchestration" (Hatchet provider, batch reservation, sweeper).
+Written by :mod:`ki.orchestration.providers.hatchet` (reservation, workflow run ids) and the
+document workflow's final task (``finished_at``/``outcome``); read by the sweeper.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from sqlalchemy import BigInteger, DateTime, ForeignKey, Index, Text, func
+from sqlalchemy import text as sa_text
+from sqlalchemy.orm import Mapped, mapped_column
+
+from ki.store.models import Base
+
+
+class PipelineRunObject(Base):
+    """One document reserved by one orchestrated batch.
+
+    Attributes:
+        run_id: the pipeline_runs row (the batch).
+        source_object_id: the reserved document.
+        workflow_run_id: Hatchet's id of this document's workflow run (None until triggered).
+        outcome: how the document's DAG ended (``done``, ``quarantined``, ``skipped``,
+            ``orchestration_failed``...), None while it runs.
+        finished_at: when the DAG's final task (or failure hook) recorded the end.
+    """
+
+    __tablename__ = "pipeline_run_object"
+    run_id: Mapped[int] = mapped_column(ForeignKey("pipeline_runs.id", ondelete="CASCADE"), primary_key=True)
+    source_object_id: Mapped[int] = mapped_column(
+        BigInteger, ForeignKey("source_object.id", ondelete="CASCADE"), primary_key=True
+    )
+    workflow_run_id: Mapped[str | None] = mapped_column(Text)
+    outcome: Mapped[str | None] = mapped_column(Text)
+    finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
+    __table_args__ = (
+        Index("ix_pipeline_run_object_object", "source_object_id"),
+        Index("ix_pipeline_run_object_unfinished", "run_id", postgresql_where=sa_text("finished_at IS NULL")),
+    )

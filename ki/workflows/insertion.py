@@ -1,0 +1,168 @@
+"""ki's Hatchet workflows, in one place: the per-document insertion DAG and the access refresh.
+
+Spec: insertion-pipeline.md "Orchestration" (Hatchet provider; concurrency variables).
+
+The document DAG (workflow ``ki-insertion``), one visible task per stage, derived from
+``PIPELINE_STAGE_ORDER``::
+
+    fetch → convert → classify_matter → relate → extract_metadata → extract_decisions → index
+                                          │                                              │
+                          task concurrency 'relate' ≤ KI_RELATE_MODEL_CONCURRENCY        └ final task:
+                                                                                           finishes the
+    workflow concurrency: key input.batch_id, ≤ KI_HATCHET_DOCUMENT_CONCURRENCY DAGs        document in
+    per batch, GROUP_ROUND_ROBIN between batches                                            its batch
+    idempotency: key input.batch_id + ':' + input.doc_id (status based)
+    every task: 6 retries, backoff factor 5 capped at 60 s, 6 h schedule and execution timeouts
+    on failure: the document is recorded as orchestration_failed in its batch
+
+The access refresh (workflow ``ki-access-refresh``, run ledger label "Access refresh"): one task,
+``index``, for a batch whose only outstanding rows are ``access_only_reindex`` index rows; the
+index handler then rewrites only the permission fields.
+
+The stable idempotency key matters because the SDK splits a bulk trigger into several
+non-atomic RPCs that tenacity may resend: a resent item collides on its key instead of starting
+a second DAG (``create_bulk_run_item(key=…)`` never reaches the engine at SDK 1.43.1). The row
+claim stays the real idempotency boundary.
+
+Nothing here runs at import: :func:`build_workflows` declares the workflows on a client, so both
+``ki worker`` (which registers them) and the provider (which triggers them) get the same shapes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any
+
+from pydantic import BaseModel
+
+from ki.taxonomies import PIPELINE_STAGE_ORDER
+
+if TYPE_CHECKING:
+    from hatchet_sdk import Hatchet
+
+    from ki.config.loader import ProcessSettings
+
+DOCUMENT_WORKFLOW = "ki-insertion"
+ACCESS_REFRESH_WORKFLOW = "ki-access-refresh"
+FINAL_STAGE = PIPELINE_STAGE_ORDER[-1]
+
+TASK_RETRIES = 6
+TASK_BACKOFF_FACTOR = 5.0
+TASK_BACKOFF_MAX_SECONDS = 60
+TASK_TIMEOUT = timedelta(hours=6)
+#: Keys stay reserved this long after their run ended (status-based idempotency falls back to it).
+IDEMPOTENCY_FALLBACK_TTL = timedelta(hours=7)
+IDEMPOTENCY_KEY_EXPRESSION = "input.batch_id + ':' + input.doc_id"
+BATCH_KEY_EXPRESSION = "input.batch_id"
+RELATE_KEY_EXPRESSION = "'relate'"
+
+#: The DAG as (stage, parent) pairs: each stage waits for the one before it.
+DAG: tuple[tuple[str, str | None], ...] = tuple(
+    (stage, PIPELINE_STAGE_ORDER[i - 1] if i else None) for i, stage in enumerate(PIPELINE_STAGE_ORDER)
+)
+
+
+class DocumentInput(BaseModel):
+    """Input of one document's workflow run. Strings, because CEL keys are strings.
+
+    Attributes:
+        batch_id: the pipeline_runs id of the batch (decimal).
+        doc_id: the source_object id (decimal).
+    """
+
+    batch_id: str
+    doc_id: str
+
+    @property
+    def run_id(self) -> int:
+        return int(self.batch_id)
+
+    @property
+    def source_object_id(self) -> int:
+        return int(self.doc_id)
+
+
+@dataclass(frozen=True)
+class KiWorkflows:
+    """The declared workflows (SDK ``Workflow`` objects) of one client."""
+
+    document: Any
+    access_refresh: Any
+    sync: Any
+
+    def all(self) -> list[Any]:
+        return [self.document, self.access_refresh, self.sync]
+
+
+def _task_options() -> dict[str, Any]:
+    return {"retries": TASK_RETRIES, "backoff_factor": TASK_BACKOFF_FACTOR,
+            "backoff_max_seconds": TASK_BACKOFF_MAX_SECONDS, "schedule_timeout": TASK_TIMEOUT,
+            "execution_timeout": TASK_TIMEOUT}
+
+
+def _stage_fn(stage: str, *, final: bool):
+    def run(inp: DocumentInput, ctx) -> dict[str, Any]:
+        from ki.workflows.runtime import stage_task
+
+        return stage_task(stage, inp.run_id, inp.source_object_id, final=final, cancelled=lambda: ctx.exit_flag)
+
+    run.__name__ = f"ki_{stage}"
+    return run
+
+
+def _failure_fn(inp: DocumentInput, ctx) -> dict[str, Any]:
+    from ki.workflows.runtime import failure_hook
+
+    try:
+        errors = dict(ctx.task_run_errors)
+    except Exception:  # noqa: BLE001 - the hook must record the end even without the error text
+        errors = {}
+    return failure_hook(inp.run_id, inp.source_object_id, errors)
+
+
+def _document_workflow(hatchet: Hatchet, name: str, settings: ProcessSettings, stages: tuple[str, ...]) -> Any:
+    from hatchet_sdk import (
+        ConcurrencyExpression,
+        ConcurrencyLimitStrategy,
+        StatusBasedIdempotencyConfig,
+        TaskDefaults,
+    )
+
+    wf = hatchet.workflow(
+        name=name,
+        input_validator=DocumentInput,
+        concurrency=ConcurrencyExpression(expression=BATCH_KEY_EXPRESSION,
+                                          max_runs=settings.hatchet_document_concurrency,
+                                          limit_strategy=ConcurrencyLimitStrategy.GROUP_ROUND_ROBIN),
+        task_defaults=TaskDefaults(**_task_options()),
+        idempotency=StatusBasedIdempotencyConfig(key_expression=IDEMPOTENCY_KEY_EXPRESSION,
+                                                 fallback_ttl=IDEMPOTENCY_FALLBACK_TTL),
+    )
+    parent = None
+    for stage in stages:
+        concurrency = None
+        if stage == "relate":
+            concurrency = [ConcurrencyExpression(expression=RELATE_KEY_EXPRESSION,
+                                                 max_runs=settings.relate_model_concurrency,
+                                                 limit_strategy=ConcurrencyLimitStrategy.GROUP_ROUND_ROBIN)]
+        parent = wf.task(name=stage, parents=[parent] if parent is not None else None, concurrency=concurrency,
+                         **_task_options())(_stage_fn(stage, final=stage == stages[-1]))
+    wf.on_failure_task(name="record_failure", retries=TASK_RETRIES, backoff_factor=TASK_BACKOFF_FACTOR,
+                       backoff_max_seconds=TASK_BACKOFF_MAX_SECONDS, schedule_timeout=TASK_TIMEOUT,
+                       execution_timeout=timedelta(minutes=5))(_failure_fn)
+    return wf
+
+
+def build_workflows(hatchet: Hatchet, settings: ProcessSettings) -> KiWorkflows:
+    """Declare ki's workflows on ``hatchet`` with the concurrency of ``settings``.
+
+    Returns: :class:`KiWorkflows` (document DAG, access refresh, sync).
+    """
+    from ki.workflows.sync import sync_workflow
+
+    return KiWorkflows(
+        document=_document_workflow(hatchet, DOCUMENT_WORKFLOW, settings, PIPELINE_STAGE_ORDER),
+        access_refresh=_document_workflow(hatchet, ACCESS_REFRESH_WORKFLOW, settings, (FINAL_STAGE,)),
+        sync=sync_workflow(hatchet, settings),
+    )

@@ -1,0 +1,214 @@
+"""What a Hatchet task of ki does: drive one (document, stage) row to a terminal state.
+
+Spec: insertion-pipeline.md "Orchestration" (Hatchet provider: each task calls
+``run_stage_for_object(stage, id)``, which claims at most one row; the row stays the idempotency
+boundary, so a replay or a workflow migration sees the durable state and no-ops over completed
+stages) and "Failure modes" (worker death mid-stage: the replay claims the durable row and
+resumes at the first unfinished stage).
+
+How a task treats each state of its row (``drive_stage``):
+
+* ``pending``, or ``failed`` with its retry due → ``run_stage_for_object``;
+* ``failed`` with the retry not yet due → **the task sleeps until it is due** and claims again.
+  Raising instead, so that Hatchet's task retry tried later, would put the row at the mercy of
+  the task's 6 retries (≈ 4.5 min of backoff at factor 5, cap 60 s), while ki's own policy may
+  legitimately wait longer (an infrastructure outage is retried forever with backoff up to
+  ``KI_INFRASTRUCTURE_RETRY_MAX_SECONDS``); the row-level policy decides when, Hatchet's retries
+  stay for transport faults (database unreachable, worker lost). The task's six-hour execution
+  timeout bounds the wait;
+* ``running`` (another worker holds the claim: a replay of a task whose worker died, or a local
+  runner) → wait, running ``recover_stale_claims`` every third of ``claim_timeout_seconds`` so a
+  dead worker's claim is failed as ``StaleClaim`` and then claimed here;
+* an earlier stage of the document is not terminal (a concurrent launch's prepare step requeued
+  it) → that stage is driven first, so the task still ends with its own stage terminal;
+* an earlier stage is quarantined (this one stays ``waiting``) → the document ended: ``halted``;
+* ``done`` / ``skipped`` / ``quarantined`` → return.
+
+Outputs are small JSON objects (ids and statuses, never documents: Hatchet's payload limit).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import text
+
+from ki.orchestration.context import PipelineContext
+from ki.orchestration.execute import run_stage_for_object
+from ki.orchestration.heartbeat import ClaimKeeper
+from ki.orchestration.prepare import recover_stale_claims
+from ki.orchestration.providers import batches
+from ki.taxonomies import PIPELINE_STAGE_ORDER, stage_bucket
+
+log = logging.getLogger(__name__)
+
+#: Longest single sleep while waiting (so cancellation and new states are noticed).
+POLL_MAX_SECONDS = 2.0
+
+_lock = threading.Lock()
+_runtime: WorkerRuntime | None = None
+
+
+@dataclass
+class WorkerRuntime:
+    """Process-wide handles of a worker: the pipeline context and the claim keeper."""
+
+    ctx: PipelineContext
+    keeper: ClaimKeeper
+    last_stale_check: float = 0.0
+
+
+def worker_runtime(slots: int | None = None) -> WorkerRuntime:
+    """The worker process's :class:`WorkerRuntime`, opened on first use (thread-safe).
+
+    The database pool holds ``slots + 4`` connections (``KI_WORKER_SLOTS`` by default): one per
+    task thread plus the keeper, the sweeper and progress writes.
+    """
+    global _runtime
+    with _lock:
+        if _runtime is None:
+            from ki.config.loader import ProcessSettings
+            from ki.store.db import connect
+
+            settings = ProcessSettings()
+            n = slots or settings.worker_slots
+            ctx = PipelineContext.open(settings, db=connect(settings, pool_size=n + 4))
+            timeout = ctx.config.pipeline.claim_timeout_seconds
+            keeper = ClaimKeeper(ctx.db, interval_seconds=max(0.2, min(30.0, timeout / 3))).start()
+            _runtime = WorkerRuntime(ctx, keeper)
+        return _runtime
+
+
+def set_worker_runtime(runtime: WorkerRuntime | None) -> None:
+    """Install (or clear) the process's runtime (tests and ``ki worker``)."""
+    global _runtime
+    with _lock:
+        _runtime = runtime
+
+
+class TaskCancelled(Exception):  # noqa: N818 - Hatchet's word
+    """The orchestrator cancelled the task while it waited."""
+
+
+@dataclass(frozen=True)
+class _Row:
+    stage: str
+    status: str
+    reason: str | None
+    next_retry_at: datetime | None
+
+
+ROWS_SQL = text("""
+SELECT stage, status, reason, next_retry_at FROM processing_state WHERE source_object_id = :oid
+""")
+
+
+def _rows(ctx: PipelineContext, oid: int) -> dict[str, _Row]:
+    with ctx.db.engine.connect() as conn:
+        return {r.stage: _Row(r.stage, r.status, r.reason, r.next_retry_at)
+                for r in conn.execute(ROWS_SQL, {"oid": oid})}
+
+
+def _sleep(seconds: float, cancelled: Callable[[], bool]) -> None:
+    end = time.monotonic() + max(0.0, seconds)
+    while True:
+        if cancelled():
+            raise TaskCancelled("cancelled by the orchestrator")
+        left = end - time.monotonic()
+        if left <= 0:
+            return
+        time.sleep(min(left, 0.25))
+
+
+def drive_stage(rt: WorkerRuntime, run_id: int, oid: int, stage: str, *,
+                cancelled: Callable[[], bool] = lambda: False) -> dict[str, Any]:
+    """Drive ``stage`` of object ``oid`` (and any unfinished earlier stage) to a terminal state.
+
+    Returns ``{"stage", "object", "status", "executions"}``: ``status`` is the row's console
+    bucket (``done``, ``skipped``, ``disabled``, ``quarantined``), ``halted`` (an earlier stage is
+    quarantined, so this row stays waiting) or ``missing`` (the object is gone); ``executions``
+    lists the ``ExecutionResult.kind`` of every call made (``not_claimed`` for a replay over a
+    done row is not listed: no call claims it).
+
+    Raises:
+        RunAborted: a stage hit a configuration error (the row was released untouched).
+        TaskCancelled: ``cancelled()`` turned true while waiting.
+        sqlalchemy errors: the database is unreachable (Hatchet's task retry takes over).
+    """
+    ctx = rt.ctx
+    upto = PIPELINE_STAGE_ORDER.index(stage)
+    executions: list[str] = []
+    stale_every = max(0.5, ctx.config.pipeline.claim_timeout_seconds / 3)
+    while True:
+        rows = _rows(ctx, oid)
+        if not rows:
+            return {"stage": stage, "object": oid, "status": "missing", "executions": executions}
+        target: _Row | None = None
+        for s in PIPELINE_STAGE_ORDER[: upto + 1]:
+            row = rows.get(s)
+            if row is None:
+                continue
+            if row.status in ("pending", "running", "failed"):
+                target = row
+                break
+            if row.status == "quarantined" and s != stage:
+                return {"stage": stage, "object": oid, "status": "halted", "by": s, "executions": executions}
+        if target is None:
+            own = rows.get(stage)
+            status = stage_bucket(own.status, own.reason) if own else "missing"
+            if status == "waiting":
+                status = "halted"
+            return {"stage": stage, "object": oid, "status": status, "executions": executions}
+        now = datetime.now(UTC)
+        if target.status == "pending" or (target.status == "failed" and target.next_retry_at is not None
+                                          and target.next_retry_at <= now):
+            result = run_stage_for_object(ctx, target.stage, oid, run_id=run_id, keeper=rt.keeper)
+            if result.kind != "not_claimed":
+                executions.append(result.kind)
+            else:
+                _sleep(0.05, cancelled)  # locked by a concurrent claimer this instant
+            continue
+        if target.status == "failed":
+            due = target.next_retry_at or now
+            _sleep(min(POLL_MAX_SECONDS, max(0.01, (due - now).total_seconds())), cancelled)
+            continue
+        # running elsewhere: wait for it to finish, or for its claim to go stale
+        if time.monotonic() - rt.last_stale_check >= stale_every:
+            rt.last_stale_check = time.monotonic()
+            recover_stale_claims(ctx)
+        _sleep(min(POLL_MAX_SECONDS, stale_every / 2), cancelled)
+
+
+def stage_task(stage: str, run_id: int, oid: int, *, final: bool,
+               cancelled: Callable[[], bool] = lambda: False) -> dict[str, Any]:
+    """The body of every stage task: drive the row, refresh the batch's progress, and (final
+    task) record the document's end, which completes the run when it was the last document."""
+    rt = worker_runtime()
+    out = drive_stage(rt, run_id, oid, stage, cancelled=cancelled)
+    with rt.ctx.db.engine.begin() as conn:
+        if final:
+            outcome = batches.document_outcome(conn, oid)
+            finished = batches.finish_member(conn, run_id, oid, "requeued" if outcome == "unfinished" else outcome)
+            if finished:
+                out["run_status"] = finished
+        else:
+            batches.refresh_progress(conn, run_id, force=False)
+    return out
+
+
+def failure_hook(run_id: int, oid: int, errors: dict[str, str]) -> dict[str, Any]:
+    """The DAG failed in the orchestrator (a task exhausted its retries or was cancelled): record
+    the member as ``orchestration_failed`` with the error so the run can end (``failed``, saying
+    why); the document's rows stay as they are, so the next run picks them up."""
+    rt = worker_runtime()
+    message = "; ".join(f"{k}: {v}" for k, v in sorted(errors.items()))[:1500] or "task failed"
+    with rt.ctx.db.engine.begin() as conn:
+        status = batches.finish_member(conn, run_id, oid, batches.OUTCOME_ORCHESTRATION_FAILED,
+                                       error=f"object {oid}: {message}")
+    return {"object": oid, "outcome": batches.OUTCOME_ORCHESTRATION_FAILED, "run_status": status}
