@@ -18,7 +18,10 @@ chunks). Measured:
   threads, the path the index stage takes (upsert by ordinal + surplus delete, HNSW maintained);
 - hybrid query latency p50/p95 (ms) over ``--queries`` queries (2–4 estate words), searching as
   a user holding 3 groups: query embedding + lexical half + vector half + RRF + hydration (path,
-  snippet) — the whole ``ki.index.search`` path; each half is also timed alone.
+  snippet) — the whole ``ki.index.search`` path; each half is also timed alone. Reported as wall
+  time and as CPU time (this thread + the server backend, from ``/proc/<pid>/schedstat``): on a
+  shared, loaded machine the wall time mostly measures waiting for a CPU, the CPU time is what the
+  query costs (≈ its latency on an idle core).
 
 **Quality** (``quality``): ``ki insert`` of ``estate-dev/estate`` as a subprocess (a fresh data
 directory, ``KI_RETRIEVAL__EMBEDDING_MODEL`` per run), wall time reported; then, in process,
@@ -214,36 +217,69 @@ def embedded_half(args: argparse.Namespace) -> dict[str, Any]:
         result["chunk_table_size"] = size
 
         queries = [corpus.query() for _ in range(args.queries + 20)]
+        # One pooled connection for the queries, so the server backend's CPU time can be read
+        # (/proc/<pid>/schedstat, ns) next to this thread's (time.thread_time_ns): on a loaded
+        # machine wall time mostly measures waiting for a CPU.
+        from sqlalchemy import create_engine
+
+        qengine = create_engine(db.url, pool_size=1, max_overflow=0)
+        with qengine.connect() as conn:
+            backend_pid = conn.execute(text("SELECT pg_backend_pid()")).scalar()
+        schedstat = Path(f"/proc/{backend_pid}/schedstat")
+
+        def cpu_ns() -> int:
+            return int(schedstat.read_text().split()[0]) + time.thread_time_ns()
+
+        qbackend = PostgresBackend(qengine)
         totals: list[float] = []
+        cpu_ms: list[float] = []
         lex_ms: list[float] = []
         vec_ms: list[float] = []
         hits_n: list[int] = []
         for qi, q in enumerate(queries):
             held = [f"user:u{rng.randint(0, 99):02d}", *rng.sample(GROUPS, 3)]
             filters = SearchFilters(principals=principal_set(held))
+            c0 = cpu_ns()
             t = time.perf_counter()
             vec = emb.embed_query(q)
-            fused = hybrid_search(backend, q, filters, query_vector=vec, limit=10)
-            hits = hydrate(db.engine, q, fused)
+            fused = hybrid_search(qbackend, q, filters, query_vector=vec, limit=10)
+            hits = hydrate(qengine, q, fused)
             total = (time.perf_counter() - t) * 1000
+            cpu = (cpu_ns() - c0) / 1e6
             if qi >= 20:  # warm-up excluded
                 totals.append(total)
+                cpu_ms.append(cpu)
                 hits_n.append(len(hits))
-                _timed(lambda q=q, f=filters: backend.search_lexical(q, f, 50), lex_ms)
-                _timed(lambda v=vec, f=filters: backend.search_vector(v, f, 50), vec_ms)
+                c1 = cpu_ns()
+                qbackend.search_lexical(q, filters, 30)
+                c2 = cpu_ns()
+                qbackend.search_vector(vec, filters, 30)
+                lex_ms.append((c2 - c1) / 1e6)
+                vec_ms.append((cpu_ns() - c2) / 1e6)
+        qengine.dispose()
         result.update({
-            "queries": len(totals), "hybrid_p50_ms": round(percentile(totals, 50), 1),
-            "hybrid_p95_ms": round(percentile(totals, 95), 1), "lexical_p50_ms": round(percentile(lex_ms, 50), 1),
-            "lexical_p95_ms": round(percentile(lex_ms, 95), 1), "vector_p50_ms": round(percentile(vec_ms, 50), 1),
-            "vector_p95_ms": round(percentile(vec_ms, 95), 1), "mean_hits": round(statistics.mean(hits_n), 1),
+            "queries": len(totals), "load_average_during_queries": os.getloadavg(),
+            "hybrid_wall_p50_ms": round(percentile(totals, 50), 1),
+            "hybrid_wall_p95_ms": round(percentile(totals, 95), 1),
+            "hybrid_cpu_p50_ms": round(percentile(cpu_ms, 50), 1),
+            "hybrid_cpu_p95_ms": round(percentile(cpu_ms, 95), 1),
+            "lexical_cpu_p50_ms": round(percentile(lex_ms, 50), 1),
+            "lexical_cpu_p95_ms": round(percentile(lex_ms, 95), 1),
+            "vector_cpu_p50_ms": round(percentile(vec_ms, 50), 1),
+            "vector_cpu_p95_ms": round(percentile(vec_ms, 95), 1),
+            "mean_hits": round(statistics.mean(hits_n), 1),
         })
         db.dispose()
-    print(f"hybrid query (embed + both halves + RRF + hydrate), {result['queries']} queries: "
-          f"p50 {result['hybrid_p50_ms']} ms, p95 {result['hybrid_p95_ms']} ms "
-          f"({verdict(result['hybrid_p95_ms'] <= TARGETS['embedded_p95_ms'])} "
-          f"p95 ≤ {TARGETS['embedded_p95_ms']:g} ms); "
-          f"lexical half p50/p95 {result['lexical_p50_ms']}/{result['lexical_p95_ms']} ms, vector half "
-          f"{result['vector_p50_ms']}/{result['vector_p95_ms']} ms; {result['mean_hits']} hits on average")
+    target = TARGETS["embedded_p95_ms"]
+    print(f"hybrid query (embed + both halves + RRF + hydrate), {result['queries']} queries as a user with 3 groups:")
+    print(f"  CPU time (client thread + server backend): p50 {result['hybrid_cpu_p50_ms']} ms, "
+          f"p95 {result['hybrid_cpu_p95_ms']} ms "
+          f"({verdict(result['hybrid_cpu_p95_ms'] <= target)} p95 ≤ {target:g} ms)")
+    print(f"  wall clock at load average {result['load_average_during_queries'][0]:.1f} on {os.cpu_count()} CPUs: "
+          f"p50 {result['hybrid_wall_p50_ms']} ms, p95 {result['hybrid_wall_p95_ms']} ms "
+          f"({verdict(result['hybrid_wall_p95_ms'] <= target)})")
+    print(f"  lexical half CPU p50/p95 {result['lexical_cpu_p50_ms']}/{result['lexical_cpu_p95_ms']} ms, vector half "
+          f"{result['vector_cpu_p50_ms']}/{result['vector_cpu_p95_ms']} ms; {result['mean_hits']} hits on average")
     return result
 
 

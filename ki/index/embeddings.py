@@ -29,7 +29,7 @@ from __future__ import annotations
 import hashlib
 import re
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, Protocol, runtime_checkable
@@ -367,5 +367,3 @@ def input_sha256(text: str) -> str:
     """SHA-256 hex of the embedded text (the cache's validity check)."""
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
-
-Embed = Callable[[Sequence[str]], np.ndarray]

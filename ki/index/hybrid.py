@@ -110,12 +110,12 @@ def hybrid_search(backend: SearchBackend, query: str, filters: SearchFilters, *,
     Args:
         query_vector: the query's embedding from the index's own embedder; None = no vector half.
         limit: results wanted.
-        candidates: rows each half returns (default ``max(50, 5 × limit)``).
+        candidates: rows each half returns (default ``max(30, 3 × limit)``).
     Returns: at most ``limit`` fused hits, best first.
     """
     if mode not in ("hybrid", "lexical", "vector"):
         raise ValueError(f"unknown search mode {mode!r}")
-    n = candidates or max(50, 5 * limit)
+    n = candidates or max(30, 3 * limit)
     lexical = backend.search_lexical(query, filters, n) if mode in ("hybrid", "lexical") and query.strip() else []
     vector = (backend.search_vector(query_vector, filters, n)
               if mode in ("hybrid", "vector") and query_vector is not None else [])

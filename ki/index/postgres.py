@@ -39,15 +39,16 @@ from ki.index.backend import (
     WriteResult,
 )
 from ki.index.embeddings import EmbedderIdentity
+from ki.index.facts import fact_sources
 from ki.index.permissions import AccessProjection
 from ki.store.locks import lock_key
 
 INDEX_NAME = "default"
 HNSW_INDEX = "ix_chunk_embedding_hnsw"
 #: hnsw.ef_search floor (pgvector default 40); raised to k when more rows are asked for.
-EF_SEARCH = 64
+EF_SEARCH = 40
 #: At most this many matching rows are ranked by the lexical half (see _LEXICAL).
-LEXICAL_RANK_CAP = 3000
+LEXICAL_RANK_CAP = 1000
 #: The lexical half adds any-word matches when fewer than this many rows match every word.
 OR_FALLBACK_BELOW = 10
 #: Words that make a query "web-search syntax": such a query gets no OR fallback.
@@ -148,12 +149,6 @@ WITH r AS MATERIALIZED (
 SELECT * FROM r ORDER BY distance, source_object_id, ordinal
 """
 
-_SCHEMA_SQL = text("""
-SELECT table_name, column_name FROM information_schema.columns
-WHERE table_schema = current_schema() AND table_name IN ('matter', 'matter_assignment', 'document', 'document_version')
-""")
-
-
 class PostgresBackend:
     """The embedded :class:`ki.index.backend.SearchBackend` (see the module docstring).
 
@@ -169,7 +164,6 @@ class PostgresBackend:
     def __init__(self, engine: Engine | Any, *, index_name: str = INDEX_NAME):
         self.engine: Engine = getattr(engine, "engine", engine)
         self.index_name = index_name
-        self._schema: dict[str, set[str]] | None = None
 
     # -- index identity ---------------------------------------------------------------------------
 
@@ -284,29 +278,17 @@ class PostgresBackend:
 
     # -- search -----------------------------------------------------------------------------------
 
-    def _tables(self, conn: Connection) -> dict[str, set[str]]:
-        if self._schema is None:
-            schema: dict[str, set[str]] = {}
-            for r in conn.execute(_SCHEMA_SQL):
-                schema.setdefault(r.table_name, set()).add(r.column_name)
-            self._schema = schema
-        return self._schema
-
     def _filters(self, conn: Connection, filters: SearchFilters) -> tuple[str, dict[str, Any], FilterReport]:
-        """SQL conditions on ``c`` (chunk) and ``so`` (source_object) for matter, type and since."""
-        schema = self._tables(conn)
+        """SQL conditions on ``c`` (chunk) and ``so`` (source_object) for matter, type and since
+        (:mod:`ki.index.facts`: applied when the model stages' tables exist, else noted)."""
+        facts = fact_sources(conn)
         report = FilterReport()
         sql: list[str] = []
         params: dict[str, Any] = {}
-        has_matter = {"source_object_id", "matter_id"} <= schema.get("matter_assignment", set()) and \
-            {"id", "reference"} <= schema.get("matter", set())
-        has_docs = {"source_object_id", "document_id"} <= schema.get("document_version", set())
-        doc_cols = schema.get("document", set())
         if filters.matter:
-            if has_matter:
-                sql.append("""AND EXISTS (SELECT 1 FROM matter_assignment ma JOIN matter m ON m.id = ma.matter_id
-                              WHERE ma.source_object_id = c.source_object_id
-                                AND (m.reference = :matter OR CAST(m.id AS text) = :matter))""")
+            cond = facts.matter_condition("c.source_object_id")
+            if cond:
+                sql.append(f"AND {cond}")
                 params["matter"] = filters.matter
                 report.applied.append("matter")
                 if conn.execute(text("SELECT NOT EXISTS (SELECT 1 FROM matter_assignment)")).scalar():
@@ -316,11 +298,9 @@ class PostgresBackend:
                 report.notes.append("--matter ignored: this database has no matter assignments yet "
                                     "(the classify_matter stage is not installed)")
         if filters.doc_type:
-            if has_docs and "doc_type" in doc_cols:
-                ancestors = " OR :doc_type = ANY(d.doc_type_ancestors)" if "doc_type_ancestors" in doc_cols else ""
-                sql.append(f"""AND EXISTS (SELECT 1 FROM document_version dv JOIN document d ON d.id = dv.document_id
-                               WHERE dv.source_object_id = c.source_object_id
-                                 AND (d.doc_type = :doc_type{ancestors}))""")
+            cond = facts.type_condition("c.source_object_id")
+            if cond:
+                sql.append(f"AND {cond}")
                 params["doc_type"] = filters.doc_type
                 report.applied.append("type")
             else:
@@ -329,11 +309,10 @@ class PostgresBackend:
         if filters.since:
             since = datetime(filters.since.year, filters.since.month, filters.since.day, tzinfo=UTC)
             params["since_ns"] = int(since.timestamp()) * 1_000_000_000
-            if has_docs and "doc_date" in doc_cols:
+            doc_date = facts.date_value("c.source_object_id")
+            if doc_date:
                 params["since_date"] = filters.since
-                sql.append("""AND coalesce((SELECT d.doc_date FROM document_version dv JOIN document d
-                                            ON d.id = dv.document_id WHERE dv.source_object_id = c.source_object_id
-                                            LIMIT 1) >= :since_date, so.mtime_ns >= :since_ns)""")
+                sql.append(f"AND coalesce({doc_date} >= :since_date, so.mtime_ns >= :since_ns)")
             else:
                 sql.append("AND so.mtime_ns >= :since_ns")
                 report.notes.append("--since compares the file's modification date (document dates are not "

@@ -24,6 +24,7 @@ from sqlalchemy import Engine, text
 
 from ki.index.backend import SearchBackend, SearchFilters
 from ki.index.embeddings import Embedder, EmbedderIdentity, embedder_for_identity
+from ki.index.facts import fact_sources
 from ki.index.hybrid import FusedHit, hybrid_search
 from ki.index.permissions import principal_set
 
@@ -164,18 +165,8 @@ FROM unnest(CAST(:oids AS bigint[]), CAST(:ords AS int[]), CAST(:idx AS int[])) 
 JOIN chunk c ON c.source_object_id = h.oid AND c.ordinal = h.ord
 JOIN source_object so ON so.id = h.oid AND so.deleted_at IS NULL
 CROSS JOIN q
-{joins}
 ORDER BY h.i
 """
-
-
-def _schema(conn: Any) -> dict[str, set[str]]:
-    from ki.index.postgres import _SCHEMA_SQL
-
-    schema: dict[str, set[str]] = {}
-    for r in conn.execute(_SCHEMA_SQL):
-        schema.setdefault(r.table_name, set()).add(r.column_name)
-    return schema
 
 
 def hydrate(engine: Engine, query: str, fused: Sequence[FusedHit]) -> list[SearchHit]:
@@ -188,27 +179,12 @@ def hydrate(engine: Engine, query: str, fused: Sequence[FusedHit]) -> list[Searc
     from ki.index.postgres import _AND_QUERY, _OR_QUERY
 
     with engine.connect() as conn:
-        schema = _schema(conn)
-        extra, joins = [], []
-        if {"source_object_id", "matter_id"} <= schema.get("matter_assignment", set()) and \
-                {"id", "reference"} <= schema.get("matter", set()):
-            extra.append("mt.reference AS matter")
-            joins.append("LEFT JOIN LATERAL (SELECT m.reference FROM matter_assignment ma JOIN matter m "
-                         "ON m.id = ma.matter_id WHERE ma.source_object_id = h.oid LIMIT 1) mt ON true")
-        else:
-            extra.append("NULL AS matter")
-        dv_cols = schema.get("document_version", set())
-        if {"source_object_id", "document_id"} <= dv_cols:
-            order = "dv.version_order" if "version_order" in dv_cols else "NULL"
-            dtype = "d.doc_type" if "doc_type" in schema.get("document", set()) else "NULL"
-            extra += ["dd.document_id", "dd.version", "dd.doc_type"]
-            joins.append(f"LEFT JOIN LATERAL (SELECT dv.document_id, {order} AS version, {dtype} AS doc_type "
-                         "FROM document_version dv LEFT JOIN document d ON d.id = dv.document_id "
-                         "WHERE dv.source_object_id = h.oid LIMIT 1) dd ON true")
-        else:
-            extra += ["NULL AS document_id", "NULL AS version", "NULL AS doc_type"]
+        facts = fact_sources(conn)
+        document_id, version = facts.version_values("h.oid")
+        extra = [f"{facts.matter_value('h.oid')} AS matter", f"{document_id} AS document_id",
+                 f"{version} AS version", f"{facts.type_value('h.oid')} AS doc_type"]
         sql = _HYDRATE.format(or_query=_OR_QUERY, and_query=f"({_AND_QUERY})",
-                              extra="".join(f", {e}" for e in extra), joins="\n".join(joins))
+                              extra="".join(f", {e}" for e in extra))
         rows = conn.execute(text(sql), {
             "q": query, "opts": SNIPPET_OPTIONS,
             "oids": [h.source_object_id for h in fused], "ords": [h.ordinal for h in fused],

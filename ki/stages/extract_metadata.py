@@ -23,7 +23,7 @@ from typing import Any
 
 from sqlalchemy import text
 
-from ki.entities.identifiers import Identifier
+from ki.entities.identifiers import Identifier, unique
 from ki.entities.mentions import KnownName, Mention
 from ki.entities.names import name_key
 from ki.entities.store import known_names
@@ -85,8 +85,11 @@ def _user_payload(ctx: StageContext, rel_path: str, body: dict[str, Any], readin
                        "rules_found_parties": [m.name for m in reading.mentions]}, ensure_ascii=False, default=str)
 
 
-def _merge_agent_parties(result: MetadataResult, reading: Reading) -> tuple[list[Mention], dict[int, int]]:
-    """The rule mentions plus the model's parties the rules missed; the model's roles count as inferred."""
+def _merge_agent_parties(result: MetadataResult, reading: Reading, firm_names: list[str]
+                         ) -> tuple[list[Mention], dict[int, int]]:
+    """The rule mentions plus the model's parties the rules missed; the model's roles count as inferred
+    (roles are decided by rule); a party named like the firm is the firm."""
+    firm_keys = {name_key(n, kind="law_firm").key for n in firm_names}
     mentions = list(reading.mentions)
     suggested: dict[int, int] = {}
     by_key = {m.key.key: m for m in mentions}
@@ -97,7 +100,9 @@ def _merge_agent_parties(result: MetadataResult, reading: Reading) -> tuple[list
         m = by_key.get(key.key)
         if m is None:
             end = 10**9 + len(mentions)  # after every mention the rules found
-            m = Mention(name=p.name, kind=p.kind, spans=[(end, end)], source="agent")
+            is_firm = name_key(p.name, kind="law_firm").key in firm_keys
+            m = Mention(name=p.name, kind="law_firm" if is_firm else p.kind, spans=[(end, end)], is_firm=is_firm,
+                        source="agent")
             mentions.append(m)
             by_key[key.key] = m
         for ident in p.identifiers:
@@ -159,7 +164,8 @@ def handle(ctx: StageContext) -> StageOutcome:
     result = agent.result
     assert isinstance(result, MetadataResult)
     mentions, suggested = (reading.mentions, {}) if not gateway_configured() else \
-        _merge_agent_parties(result, reading)
+        _merge_agent_parties(result, reading, firm_names)
+    identifiers = unique([*reading.identifiers, *(Identifier(i.type, i.value, i.issuer) for i in result.identifiers)])
     doc_type = result.doc_type
     version = ctx.config.pipeline.producer_version(ctx.stage)
     row = MetadataRow(
@@ -168,7 +174,7 @@ def handle(ctx: StageContext) -> StageOutcome:
         ontology_fingerprint=onto.fingerprint, language=result.language or reading.language,
         doc_date=result.doc_date or reading.doc_date,
         doc_date_source=reading.doc_date_source if result.doc_date in (None, reading.doc_date) else "agent",
-        title=result.title or reading.title, identifiers=[i.model_dump(exclude_none=True) for i in result.identifiers],
+        title=result.title or reading.title, identifiers=[i.as_dict() for i in identifiers],
         facts={"typing": result.reasoning, "matter_reference": matter.reference,
                "correspondents": _correspondents(body.get("mail")), "amounts": find_amounts(body.get("text") or "")},
         producer_version=version)

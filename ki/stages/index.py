@@ -27,6 +27,8 @@ stops, nothing written); the embedder's errors (gateway outage = infrastructure)
 
 from __future__ import annotations
 
+import os
+import threading
 from pathlib import PurePath
 from typing import Any
 
@@ -37,6 +39,7 @@ from ki.index.backend import PROFILE_ORDINAL, ChunkRow, IndexDocument
 from ki.index.chunking import chunk_text
 from ki.index.embedding_cache import embed_rows
 from ki.index.embeddings import context_header, embedding_input, identity_of, make_embedder
+from ki.index.facts import fact_sources
 from ki.index.permissions import ACCESS_ONLY_REINDEX, has_access_only_marker, object_projection
 from ki.index.search import backend_for
 from ki.orchestration.context import StageContext, StageOutcome
@@ -88,22 +91,11 @@ def _refresh_access(ctx: StageContext, backend: Any) -> StageOutcome:
 
 
 def _document_facts(conn: Any, source_object_id: int) -> tuple[str | None, str | None]:
-    """(document type, matter) of the object once Extract metadata / Classify have written them, else None."""
-    cols = {(r.table_name, r.column_name) for r in conn.execute(text(
-        "SELECT table_name, column_name FROM information_schema.columns WHERE table_schema = current_schema() "
-        "AND table_name IN ('matter', 'matter_assignment', 'document', 'document_version')"))}
-    matter = doc_type = None
-    if {("matter_assignment", "matter_id"), ("matter", "reference"), ("matter", "title")} <= cols:
-        row = conn.execute(text("SELECT m.reference, m.title FROM matter_assignment ma JOIN matter m "
-                                "ON m.id = ma.matter_id WHERE ma.source_object_id = :o"),
-                           {"o": source_object_id}).first()
-        if row:
-            matter = " ".join(p for p in (row.reference, row.title) if p)
-    if {("document_version", "document_id"), ("document", "doc_type")} <= cols:
-        doc_type = conn.execute(text("SELECT d.doc_type FROM document_version dv JOIN document d "
-                                     "ON d.id = dv.document_id WHERE dv.source_object_id = :o"),
-                                {"o": source_object_id}).scalar()
-    return doc_type, matter
+    """(document type, matter reference + title) once Extract metadata / Classify have written them, else None."""
+    facts = fact_sources(conn)
+    row = conn.execute(text(f"SELECT {facts.type_value(':o')} AS doc_type, "
+                            f"{facts.matter_value(':o', with_title=True)} AS matter"), {"o": source_object_id}).one()
+    return row.doc_type, row.matter
 
 
 def header_title(body: dict[str, Any]) -> str | None:
@@ -129,6 +121,33 @@ def profile_text(title: str | None, doc_type: str | None, matter: str | None, te
     return "\n".join(p for p in (title, doc_type, matter, opening) if p)
 
 
+_EMBEDDERS: dict[tuple[str | None, int, str], Any] = {}
+_EMBEDDERS_LOCK = threading.Lock()
+
+
+def stage_embedder(ctx: StageContext) -> Any:
+    """The process's embedder for ``retrieval.embedding_model`` (None for ``none``).
+
+    Kept per (setting, batch size, gateway URL), so a gateway model's dimension is probed once per
+    process and its calls go to the usage ledger (stage ``index``).
+    """
+    retrieval = ctx.config.retrieval
+    key = (retrieval.embedding_model, retrieval.embedding_batch_size, os.environ.get("KI_LLM_BASE_URL", ""))
+    with _EMBEDDERS_LOCK:
+        if key not in _EMBEDDERS:
+            db = ctx.pipeline.db
+
+            def client() -> Any:
+                from ki.agents.gateway import GatewayClient
+                from ki.agents.usage import ledger_sink
+
+                return GatewayClient.from_env(usage_sink=ledger_sink(db, default_stage="index"))
+
+            _EMBEDDERS[key] = make_embedder(retrieval.embedding_model, batch_size=retrieval.embedding_batch_size,
+                                            gateway_client=client)
+        return _EMBEDDERS[key]
+
+
 def _index(ctx: StageContext, backend: Any) -> StageOutcome:
     content_hash = ctx.obj.content_hash
     db = ctx.pipeline.db
@@ -137,7 +156,7 @@ def _index(ctx: StageContext, backend: Any) -> StageOutcome:
         body = get_artifact(conn, content_hash, STRUCTURED_JSON) if content_hash else None
     if body is None:
         raise RetryableStageError("no structured_json artifact for this content: convert has not completed")
-    embedder = make_embedder(retrieval.embedding_model, batch_size=retrieval.embedding_batch_size)
+    embedder = stage_embedder(ctx)
     identity = identity_of(embedder)
     backend.ensure_embedder(identity)  # refuse another model before reading grants or embedding anything
     with db.engine.connect() as conn:

@@ -143,6 +143,16 @@ class Harness:
                                          "GROUP BY 1, 2, 3 ORDER BY 1, 2")).fetchall()
                 runs = conn.execute(text("SELECT id, kind, status, processed, error FROM pipeline_runs")).fetchall()
             parts.append(f"--- rows {rows}\n--- runs {runs}")
+            with ctx.db.engine.connect() as conn:
+                stuck = conn.execute(text("SELECT source_object_id, workflow_run_id FROM pipeline_run_object "
+                                          "WHERE finished_at IS NULL LIMIT 5")).fetchall()
+            for oid, wid in stuck:
+                try:
+                    d = hatchet_client().runs.get(wid)
+                    tasks = [(t.display_name, str(t.status), t.retry_count, t.attempt) for t in d.tasks]
+                    parts.append(f"--- object {oid} run {wid} {d.run.status}: {tasks}")
+                except Exception as exc:  # noqa: BLE001 - diagnostics only
+                    parts.append(f"--- object {oid} run {wid}: {exc!r}")
         return "\n".join(parts)
 
     def wait_run(self, ctx: PipelineContext, run_id: int, timeout: float = 300) -> tuple[str, object, str | None]:

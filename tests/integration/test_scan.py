@@ -260,8 +260,11 @@ def test_rescan_rehashes_only_what_changed_and_requeues_changed_content(ctx, tmp
     new_hash = hashlib.sha256(new_body).hexdigest()
     assert _objects(ctx)["change.txt"].content_hash == new_hash
     assert ctx.blobs.read(new_hash) == new_body
-    assert {s: r.status for s, r in _rows(ctx, "change.txt").items() if ctx.config.pipeline.stage(s).enabled} == {
-        s: "done" for s in PIPELINE_STAGE_ORDER if ctx.config.pipeline.stage(s).enabled}
+    # every enabled stage ran again: done, or skipped by its own handler (a .txt has no revisions to decide on)
+    assert {s: (r.status, r.reason) for s, r in _rows(ctx, "change.txt").items()
+            if ctx.config.pipeline.stage(s).enabled} == {
+        s: ("skipped", "no_revision_evidence") if s == "extract_decisions" else ("done", None)
+        for s in PIPELINE_STAGE_ORDER if ctx.config.pipeline.stage(s).enabled}
     with ctx.db.engine.connect() as conn:
         assert [h.path for h in search(conn, "Zitronenfalter")] == [str((root / "change.txt").resolve())]
         assert search(conn, "erste Fassung Kirschgarten") == []

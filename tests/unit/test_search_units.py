@@ -145,7 +145,8 @@ def test_embedding_model_setting():
 
 
 def test_context_header_and_input():
-    assert context_header(title=" Mietvertrag\n Halle 3 ", doc_type="lease", matter=None) == "Mietvertrag Halle 3 · lease"
+    header = context_header(title=" Mietvertrag\n Halle 3 ", doc_type="lease", matter=None)
+    assert header == "Mietvertrag Halle 3 · lease"
     assert context_header(title=None) == ""
     assert embedding_input("body", "") == "body"
     assert embedding_input("body", "T") == "T\n\nbody"
