@@ -40,9 +40,6 @@ class Candidate:
         names: name keys of its canonical name and every alias.
         identifiers: its typed identifiers.
         matters: matter keys it is a party on.
-        client_matters: matter keys on which the *client* of the current matter is also a party
-            as client — filled per context by the caller when checking "acts on another matter for
-            this matter's client" (see :class:`Context`).
     """
 
     entity_id: int

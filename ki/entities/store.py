@@ -50,7 +50,8 @@ def lock_names(conn: Connection, project_id: int, keys: Iterable[NameKey]) -> in
 CANDIDATES_SQL = text("""
 SELECT e.id, count(*) AS score
 FROM entity e JOIN entity_alias a ON a.entity_id = e.id
-WHERE e.project_id = :project AND (a.alias_key = :key OR a.tokens && CAST(:tokens AS text[]))
+WHERE e.project_id = :project AND (a.alias_key = :key OR (cardinality(a.tokens) > 0
+      AND (a.tokens @> CAST(:tokens AS text[]) OR a.tokens <@ CAST(:tokens AS text[]))))
 GROUP BY e.id
 UNION
 SELECT e.id, 100 AS score
@@ -70,7 +71,8 @@ MATTERS_SQL = text("SELECT entity_id, matter_key FROM matter_party WHERE entity_
 
 def load_candidates(conn: Connection, project_id: int, key: NameKey, identifiers: list[Identifier]
                     ) -> tuple[list[Candidate], dict[int, set[str]]]:
-    """Entities that might be the mention: same alias key, a shared base token, or a shared identifier value.
+    """Entities that might be the mention: same alias key, an alias whose tokens contain the mention's or are
+    contained in them (the precondition of token containment), or a shared identifier value.
 
     Returns: (candidates, entity id → alias keys on its ledger).
     """

@@ -119,7 +119,12 @@ class MetadataRulesPolicy:
             except ToolError:
                 return []
 
-        node, rule = choose_type(r.typing, search)
+        def walk(kind: str, node_id: str) -> Any:
+            if kind == "children":
+                return state.call("ontology_children", node_id=node_id)["children"]
+            return state.call("ontology_node", node_id=node_id)["node"]
+
+        node, rule = choose_type(r.typing, search, walk)
         if node is not None:
             state.call("ontology_node", node_id=node)
         parties = []

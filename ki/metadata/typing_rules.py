@@ -10,7 +10,8 @@ Evidence, strongest first:
 1. an e-mail is an e-mail (``E-Mail`` / ``email`` searched), whatever its subject says;
 2. the title: the hit that starts earliest (then the longest term, then the deepest node). A letter
    (salutation under an address block) only takes a title hit at the title's very start —
-   "Angebot eines Aufhebungsvertrags" is a letter *about* a termination agreement;
+   "Angebot eines Aufhebungsvertrags" is a letter *about* a termination agreement — and not a contract
+   named before a dash ("Framework Supply Agreement – signature copies" is a cover letter);
 3. the file name, by the same rule;
 4. cues of the text: a demand ("fordern wir Sie auf" → ``Aufforderungsschreiben``/``demand letter``), a
    schedule that "forms an integral part of the Agreement" (typed as that agreement), a fax cover
@@ -18,7 +19,9 @@ Evidence, strongest first:
 5. otherwise untyped (None) — recorded honestly.
 
 Ties between nodes matched by the same term are broken by the text's context: a court context
-(case number, "In dem Rechtsstreit") prefers the court-filing family, any other context avoids it.
+(case number, "In dem Rechtsstreit") prefers the court-filing family, any other context avoids it. In a
+court context a title hit outside the court family gives way to a court-filing node that shares two
+content words with the title, found by walking that family (``ontology_children``/``ontology_node``).
 """
 
 from __future__ import annotations
@@ -30,15 +33,23 @@ from pathlib import PurePath
 from typing import Any
 
 from ki.matters.references import CASE_NUMBER
+from ki.ontology.terms import MIN_COMPOUND, tokens
 
 Search = Callable[[str], list[dict[str, Any]]]
+Walk = Callable[[str, str], Any]
+#: Words a term shares with any title without saying anything ("Protokoll *der* Verhandlung").
+TERM_STOPWORDS = frozenset({"der", "die", "das", "des", "dem", "den", "und", "zur", "zum", "von", "of", "the", "and",
+                            "for", "to", "a", "an", "in", "im", "am"})
 
 SALUTATION = re.compile(r"(?m)^\s*(?:Sehr\s+geehrte[rns]?|Dear|Liebe[rs]?|Hallo|Guten\s+Tag)\b")
 COURT_CONTEXT = re.compile(r"In\s+dem\s+Rechtsstreit|Im\s+Namen\s+des\s+Volkes|Geschäftsnummer|Aktenzeichen|"
                            r"\bin\s+the\s+matter\s+of\b|\bclaimant\b.*\bdefendant\b", re.IGNORECASE | re.DOTALL)
-DEMAND = re.compile(r"fordern\s+(?:wir\s+)?Sie\s+(?:hiermit\s+)?(?:letztmalig\s+)?(?:nochmals\s+)?auf|"
-                    r"\bauffordern\b|we\s+(?:hereby\s+)?(?:demand|call\s+upon\s+you)|letter\s+before\s+action|"
-                    r"request\s+(?:that\s+you\s+)?(?:pay|settle)\s+the\s+(?:outstanding|amount)", re.IGNORECASE)
+#: A demand for payment ("fordern wir Sie auf, den Betrag … zu überweisen"); a demand to repair is a letter.
+DEMAND = re.compile(r"(?:fordern\s+(?:wir\s+)?Sie\s+(?:hiermit\s+)?(?:letztmalig\s+)?(?:nochmals\s+)?auf|"
+                    r"\bauffordern\b)(?:[^.]|\.(?=\S)){0,160}?\b(?:zu\s+)?(?:zahlen|überweisen|auszugleichen|begleichen|erstatten)\b|"
+                    r"\bwe\s+(?:hereby\s+)?(?:demand|call\s+upon\s+you\s+to\s+pay)\b(?:[^.]|\.(?=\S)){0,120}?\b(?:pay|payment|amount)|"
+                    r"letter\s+before\s+action|request\s+(?:that\s+you\s+)?(?:pay|settle)\s+the\s+(?:outstanding|amount)",
+                    re.IGNORECASE)
 INTEGRAL = re.compile(r"forms?\s+an?\s+integral\s+part\s+of\s+(?:the|this)\s+Agreement|"
                       r"(?:ist|bildet|sind)\s+(?:ein\s+)?(?:wesentlicher\s+|integraler\s+)?Bestandteil\s+(?:des|dieses)",
                       re.IGNORECASE)
@@ -55,6 +66,9 @@ FAX_QUERIES = ("Telefax", "fax")
 LETTER_QUERIES = ("Schreiben", "letter", "Brief")
 MAIL_QUERIES = ("E-Mail", "email")
 COURT_PROBES = ("Klageschrift", "statement of claim", "Urteil", "judgment")
+CONTRACT_PROBES = ("Vertrag", "agreement", "contract")
+#: A subject line naming a document and then what the letter does with it ("… – signature copies").
+SUBJECT_SUFFIX = re.compile(r"\s[–-]\s+\S")
 
 
 @dataclass(frozen=True)
@@ -113,8 +127,42 @@ def _first_hit(search: Search, queries: tuple[str, ...], *, whole: bool = True) 
     return None
 
 
-def choose_type(facts: TypingFacts, search: Search) -> tuple[str | None, str]:
-    """(node id or None, the rule that decided) — every id comes from a ``search`` result."""
+def _overlap(term: list[str], title: list[str]) -> int:
+    """Content tokens of ``term`` found in ``title`` (exactly or as the head of a compound)."""
+    found = 0
+    for tok in term:
+        if tok in TERM_STOPWORDS:
+            continue
+        if any(t == tok or (len(tok) >= MIN_COMPOUND and len(t) > len(tok) and t.endswith(tok)) for t in title):
+            found += 1
+    return found
+
+
+def _court_leaf(title: str, court_roots: set[str], walk: Walk) -> str | None:
+    """In a court context, the court-filing node sharing at least two content words with the title
+    ("Protokoll der Güteverhandlung" ~ "Protokoll der mündlichen Verhandlung"), found by walking the tree."""
+    title_toks = tokens(title)
+    best, best_key = None, (0, 0.0)
+    for root in sorted(court_roots):
+        for child in walk("children", root):
+            view = walk("node", child["id"])
+            terms = [view["label"].get("de", ""), view["label"].get("en", "")]
+            terms += [*view["synonyms"].get("de", []), *view["synonyms"].get("en", [])]
+            for term in terms:
+                toks = [t for t in tokens(term) if t not in TERM_STOPWORDS]
+                found = _overlap(toks, title_toks)
+                key = (found, found / len(toks) if toks else 0.0)
+                if found >= 2 and key[1] >= 0.6 and key > best_key:
+                    best, best_key = child["id"], key
+    return best
+
+
+def choose_type(facts: TypingFacts, search: Search, walk: Walk | None = None) -> tuple[str | None, str]:
+    """(node id or None, the rule that decided) — every id comes from a ``search`` or ``walk`` result.
+
+    ``walk(kind, node_id)`` calls ``ontology_children`` (kind ``children``: a list of node summaries) or
+    ``ontology_node`` (kind ``node``: the node view); without it the court-context walk is skipped.
+    """
     if facts.is_mail:
         hit = _first_hit(search, MAIL_QUERIES)
         if hit:
@@ -122,11 +170,20 @@ def choose_type(facts: TypingFacts, search: Search) -> tuple[str | None, str]:
     court_roots: set[str] = set()
     for probe in COURT_PROBES:
         court_roots.update(h["path"][0] for h in search(probe) if h["score"] >= 0.9)
+    contract_roots = {h["path"][0] for probe in CONTRACT_PROBES for h in search(probe) if h["score"] >= 0.9}
     for source, query in (("title", facts.title), ("filename", facts.filename)):
+        if source == "filename" and facts.letter and DEMAND.search(facts.head):
+            break  # a letter's own words say more than a file name ("Schreiben an Gegenseite")
         if not query.strip():
             continue
         best = _best(search(query), court_roots, facts.court_context)
+        if best is not None and facts.letter and best["path"][0] in contract_roots and SUBJECT_SUFFIX.search(query):
+            continue  # "Framework Supply Agreement – signature copies": a letter about a contract
         if best is not None and (not facts.letter or best["match"]["start"] == 0):
+            if facts.court_context and court_roots and best["path"][0] not in court_roots and walk is not None:
+                court = _court_leaf(query, court_roots, walk)
+                if court is not None:
+                    return court, f"{source}_court_context"
             return best["id"], source
     if DEMAND.search(facts.head):
         hit = _first_hit(search, DEMAND_QUERIES)

@@ -27,6 +27,13 @@ Verdicts, in order, for each active run:
      ``KI_RUN_ABANDONED_HOURS`` of silence (longer than the longest allowed task), with the
      recorded cause; before that it is left running.
 
+4. **resumed** (ki's addition for engine gotcha "lost task assignment", docs/hatchet-engine.md):
+   an insertion batch left running although it is silent, with none of its rows claimed and no
+   retry pending, is stalled in the engine (measured after an engine restart: a task assigned to a
+   worker that never received it, or a DAG whose next task was never created). Its DAGs that
+   Hatchet reports running are superseded (``providers.hatchet.supersede_stalled``: a replacement
+   DAG per document, the stalled one cancelled); the run stays running and completes normally.
+
 A failed run keeps its rows and counters (never deleted) and its ``error`` says why; its batch
 is no longer active, so the next launch reserves its unfinished documents again.
 """
@@ -38,7 +45,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Literal
 
 from ki.orchestration.context import PipelineContext
@@ -50,8 +57,9 @@ log = logging.getLogger(__name__)
 LOOKUP_GRACE_SECONDS = 120.0
 
 Answer = Literal["absent", "terminal", "active", "unreachable"]
-VerdictKind = Literal["alive", "completed", "failed", "left_running"]
+VerdictKind = Literal["alive", "completed", "failed", "left_running", "resumed"]
 Lookup = Callable[[str], tuple[Answer, str]]
+Resume = Callable[..., int]
 
 
 @dataclass(frozen=True)
@@ -60,7 +68,7 @@ class SweepVerdict:
 
     Attributes:
         run_id, kind: the run.
-        verdict: alive (silent too briefly to examine), completed, failed, left_running.
+        verdict: alive (silent too briefly to examine), completed, failed, left_running, resumed.
         reason: why, in words (the ``error`` written on a failed run).
         silent_seconds: the run's silence when examined.
     """
@@ -101,16 +109,31 @@ def _minutes(seconds: float) -> str:
     return f"{seconds / 60:.0f} min" if seconds < 7200 else f"{seconds / 3600:.1f} h"
 
 
+def _supersede(ctx: PipelineContext, run_id: int, *, since: datetime) -> int:
+    from ki.orchestration.providers.hatchet import supersede_stalled
+
+    return supersede_stalled(ctx, run_id, since=since)
+
+
+def _stalled(st: batches.BatchState) -> bool:
+    """Nothing of the batch is claimed and no retry is pending, yet documents are unfinished."""
+    now = datetime.now(UTC)
+    return (st.kind != batches.KIND_SYNC and st.unfinished_members > 0 and st.running_rows == 0
+            and (st.next_retry_at is None or st.next_retry_at <= now))
+
+
 def sweep_runs(ctx: PipelineContext, *, run_ids: Sequence[int] | None = None,
-               lookup: Lookup | None = None) -> list[SweepVerdict]:
+               lookup: Lookup | None = None, resume: Resume | None = None) -> list[SweepVerdict]:
     """Examine the active ``hatchet`` runs (or ``run_ids``) and resolve the stranded ones.
 
     Args:
         run_ids: only these runs (still only if active); default every active hatchet run.
         lookup: how to ask the orchestrator (default :func:`hatchet_lookup`).
+        resume: how to supersede a stalled batch's DAGs (default ``supersede_stalled``).
     Returns: one :class:`SweepVerdict` per active run examined, in id order.
     """
     lookup = lookup or hatchet_lookup
+    resume = resume or _supersede
     settings = ctx.settings
     with ctx.db.engine.connect() as conn:
         ids = list(run_ids) if run_ids is not None else batches.active_run_ids(conn, provider="hatchet")
@@ -129,7 +152,17 @@ def sweep_runs(ctx: PipelineContext, *, run_ids: Sequence[int] | None = None,
                 out.append(SweepVerdict(st.run_id, st.kind, "completed" if status == "completed" else "failed",
                                         "every document of the batch is terminal", silent))
                 continue
-        verdict = _ask(st, lookup, silent, settings.run_abandoned_hours)
+        verdict, answer = _ask(st, lookup, silent, settings.run_abandoned_hours)
+        if verdict.verdict == "left_running" and answer in ("active", "terminal") and _stalled(st):
+            try:
+                n = resume(ctx, st.run_id, since=st.started_at - timedelta(minutes=5))
+            except Exception as exc:  # noqa: BLE001 - report; the next sweep tries again
+                log.warning("superseding stalled DAGs of run %s failed: %s", st.run_id, exc)
+                n = 0
+            if n:
+                verdict = SweepVerdict(st.run_id, st.kind, "resumed",
+                                       f"stalled for {_minutes(silent)} with nothing claimed while Hatchet reports "
+                                       f"it running: superseded {n} document DAG(s)", silent)
         if verdict.verdict == "failed":
             with ctx.db.engine.begin() as conn:
                 if not batches.fail_run(conn, st.run_id, verdict.reason):
@@ -139,13 +172,20 @@ def sweep_runs(ctx: PipelineContext, *, run_ids: Sequence[int] | None = None,
     return out
 
 
-def _ask(st: batches.BatchState, lookup: Lookup, silent: float, abandoned_hours: float) -> SweepVerdict:
+def _ask(st: batches.BatchState, lookup: Lookup, silent: float, abandoned_hours: float
+         ) -> tuple[SweepVerdict, Answer | None]:
+    """The orchestrator's verdict on an examined run: (verdict, what the orchestrator answered)."""
     what = "sync run" if st.kind == batches.KIND_SYNC else "batch"
     if not st.workflow_run_id:
         return SweepVerdict(st.run_id, st.kind, "failed",
                             f"sweeper: no workflow run was ever recorded for this {what} (silent "
-                            f"{_minutes(silent)}); nothing will advance it", silent)
+                            f"{_minutes(silent)}); nothing will advance it", silent), None
     answer, detail = lookup(st.workflow_run_id)
+    return _verdict(st, answer, detail, silent, abandoned_hours, what), answer
+
+
+def _verdict(st: batches.BatchState, answer: Answer, detail: str, silent: float, abandoned_hours: float,
+             what: str) -> SweepVerdict:
     age = (datetime.now(UTC) - st.started_at).total_seconds()
     if answer == "absent" and age < LOOKUP_GRACE_SECONDS:
         return SweepVerdict(st.run_id, st.kind, "left_running", f"{detail}, but the run is only {age:.0f} s old",

@@ -11,7 +11,8 @@ The document DAG (workflow ``ki-insertion``), one visible task per stage, derive
                                                                                            finishes the
     workflow concurrency: key input.batch_id, ≤ KI_HATCHET_DOCUMENT_CONCURRENCY DAGs        document in
     per batch, GROUP_ROUND_ROBIN between batches                                            its batch
-    idempotency: key input.batch_id + ':' + input.doc_id (status based)
+    (a DAG the sweeper re-triggers for a stalled document: key batch_id + attempt)
+    idempotency: key input.batch_id + ':' + input.doc_id + ':' + input.attempt (status based)
     every task: 6 retries, backoff factor 5 capped at 60 s, 6 h schedule and execution timeouts
     on failure: the document is recorded as orchestration_failed in its batch
 
@@ -53,8 +54,10 @@ TASK_BACKOFF_MAX_SECONDS = 60
 TASK_TIMEOUT = timedelta(hours=6)
 #: Keys stay reserved this long after their run ended (status-based idempotency falls back to it).
 IDEMPOTENCY_FALLBACK_TTL = timedelta(hours=7)
-IDEMPOTENCY_KEY_EXPRESSION = "input.batch_id + ':' + input.doc_id"
-BATCH_KEY_EXPRESSION = "input.batch_id"
+IDEMPOTENCY_KEY_EXPRESSION = "input.batch_id + ':' + input.doc_id + ':' + input.attempt"
+#: The DAG concurrency group: the batch (a superseding replacement gets a group of its own, see
+#: ``providers.hatchet.supersede_stalled``, so slots an engine restart leaked cannot hold it back).
+BATCH_KEY_EXPRESSION = "input.batch_id + input.attempt"
 RELATE_KEY_EXPRESSION = "'relate'"
 
 #: The DAG as (stage, parent) pairs: each stage waits for the one before it.
@@ -69,10 +72,13 @@ class DocumentInput(BaseModel):
     Attributes:
         batch_id: the pipeline_runs id of the batch (decimal).
         doc_id: the source_object id (decimal).
+        attempt: empty for the batch's trigger; a fresh token when the sweeper supersedes a DAG the
+            engine stalled (so the replacement gets its own idempotency key).
     """
 
     batch_id: str
     doc_id: str
+    attempt: str = ""
 
     @property
     def run_id(self) -> int:
@@ -118,7 +124,7 @@ def _failure_fn(inp: DocumentInput, ctx) -> dict[str, Any]:
         errors = dict(ctx.task_run_errors)
     except Exception:  # noqa: BLE001 - the hook must record the end even without the error text
         errors = {}
-    return failure_hook(inp.run_id, inp.source_object_id, errors)
+    return failure_hook(inp.run_id, inp.source_object_id, errors, workflow_run_id=ctx.workflow_run_id)
 
 
 def _document_workflow(hatchet: Hatchet, name: str, settings: ProcessSettings, stages: tuple[str, ...]) -> Any:

@@ -202,13 +202,22 @@ def stage_task(stage: str, run_id: int, oid: int, *, final: bool,
     return out
 
 
-def failure_hook(run_id: int, oid: int, errors: dict[str, str]) -> dict[str, Any]:
+def failure_hook(run_id: int, oid: int, errors: dict[str, str], *, workflow_run_id: str | None = None
+                 ) -> dict[str, Any]:
     """The DAG failed in the orchestrator (a task exhausted its retries or was cancelled): record
     the member as ``orchestration_failed`` with the error so the run can end (``failed``, saying
-    why); the document's rows stay as they are, so the next run picks them up."""
+    why); the document's rows stay as they are, so the next run picks them up.
+
+    A DAG the sweeper superseded (cancelled and replaced, see ``ki.orchestration.sweeper``) is no
+    longer the member's recorded workflow run: its failure is ignored."""
     rt = worker_runtime()
     message = "; ".join(f"{k}: {v}" for k, v in sorted(errors.items()))[:1500] or "task failed"
     with rt.ctx.db.engine.begin() as conn:
+        if workflow_run_id is not None:
+            current = conn.execute(text("SELECT workflow_run_id FROM pipeline_run_object WHERE run_id = :r "
+                                        "AND source_object_id = :o"), {"r": run_id, "o": oid}).scalar()
+            if current is not None and current != workflow_run_id:
+                return {"object": oid, "outcome": "superseded"}
         status = batches.finish_member(conn, run_id, oid, batches.OUTCOME_ORCHESTRATION_FAILED,
                                        error=f"object {oid}: {message}")
     return {"object": oid, "outcome": batches.OUTCOME_ORCHESTRATION_FAILED, "run_status": status}

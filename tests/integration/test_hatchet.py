@@ -58,7 +58,8 @@ ENABLED_STAGES = [s for s in PIPELINE_STAGE_ORDER if s not in MODEL_STAGES]
 
 @pytest.fixture(scope="session")
 def hatchet_engine():
-    """One hatchet-lite for the whole session, on its own embedded PostgreSQL."""
+    """One hatchet-lite for the whole session, on its own embedded PostgreSQL (``KI_KEEP_HATCHET_DIR=1``
+    keeps its directory, with ``engine/engine.log``, for a post-mortem)."""
     try:
         hatchet_binary()
     except FileNotFoundError as exc:
@@ -81,7 +82,10 @@ def hatchet_engine():
         try:
             stop_embedded_server(pgdata)
         finally:
-            shutil.rmtree(base, ignore_errors=True)
+            if os.environ.get("KI_KEEP_HATCHET_DIR"):
+                print(f"\nkept the engine's directory {base}")
+            else:
+                shutil.rmtree(base, ignore_errors=True)
 
 
 class Harness:
@@ -338,13 +342,20 @@ def test_worker_killed_and_engine_restarted_mid_run(hx, hatchet_engine, make_ctx
     in_flight = {(r.stage, r.source_object_id) for r in q(
         ctx, "SELECT stage, source_object_id FROM processing_state WHERE status = 'running'")}
     hx.kill_worker(first)
-    hx.start_worker(slots=8, env={k: v for k, v in env.items() if k != "KI_TEST_SLOW"})
+    # the replacement also runs the sweeper (every 5 s, a batch silent for 30 s is examined): an
+    # engine restart can strand DAGs (lost task assignment, lost next task) that only it resumes
+    hx.start_worker(slots=8, env={**{k: v for k, v in env.items() if k != "KI_TEST_SLOW"},
+                                  "KI_RUN_SWEEP_SECONDS": "5", "KI_RUN_SILENT_MINUTES": "0.5"})
 
     while count("index", "done") < 25:
         assert time.monotonic() < deadline + 120, hx.diagnostics(ctx)
         time.sleep(0.2)
     hatchet_engine.restart(graceful=False)
     hx.wait_run(ctx, run_id, timeout=360)
+    superseded = sum(line.count("superseded") for line in hx.logs[1].read_text(errors="replace").splitlines()
+                     if "stalled document DAG" in line)
+    print(f"\ncrash test: {len(in_flight)} rows in flight at the kill; sweeper superseded DAGs "
+          f"{superseded} time(s)")
 
     rows = q(ctx, "SELECT stage, status, reason, completions, attempts, source_object_id FROM processing_state")
     assert len(rows) == n * len(PIPELINE_STAGE_ORDER)

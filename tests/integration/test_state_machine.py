@@ -956,10 +956,12 @@ def test_runner_finishes_a_row_left_running_by_a_dead_worker(ctx, src):
     assert rows(ctx, ids[0])["fetch"]["completions"] == 1
 
 
-def test_hatchet_provider_fails_closed(ctx, src):
+def test_hatchet_provider_fails_closed(ctx, src, monkeypatch):
+    """Provider hatchet without an engine (no HATCHET_CLIENT_TOKEN): refused before anything is written."""
+    monkeypatch.delenv("HATCHET_CLIENT_TOKEN", raising=False)
     make_source(ctx, src, 1)
     set_config_value(ctx.settings.data_dir, "components.orchestrator_provider", "hatchet")
-    with pytest.raises(OrchestratorUnavailable, match="hatchet"):
+    with pytest.raises(OrchestratorUnavailable, match="HATCHET_CLIENT_TOKEN"):
         launch_insertion(ctx)
     with ctx.db.engine.connect() as conn:
         assert conn.execute(text("SELECT count(*) FROM pipeline_runs")).scalar() == 0
@@ -968,6 +970,7 @@ def test_hatchet_provider_fails_closed(ctx, src):
 
 
 def test_hatchet_provider_pinned_by_env_fails_closed(ctx, src, monkeypatch):
+    monkeypatch.delenv("HATCHET_CLIENT_TOKEN", raising=False)
     make_source(ctx, src, 1)
     monkeypatch.setenv("KI_COMPONENTS__ORCHESTRATOR_PROVIDER", "hatchet")
     with pytest.raises(OrchestratorUnavailable):

@@ -33,10 +33,24 @@ def convert_case(cases_dir: Path, case: str, name: str) -> dict:
 
 
 @pytest.fixture(scope="module")
-def search(shared):
+def tools(shared):
     doc = json.loads((shared / "corpus" / "estate-dev" / "truth.json").read_text(encoding="utf-8"))
-    tool = next(t for t in ontology_tools(Ontology.from_document(doc)) if t.name == "ontology_search")
+    return {t.name: t for t in ontology_tools(Ontology.from_document(doc))}
+
+
+@pytest.fixture(scope="module")
+def search(tools):
+    tool = tools["ontology_search"]
     return lambda q: tool.fn(tool.args_model(query=q, limit=20))["results"]
+
+
+@pytest.fixture(scope="module")
+def walk(tools):
+    def run(kind, node_id):
+        if kind == "children":
+            return tools["ontology_children"].fn(tools["ontology_children"].args_model(node_id=node_id))["children"]
+        return tools["ontology_node"].fn(tools["ontology_node"].args_model(node_id=node_id))["node"]
+    return run
 
 
 def body(text: str, mail: dict | None = None) -> dict:
@@ -60,12 +74,23 @@ TYPING = [
     ("Replik", "Replik Entwurf v1.docx", "In dem Rechtsstreit A ./. B\nAz.: 27 O 83/24", "brief"),
     ("TELEFAX", "Telefax 2022-05-18.pdf", "TELEFAX\nTo: Kessler\nFrom: Oakmont", "letter"),
     ("Lageplan Büroetage 2. OG", "Anlage 1 Lageplan.pdf", "Anlage 1\nLageplan", None),
+    ("Protokoll der Güteverhandlung", "Protokoll Gütetermin.pdf",
+     "ArbG Köln\nAktenzeichen: 16 Ca 9417/24\nProtokoll der Güteverhandlung", "hearing_minutes"),
+    ("Protokoll der Gesellschafterversammlung", "Protokoll.pdf", "Protokoll der Gesellschafterversammlung",
+     "minutes"),
+    ("Framework Supply Agreement – signature copies", "Cover letter.pdf",
+     "KESSLER\nJacobsen AG\nFramework Supply Agreement – signature copies\nDear Mr Asmussen,\n…", "letter"),
+    ("Mängelanzeige – Halle 7", "Mängelanzeige.pdf", "Mängelanzeige – Halle 7\nSehr geehrte Frau Kortmann,\n"
+     "Wir fordern Sie auf, den Mangel bis zum 30.06.2021 zu beseitigen.", "letter"),
+    ("Forderung aus Rechnung Nr. 2022-760", "Schreiben an Gegenseite.pdf", "X ./. Y – Forderung\nSehr geehrte Frau "
+     "Ostendorf,\nfordern wir Sie auf, den Betrag von EUR 183.132,00 bis spätestens 07.07.2022 zu überweisen.",
+     "demand_letter"),
 ]
 
 
 @pytest.mark.parametrize("title, path, text, expected", TYPING, ids=[t[0][:30] for t in TYPING])
-def test_typing_rules_walk_the_search_tool(search, title, path, text, expected):
-    node, _ = choose_type(typing_facts(body(text), path, title), search)
+def test_typing_rules_walk_the_search_tool(search, walk, title, path, text, expected):
+    node, _ = choose_type(typing_facts(body(text), path, title), search, walk)
     assert node == expected
 
 

@@ -141,14 +141,15 @@ def ensure_registered(hatchet: Any, wf: Any) -> None:
     _registered.add(key)
 
 
-def _trigger_chunk(wf: Any, run_id: int, oids: list[int]) -> tuple[list[tuple[int, str]], str | None]:
+def _trigger_chunk(wf: Any, run_id: int, oids: list[int], *, attempt: str = ""
+                   ) -> tuple[list[tuple[int, str]], str | None]:
     """Trigger one chunk. Returns ((object id, workflow run id) pairs known, any run id of the chunk)."""
     from hatchet_sdk import BulkTriggerIdempotencyCollisionError
 
     from ki.workflows.insertion import DocumentInput
 
-    items = [wf.create_bulk_run_item(input=DocumentInput(batch_id=str(run_id), doc_id=str(oid)),
-                                     key=f"{run_id}:{oid}",
+    items = [wf.create_bulk_run_item(input=DocumentInput(batch_id=str(run_id), doc_id=str(oid), attempt=attempt),
+                                     key=f"{run_id}:{oid}:{attempt}",
                                      additional_metadata={"ki_run_id": str(run_id), "ki_object_id": str(oid)})
              for oid in oids]
     try:
@@ -208,6 +209,73 @@ def trigger_insertion(ctx: PipelineContext, run_id: int) -> TriggerReport:
         raise OrchestratorUnavailable(f"Hatchet refused the bulk trigger of run {run_id}: {cause}") from exc
     return TriggerReport(run_id, len(reservation.object_ids), reservation.access_only, recorded,
                          time.perf_counter() - started)
+
+
+STALLED_MEMBERS_SQL = text("""
+SELECT m.source_object_id, m.workflow_run_id FROM pipeline_run_object m
+WHERE m.run_id = :r AND m.finished_at IS NULL AND m.workflow_run_id = ANY(:wids)
+ORDER BY m.source_object_id
+""")
+
+
+def supersede_stalled(ctx: PipelineContext, run_id: int, *, since: Any) -> int:
+    """Replace the DAGs of a stalled batch: trigger a replacement per document (a fresh ``attempt``
+    token, so its own idempotency key and concurrency group), record it on the member, then cancel
+    the stalled DAG (its failure hook sees it superseded and records nothing). Replaced: every
+    unfinished document whose DAG Hatchet reports running, plus at most
+    ``KI_HATCHET_DOCUMENT_CONCURRENCY`` of those it reports queued; nothing when no worker of this
+    namespace is active (then the batch waits for a worker rather than being stalled).
+
+    Why: measured on v0.105.0, an engine restart can lose a task assignment (the task stays
+    RUNNING on a live worker that never received it, holding a worker slot until its six-hour
+    execution timeout) or the creation of a DAG's next task after its parent completed (the DAG
+    stays RUNNING forever), and DAGs queued behind them never start. Hatchet's replay refuses
+    running DAGs ("failed preflight check for DAG"). The replacement's tasks find the finished
+    stages done and continue at the first unfinished one. The sweeper calls this only for a batch
+    silent for ``KI_RUN_SILENT_MINUTES`` with nothing claimed and no retry pending. Returns the
+    number of DAGs replaced.
+    """
+    from hatchet_sdk import V1TaskStatus
+    from hatchet_sdk.features.runs import BulkCancelReplayOpts
+
+    client = hatchet_client()
+    prefix = client.config.namespace or ""
+    workers = client.workers.list().rows or []
+    if not any(w.name.startswith(prefix) and str(w.status).endswith("ACTIVE") for w in workers):
+        return 0  # nobody would run a replacement: the batch is waiting for a worker, not stalled
+    stalled: dict[str, str] = {}
+    for status in (V1TaskStatus.RUNNING, V1TaskStatus.QUEUED):
+        listing = client.runs.list(additional_metadata={"ki_run_id": str(run_id)}, statuses=[status],
+                                   only_tasks=False, since=since, limit=1000)
+        for row in listing.rows or []:
+            for x in (row.workflow_run_external_id, row.metadata.id):
+                if x:
+                    stalled.setdefault(str(x), status.value)
+    if not stalled:
+        return 0
+    with ctx.db.engine.connect() as conn:
+        found = conn.execute(STALLED_MEMBERS_SQL, {"r": run_id, "wids": sorted(stalled)}).fetchall()
+        kind = conn.execute(text("SELECT kind FROM pipeline_runs WHERE id = :r"), {"r": run_id}).scalar()
+    # every DAG holding a slot (running), and at most one concurrency window of queued ones per sweep
+    running = [m for m in found if stalled.get(str(m.workflow_run_id)) == V1TaskStatus.RUNNING.value]
+    queued = [m for m in found if stalled.get(str(m.workflow_run_id)) != V1TaskStatus.RUNNING.value]
+    members = running + queued[: ctx.settings.hatchet_document_concurrency]
+    if not members:
+        return 0
+    wfs = ki_workflows(client, ctx.settings)
+    wf = wfs.access_refresh if kind == batches.KIND_ACCESS_REFRESH else wfs.document
+    ensure_registered(client, wf)
+    import uuid
+
+    attempt = uuid.uuid4().hex[:8]
+    oids = [int(m.source_object_id) for m in members]
+    for i in range(0, len(oids), TRIGGER_CHUNK):
+        pairs, _ = _trigger_chunk(wf, run_id, oids[i:i + TRIGGER_CHUNK], attempt=attempt)
+        with ctx.db.engine.begin() as conn:
+            batches.record_workflow_runs(conn, run_id, pairs)
+    client.runs.bulk_cancel(BulkCancelReplayOpts(ids=[str(m.workflow_run_id) for m in members]))
+    log.warning("run %s: superseded %d stalled document DAG(s)", run_id, len(members))
+    return len(members)
 
 
 RUN_ROW_SQL = text("""
