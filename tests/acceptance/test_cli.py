@@ -24,6 +24,10 @@ import pytest
 from ki.config.settings import UNIMPLEMENTED_STAGES
 from ki.taxonomies import BUCKETS, PIPELINE_STAGE_ORDER
 
+
+# `ki insert` of the estate runs every stage; give a loaded CI machine room.
+pytestmark = pytest.mark.timeout(1200)
+
 KI_SCRIPT = Path(sys.executable).parent / "ki"
 KI = [str(KI_SCRIPT)] if KI_SCRIPT.exists() else [sys.executable, "-m", "ki.cli"]
 
@@ -100,7 +104,7 @@ def cli(tmp_path_factory, shared) -> Cli:
 
 @pytest.fixture(scope="module")
 def inserted(cli) -> subprocess.CompletedProcess:
-    return cli.run("insert", str(cli.estate), timeout=300)
+    return cli.run("insert", str(cli.estate), timeout=900)
 
 
 def _estate_files(cli: Cli) -> int:
