@@ -24,7 +24,6 @@ import pytest
 from ki.config.settings import UNIMPLEMENTED_STAGES
 from ki.taxonomies import BUCKETS, PIPELINE_STAGE_ORDER
 
-
 # `ki insert` of the estate runs every stage; give a loaded CI machine room.
 pytestmark = pytest.mark.timeout(1200)
 
