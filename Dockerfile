@@ -1,3 +1,4 @@
+# syntax=docker/dockerfile:1.7
 # ki's image: the `ki` command with the Hatchet extra; `docker compose` runs it as `ki worker`.
 #   docker build -t ki .
 #   docker run --rm ki --help

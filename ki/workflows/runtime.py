@@ -188,9 +188,18 @@ def drive_stage(rt: WorkerRuntime, run_id: int, oid: int, stage: str, *,
 def stage_task(stage: str, run_id: int, oid: int, *, final: bool,
                cancelled: Callable[[], bool] = lambda: False) -> dict[str, Any]:
     """The body of every stage task: drive the row, refresh the batch's progress, and (final
-    task) record the document's end, which completes the run when it was the last document."""
+    task) record the document's end, which completes the run when it was the last document.
+    After ``convert``, embedded objects the container registered (attachments) join the batch
+    and get DAGs of their own (``batches.adopt_children``), as the local runner would run them."""
     rt = worker_runtime()
     out = drive_stage(rt, run_id, oid, stage, cancelled=cancelled)
+    if stage == "convert":  # embedded objects the container registered join its batch
+        with rt.ctx.db.engine.begin() as conn:
+            children = batches.adopt_children(conn, run_id, oid)
+        if children:
+            from ki.orchestration.providers.hatchet import trigger_members
+
+            out["children_triggered"] = trigger_members(rt.ctx, run_id, children)
     with rt.ctx.db.engine.begin() as conn:
         if final:
             outcome = batches.document_outcome(conn, oid)

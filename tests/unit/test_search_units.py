@@ -150,3 +150,10 @@ def test_context_header_and_input():
     assert context_header(title=None) == ""
     assert embedding_input("body", "") == "body"
     assert embedding_input("body", "T") == "T\n\nbody"
+
+
+def test_reset_vectors_command_usage(capsys):
+    from ki.index.__main__ import main
+
+    assert main(["nonsense"]) == 2
+    assert "reset-vectors" in capsys.readouterr().err

@@ -112,6 +112,44 @@ def reserve_batch(conn: Connection, run_id: int) -> Reservation:
     return Reservation(run_id, tuple(ids), access_only)
 
 
+# -- name: adopt_children --
+# Embedded objects a stage registered (mail attachments, mbox messages: convert) join their
+# container's batch unless another active batch owns them already.
+ADOPT_CHILDREN_SQL = text(f"""
+INSERT INTO pipeline_run_object (run_id, source_object_id)
+SELECT :run_id, so.id FROM source_object so
+WHERE so.parent_id = :parent AND so.deleted_at IS NULL
+  AND EXISTS (SELECT 1 FROM processing_state ps WHERE ps.source_object_id = so.id AND ps.status IN {_NON_TERMINAL})
+  AND NOT EXISTS (SELECT 1 FROM pipeline_run_object m JOIN pipeline_runs r ON r.id = m.run_id
+                  WHERE m.source_object_id = so.id AND r.status IN ('queued', 'running'))
+ORDER BY so.id
+ON CONFLICT DO NOTHING
+""")
+
+UNTRIGGERED_CHILDREN_SQL = text("""
+SELECT m.source_object_id FROM pipeline_run_object m JOIN source_object so ON so.id = m.source_object_id
+WHERE m.run_id = :run_id AND so.parent_id = :parent AND m.workflow_run_id IS NULL AND m.finished_at IS NULL
+ORDER BY 1
+""")
+
+
+def adopt_children(conn: Connection, run_id: int, parent_id: int) -> list[int]:
+    """Make the unfinished child objects of ``parent_id`` members of run ``run_id`` (under the
+    reservation lock) and return the children of this run that have no workflow run yet.
+
+    A batch is reserved before its containers are converted, so without this the attachments a
+    convert registers would wait for the next launch (the local provider runs them in the same
+    run because it loops until idle). Idempotent: a retried task returns the members it has not
+    triggered yet.
+    """
+    if conn.execute(text("SELECT NOT EXISTS (SELECT 1 FROM source_object WHERE parent_id = :p)"),
+                    {"p": parent_id}).scalar():
+        return []
+    conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": RESERVE_LOCK_KEY})
+    conn.execute(ADOPT_CHILDREN_SQL, {"run_id": run_id, "parent": parent_id})
+    return [int(r[0]) for r in conn.execute(UNTRIGGERED_CHILDREN_SQL, {"run_id": run_id, "parent": parent_id})]
+
+
 RECORD_RUN_IDS_SQL = text("""
 UPDATE pipeline_run_object m SET workflow_run_id = v.wid
 FROM unnest(CAST(:oids AS bigint[]), CAST(:wids AS text[])) AS v(oid, wid)

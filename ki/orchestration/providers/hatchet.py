@@ -211,6 +211,26 @@ def trigger_insertion(ctx: PipelineContext, run_id: int) -> TriggerReport:
                          time.perf_counter() - started)
 
 
+def trigger_members(ctx: PipelineContext, run_id: int, oids: list[int]) -> int:
+    """Trigger DAGs for members added to a running batch (embedded objects adopted by their
+    container's convert task) and record their ids. Returns the number triggered.
+
+    Raises: OrchestratorUnavailable or the SDK's error (the calling task is retried by Hatchet).
+    """
+    if not oids:
+        return 0
+    client = hatchet_client()
+    wf = ki_workflows(client, ctx.settings).document
+    ensure_registered(client, wf)
+    done = 0
+    for i in range(0, len(oids), TRIGGER_CHUNK):
+        pairs, _ = _trigger_chunk(wf, run_id, oids[i:i + TRIGGER_CHUNK])
+        with ctx.db.engine.begin() as conn:
+            batches.record_workflow_runs(conn, run_id, pairs)
+        done += len(pairs)
+    return done
+
+
 STALLED_MEMBERS_SQL = text("""
 SELECT m.source_object_id, m.workflow_run_id FROM pipeline_run_object m
 WHERE m.run_id = :r AND m.finished_at IS NULL AND m.workflow_run_id = ANY(:wids)
@@ -248,6 +268,8 @@ def supersede_stalled(ctx: PipelineContext, run_id: int, *, since: Any) -> int:
         listing = client.runs.list(additional_metadata={"ki_run_id": str(run_id)}, statuses=[status],
                                    only_tasks=False, since=since, limit=1000)
         for row in listing.rows or []:
+            if prefix and not (row.display_name or "").startswith(prefix):
+                continue  # another namespace's run with the same ki_run_id
             for x in (row.workflow_run_external_id, row.metadata.id):
                 if x:
                     stalled.setdefault(str(x), status.value)
@@ -308,11 +330,15 @@ def wait_for_run(ctx: PipelineContext, run_id: int, *, on_tick: Callable[[Any], 
     deadline = None if timeout_seconds is None else time.monotonic() + timeout_seconds
     sweep_every = ctx.settings.run_sweep_seconds
     last_sweep = time.monotonic()
+    states: list[batches.BatchState] = []
+    last_states = 0.0
     while True:
         status, counters, error = run_counters(ctx, run_id)
         if on_tick is not None:
-            with ctx.db.engine.connect() as conn:
-                states = batches.batch_states(conn, [run_id])
+            if time.monotonic() - last_states >= 2.0:  # the batch aggregate reads every row of the batch
+                with ctx.db.engine.connect() as conn:
+                    states = batches.batch_states(conn, [run_id])
+                last_states = time.monotonic()
             tick = RunnerStatus(counters, states[0].running_rows if states else 0)
             if states and states[0].next_retry_at is not None and not states[0].running_rows:
                 tick.waiting_for_retry = (states[0].next_retry_at, 1)
