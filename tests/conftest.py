@@ -147,3 +147,21 @@ def make_ctx(db_url, data_dir, monkeypatch):
 def ctx(make_ctx):
     """A PipelineContext on a fresh database (4 workers)."""
     return make_ctx()
+
+
+# --- OpenSearch: one real node per test session (tests/opensearch_node.py) -----------------------------
+
+
+@pytest.fixture(scope="session")
+def opensearch_node(tmp_path_factory):
+    """A real OpenSearch 2.19.1 node shared by the whole session (built by .ci/install_opensearch.sh)."""
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from opensearch_node import start_opensearch_node
+
+    node = start_opensearch_node(tmp_path_factory.mktemp("opensearch"))
+    try:
+        yield node
+    finally:
+        node.stop()

@@ -89,17 +89,28 @@ def query_embedder(identity: EmbedderIdentity | None) -> Embedder | None:
 
 
 def backend_for(db: Any, config: Any = None) -> SearchBackend:
-    """The search backend the configuration selects (``components.opensearch_url`` unset → PostgreSQL).
+    """The search backend the configuration selects.
 
-    Raises: ConfigurationError while the OpenSearch backend is not part of this release.
+    ``components.opensearch_url`` unset → :class:`ki.index.postgres.PostgresBackend` (embedded); set →
+    :class:`ki.index.opensearch.OpenSearchBackend` on that URL, which writes the PostgreSQL record
+    first and syncs OpenSearch after it (the index stage writes both; searches run on OpenSearch).
+    Raises: ConfigurationError when the URL is set but opensearch-py is not installed.
     """
-    from ki.errors import ConfigurationError
     from ki.index.postgres import PostgresBackend
 
-    if config is not None and getattr(config.components, "opensearch_url", None):
-        raise ConfigurationError("components.opensearch_url is set, but this release has only the embedded "
-                                 "PostgreSQL search backend; unset it")
-    return PostgresBackend(db)
+    url = getattr(config.components, "opensearch_url", None) if config is not None else None
+    if not url:
+        return PostgresBackend(db)
+    from ki.index.opensearch import OpenSearchBackend
+
+    try:
+        import opensearchpy  # noqa: F401
+    except ImportError as exc:  # pragma: no cover - the opensearch extra is missing
+        from ki.errors import ConfigurationError
+
+        raise ConfigurationError("components.opensearch_url is set, but opensearch-py is not installed: "
+                                 "pip install 'ki[opensearch]'") from exc
+    return OpenSearchBackend(db, url)
 
 
 def search(db: Any, query: str, *, principals: Sequence[str] | None, operator: bool = False,

@@ -1,6 +1,6 @@
 """Smoke tests of the real OpenSearch 2.19.1 test node (tests/opensearch_node.py) with opensearch-py.
 
-One node per test session (session fixture ``opensearch_node``); the node is built by
+One node per test session (session fixture ``opensearch_node`` in tests/conftest.py); the node is built by
 ``.ci/install_opensearch.sh``. What is checked (docs/opensearch-node.md, shared notes §1.4):
 version, plugins, a strict ki-shaped mapping with a lucene ``knn_vector``, bulk of 1,000 chunks with
 every item result read, ``_refresh`` + ``_flush`` (segment write: where a faiss field would fail), a
@@ -22,7 +22,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from opensearch_node import OPENSEARCH_VERSION, OpenSearchNode, start_opensearch_node  # noqa: E402
+from opensearch_node import OPENSEARCH_VERSION, OpenSearchNode  # noqa: E402
 
 pytestmark = pytest.mark.opensearch
 
@@ -129,15 +129,6 @@ def _acl_filter(principals: list[str]) -> dict:
 
 
 # --------------------------------------------------------------------------- fixtures
-
-
-@pytest.fixture(scope="session")
-def opensearch_node(tmp_path_factory) -> Iterator[OpenSearchNode]:
-    node = start_opensearch_node(tmp_path_factory.mktemp("opensearch"))
-    try:
-        yield node
-    finally:
-        node.stop()
 
 
 @pytest.fixture(scope="session")

@@ -9,6 +9,10 @@ collapses identical content per principal); notes/opensearch.md §3 (RRF, same f
 
 The permission property tests use a seeded random generator (hypothesis is not installed): every
 case is reproducible from its seed, printed on failure.
+
+Tests taking the ``backend_kind`` fixture run twice: on the embedded backend and on the OpenSearch
+backend (``components.opensearch_url`` pointed at the session's real node, marker ``opensearch``);
+the OpenSearch runs also check that the index holds exactly the record's rows afterwards.
 """
 
 from __future__ import annotations
@@ -30,7 +34,7 @@ from ki.index.embeddings import EmbedderIdentity, HashingEmbedder
 from ki.index.hybrid import hybrid_search
 from ki.index.permissions import AccessProjection, GrantLevel, compile_projection, principal_set
 from ki.index.postgres import PostgresBackend
-from ki.index.search import search
+from ki.index.search import backend_for, search
 from ki.orchestration.insertion import launch_insertion
 from ki.sources.grants import GRANTS_FILE, write_grants_file
 from ki.sources.scan import register_local_source, scan_source
@@ -42,6 +46,46 @@ MODES = ("lexical", "vector", "hybrid")
 def _set(ctx, key: str, value) -> None:
     set_config_value(ctx.settings.data_dir, key, value if isinstance(value, str) else json.dumps(value))
     ctx.reload_config()
+
+
+@pytest.fixture(params=["postgres", pytest.param("opensearch", marks=pytest.mark.opensearch)])
+def backend_kind(request, ctx, monkeypatch):
+    """Run the test on the embedded backend and on OpenSearch (this test's own index on the session node)."""
+    if request.param == "postgres":
+        yield "postgres"
+        return
+    node = request.getfixturevalue("opensearch_node")
+    monkeypatch.setenv("KI_OPENSEARCH_REFRESH_INTERVAL", "100ms")  # refresh=wait_for returns sooner
+    _set(ctx, "components.opensearch_url", node.url)
+    backend = backend_for(ctx.db, ctx.config)
+    assert backend.name == "opensearch"
+    backend.drop_index()
+    yield "opensearch"
+    backend.drop_index()
+
+
+def _backend(ctx):
+    return backend_for(ctx.db, ctx.config)
+
+
+def _assert_index_matches_record(ctx) -> None:
+    """On OpenSearch: the index holds exactly the record's rows, with the record's permissions (no orphans)."""
+    backend = _backend(ctx)
+    if backend.name != "opensearch":
+        return
+    backend.client.indices.refresh(index=backend.index)
+    fields = ["source_object_id", "ordinal", "content_hash", "allowed_principals", "denied_principals",
+              "access_version"]
+    hits = backend.client.search(index=backend.index, body={"size": 10000, "_source": fields,
+                                                              "query": {"match_all": {}}})["hits"]["hits"]
+    in_index = sorted((h["_source"]["source_object_id"], h["_source"]["ordinal"], h["_source"]["content_hash"],
+                       tuple(sorted(h["_source"]["allowed_principals"])),
+                       tuple(sorted(h["_source"]["denied_principals"])), h["_source"]["access_version"])
+                      for h in hits)
+    record = sorted((r.source_object_id, r.ordinal, r.content_hash, tuple(sorted(r.allowed_principals)),
+                     tuple(sorted(r.denied_principals)), r.access_version)
+                    for r in _rows(ctx, "SELECT * FROM chunk WHERE NOT is_deleted"))
+    assert in_index == record
 
 
 def _run(ctx, **kw):
@@ -69,7 +113,8 @@ def _chunks(ctx, external_id: str):
 
 
 def _paths(ctx, query: str, principals, *, mode: str = "hybrid", limit: int = 50) -> list[str]:
-    resp = search(ctx.db, query, principals=principals, operator=principals is None, limit=limit, mode=mode)
+    resp = search(ctx.db, query, principals=principals, operator=principals is None, limit=limit, mode=mode,
+                  config=ctx.config)
     return [Path(h.path).name for h in resp.hits]
 
 
@@ -100,12 +145,13 @@ def _make_objects(ctx, n: int) -> list[int]:
             {"s": sid, "n": n}).scalars())
 
 
-def test_permission_property_no_search_half_leaks(ctx):
+def test_permission_property_no_search_half_leaks(ctx, backend_kind):
     """Random grant sets × principals × lexical/vector/hybrid: every hit is visible to its searcher;
     every content a principal may see and that matches the content's own word is found (per principal)."""
     rng = random.Random(20261129)
     emb = HashingEmbedder(32)
-    backend = PostgresBackend(ctx.db)
+    backend = _backend(ctx)
+    assert backend.name == backend_kind
     ids = _make_objects(ctx, 24)
     # 24 objects, 12 contents: objects 2k and 2k+1 hold identical bytes (duplicates with their own grants)
     contents = {oid: f"h{i // 2:02d}" for i, oid in enumerate(ids)}
@@ -144,6 +190,7 @@ def test_permission_property_no_search_half_leaks(ctx):
                 if found:
                     assert found[0].source_object_id in may_see  # the copy shown is one this principal may see
     assert cases == 30 * 6 * 3
+    _assert_index_matches_record(ctx)
 
 
 def _reference_projection(root: Path, config: dict, rel: str) -> AccessProjection:
@@ -172,7 +219,7 @@ def _write_random_grants(rng: random.Random, root: Path, folders: list[str]) -> 
             path.unlink()
 
 
-def test_permission_property_through_the_pipeline_and_access_refresh(ctx, tmp_path, monkeypatch):
+def test_permission_property_through_the_pipeline_and_access_refresh(ctx, tmp_path, monkeypatch, backend_kind):
     """Random grants files and source configuration, inserted for real; then random ACL-only changes
     applied by rescans: after each access-only re-index every principal sees exactly what the rules
     allow, nothing was re-split or re-embedded, and access_version went up on the changed objects."""
@@ -232,6 +279,7 @@ def test_permission_property_through_the_pipeline_and_access_refresh(ctx, tmp_pa
             bump = 1 if rel in changed else 0
             assert {c.access_version for c in after} == {before[rel][0].access_version + bump}
     assert split_calls == [] and embed_calls == []
+    _assert_index_matches_record(ctx)
 
 
 # --- revocation, failed ACL reads -------------------------------------------------------------------
@@ -246,7 +294,7 @@ def _small_estate(tmp_path: Path) -> Path:
     return root
 
 
-def test_revocation_is_effective_once_the_access_only_reindex_returns(ctx, tmp_path):
+def test_revocation_is_effective_once_the_access_only_reindex_returns(ctx, tmp_path, backend_kind):
     _set(ctx, "retrieval.embedding_model", "hashing:32")
     root = _small_estate(tmp_path)
     write_grants_file(root / "lit", allow=["user:bob", "user:anna"], inherit=False)
@@ -274,6 +322,7 @@ def test_revocation_is_effective_once_the_access_only_reindex_returns(ctx, tmp_p
     assert {c.access_version for c in after} == {before[0].access_version + 1}
     assert {tuple(c.denied_principals) for c in after} == {("user:bob",)}
     assert scan_source(ctx, source_id).access_changed == 0  # nothing changed since: nothing marked
+    _assert_index_matches_record(ctx)
 
 
 def test_failed_acl_read_is_an_outage_never_public_nor_revoked(ctx, tmp_path):
@@ -336,7 +385,7 @@ def test_document_and_project_grants_and_source_config(ctx, tmp_path):
 # --- ordinals, tombstones ---------------------------------------------------------------------------------
 
 
-def test_reindexing_a_shorter_version_leaves_no_orphan_chunk(ctx, tmp_path):
+def test_reindexing_a_shorter_version_leaves_no_orphan_chunk(ctx, tmp_path, backend_kind):
     _set(ctx, "retrieval.chunk_chars", 300)
     _set(ctx, "retrieval.chunk_overlap_chars", 50)
     _set(ctx, "retrieval.embedding_model", "hashing:32")
@@ -358,6 +407,7 @@ def test_reindexing_a_shorter_version_leaves_no_orphan_chunk(ctx, tmp_path):
     assert _rows(ctx, "SELECT count(*) AS n FROM chunk")[0].n == 2
     assert _paths(ctx, "Pflichten Mieters", None, mode="lexical") == []  # vectors always have a nearest
     assert _paths(ctx, "Kirschbäume", None) == ["vertrag.txt"]
+    _assert_index_matches_record(ctx)
 
 
 def test_backend_writes_new_rows_before_deleting_surplus(ctx):
@@ -378,7 +428,7 @@ def test_backend_writes_new_rows_before_deleting_surplus(ctx):
     assert (again.upserted, again.unchanged, again.deleted) == (0, 2, 0)
 
 
-def test_tombstoned_documents_disappear_from_every_half(ctx, tmp_path):
+def test_tombstoned_documents_disappear_from_every_half(ctx, tmp_path, backend_kind):
     _set(ctx, "retrieval.embedding_model", "hashing:32")
     _set(ctx, "pipeline.deletion_confirmations", 1)
     root = _small_estate(tmp_path)
@@ -392,24 +442,26 @@ def test_tombstoned_documents_disappear_from_every_half(ctx, tmp_path):
     assert _chunks(ctx, "memo.txt") == []
     # a write racing the tombstone writes nothing
     memo_id = _rows(ctx, "SELECT id FROM source_object WHERE external_id = 'memo.txt'")[0].id
-    result = PostgresBackend(ctx.db).write_document(IndexDocument(
+    result = _backend(ctx).write_document(IndexDocument(
         memo_id, "h", "t", [ChunkRow(0, "x", np.ones(32, dtype=np.float32) / np.sqrt(32))], AccessProjection(("*",)),
         EmbedderIdentity("hashing-v1:32", 32)))
     assert result.skipped_deleted and _chunks(ctx, "memo.txt") == []
+    _assert_index_matches_record(ctx)  # on OpenSearch: the searches above purged the tombstoned rows
 
 
 # --- the embedder record ------------------------------------------------------------------------------------
 
 
-def test_embedder_or_dimension_mismatch_is_refused_before_any_write(ctx, tmp_path, monkeypatch):
+def test_embedder_or_dimension_mismatch_is_refused_before_any_write(ctx, tmp_path, monkeypatch, backend_kind):
     _set(ctx, "retrieval.embedding_model", "hashing:32")
     root = _small_estate(tmp_path)
     source_id = register_local_source(ctx, root)
     scan_source(ctx, source_id)
     _run(ctx)
-    backend = PostgresBackend(ctx.db)
+    backend = _backend(ctx)
     assert backend.index_identity() == EmbedderIdentity("hashing-v1:32", 32)
     snapshot = _rows(ctx, "SELECT id, ordinal, text, embedding::text, updated_at FROM chunk ORDER BY id")
+    index_docs = _index_docs(ctx)
     calls = []
     real = HashingEmbedder.embed_passages
     monkeypatch.setattr(HashingEmbedder, "embed_passages", lambda self, t: calls.append(len(t)) or real(self, t))
@@ -432,12 +484,25 @@ def test_embedder_or_dimension_mismatch_is_refused_before_any_write(ctx, tmp_pat
     assert _rows(ctx, "SELECT id, ordinal, text, embedding::text, updated_at FROM chunk ORDER BY id") == snapshot
     assert {r.status for r in _rows(ctx, "SELECT status FROM processing_state WHERE stage = 'index'")} <= {
         "pending", "done"}  # released, not failed against the documents
+    assert _index_docs(ctx) == index_docs  # on OpenSearch too: nothing written
 
     # the way out: drop the vectors, re-index with the new model
     assert backend.reset_vectors() == len([r for r in snapshot if r.embedding])
     _run(ctx)
     assert backend.index_identity() == EmbedderIdentity("hashing-v1:16", 16)
     assert "klage.txt" in _paths(ctx, "Klageschrift Nordwind", None, mode="vector")
+    _assert_index_matches_record(ctx)
+
+
+def _index_docs(ctx):
+    """On OpenSearch: every document of the index with its sequence number (None on the embedded backend)."""
+    backend = _backend(ctx)
+    if backend.name != "opensearch":
+        return None
+    backend.client.indices.refresh(index=backend.index)
+    hits = backend.client.search(index=backend.index, body={"size": 10000, "seq_no_primary_term": True,
+                                                              "query": {"match_all": {}}})["hits"]["hits"]
+    return sorted((h["_id"], h["_seq_no"]) for h in hits)
 
 
 # --- duplicates ------------------------------------------------------------------------------------------------

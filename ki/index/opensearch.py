@@ -1,0 +1,448 @@
+"""The search backend at scale: OpenSearch (BM25 + lucene k-NN), synced from the PostgreSQL record.
+
+Spec: insertion-pipeline.md "Index" (chunk rows plus an OpenSearch bulk sync; permission projection on
+every row; re-index diffs by ordinal; access-only updates; the model name and dimension recorded on
+the index, another model refused before any write); DESIGN.md "Two deployments" (OpenSearch for
+scale, the same fusion); notes/opensearch.md §2.3 (index shape), §3 (client-side RRF), §4 (bulk).
+
+**PostgreSQL stays the record; the index stage writes both.** Every write goes to
+:class:`~ki.index.postgres.PostgresBackend` first (the ``chunk`` rows that search hits are hydrated
+from: path, snippet, matter, type), then to OpenSearch (:mod:`ki.index.opensearch_bulk`). A failed
+OpenSearch sync fails the stage (retried), and the rewrite by ordinal makes the retry complete the
+sync. Searches run both halves on OpenSearch with the caller's permission filter (``terms`` on
+``allowed_principals``, ``must_not terms`` on ``denied_principals``: deny beats allow; inside
+``knn.filter`` for the vector half), then the record confirms each candidate in one query: the row
+exists, its object is not tombstoned, the record's permissions admit the caller (a narrowed grant
+never over-permits while OpenSearch lags), and the matter / type / since filters hold (they are
+facts of the record; candidates are over-fetched ×4 when one is set). Rows the record no longer
+has (tombstoned objects: the scan drops their ``chunk`` rows in PostgreSQL only) are deleted from
+OpenSearch when a search meets them. Fusion stays in :mod:`ki.index.hybrid` (RRF).
+
+Index: one per ki database, ``ki-chunks-<database name>`` (``KI_OPENSEARCH_INDEX`` overrides),
+``dynamic: strict``, 1 shard, 0 replicas, ``index.knn: true``; the vector field
+(``knn_vector``, ``engine: lucene``, ``cosinesimil``, HNSW) is added with the first embedder, whose
+identity is recorded in the mapping's ``_meta`` (``embedder``, ``dimension``).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import threading
+import uuid
+from typing import Any
+
+import numpy as np
+from sqlalchemy import Engine, text
+
+from ki.index.backend import (
+    EmbedderMismatch,
+    FilterReport,
+    IndexDocument,
+    RankedChunk,
+    SearchFilters,
+    WriteResult,
+)
+from ki.index.embeddings import EmbedderIdentity
+from ki.index.opensearch_bulk import (
+    BulkOptions,
+    SyncReport,
+    _raise_failures,
+    classify_transport_error,
+    delete_by_query,
+    sync_documents,
+)
+from ki.index.permissions import AccessProjection
+from ki.index.postgres import PostgresBackend
+
+#: Text analysis: English stems on ``text``/``title``, German stems on ``.de``, exact tokens (citations,
+#: docket numbers) on ``.exact``.
+_TEXT = {"type": "text", "analyzer": "english", "fields": {"de": {"type": "text", "analyzer": "german"},
+                                                           "exact": {"type": "text", "analyzer": "whitespace"}}}
+#: The lexical half's fields and weights (the title counts double).
+LEXICAL_FIELDS = ["text", "text.de", "text.exact", "title^2", "title.de^2"]
+#: Candidates per half are over-fetched by this factor when matter / type / since filters are set.
+FACT_FILTER_OVERFETCH = 4
+#: Candidates per half beyond ``k`` (room for rows the record refuses).
+OVERFETCH_MARGIN = 10
+
+
+def vector_field(dimension: int) -> dict[str, Any]:
+    """The ``knn_vector`` mapping: lucene HNSW, cosine (never faiss: its native library is not shipped)."""
+    return {"type": "knn_vector", "dimension": int(dimension),
+            "method": {"name": "hnsw", "engine": "lucene", "space_type": "cosinesimil"}}
+
+
+def index_body(identity: EmbedderIdentity | None) -> dict[str, Any]:
+    """Settings and strict mapping of a new ki index (the vector field only with an embedder).
+
+    ``KI_OPENSEARCH_REFRESH_INTERVAL`` (e.g. ``200ms``) sets ``index.refresh_interval`` (default 1 s: a
+    ``refresh=wait_for`` write returns within it)."""
+    props: dict[str, Any] = {
+        "source_object_id": {"type": "long"},
+        "ordinal": {"type": "integer"},
+        "content_hash": {"type": "keyword"},
+        "generation": {"type": "keyword"},
+        "access_version": {"type": "integer"},
+        "title": {"type": "text", "analyzer": "english", "fields": {"de": {"type": "text", "analyzer": "german"}}},
+        "text": _TEXT,
+        "allowed_principals": {"type": "keyword"},
+        "denied_principals": {"type": "keyword"},
+    }
+    meta: dict[str, Any] = {"ki_schema": 1}
+    if identity is not None:
+        props["embedding"] = vector_field(identity.dimension)
+        meta |= {"embedder": identity.embedder, "dimension": int(identity.dimension)}
+    settings: dict[str, Any] = {"knn": True, "number_of_shards": 1, "number_of_replicas": 0}
+    if os.environ.get("KI_OPENSEARCH_REFRESH_INTERVAL"):
+        settings["refresh_interval"] = os.environ["KI_OPENSEARCH_REFRESH_INTERVAL"]
+    return {"settings": {"index": settings},
+            "mappings": {"dynamic": "strict", "_meta": meta, "properties": props}}
+
+
+def index_name_for(engine: Engine) -> str:
+    """``$KI_OPENSEARCH_INDEX``, else ``ki-chunks-<database name>`` (lower case, ``[a-z0-9_-]``)."""
+    env = os.environ.get("KI_OPENSEARCH_INDEX")
+    if env:
+        return env
+    name = re.sub(r"[^a-z0-9_-]+", "-", str(engine.url.database or "ki").lower()).strip("-_")
+    return f"ki-chunks-{name or 'ki'}"
+
+
+_CLIENTS: dict[str, Any] = {}
+_KNOWN: dict[tuple[str, str], EmbedderIdentity | None] = {}  # (url, index) → recorded identity (index exists)
+_LOCK = threading.Lock()
+
+
+def client_for(url: str) -> Any:
+    """The process's opensearch-py client for ``url`` (pooled; the transport retries 502/503/504 and
+    timeouts twice, 30 s per request)."""
+    from opensearchpy import OpenSearch
+
+    with _LOCK:
+        client = _CLIENTS.get(url)
+        if client is None:
+            client = _CLIENTS[url] = OpenSearch(hosts=[url], timeout=30, max_retries=2, retry_on_timeout=True,
+                                                retry_on_status=(502, 503, 504), pool_maxsize=16)
+        return client
+
+
+# Candidates of both halves confirmed by the record: live row, tombstone-free, permitted, fact filters.
+_CONFIRM = """
+SELECT h.i, c.source_object_id IS NOT NULL AND so.id IS NOT NULL AS live,
+       coalesce(c.source_object_id IS NOT NULL AND so.id IS NOT NULL AND {acl} {filters}, false) AS visible
+FROM unnest(CAST(:oids AS bigint[]), CAST(:ords AS int[]), CAST(:idx AS int[])) AS h(oid, ord, i)
+LEFT JOIN chunk c ON c.source_object_id = h.oid AND c.ordinal = h.ord AND NOT c.is_deleted
+LEFT JOIN source_object so ON so.id = c.source_object_id AND so.deleted_at IS NULL
+"""
+
+
+class OpenSearchBackend:
+    """The OpenSearch :class:`ki.index.backend.SearchBackend` (see the module docstring).
+
+    Args:
+        db: ki's database (Engine or :class:`ki.store.db.Database`): the record (``chunk`` rows).
+        url: the node or cluster (``components.opensearch_url``), e.g. ``http://127.0.0.1:9200``.
+        index: the index name (default :func:`index_name_for`).
+        bulk: bulk tuning (:class:`~ki.index.opensearch_bulk.BulkOptions`).
+        client: an opensearch-py client (default :func:`client_for`).
+
+    Raises (every method): InfrastructureError (unreachable, 5xx, 429 exhausted), IndexReadOnly
+    (writes to a blocked index), PostgreSQL errors of the record.
+    """
+
+    name = "opensearch"
+
+    def __init__(self, db: Any, url: str, *, index: str | None = None, bulk: BulkOptions | None = None,
+                 client: Any = None):
+        self.record = PostgresBackend(db)
+        self.engine: Engine = self.record.engine
+        self.url = url
+        self.index = index or index_name_for(self.engine)
+        self.bulk = bulk or BulkOptions()
+        self.client = client if client is not None else client_for(url)
+
+    def _fail(self, exc: BaseException, what: str) -> Exception:
+        return classify_transport_error(exc, index=self.index, what=what)
+
+    # -- the index and its embedder record ----------------------------------------------------------
+
+    def _read_identity(self) -> tuple[bool, EmbedderIdentity | None]:
+        """(index exists, the identity its ``_meta`` records)."""
+        from opensearchpy.exceptions import NotFoundError, OpenSearchException
+
+        try:
+            resp = self.client.indices.get_mapping(index=self.index)
+        except NotFoundError:
+            return False, None
+        except OpenSearchException as exc:
+            raise self._fail(exc, "reading the index mapping") from exc
+        meta = (resp.get(self.index, {}).get("mappings", {}) or {}).get("_meta") or {}
+        if meta.get("embedder") is None:
+            return True, None
+        return True, EmbedderIdentity(str(meta["embedder"]), int(meta["dimension"]))
+
+    def index_identity(self) -> EmbedderIdentity | None:
+        """The embedder the OpenSearch index records (cached per process once seen), or None."""
+        key = (self.url, self.index)
+        with _LOCK:
+            if key in _KNOWN:
+                return _KNOWN[key]
+        exists, identity = self._read_identity()
+        if exists:
+            with _LOCK:
+                _KNOWN[key] = identity
+        return identity
+
+    def ensure_embedder(self, identity: EmbedderIdentity | None) -> None:
+        """Create the index if missing; refuse ``identity`` unless both the OpenSearch index and the record
+        hold the same one (or none yet); record it on both. Raises: EmbedderMismatch before any write."""
+        from opensearchpy.exceptions import OpenSearchException, RequestError
+
+        key = (self.url, self.index)
+        with _LOCK:
+            if key in _KNOWN and _KNOWN[key] == identity and identity is not None:
+                cached = True
+            else:
+                cached = False
+        if cached:
+            self.record.ensure_embedder(identity)
+            return
+        exists, current = self._read_identity()
+        if exists and current != identity and (current is not None or identity is None):
+            raise EmbedderMismatch(current, identity, backend=self.name)
+        recorded = self.record.index_identity()
+        if recorded != identity and (recorded is not None or identity is None):
+            raise EmbedderMismatch(recorded, identity, backend=self.record.name)
+        try:
+            if not exists:
+                try:
+                    self.client.indices.create(index=self.index, body=index_body(identity))
+                except RequestError as exc:  # created meanwhile by another worker
+                    if "resource_already_exists_exception" not in str(exc):
+                        raise
+                    exists, current = self._read_identity()
+                    if current != identity:
+                        if current is not None or identity is None:
+                            raise EmbedderMismatch(current, identity, backend=self.name) from exc
+                        exists = True
+                    else:
+                        exists = False
+            if exists and current is None and identity is not None:
+                self.client.indices.put_mapping(index=self.index, body={
+                    "_meta": {"ki_schema": 1, "embedder": identity.embedder, "dimension": int(identity.dimension)},
+                    "properties": {"embedding": vector_field(identity.dimension)}})
+        except OpenSearchException as exc:
+            raise self._fail(exc, "creating the index") from exc
+        self.record.ensure_embedder(identity)
+        with _LOCK:
+            _KNOWN[key] = identity
+
+    def reset_vectors(self) -> int:
+        """Drop the record's vectors (:meth:`PostgresBackend.reset_vectors`) and the OpenSearch index
+        (re-created by the next index run). Returns the record's vectors dropped."""
+        n = self.record.reset_vectors()
+        self.drop_index()
+        return n
+
+    def drop_index(self) -> None:
+        """Delete the OpenSearch index (nothing when it does not exist) and forget its cached identity."""
+        from opensearchpy.exceptions import OpenSearchException
+
+        try:
+            self.client.indices.delete(index=self.index, ignore_unavailable=True)
+        except OpenSearchException as exc:
+            raise self._fail(exc, "deleting the index") from exc
+        with _LOCK:
+            _KNOWN.pop((self.url, self.index), None)
+
+    # -- writes -------------------------------------------------------------------------------------
+
+    def row_actions(self, doc: IndexDocument, *, generation: str, access_version: int) -> list[dict[str, Any]]:
+        """The bulk ``index`` actions of a document's rows (ids ``<object>-<ordinal>``).
+
+        Raises: ValueError when a row lacks a vector of the document embedder's dimension.
+        """
+        out = []
+        for r in doc.rows:
+            src: dict[str, Any] = {
+                "source_object_id": doc.source_object_id, "ordinal": r.ordinal, "content_hash": doc.content_hash,
+                "generation": generation, "access_version": access_version, "title": doc.title or "",
+                "text": r.text, "allowed_principals": list(doc.access.allowed),
+                "denied_principals": list(doc.access.denied)}
+            if doc.embedder is not None:
+                if r.embedding is None or r.embedding.shape != (doc.embedder.dimension,):
+                    raise ValueError(f"row {r.ordinal} of object {doc.source_object_id} has no "
+                                     f"{doc.embedder.dimension}-d vector")
+                src["embedding"] = np.asarray(r.embedding, dtype=np.float32).tolist()
+            out.append({"_op_type": "index", "_index": self.index, "_id": f"{doc.source_object_id}-{r.ordinal}",
+                        "_source": src})
+        return out
+
+    def sync(self, docs: list[IndexDocument], access_versions: dict[int, int] | None = None) -> SyncReport:
+        """Bulk-write ``docs`` to OpenSearch only (the record is written by the caller), then delete their
+        surplus rows. Per-document outcome in the report (``raise_for``); whole-request faults raise."""
+        generation = uuid.uuid4().hex
+        versions = access_versions or {}
+        docs_actions = [(d.source_object_id, self.row_actions(d, generation=generation,
+                                                              access_version=versions.get(d.source_object_id, 0)))
+                        for d in docs]
+        return sync_documents(self.client, self.index, docs_actions, generation=generation, options=self.bulk)
+
+    def write_document(self, doc: IndexDocument) -> WriteResult:
+        """Write the record (upsert by ordinal, surplus delete), then sync the rows to OpenSearch (new rows
+        first, then the object's rows of earlier writes deleted; ``refresh=wait_for``).
+
+        Raises: EmbedderMismatch (nothing written anywhere); DocumentRejected (the node refused rows of this
+        document: its old OpenSearch rows stay); IndexReadOnly / InfrastructureError (an outage).
+        """
+        self.ensure_embedder(doc.embedder)
+        result = self.record.write_document(doc)
+        if result.skipped_deleted:
+            self._delete_object_rows(doc.source_object_id)
+            return result
+        report = self.sync([doc], {doc.source_object_id: result.access_version})
+        report.raise_for(doc.source_object_id, index=self.index)
+        return result
+
+    def _delete_object_rows(self, source_object_id: int) -> int:
+        if self.index_identity() is None and not self._read_identity()[0]:
+            return 0
+        return delete_by_query(self.client, self.index, {"term": {"source_object_id": source_object_id}},
+                               what="the object delete")
+
+    def delete_object(self, source_object_id: int) -> int:
+        """Remove the object's rows from the record and from OpenSearch. Returns the record's rows removed."""
+        n = self.record.delete_object(source_object_id)
+        self._delete_object_rows(source_object_id)
+        return n
+
+    def update_access(self, source_object_id: int, access: AccessProjection) -> int | None:
+        """Rewrite only the permission fields (and ``access_version``) of the object's rows: the record
+        first, then ``_update_by_query`` on OpenSearch (refreshed before it returns).
+
+        Returns the new access_version, or None when the object has no rows.
+        Raises: IndexReadOnly / InfrastructureError (the OpenSearch rows keep their old permissions; the
+        record already holds the new ones, and searches confirm every hit against it).
+        """
+        from opensearchpy.exceptions import OpenSearchException
+
+        version = self.record.update_access(source_object_id, access)
+        if version is None:
+            return None
+        script = {"lang": "painless", "params": {"a": list(access.allowed), "d": list(access.denied), "v": version},
+                  "source": "ctx._source.allowed_principals = params.a; ctx._source.denied_principals = params.d; "
+                            "ctx._source.access_version = params.v"}
+        try:
+            resp = self.client.update_by_query(index=self.index, refresh=True, body={
+                "query": {"term": {"source_object_id": source_object_id}}, "script": script})
+        except OpenSearchException as exc:
+            raise self._fail(exc, "the access-only update") from exc
+        _raise_failures(resp, index=self.index, what="the access-only update")
+        return version
+
+    # -- search -------------------------------------------------------------------------------------
+
+    @staticmethod
+    def acl_filter(filters: SearchFilters) -> dict[str, Any] | None:
+        """The permission filter of both halves (None for the local operator): allowed ∩ P ≠ ∅ and
+        denied ∩ P = ∅."""
+        if filters.principals is None:
+            return None
+        p = list(filters.principals)
+        return {"bool": {"filter": [{"terms": {"allowed_principals": p}}],
+                         "must_not": [{"terms": {"denied_principals": p}}]}}
+
+    @staticmethod
+    def _fetch(filters: SearchFilters, k: int) -> int:
+        if filters.matter or filters.doc_type or filters.since:
+            return k * FACT_FILTER_OVERFETCH + OVERFETCH_MARGIN
+        return k + OVERFETCH_MARGIN
+
+    def _run(self, body: dict[str, Any], what: str) -> list[dict[str, Any]]:
+        from opensearchpy.exceptions import NotFoundError, OpenSearchException
+
+        try:
+            return self.client.search(index=self.index, body=body)["hits"]["hits"]
+        except NotFoundError:
+            return []  # nothing indexed yet
+        except OpenSearchException as exc:
+            raise self._fail(exc, what) from exc
+
+    def search_lexical(self, query: str, filters: SearchFilters, k: int) -> list[RankedChunk]:
+        """BM25 ``multi_match`` (any word; rows with more of them rank higher) over text (English and
+        German stems, exact tokens) and title, under the permission filter; confirmed by the record."""
+        if not query.strip():
+            return []
+        acl = self.acl_filter(filters)
+        q: dict[str, Any] = {"multi_match": {"query": query, "fields": LEXICAL_FIELDS, "type": "most_fields"}}
+        body = {"size": self._fetch(filters, k), "_source": ["source_object_id", "ordinal", "content_hash"],
+                "query": {"bool": {"must": [q], "filter": [acl] if acl else []}}}
+        hits = self._run(body, "the lexical search")
+        return self._confirm([(h["_source"], float(h["_score"])) for h in hits], filters, k)
+
+    def search_vector(self, vector: np.ndarray, filters: SearchFilters, k: int) -> list[RankedChunk]:
+        """Lucene k-NN (cosine) with the permission filter inside ``knn.filter`` (so k permitted rows come
+        back); score = cosine similarity. [] when the index holds no vectors.
+
+        Raises: ValueError when ``vector`` does not have the index's dimension.
+        """
+        identity = self.index_identity()
+        if identity is None:
+            return []
+        vec = np.asarray(vector, dtype=np.float32)
+        if vec.shape != (identity.dimension,):
+            raise ValueError(f"query vector has shape {vec.shape}; the index holds {identity}")
+        n = self._fetch(filters, k)
+        knn: dict[str, Any] = {"vector": vec.tolist(), "k": n}
+        acl = self.acl_filter(filters)
+        if acl:
+            knn["filter"] = acl
+        body = {"size": n, "_source": ["source_object_id", "ordinal", "content_hash"],
+                "query": {"knn": {"embedding": knn}}}
+        hits = self._run(body, "the vector search")
+        # lucene cosinesimil scores (1 + cos) / 2
+        return self._confirm([(h["_source"], 2.0 * float(h["_score"]) - 1.0) for h in hits], filters, k)
+
+    def _confirm(self, hits: list[tuple[dict[str, Any], float]], filters: SearchFilters, k: int
+                 ) -> list[RankedChunk]:
+        """Keep the candidates the record confirms (see the module docstring), best first, at most ``k``;
+        delete from OpenSearch the rows the record no longer has."""
+        if not hits:
+            return []
+        with self.engine.connect() as conn:
+            where, params, _ = self.record._filters(conn, filters)
+            acl, acl_params = self.record._acl(filters)
+            params |= acl_params | {"oids": [int(s["source_object_id"]) for s, _ in hits],
+                                    "ords": [int(s["ordinal"]) for s, _ in hits], "idx": list(range(len(hits)))}
+            sql = _CONFIRM.format(acl=acl, filters=where)
+            rows = conn.execute(text(sql), params).fetchall()
+        visible = {r.i for r in rows if r.visible}
+        stale = [hits[r.i][0] for r in rows if not r.live]
+        if stale:
+            self._purge(stale)
+        out = []
+        for i, (src, score) in enumerate(hits):
+            if i in visible:
+                out.append(RankedChunk(int(src["source_object_id"]), int(src["ordinal"]), str(src["content_hash"]),
+                                       score))
+                if len(out) == k:
+                    break
+        return out
+
+    def _purge(self, rows: list[dict[str, Any]]) -> None:
+        """Delete rows the record no longer has (tombstoned objects, surplus rows of an interrupted sync)."""
+        from opensearchpy import helpers
+        from opensearchpy.exceptions import OpenSearchException
+
+        actions = [{"_op_type": "delete", "_index": self.index, "_id": f"{r['source_object_id']}-{r['ordinal']}"}
+                   for r in rows]
+        try:
+            helpers.bulk(self.client, actions, raise_on_error=False, refresh=False)
+        except OpenSearchException:  # a search must not fail for housekeeping; the record hides them anyway
+            pass
+
+    def filter_report(self, filters: SearchFilters) -> FilterReport:
+        """The record applies matter / type / since to the candidates: its report."""
+        return self.record.filter_report(filters)
+
