@@ -3,7 +3,8 @@
 Spec: insertion-pipeline.md "Orchestration" (Hatchet provider; concurrency variables).
 
 The document DAG (workflow ``ki-insertion``), one visible task per stage, derived from
-``PIPELINE_STAGE_ORDER``::
+``PIPELINE_STAGE_ORDER`` (every task after ``convert`` also names ``fetch`` as a parent: see
+"skipped stages" below)::
 
     fetch → convert → classify_matter → relate → extract_metadata → extract_decisions → index
                                           │                                              │
@@ -15,6 +16,15 @@ The document DAG (workflow ``ki-insertion``), one visible task per stage, derive
     idempotency: key input.batch_id + ':' + input.doc_id + ':' + input.attempt (status based)
     every task: 6 retries, backoff factor 5 capped at 60 s, 6 h schedule and execution timeouts
     on failure: the document is recorded as orchestration_failed in its batch
+
+Skipped stages: ``fetch`` (the root task) outputs which stages the configuration switches off,
+and the engine skips those stage tasks (``skip_if`` on that output; never the final task), so a
+switched-off stage costs no worker round trip. A skip waits for the task's predecessor to end
+(completed or itself skipped: a second skip condition on it), so the DAG keeps its stage order;
+measured on v0.105.0, a lone condition on the root skips the task the moment the root completes,
+and the final task then ran beside ``convert``. Its rows are not left behind: the next task that
+runs drives every unfinished earlier row of its document first (``runtime.drive_stage``), which
+records them ``disabled_by_configuration`` exactly as the local runner does.
 
 The access refresh (workflow ``ki-access-refresh``, run ledger label "Access refresh"): one task,
 ``index``, for a batch whose only outstanding rows are ``access_only_reindex`` index rows; the
@@ -107,11 +117,21 @@ def _task_options() -> dict[str, Any]:
             "execution_timeout": TASK_TIMEOUT}
 
 
-def _stage_fn(stage: str, *, final: bool):
+def _stage_fn(stage: str, *, final: bool, skippable: tuple[str, ...] = ()):
     def run(inp: DocumentInput, ctx) -> dict[str, Any]:
-        from ki.workflows.runtime import stage_task
+        from hatchet_sdk import NonRetryableException
 
-        return stage_task(stage, inp.run_id, inp.source_object_id, final=final, cancelled=lambda: ctx.exit_flag)
+        from ki.errors import RunAborted
+        from ki.workflows.runtime import stage_task, worker_runtime
+
+        try:
+            out = stage_task(stage, inp.run_id, inp.source_object_id, final=final,
+                             cancelled=lambda: ctx.exit_flag)
+        except RunAborted as exc:  # ki's own configuration is wrong: retrying the task cannot help
+            raise NonRetryableException(str(exc)) from exc
+        if skippable:  # the root task tells the engine which stage tasks it may skip
+            out["skip"] = worker_runtime().skipped_stages(skippable)
+        return out
 
     run.__name__ = f"ki_{stage}"
     return run
@@ -145,15 +165,29 @@ def _document_workflow(hatchet: Hatchet, name: str, settings: ProcessSettings, s
         idempotency=StatusBasedIdempotencyConfig(key_expression=IDEMPOTENCY_KEY_EXPRESSION,
                                                  fallback_ttl=IDEMPOTENCY_FALLBACK_TTL),
     )
-    parent = None
+    from hatchet_sdk import ParentCondition
+
+    skippable = stages[1:-1]  # never the root (it decides) nor the final task (it finishes the document)
+    root = parent = None
     for stage in stages:
         concurrency = None
         if stage == "relate":
             concurrency = [ConcurrencyExpression(expression=RELATE_KEY_EXPRESSION,
                                                  max_runs=settings.relate_model_concurrency,
                                                  limit_strategy=ConcurrencyLimitStrategy.GROUP_ROUND_ROBIN)]
-        parent = wf.task(name=stage, parents=[parent] if parent is not None else None, concurrency=concurrency,
-                         **_task_options())(_stage_fn(stage, final=stage == stages[-1]))
+        parents = [] if parent is None else [parent] if parent is root else [parent, root]
+        skip_if = None
+        if stage in skippable:
+            # Separate conditions are AND-ed by the engine (one or-group each). Without the second
+            # one the engine skips the task as soon as the root completes, before its predecessor
+            # ran, and a later task (e.g. the final one) would then start beside that predecessor.
+            skip_if = [ParentCondition(parent=root, expression=f"output.skip.{stage}")]
+            if parent is not root:
+                skip_if.append(ParentCondition(parent=parent, expression="true"))
+        fn = _stage_fn(stage, final=stage == stages[-1], skippable=skippable if root is None else ())
+        parent = wf.task(name=stage, parents=parents or None, concurrency=concurrency, skip_if=skip_if,
+                         **_task_options())(fn)
+        root = root or parent
     wf.on_failure_task(name="record_failure", retries=TASK_RETRIES, backoff_factor=TASK_BACKOFF_FACTOR,
                        backoff_max_seconds=TASK_BACKOFF_MAX_SECONDS, schedule_timeout=TASK_TIMEOUT,
                        execution_timeout=timedelta(minutes=5))(_failure_fn)

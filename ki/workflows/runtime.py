@@ -55,6 +55,11 @@ _lock = threading.Lock()
 _runtime: WorkerRuntime | None = None
 
 
+#: The worker re-reads the saved configuration (and env pins) at most this often (s), so a
+#: ``ki config set`` reaches running workers as it reaches the next local run.
+CONFIG_RELOAD_SECONDS = 5.0
+
+
 @dataclass
 class WorkerRuntime:
     """Process-wide handles of a worker: the pipeline context and the claim keeper."""
@@ -62,6 +67,18 @@ class WorkerRuntime:
     ctx: PipelineContext
     keeper: ClaimKeeper
     last_stale_check: float = 0.0
+    config_loaded_at: float = 0.0
+
+    def fresh_config(self) -> None:
+        """Reload the configuration when it is older than :data:`CONFIG_RELOAD_SECONDS`."""
+        now = time.monotonic()
+        if now - self.config_loaded_at >= CONFIG_RELOAD_SECONDS:
+            self.config_loaded_at = now
+            self.ctx.reload_config()
+
+    def skipped_stages(self, stages: tuple[str, ...]) -> dict[str, bool]:
+        """``{stage: True}`` for each of ``stages`` switched off in the configuration."""
+        return {s: not self.ctx.config.pipeline.stage(s).enabled for s in stages}
 
 
 def worker_runtime(slots: int | None = None) -> WorkerRuntime:
@@ -192,6 +209,7 @@ def stage_task(stage: str, run_id: int, oid: int, *, final: bool,
     After ``convert``, embedded objects the container registered (attachments) join the batch
     and get DAGs of their own (``batches.adopt_children``), as the local runner would run them."""
     rt = worker_runtime()
+    rt.fresh_config()
     out = drive_stage(rt, run_id, oid, stage, cancelled=cancelled)
     if stage == "convert":  # embedded objects the container registered join its batch
         with rt.ctx.db.engine.begin() as conn:

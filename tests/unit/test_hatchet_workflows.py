@@ -43,9 +43,21 @@ def test_document_dag_has_one_task_per_stage_in_order(workflows):
     proto = workflows.document.to_proto()
     assert [t.readable_id for t in proto.tasks] == list(PIPELINE_STAGE_ORDER)
     for i, task in enumerate(proto.tasks):
-        assert list(task.parents) == ([PIPELINE_STAGE_ORDER[i - 1]] if i else [])
+        expected = [] if i == 0 else [PIPELINE_STAGE_ORDER[i - 1]] + (["fetch"] if i > 1 else [])
+        assert list(task.parents) == expected
         assert (task.retries, task.backoff_factor, task.backoff_max_seconds) == (6, 5.0, 60)
         assert (task.timeout, task.schedule_timeout) == ("6h", "6h")
+        # the engine may skip a switched-off stage (never the root nor the final task)
+        skips = [c for c in task.conditions.parent_override_conditions] if task.HasField("conditions") else []
+        middle = 0 < i < len(PIPELINE_STAGE_ORDER) - 1
+        # ... and only once its predecessor ended (a second, AND-ed condition), so stage order holds
+        want = []
+        if middle:
+            want = [("fetch", f"output.skip.{task.readable_id}")]
+            if i > 1:
+                want.append((PIPELINE_STAGE_ORDER[i - 1], "true"))
+        assert [(c.parent_readable_id, c.base.expression) for c in skips] == want
+        assert len({c.base.or_group_id for c in skips}) == len(skips)
     relate = next(t for t in proto.tasks if t.readable_id == "relate")
     assert [(c.expression, c.max_runs) for c in relate.concurrency] == [("'relate'", 5)]
     assert all(not t.concurrency for t in proto.tasks if t.readable_id != "relate")
