@@ -141,6 +141,8 @@ class RetrievalConfig(BaseModel):
     @field_validator("embedding_model")
     @classmethod
     def _known_embedder(cls, value: str | None) -> str | None:
+        if value is None:  # the default: nothing to check (and no numpy import on every config load)
+            return None
         from ki.index.embeddings import parse_embedding_model
 
         parse_embedding_model(value)  # raises ValueError with the accepted forms

@@ -18,7 +18,7 @@ from sqlalchemy import text
 from ki.config.loader import ProcessSettings, load_config
 from ki.config.settings import KiConfig
 from ki.store.blobs import BlobStore
-from ki.store.claims import Claim
+from ki.store.claims import OBJECT_COLUMNS, Claim
 from ki.store.db import Database
 
 
@@ -84,17 +84,18 @@ class SourceObjectView:
         """Read the object; raises LookupError when it does not exist."""
         with db.engine.connect() as conn:
             row = conn.execute(
-                text("""
-                SELECT so.id, so.source_id, s.kind, s.root, so.external_id, so.path, so.size, so.mtime_ns,
-                       so.content_hash, so.deleted_at, s.config, so.parent_id, so.embedded_index,
-                       so.scanned_hash
-                FROM source_object so JOIN source s ON s.id = so.source_id WHERE so.id = :id
-                """),
+                text(f"SELECT {OBJECT_COLUMNS} FROM source_object so JOIN source s ON s.id = so.source_id "
+                     "WHERE so.id = :id"),
                 {"id": source_object_id},
             ).first()
         if row is None:
             raise LookupError(f"source_object {source_object_id} does not exist")
         return cls(*row)
+
+    @classmethod
+    def for_claim(cls, db: Database, claim: Claim) -> SourceObjectView:
+        """The claimed row's object: from the claim when its statement returned it, else read."""
+        return cls(*claim.object_row) if claim.object_row is not None else cls.load(db, claim.source_object_id)
 
 
 @dataclass

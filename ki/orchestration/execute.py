@@ -11,18 +11,23 @@ from __future__ import annotations
 
 import logging
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Literal
 
+from sqlalchemy.engine import Connection
+
+from ki.config.settings import PipelineConfig
 from ki.errors import ConfigurationError, RunAborted
 from ki.orchestration.context import PipelineContext, SourceObjectView, StageContext, StageOutcome
 from ki.orchestration.heartbeat import ClaimKeeper
 from ki.store import claims as q
-from ki.store.claims import Claim
+from ki.store.claims import Claim, UnlockPlan
 from ki.taxonomies import (
     DISABLED_BY_CONFIGURATION,
     INPUT_STAGE_DISABLED,
+    PIPELINE_STAGE_ORDER,
     SOURCE_OBJECT_DELETED,
     STAGE_INPUTS,
     Treatment,
@@ -49,12 +54,15 @@ class ExecutionResult:
             not_claimed (the row was not eligible) / claim_lost (the commit was refused).
         stage, source_object_id: the row.
         error_class: exception class name for retry/quarantined.
+        passed: switched-off stages after this one recorded ``skipped/disabled_by_configuration``
+            by the same commit (they count as processed and skipped in the run's counters).
     """
 
     kind: ResultKind
     stage: str
     source_object_id: int
     error_class: str | None = None
+    passed: int = 0
 
 
 def error_record(exc: BaseException, *, deterministic: bool, reason: str | None, infrastructure: str | None,
@@ -110,25 +118,57 @@ def run_stage_for_object(
     return execute_claim(ctx, claim, keeper=keeper)
 
 
-def execute_claim(ctx: PipelineContext, claim: Claim, *, keeper: ClaimKeeper | None = None) -> ExecutionResult:
-    """``_execute_claim``: run the handler for a claim already taken and record the outcome."""
+def unlock_plan(pipeline: PipelineConfig, stage: str) -> UnlockPlan:
+    """``_unlock_next`` for the configuration: the switched-off stages right after ``stage`` (each
+    with its producer_version, recorded ``disabled_by_configuration`` on the way) and the first
+    enabled stage after them (None when none is left)."""
+    skip: list[tuple[str, str]] = []
+    for later in PIPELINE_STAGE_ORDER[PIPELINE_STAGE_ORDER.index(stage) + 1:]:
+        if pipeline.stage(later).enabled:
+            return UnlockPlan(tuple(skip), later)
+        skip.append((later, pipeline.producer_version(later)))
+    return UnlockPlan(tuple(skip), None)
+
+
+@contextmanager
+def _recording(ctx: PipelineContext, conn: Connection | None) -> Iterator[Connection]:
+    """The connection an outcome is recorded on: the caller's autocommit connection (one
+    statement = one transaction), else a pooled one in a transaction of its own."""
+    if conn is not None:
+        yield conn
+    else:
+        with ctx.db.engine.begin() as own:
+            yield own
+
+
+def execute_claim(ctx: PipelineContext, claim: Claim, *, keeper: ClaimKeeper | None = None,
+                  conn: Connection | None = None) -> ExecutionResult:
+    """``_execute_claim``: run the handler for a claim already taken and record the outcome.
+
+    Args:
+        conn: an AUTOCOMMIT connection the caller holds (the local runner's worker threads) to
+            record the outcome on, saving a pool checkout and a BEGIN/COMMIT pair; default: a
+            pooled connection per outcome.
+    Raises: RunAborted on a configuration error (the row is released untouched); database
+        errors while recording (the row stays running until stale-claim recovery).
+    """
     stage_cfg = ctx.config.pipeline.stage(claim.stage)
     version = ctx.config.pipeline.producer_version(claim.stage)
     try:
-        obj = SourceObjectView.load(ctx.db, claim.source_object_id)
+        obj = SourceObjectView.for_claim(ctx.db, claim)
     except LookupError as exc:
-        return _record_failure(ctx, claim, exc, stage_max_attempts=stage_cfg.max_attempts)
+        return _record_failure(ctx, claim, exc, stage_max_attempts=stage_cfg.max_attempts, conn=conn)
 
     if not stage_cfg.enabled:
         outcome = StageOutcome(status="skipped", reason=DISABLED_BY_CONFIGURATION)
-        return _record_outcome(ctx, claim, outcome, version)
+        return _record_outcome(ctx, claim, outcome, version, conn)
     missing = [s for s in STAGE_INPUTS[claim.stage] if not ctx.config.pipeline.stage(s).enabled]
     if missing:
         outcome = StageOutcome(status="skipped", reason=INPUT_STAGE_DISABLED, details={"disabled_inputs": missing})
-        return _record_outcome(ctx, claim, outcome, version)
+        return _record_outcome(ctx, claim, outcome, version, conn)
     if obj.deleted_at is not None:
         outcome = StageOutcome(status="skipped", reason=SOURCE_OBJECT_DELETED, halt_downstream=True)
-        return _record_outcome(ctx, claim, outcome, version)
+        return _record_outcome(ctx, claim, outcome, version, conn)
 
     handler = _handlers()[claim.stage]
     if keeper is not None:
@@ -141,11 +181,11 @@ def execute_claim(ctx: PipelineContext, claim: Claim, *, keeper: ClaimKeeper | N
         _release_claim(ctx, claim)
         raise RunAborted(f"{claim.stage} stopped on a configuration error: {exc}") from exc
     except Exception as exc:  # noqa: BLE001 - every failure is classified and recorded on the row
-        return _record_failure(ctx, claim, exc, stage_max_attempts=stage_cfg.max_attempts)
+        return _record_failure(ctx, claim, exc, stage_max_attempts=stage_cfg.max_attempts, conn=conn)
     finally:
         if keeper is not None:
             keeper.discard(claim)
-    return _record_outcome(ctx, claim, outcome, version)
+    return _record_outcome(ctx, claim, outcome, version, conn)
 
 
 RELEASE_SQL = """
@@ -163,28 +203,31 @@ def _release_claim(ctx: PipelineContext, claim: Claim) -> None:
         conn.execute(text(RELEASE_SQL), {"row_id": claim.row_id, "token": claim.token})
 
 
-def _record_outcome(ctx: PipelineContext, claim: Claim, outcome: StageOutcome, version: str) -> ExecutionResult:
+def _record_outcome(ctx: PipelineContext, claim: Claim, outcome: StageOutcome, version: str,
+                    conn: Connection | None = None) -> ExecutionResult:
     last_error = None
     if outcome.status == "skipped":
         last_error = {"reason": outcome.reason or "skipped_by_handler", **({"details": outcome.details}
                                                                            if outcome.details else {})}
-    with ctx.db.engine.begin() as conn:
-        committed = q.complete_claim(conn, claim, status=outcome.status, producer_version=version,
-                                     last_error=last_error)
-        if not committed:
-            conn.rollback()
-            log.warning("claim lost: %s of object %s was recovered elsewhere; this completion is refused",
-                        claim.stage, claim.source_object_id)
-            return ExecutionResult("claim_lost", claim.stage, claim.source_object_id)
-        if outcome.halt_downstream:
-            q.skip_downstream(conn, claim.source_object_id, claim.stage, outcome.reason or "halted")
-        else:
-            q.unlock_next(conn, claim.source_object_id, claim.stage)
-    return ExecutionResult(outcome.status, claim.stage, claim.source_object_id)
+    if outcome.halt_downstream:  # two statements, one transaction (rare: the document ends here)
+        with ctx.db.engine.begin() as tx:
+            committed = q.complete_claim(tx, claim, status=outcome.status, producer_version=version,
+                                         last_error=last_error)
+            if committed is not None:
+                q.skip_downstream(tx, claim.source_object_id, claim.stage, outcome.reason or "halted")
+    else:
+        with _recording(ctx, conn) as rec:
+            committed = q.complete_claim(rec, claim, status=outcome.status, producer_version=version,
+                                         last_error=last_error, unlock=unlock_plan(ctx.config.pipeline, claim.stage))
+    if committed is None:
+        log.warning("claim lost: %s of object %s was recovered elsewhere; this completion is refused",
+                    claim.stage, claim.source_object_id)
+        return ExecutionResult("claim_lost", claim.stage, claim.source_object_id)
+    return ExecutionResult(outcome.status, claim.stage, claim.source_object_id, passed=committed.passed)
 
 
-def _record_failure(ctx: PipelineContext, claim: Claim, exc: BaseException, *, stage_max_attempts: int
-                    ) -> ExecutionResult:
+def _record_failure(ctx: PipelineContext, claim: Claim, exc: BaseException, *, stage_max_attempts: int,
+                    conn: Connection | None = None) -> ExecutionResult:
     verdict = classify_error(exc)
     base = ctx.config.pipeline.retry_base_seconds
     capabilities = None
@@ -203,8 +246,8 @@ def _record_failure(ctx: PipelineContext, claim: Claim, exc: BaseException, *, s
         infrastructure=verdict.infrastructure,
         capabilities=capabilities,
     )
-    with ctx.db.engine.begin() as conn:
-        status = q.fail_claim(conn, claim, treatment=verdict.treatment.value, max_attempts=stage_max_attempts,
+    with _recording(ctx, conn) as rec:
+        status = q.fail_claim(rec, claim, treatment=verdict.treatment.value, max_attempts=stage_max_attempts,
                               delay_seconds=delay, last_error=record)
     if status is None:
         return ExecutionResult("claim_lost", claim.stage, claim.source_object_id, type(exc).__name__)

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from sqlalchemy import text
+from sqlalchemy.engine import Connection
 
 from ki.errors import RunAborted
 from ki.orchestration.context import PipelineContext
@@ -24,12 +25,18 @@ from ki.orchestration.execute import ExecutionResult, execute_claim
 from ki.orchestration.heartbeat import ClaimKeeper
 from ki.orchestration.prepare import PrepareReport, recover_stale_claims, run_prepare_steps
 from ki.store import claims as q
+from ki.store.claims import Claim
 
 log = logging.getLogger(__name__)
 
-ELIGIBLE_EXISTS_SQL = text("""
+# One statement, so one snapshot: a row that moves from running to done while unlocking the
+# next (pending) one cannot slip between two separate reads and fake an idle verdict.
+IDLE_SQL = text("""
 SELECT EXISTS (SELECT 1 FROM processing_state
-               WHERE status = 'pending' OR (status = 'failed' AND next_retry_at <= now()))
+               WHERE status = 'pending' OR (status = 'failed' AND next_retry_at <= now())) AS eligible,
+       (SELECT count(*) FROM processing_state WHERE status = 'running') AS running,
+       (SELECT min(next_retry_at) FROM processing_state WHERE status = 'failed') AS due,
+       (SELECT count(*) FROM processing_state WHERE status = 'failed') AS failed
 """)
 
 
@@ -46,7 +53,9 @@ class RunCounters:
     per_stage_seconds: dict[str, list[float]] = field(default_factory=dict)
 
     def add(self, result: ExecutionResult, seconds: float) -> None:
-        self.processed += 1
+        """Count one execution, and the switched-off stages its commit recorded skipped on the way."""
+        self.processed += 1 + result.passed
+        self.skipped += result.passed
         if result.kind == "done":
             self.done += 1
         elif result.kind == "skipped":
@@ -104,6 +113,7 @@ class PipelineRunner:
         self._lock = threading.Lock()
         self._active = 0
         self._stop = threading.Event()
+        self._idle_hint = threading.Event()
         self._errors: list[BaseException] = []
         self._abort: RunAborted | None = None
         self._retry_wait_spent = 0.0  # seconds spent idle, waiting only for retries to fall due
@@ -111,40 +121,86 @@ class PipelineRunner:
         self._stale_every = max(0.5, min(60.0, timeout / 3))
         self.keeper = ClaimKeeper(ctx.db, interval_seconds=max(0.2, min(30.0, timeout / 3)))
 
+    def _open_connections(self) -> tuple[Connection, Connection]:
+        """A worker thread's own AUTOCOMMIT connections, held for the run (no pool checkout, pre-ping
+        or BEGIN/COMMIT per statement): one to claim on, with ``synchronous_commit = off`` (a claim
+        lost in a server crash only returns its row to pending, and the late completion is refused
+        by the fencing token), and one to record outcomes on, fully durable."""
+        engine = self.ctx.db.engine.execution_options(isolation_level="AUTOCOMMIT")
+        claim_conn = engine.connect()
+        try:
+            claim_conn.exec_driver_sql("SET synchronous_commit = off")
+            return claim_conn, engine.connect()
+        except BaseException:
+            claim_conn.invalidate()
+            raise
+
+    @staticmethod
+    def _close_connections(conns: tuple[Connection, Connection] | None) -> None:
+        """Give the connections back; the claim connection's session setting never reaches the pool."""
+        if conns is None:
+            return
+        claim_conn, record_conn = conns
+        try:
+            claim_conn.exec_driver_sql("RESET synchronous_commit")
+            claim_conn.close()
+        except Exception:  # noqa: BLE001 - a broken connection is discarded, not pooled
+            claim_conn.invalidate()
+        try:
+            record_conn.close()
+        except Exception:  # noqa: BLE001
+            record_conn.invalidate()
+
     def _worker(self) -> None:
         idle_sleep = 0.01
-        while not self._stop.is_set():
-            try:
-                with self.ctx.db.engine.begin() as conn:
-                    claims = q.claim_next(conn, worker=self.ctx.worker_id, run_id=self.run_id)
-            except Exception as exc:  # noqa: BLE001 - database outage: back off, the coordinator decides
-                log.warning("claim failed (%s); retrying", exc)
-                self._stop.wait(1.0)
-                continue
-            if not claims:
-                self._stop.wait(idle_sleep)
-                idle_sleep = min(idle_sleep * 2, 0.2)
-                continue
-            idle_sleep = 0.01
-            for claim in claims:
-                with self._lock:
+        conns: tuple[Connection, Connection] | None = None
+        try:
+            while not self._stop.is_set():
+                with self._lock:  # counted before claiming, so an idle verdict never misses a claim in flight
                     self._active += 1
-                started = time.perf_counter()
                 try:
-                    result = execute_claim(self.ctx, claim, keeper=self.keeper)
+                    if conns is None:
+                        conns = self._open_connections()
+                    claims = q.claim_next(conns[0], worker=self.ctx.worker_id, run_id=self.run_id)
+                    if claims:
+                        idle_sleep = 0.01
+                        for claim in claims:
+                            self._execute(claim, conns[1])
                 except RunAborted as exc:
                     self._abort = exc
                     self._stop.set()
-                    return  # the finally clause below still releases the active slot
-                except Exception as exc:  # noqa: BLE001 - the row stays running; stale recovery retries it
-                    log.exception("recording the outcome of %s/%s failed", claim.stage, claim.source_object_id)
-                    self._errors.append(exc)
-                    result = ExecutionResult("retry", claim.stage, claim.source_object_id, type(exc).__name__)
+                    return
+                except Exception as exc:  # noqa: BLE001 - database outage: back off, the coordinator decides
+                    log.warning("claiming or recording failed (%s); retrying on new connections", exc)
+                    self._close_connections(conns)
+                    conns = None
+                    self._stop.wait(1.0)
+                    continue
                 finally:
                     with self._lock:
                         self._active -= 1
-                with self._lock:
-                    self.counters.add(result, time.perf_counter() - started)
+                if not claims:
+                    self._idle_hint.set()
+                    self._stop.wait(idle_sleep)
+                    idle_sleep = min(idle_sleep * 2, 0.2)
+        finally:
+            self._close_connections(conns)
+
+    def _execute(self, claim: Claim, record_conn: Connection) -> None:
+        started = time.perf_counter()
+        try:
+            result = execute_claim(self.ctx, claim, keeper=self.keeper, conn=record_conn)
+        except RunAborted:
+            raise
+        except Exception as exc:  # the row stays running; stale recovery retries it
+            log.exception("recording the outcome of %s/%s failed", claim.stage, claim.source_object_id)
+            self._errors.append(exc)
+            with self._lock:
+                self.counters.add(ExecutionResult("retry", claim.stage, claim.source_object_id,
+                                                  type(exc).__name__), time.perf_counter() - started)
+            raise
+        with self._lock:
+            self.counters.add(result, time.perf_counter() - started)
 
     def _idle_verdict(self) -> RunnerStatus | None:
         """None when there is nothing left to do; else the status to report while waiting."""
@@ -154,10 +210,9 @@ class PipelineRunner:
         if active:
             return status
         with self.ctx.db.engine.connect() as conn:
-            if conn.execute(ELIGIBLE_EXISTS_SQL).scalar_one():
-                return status
-            running = q.count_running(conn)
-            due, n_failed = q.next_retry_due(conn)
+            eligible, running, due, n_failed = conn.execute(IDLE_SQL).one()
+        if eligible:
+            return status
         if running:
             status.waiting_for_running = running
             return status
@@ -182,21 +237,24 @@ class PipelineRunner:
         for t in threads:
             t.start()
         last_stale = time.monotonic()
-        quiet_ticks = 0
         try:
             while True:
-                time.sleep(self.tick_seconds)
+                # a worker that found nothing to claim wakes the coordinator early (at most every 50 ms)
+                tick_started = time.monotonic()
+                self._idle_hint.wait(self.tick_seconds)
+                self._idle_hint.clear()
+                time.sleep(0.05)
                 if time.monotonic() - last_stale >= self._stale_every:
                     recover_stale_claims(self.ctx)
                     last_stale = time.monotonic()
                 status = self._idle_verdict()
                 if status is not None and status.waiting_for_retry is not None:
-                    self._retry_wait_spent += self.tick_seconds
+                    self._retry_wait_spent += time.monotonic() - tick_started
                 if self.on_tick is not None:
                     self.on_tick(status or RunnerStatus(self.counters, 0))
-                # two consecutive idle verdicts: a worker may have been between claim and execute
-                quiet_ticks = quiet_ticks + 1 if status is None else 0
-                if quiet_ticks >= 2 or self._abort is not None:
+                # one idle verdict suffices: workers count themselves active before claiming, and
+                # the verdict reads the table in one snapshot
+                if status is None or self._abort is not None:
                     break
         finally:
             self._stop.set()

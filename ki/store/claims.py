@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -36,6 +36,8 @@ class Claim:
         source_object_id / stage: what to run.
         attempts: attempts including this one.
         token: the fencing token; completions commit only while the row holds it.
+        object_row: the object's columns (:data:`OBJECT_COLUMNS` order) when the claim statement
+            returned them, so the executor needs no second read; None otherwise.
     """
 
     row_id: int
@@ -43,6 +45,13 @@ class Claim:
     stage: str
     attempts: int
     token: uuid.UUID
+    object_row: tuple[Any, ...] | None = field(default=None, compare=False, repr=False)
+
+
+#: What an executor needs of the claimed row's object and source (``SourceObjectView`` field order).
+OBJECT_COLUMNS = """so.id, so.source_id, s.kind, s.root, so.external_id, so.path, so.size, so.mtime_ns,
+       so.content_hash, so.deleted_at, s.config, so.parent_id, so.embedded_index, so.scanned_hash"""
+_N_CLAIM_COLUMNS = 4
 
 
 _CLAIM_SET = """
@@ -50,6 +59,13 @@ _CLAIM_SET = """
     claimed_at = now(), heartbeat_at = now(), updated_at = now(), run_id = :run_id, next_retry_at = NULL
 """
 _ELIGIBLE = "(status = 'pending' OR (status = 'failed' AND next_retry_at <= now()))"
+
+# The claim returns the object with the row (one statement instead of claim + read).
+_CLAIM_RETURNING = f"""
+FROM next, source_object so JOIN source s ON s.id = so.source_id
+WHERE ps.id = next.id AND so.id = ps.source_object_id
+RETURNING ps.id, ps.source_object_id, ps.stage, ps.attempts, {OBJECT_COLUMNS}
+"""
 
 # -- name: claim_next --
 # Claim the oldest eligible row (pending, or failed with its retry due) by updated_at.
@@ -62,22 +78,24 @@ WITH next AS (
     FOR UPDATE SKIP LOCKED
 )
 UPDATE processing_state ps SET {_CLAIM_SET}
-FROM next WHERE ps.id = next.id
-RETURNING ps.id, ps.source_object_id, ps.stage, ps.attempts
+{_CLAIM_RETURNING}
 """)
 
 # -- name: claim_row --
 # Claim one (object, stage) row if it is eligible and nobody holds it.
 CLAIM_ROW_SQL = text(f"""
-WITH target AS (
+WITH next AS (
     SELECT id FROM processing_state
     WHERE source_object_id = :source_object_id AND stage = :stage AND {_ELIGIBLE}
     FOR UPDATE SKIP LOCKED
 )
 UPDATE processing_state ps SET {_CLAIM_SET}
-FROM target WHERE ps.id = target.id
-RETURNING ps.id, ps.source_object_id, ps.stage, ps.attempts
+{_CLAIM_RETURNING}
 """)
+
+
+def _claim(row: Any, token: uuid.UUID) -> Claim:
+    return Claim(row[0], row[1], row[2], row[3], token, tuple(row[_N_CLAIM_COLUMNS:]))
 
 
 def claim_next(conn: Connection, *, worker: str, run_id: int | None, limit: int = 1) -> list[Claim]:
@@ -89,7 +107,7 @@ def claim_next(conn: Connection, *, worker: str, run_id: int | None, limit: int 
     """
     token = uuid.uuid4()
     rows = conn.execute(CLAIM_NEXT_SQL, {"token": token, "worker": worker, "run_id": run_id, "limit": limit})
-    return [Claim(r.id, r.source_object_id, r.stage, r.attempts, token) for r in rows]
+    return [_claim(r, token) for r in rows]
 
 
 def claim_row(
@@ -101,25 +119,78 @@ def claim_row(
         CLAIM_ROW_SQL,
         {"source_object_id": source_object_id, "stage": stage, "token": token, "worker": worker, "run_id": run_id},
     ).first()
-    return Claim(row.id, row.source_object_id, row.stage, row.attempts, token) if row else None
+    return _claim(row, token) if row else None
 
+
+@dataclass(frozen=True)
+class UnlockPlan:
+    """What finishing a stage opens (``_unlock_next``), computed from the configuration.
+
+    Attributes:
+        skip: ``(stage, producer_version)`` of the switched-off stages right after the finished
+            one: their waiting rows are recorded ``skipped/disabled_by_configuration`` on the way,
+            exactly as a claim of them would record (without spending a claim on each).
+        next_stage: the first enabled stage after those, whose waiting row becomes pending; None
+            after the last stage.
+    """
+
+    skip: tuple[tuple[str, str], ...] = ()
+    next_stage: str | None = None
+
+
+NO_UNLOCK = UnlockPlan()
+DISABLED_JSON = json.dumps({"reason": DISABLED_BY_CONFIGURATION})
 
 # -- name: complete_claim --
-# Record a handler's outcome, only while the row still holds the claim token (fencing).
-COMPLETE_SQL = text("""
-UPDATE processing_state
-SET status = :status, last_error = CAST(:last_error AS jsonb), producer_version = :producer_version,
-    completions = completions + CASE WHEN :status = 'done' THEN 1 ELSE 0 END,
-    claim_token = NULL, claimed_by = NULL, heartbeat_at = NULL, next_retry_at = NULL, updated_at = now()
-WHERE id = :row_id AND claim_token = :token AND status = 'running'
-RETURNING id
+# Record a handler's outcome, only while the row still holds the claim token (fencing), and in
+# the same statement run _unlock_next: switched-off stages on the way are skipped, the next
+# enabled stage's waiting row becomes pending. One round trip, one commit.
+COMPLETE_SQL = text(f"""
+WITH done AS (
+    UPDATE processing_state
+    SET status = :status, last_error = CAST(:last_error AS jsonb), producer_version = :producer_version,
+        completions = completions + CASE WHEN :status = 'done' THEN 1 ELSE 0 END,
+        claim_token = NULL, claimed_by = NULL, heartbeat_at = NULL, next_retry_at = NULL, updated_at = now()
+    WHERE id = :row_id AND claim_token = :token AND status = 'running'
+    RETURNING source_object_id
+),
+passed AS (
+    UPDATE processing_state ps
+    SET status = 'skipped', last_error = CAST(:disabled AS jsonb), producer_version = v.version, updated_at = now()
+    FROM done, unnest(CAST(:skip_stages AS text[]), CAST(:skip_versions AS text[])) AS v(stage, version)
+    WHERE ps.source_object_id = done.source_object_id AND ps.stage = v.stage
+      AND ps.status = 'skipped' AND ps.reason = '{WAITING_FOR_PREVIOUS_STAGE}'
+    RETURNING ps.id
+),
+unlocked AS (
+    UPDATE processing_state ps
+    SET status = 'pending', last_error = NULL, attempts = 0, updated_at = now()
+    FROM done
+    WHERE ps.source_object_id = done.source_object_id AND ps.stage = :next_stage
+      AND ps.status = 'skipped' AND ps.reason = '{WAITING_FOR_PREVIOUS_STAGE}'
+    RETURNING ps.id
+)
+SELECT (SELECT count(*) FROM done) AS completed, (SELECT count(*) FROM passed) AS passed
 """)
 
 
+@dataclass(frozen=True)
+class Completion:
+    """A committed completion. ``passed``: switched-off stages recorded skipped on the way."""
+
+    passed: int = 0
+
+
+
 def complete_claim(
-    conn: Connection, claim: Claim, *, status: str, producer_version: str, last_error: dict[str, Any] | None
-) -> bool:
-    """Commit a ``done``/``skipped`` outcome. Returns False when the claim was lost (refused)."""
+    conn: Connection, claim: Claim, *, status: str, producer_version: str, last_error: dict[str, Any] | None,
+    unlock: UnlockPlan = NO_UNLOCK,
+) -> Completion | None:
+    """Commit a ``done``/``skipped`` outcome and apply ``unlock`` (nothing by default).
+
+    Returns the :class:`Completion`, or None when the claim was lost (refused; nothing is
+    written, nothing unlocked).
+    """
     row = conn.execute(
         COMPLETE_SQL,
         {
@@ -128,9 +199,13 @@ def complete_claim(
             "status": status,
             "producer_version": producer_version,
             "last_error": json.dumps(last_error) if last_error is not None else None,
+            "disabled": DISABLED_JSON,
+            "skip_stages": [s for s, _ in unlock.skip],
+            "skip_versions": [v for _, v in unlock.skip],
+            "next_stage": unlock.next_stage,
         },
-    ).first()
-    return row is not None
+    ).one()
+    return Completion(int(row.passed)) if row.completed else None
 
 
 # -- name: fail_claim --

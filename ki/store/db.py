@@ -15,14 +15,17 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 from urllib.parse import parse_qs, urlparse
 
 from sqlalchemy import Engine, create_engine, text
 from sqlalchemy.engine import Connection, make_url
-from sqlalchemy.orm import Session, sessionmaker
 
 from ki.config.loader import ProcessSettings
 from ki.errors import ConfigurationError
+
+if TYPE_CHECKING:
+    from sqlalchemy.orm import Session
 
 log = logging.getLogger(__name__)
 
@@ -232,11 +235,15 @@ class Database:
     url: str
 
     def __post_init__(self) -> None:
-        self._sessions = sessionmaker(self.engine, expire_on_commit=False)
+        self._sessions = None  # the ORM is imported on first use (``ki status`` never needs it)
 
     @contextmanager
     def session(self) -> Iterator[Session]:
         """A session in one transaction: committed on success, rolled back on error."""
+        if self._sessions is None:
+            from sqlalchemy.orm import sessionmaker
+
+            self._sessions = sessionmaker(self.engine, expire_on_commit=False)
         with self._sessions() as session, session.begin():
             yield session
 

@@ -235,7 +235,7 @@ def test_late_commit_of_a_recovered_claim_is_refused(ctx, tmp_path, monkeypatch)
     # while B holds the row, A can neither renew nor record a success or a failure
     with ctx.db.engine.begin() as conn:
         assert q.renew_claim(conn, first) is False
-        assert q.complete_claim(conn, first, status="done", producer_version="mvp-1", last_error=None) is False
+        assert q.complete_claim(conn, first, status="done", producer_version="mvp-1", last_error=None) is None
 
     def failing_fetch(stage_ctx):
         raise RuntimeError("A's late attempt failed")
@@ -256,7 +256,7 @@ def test_late_commit_of_a_recovered_claim_is_refused(ctx, tmp_path, monkeypatch)
     late = execute_claim(ctx, first)
     assert late.kind == "claim_lost"
     with ctx.db.engine.begin() as conn:
-        assert q.complete_claim(conn, first, status="done", producer_version="mvp-1", last_error=None) is False
+        assert q.complete_claim(conn, first, status="done", producer_version="mvp-1", last_error=None) is None
     final = row()
     assert (final.status, final.attempts, final.completions) == ("done", 2, 1)
     with ctx.db.engine.connect() as conn:

@@ -203,18 +203,31 @@ def test_unlock_next_flips_only_the_next_waiting_row(ctx, src):
         assert q.next_stage("index") is None
         assert q.next_stage("extract_decisions") == "index"
 
+    # with only classify_matter switched on, finishing convert flips exactly that row
+    configure(ctx, stages__classify_matter__enabled=True)
+    ctx.reload_config()
     assert run_stage_for_object(ctx, "convert", oid).kind == "done"
-    assert rows(ctx, oid)["classify_matter"]["status"] == "pending"
-    # a disabled stage still unlocks its successor
-    assert run_stage_for_object(ctx, "classify_matter", oid).kind == "skipped"
+    r = rows(ctx, oid)
+    assert (r["classify_matter"]["status"], r["classify_matter"]["attempts"]) == ("pending", 0)
+    assert all(r[s]["reason"] == WAITING_FOR_PREVIOUS_STAGE for s in PIPELINE_STAGE_ORDER[3:])
+    # switched-off stages after a finished one are recorded on the way, in the same statement
+    # (skipped/disabled_by_configuration with their producer_version, never claimed), and the
+    # next enabled stage becomes pending
+    configure(ctx, stages__classify_matter__enabled=False)
+    ctx.reload_config()
+    assert run_stage_for_object(ctx, "classify_matter", oid).kind == "skipped"  # pending already: claimed
     r = rows(ctx, oid)
     assert r["classify_matter"]["reason"] == DISABLED_BY_CONFIGURATION
-    assert r["relate"]["status"] == "pending"
-    assert r["extract_metadata"]["reason"] == WAITING_FOR_PREVIOUS_STAGE
+    for s in ("relate", "extract_metadata", "extract_decisions"):
+        assert (r[s]["status"], r[s]["reason"], r[s]["attempts"], r[s]["completions"]) == (
+            "skipped", DISABLED_BY_CONFIGURATION, 0, 0)
+        assert r[s]["producer_version"] == ctx.config.pipeline.producer_version(s)
+    assert (r["index"]["status"], r["index"]["attempts"]) == ("pending", 0)
 
     # stages that are waiting are not claimable
-    assert run_stage_for_object(ctx, "index", oid).kind == "not_claimed"
-    assert rows(ctx, oid)["index"]["attempts"] == 0
+    (other,) = make_source(ctx, src, 1, prefix="other")
+    assert run_stage_for_object(ctx, "index", other).kind == "not_claimed"
+    assert rows(ctx, other)["index"]["attempts"] == 0
     # a done stage is not claimed again (a replayed task is harmless)
     assert run_stage_for_object(ctx, "fetch", oid).kind == "not_claimed"
     assert rows(ctx, oid)["fetch"]["completions"] == 1
@@ -222,12 +235,13 @@ def test_unlock_next_flips_only_the_next_waiting_row(ctx, src):
 
 def test_full_object_with_run_stage_for_object(ctx, src):
     (oid,) = make_source(ctx, src, 1)
-    assert run_all(ctx, oid) == {s: ("skipped" if s in MODEL_STAGES else "done") for s in PIPELINE_STAGE_ORDER}
+    # the switched-off model stages are recorded when convert finishes, never claimed
+    assert run_all(ctx, oid) == {s: ("not_claimed" if s in MODEL_STAGES else "done") for s in PIPELINE_STAGE_ORDER}
     assert buckets(ctx, oid) == expected_done_buckets()
     r = rows(ctx, oid)
     for stage in PIPELINE_STAGE_ORDER:
         assert r[stage]["producer_version"] == ctx.config.pipeline.producer_version(stage)
-        assert r[stage]["attempts"] == 1
+        assert r[stage]["attempts"] == (0 if stage in MODEL_STAGES else 1)
     with ctx.db.engine.connect() as conn:
         chunks = conn.execute(text("SELECT count(*) FROM chunk WHERE source_object_id = :id"), {"id": oid}).scalar()
     assert chunks >= 1
@@ -899,7 +913,8 @@ def test_launch_insertion_records_the_run_and_its_counters(ctx, src, monkeypatch
     summary = launch_insertion(ctx, trigger="test", wait_for_retries_seconds=10, workers=3)
     assert summary.status == "completed"
     c = summary.counters
-    # 4 complete documents × 7 stages + 1 retry + (fetch done, convert quarantined)
+    # 4 complete documents × 7 stages + 1 retry + (fetch done, convert quarantined); the switched-off
+    # model stages are recorded skipped by convert's commit (processed and skipped, never claimed)
     assert (c.processed, c.done, c.skipped, c.retried, c.quarantined, c.claim_lost) == (31, 13, 16, 1, 1, 0)
     with ctx.db.engine.connect() as conn:
         run = conn.execute(text("SELECT * FROM pipeline_runs WHERE id = :id"), {"id": summary.run_id}).mappings().one()
@@ -909,7 +924,7 @@ def test_launch_insertion_records_the_run_and_its_counters(ctx, src, monkeypatch
         "insertion", "local", "completed", "test", None)
     assert (run["processed"], run["done"], run["skipped"], run["retried"], run["quarantined"]) == (31, 13, 16, 1, 1)
     assert run["finished_at"] is not None and run["finished_at"] >= run["started_at"]
-    assert claimed_by_run == 4 * 7 + 2
+    assert claimed_by_run == 4 * 3 + 2  # the enabled stages' rows; switched-off ones are never claimed
     for oid in ids[:4]:
         assert buckets(ctx, oid) == expected_done_buckets()
     assert rows(ctx, ids[3])["fetch"]["attempts"] == 2
@@ -939,7 +954,7 @@ def test_pipeline_runner_runs_every_row_exactly_once(make_ctx, src):
         r = rows(ctx, oid)
         assert buckets(ctx, oid) == expected_done_buckets()
         assert all(r[s]["completions"] == (0 if s in MODEL_STAGES else 1) for s in PIPELINE_STAGE_ORDER)
-        assert all(r[s]["attempts"] == 1 for s in PIPELINE_STAGE_ORDER)
+        assert all(r[s]["attempts"] == (0 if s in MODEL_STAGES else 1) for s in PIPELINE_STAGE_ORDER)
 
 
 def test_runner_finishes_a_row_left_running_by_a_dead_worker(ctx, src):
