@@ -26,9 +26,6 @@ identity is recorded in the mapping's ``_meta`` (``embedder``, ``dimension``).
 
 from __future__ import annotations
 
-import os
-import re
-import threading
 import uuid
 from typing import Any
 
@@ -36,6 +33,7 @@ import numpy as np
 from sqlalchemy import Engine, text
 
 from ki.index.backend import (
+    ChunkRow,
     EmbedderMismatch,
     FilterReport,
     IndexDocument,
@@ -47,85 +45,26 @@ from ki.index.embeddings import EmbedderIdentity
 from ki.index.opensearch_bulk import (
     BulkOptions,
     SyncReport,
-    _raise_failures,
+    bulk_execute,
     classify_transport_error,
     delete_by_query,
     sync_documents,
 )
+from ki.index.opensearch_index import (
+    FACT_FILTER_OVERFETCH,
+    KNOWN_IDENTITIES,
+    LEXICAL_FIELDS,
+    LOCK,
+    OVERFETCH_MARGIN,
+    acl_filter,
+    as_array,
+    client_for,
+    index_body,
+    index_name_for,
+    vector_field,
+)
 from ki.index.permissions import AccessProjection
 from ki.index.postgres import PostgresBackend
-
-#: Text analysis: English stems on ``text``/``title``, German stems on ``.de``, exact tokens (citations,
-#: docket numbers) on ``.exact``.
-_TEXT = {"type": "text", "analyzer": "english", "fields": {"de": {"type": "text", "analyzer": "german"},
-                                                           "exact": {"type": "text", "analyzer": "whitespace"}}}
-#: The lexical half's fields and weights (the title counts double).
-LEXICAL_FIELDS = ["text", "text.de", "text.exact", "title^2", "title.de^2"]
-#: Candidates per half are over-fetched by this factor when matter / type / since filters are set.
-FACT_FILTER_OVERFETCH = 4
-#: Candidates per half beyond ``k`` (room for rows the record refuses).
-OVERFETCH_MARGIN = 10
-
-
-def vector_field(dimension: int) -> dict[str, Any]:
-    """The ``knn_vector`` mapping: lucene HNSW, cosine (never faiss: its native library is not shipped)."""
-    return {"type": "knn_vector", "dimension": int(dimension),
-            "method": {"name": "hnsw", "engine": "lucene", "space_type": "cosinesimil"}}
-
-
-def index_body(identity: EmbedderIdentity | None) -> dict[str, Any]:
-    """Settings and strict mapping of a new ki index (the vector field only with an embedder).
-
-    ``KI_OPENSEARCH_REFRESH_INTERVAL`` (e.g. ``200ms``) sets ``index.refresh_interval`` (default 1 s: a
-    ``refresh=wait_for`` write returns within it)."""
-    props: dict[str, Any] = {
-        "source_object_id": {"type": "long"},
-        "ordinal": {"type": "integer"},
-        "content_hash": {"type": "keyword"},
-        "generation": {"type": "keyword"},
-        "access_version": {"type": "integer"},
-        "title": {"type": "text", "analyzer": "english", "fields": {"de": {"type": "text", "analyzer": "german"}}},
-        "text": _TEXT,
-        "allowed_principals": {"type": "keyword"},
-        "denied_principals": {"type": "keyword"},
-    }
-    meta: dict[str, Any] = {"ki_schema": 1}
-    if identity is not None:
-        props["embedding"] = vector_field(identity.dimension)
-        meta |= {"embedder": identity.embedder, "dimension": int(identity.dimension)}
-    settings: dict[str, Any] = {"knn": True, "number_of_shards": 1, "number_of_replicas": 0}
-    if os.environ.get("KI_OPENSEARCH_REFRESH_INTERVAL"):
-        settings["refresh_interval"] = os.environ["KI_OPENSEARCH_REFRESH_INTERVAL"]
-    return {"settings": {"index": settings},
-            "mappings": {"dynamic": "strict", "_meta": meta, "properties": props}}
-
-
-def index_name_for(engine: Engine) -> str:
-    """``$KI_OPENSEARCH_INDEX``, else ``ki-chunks-<database name>`` (lower case, ``[a-z0-9_-]``)."""
-    env = os.environ.get("KI_OPENSEARCH_INDEX")
-    if env:
-        return env
-    name = re.sub(r"[^a-z0-9_-]+", "-", str(engine.url.database or "ki").lower()).strip("-_")
-    return f"ki-chunks-{name or 'ki'}"
-
-
-_CLIENTS: dict[str, Any] = {}
-_KNOWN: dict[tuple[str, str], EmbedderIdentity | None] = {}  # (url, index) → recorded identity (index exists)
-_LOCK = threading.Lock()
-
-
-def client_for(url: str) -> Any:
-    """The process's opensearch-py client for ``url`` (pooled; the transport retries 502/503/504 and
-    timeouts twice, 30 s per request)."""
-    from opensearchpy import OpenSearch
-
-    with _LOCK:
-        client = _CLIENTS.get(url)
-        if client is None:
-            client = _CLIENTS[url] = OpenSearch(hosts=[url], timeout=30, max_retries=2, retry_on_timeout=True,
-                                                retry_on_status=(502, 503, 504), pool_maxsize=16)
-        return client
-
 
 # Candidates of both halves confirmed by the record: live row, tombstone-free, permitted, fact filters.
 _CONFIRM = """
@@ -185,13 +124,13 @@ class OpenSearchBackend:
     def index_identity(self) -> EmbedderIdentity | None:
         """The embedder the OpenSearch index records (cached per process once seen), or None."""
         key = (self.url, self.index)
-        with _LOCK:
-            if key in _KNOWN:
-                return _KNOWN[key]
+        with LOCK:
+            if key in KNOWN_IDENTITIES:
+                return KNOWN_IDENTITIES[key]
         exists, identity = self._read_identity()
         if exists:
-            with _LOCK:
-                _KNOWN[key] = identity
+            with LOCK:
+                KNOWN_IDENTITIES[key] = identity
         return identity
 
     def ensure_embedder(self, identity: EmbedderIdentity | None) -> None:
@@ -200,8 +139,8 @@ class OpenSearchBackend:
         from opensearchpy.exceptions import OpenSearchException, RequestError
 
         key = (self.url, self.index)
-        with _LOCK:
-            if key in _KNOWN and _KNOWN[key] == identity and identity is not None:
+        with LOCK:
+            if key in KNOWN_IDENTITIES and KNOWN_IDENTITIES[key] == identity and identity is not None:
                 cached = True
             else:
                 cached = False
@@ -235,8 +174,8 @@ class OpenSearchBackend:
         except OpenSearchException as exc:
             raise self._fail(exc, "creating the index") from exc
         self.record.ensure_embedder(identity)
-        with _LOCK:
-            _KNOWN[key] = identity
+        with LOCK:
+            KNOWN_IDENTITIES[key] = identity
 
     def reset_vectors(self) -> int:
         """Drop the record's vectors (:meth:`PostgresBackend.reset_vectors`) and the OpenSearch index
@@ -253,8 +192,8 @@ class OpenSearchBackend:
             self.client.indices.delete(index=self.index, ignore_unavailable=True)
         except OpenSearchException as exc:
             raise self._fail(exc, "deleting the index") from exc
-        with _LOCK:
-            _KNOWN.pop((self.url, self.index), None)
+        with LOCK:
+            KNOWN_IDENTITIES.pop((self.url, self.index), None)
 
     # -- writes -------------------------------------------------------------------------------------
 
@@ -274,7 +213,8 @@ class OpenSearchBackend:
                 if r.embedding is None or r.embedding.shape != (doc.embedder.dimension,):
                     raise ValueError(f"row {r.ordinal} of object {doc.source_object_id} has no "
                                      f"{doc.embedder.dimension}-d vector")
-                src["embedding"] = np.asarray(r.embedding, dtype=np.float32).tolist()
+                # 7 decimals (float32 precision for unit vectors): half the JSON of full float64 reprs
+                src["embedding"] = np.asarray(r.embedding, dtype=np.float64).round(7).tolist()
             out.append({"_op_type": "index", "_index": self.index, "_id": f"{doc.source_object_id}-{r.ordinal}",
                         "_source": src})
         return out
@@ -319,39 +259,68 @@ class OpenSearchBackend:
 
     def update_access(self, source_object_id: int, access: AccessProjection) -> int | None:
         """Rewrite only the permission fields (and ``access_version``) of the object's rows: the record
-        first, then ``_update_by_query`` on OpenSearch (refreshed before it returns).
+        first, then partial ``update`` actions by id on OpenSearch (bulk, ``refresh=wait_for``). Rows the
+        index lacks (an index younger than the record) are written whole from the record instead.
 
         Returns the new access_version, or None when the object has no rows.
         Raises: IndexReadOnly / InfrastructureError (the OpenSearch rows keep their old permissions; the
-        record already holds the new ones, and searches confirm every hit against it).
+        record already holds the new ones, and searches confirm every hit against it: never over-permits);
+        DocumentRejected.
         """
-        from opensearchpy.exceptions import OpenSearchException
-
         version = self.record.update_access(source_object_id, access)
         if version is None:
             return None
-        script = {"lang": "painless", "params": {"a": list(access.allowed), "d": list(access.denied), "v": version},
-                  "source": "ctx._source.allowed_principals = params.a; ctx._source.denied_principals = params.d; "
-                            "ctx._source.access_version = params.v"}
-        try:
-            resp = self.client.update_by_query(index=self.index, refresh=True, body={
-                "query": {"term": {"source_object_id": source_object_id}}, "script": script})
-        except OpenSearchException as exc:
-            raise self._fail(exc, "the access-only update") from exc
-        _raise_failures(resp, index=self.index, what="the access-only update")
+        with self.engine.connect() as conn:
+            ordinals = list(conn.execute(text("SELECT ordinal FROM chunk WHERE source_object_id = :o ORDER BY ordinal"),
+                                         {"o": source_object_id}).scalars())
+        fields = {"allowed_principals": list(access.allowed), "denied_principals": list(access.denied),
+                  "access_version": version}
+        actions = [{"_op_type": "update", "_index": self.index, "_id": f"{source_object_id}-{o}", "doc": fields}
+                   for o in ordinals]
+        result = bulk_execute(self.client, actions, index=self.index, options=self.bulk)
+        missing = [f for f in result.failed.values() if f.type == "document_missing_exception"]
+        others = [f for f in result.failed.values() if f.type != "document_missing_exception"]
+        if others:
+            SyncReport(failed={source_object_id: others}).raise_for(source_object_id, index=self.index)
+        if missing:
+            self.resync_from_record([source_object_id])
         return version
 
-    # -- search -------------------------------------------------------------------------------------
+    def resync_from_record(self, source_object_ids: list[int]) -> SyncReport:
+        """Write the objects' rows to OpenSearch exactly as the record holds them (text, vectors,
+        permissions, access_version), deleting their other rows. Objects without rows are removed."""
+        from ki.index.postgres import _register_vector
 
-    @staticmethod
-    def acl_filter(filters: SearchFilters) -> dict[str, Any] | None:
-        """The permission filter of both halves (None for the local operator): allowed ∩ P ≠ ∅ and
-        denied ∩ P = ∅."""
-        if filters.principals is None:
-            return None
-        p = list(filters.principals)
-        return {"bool": {"filter": [{"terms": {"allowed_principals": p}}],
-                         "must_not": [{"terms": {"denied_principals": p}}]}}
+        docs: list[IndexDocument] = []
+        versions: dict[int, int] = {}
+        identity = self.record.index_identity()
+        with self.engine.connect() as conn:
+            _register_vector(conn)
+            rows = conn.execute(text(
+                "SELECT source_object_id, ordinal, text, title, content_hash, allowed_principals, denied_principals, "
+                "access_version, embedding FROM chunk WHERE source_object_id = ANY(:o) AND NOT is_deleted "
+                "ORDER BY source_object_id, ordinal"), {"o": list(source_object_ids)}).fetchall()
+        by_object: dict[int, list[Any]] = {}
+        for r in rows:
+            by_object.setdefault(r.source_object_id, []).append(r)
+        for oid, rs in by_object.items():
+            first = rs[0]
+            has_vectors = identity is not None and all(r.embedding is not None for r in rs)
+            docs.append(IndexDocument(
+                oid, first.content_hash, first.title,
+                [ChunkRow(r.ordinal, r.text, as_array(r.embedding) if has_vectors else None)
+                 for r in rs],
+                AccessProjection(tuple(first.allowed_principals), tuple(first.denied_principals)),
+                identity if has_vectors else None))
+            versions[oid] = max(r.access_version for r in rs)
+        for oid in set(source_object_ids) - set(by_object):
+            self._delete_object_rows(oid)
+        report = self.sync(docs, versions) if docs else SyncReport()
+        for oid in report.failed:
+            report.raise_for(oid, index=self.index)
+        return report
+
+    # -- search -------------------------------------------------------------------------------------
 
     @staticmethod
     def _fetch(filters: SearchFilters, k: int) -> int:
@@ -374,7 +343,7 @@ class OpenSearchBackend:
         German stems, exact tokens) and title, under the permission filter; confirmed by the record."""
         if not query.strip():
             return []
-        acl = self.acl_filter(filters)
+        acl = acl_filter(filters)
         q: dict[str, Any] = {"multi_match": {"query": query, "fields": LEXICAL_FIELDS, "type": "most_fields"}}
         body = {"size": self._fetch(filters, k), "_source": ["source_object_id", "ordinal", "content_hash"],
                 "query": {"bool": {"must": [q], "filter": [acl] if acl else []}}}
@@ -395,7 +364,7 @@ class OpenSearchBackend:
             raise ValueError(f"query vector has shape {vec.shape}; the index holds {identity}")
         n = self._fetch(filters, k)
         knn: dict[str, Any] = {"vector": vec.tolist(), "k": n}
-        acl = self.acl_filter(filters)
+        acl = acl_filter(filters)
         if acl:
             knn["filter"] = acl
         body = {"size": n, "_source": ["source_object_id", "ordinal", "content_hash"],

@@ -10,8 +10,9 @@ What one :func:`sync_documents` call does:
    or a re-index overwrites in place) through ``opensearchpy.helpers.streaming_bulk`` with
    ``raise_on_error=False`` (every item result is read), ``max_chunk_bytes`` = the byte cap, and
    the helper's own bounded exponential backoff for 429 (whole request or item:
-   ``max_retries``, ``initial_backoff`` seconds doubling up to ``max_backoff``). The batch's bulk
-   requests carry ``refresh=wait_for`` (read-your-writes: a finished index stage is searchable).
+   ``max_retries``, ``initial_backoff`` seconds doubling up to ``max_backoff``). The sync's last bulk
+   request carries ``refresh=wait_for`` (read-your-writes: a finished index stage is searchable; a
+   sync of more than ``chunk_size`` rows sends its last row alone for that, the others unrefreshed).
 2. A whole-request 413 (request too large) halves the byte cap and resends what was not yet
    answered; a single row refused with 413 on its own fails its document only.
 3. An index block (``cluster_block_exception``: read-only / flood stage) stops at once with
@@ -308,7 +309,16 @@ def sync_documents(client: Any, index: str, documents: Sequence[tuple[int, Seque
         for a in rows:
             owner[str(a["_id"])] = oid
             actions.append(a)
-    result = bulk_execute(client, actions, index=index, options=options)
+    if len(actions) > options.chunk_size:
+        # several requests: only the last one waits for the refresh (which makes all of them visible)
+        result = bulk_execute(client, actions[:-1], index=index, options=options, refresh=False)
+        tail = bulk_execute(client, actions[-1:], index=index, options=options, refresh="wait_for")
+        result.ok |= tail.ok
+        result.failed |= tail.failed
+        result.requests += tail.requests
+        result.splits += tail.splits
+    else:
+        result = bulk_execute(client, actions, index=index, options=options)
     report = SyncReport(requests=result.requests, splits=result.splits, rows=len(result.ok))
     for aid, failure in result.failed.items():
         report.failed.setdefault(owner[aid], []).append(failure)
