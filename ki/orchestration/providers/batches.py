@@ -15,7 +15,10 @@ Counters of a batch (the same names as the local provider's, read from the durab
 batch's documents that this run claimed, ``processing_state.run_id = run``):
 done / skipped (handler or configuration skips, not ``waiting``) / quarantined; retried = the
 failed attempts (a ``failed`` row's attempts, otherwise attempts − 1); processed = their sum.
-Aggregating from rows (not incrementing per task) makes a replayed task harmless.
+Aggregating from rows (not incrementing per task) makes a replayed task harmless. A switched-off
+stage's row that a completion recorded ``disabled_by_configuration`` on the way (never claimed, so
+it carries no run id) counts as skipped for the run during which it was recorded, as the local
+runner counts it (``ExecutionResult.passed``).
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ from datetime import datetime
 from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
-from ki.taxonomies import WAITING_FOR_PREVIOUS_STAGE
+from ki.taxonomies import DISABLED_BY_CONFIGURATION, WAITING_FOR_PREVIOUS_STAGE
 
 #: The durable marker on an index row whose object's grants alone changed (spec: "Index"; the same
 #: name as ``ki.index.permissions.ACCESS_ONLY_REINDEX``, read here from the row's ``last_error`` or
@@ -180,7 +183,10 @@ WITH agg AS (
            coalesce(sum(CASE WHEN ps.status = 'failed' THEN ps.attempts
                              ELSE greatest(ps.attempts - 1, 0) END), 0) AS retried
     FROM pipeline_run_object m
-    JOIN processing_state ps ON ps.source_object_id = m.source_object_id AND ps.run_id = m.run_id
+    JOIN pipeline_runs r ON r.id = m.run_id
+    JOIN processing_state ps ON ps.source_object_id = m.source_object_id
+     AND (ps.run_id = m.run_id
+          OR (ps.status = 'skipped' AND ps.reason = '{DISABLED_BY_CONFIGURATION}' AND ps.updated_at >= r.started_at))
     WHERE m.run_id = :run_id
 )
 UPDATE pipeline_runs r
