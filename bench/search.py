@@ -1,9 +1,14 @@
 """Search at scale and retrieval quality: the embedded (PostgreSQL + pgvector) half.
 
 Spec: issue 6 "Benchmarks (bench/search.py)"; insertion-pipeline.md "Index"; notes/opensearch.md
-§3 and §6. Two parts, each a function with the same result shape so the OpenSearch half (a later
-step) slots in beside it: :func:`embedded_half` (scale) and :func:`opensearch_half` (returns None
-until that backend exists); :func:`quality` (estate-dev, the ``ki insert`` path).
+§3 and §6. Two parts: scale — :func:`embedded_half` and :func:`opensearch_half` on the same corpus
+and queries, printed side by side (:func:`side_by_side`); :func:`quality` (estate-dev, the ``ki
+insert`` path).
+
+**Scale, OpenSearch** (``opensearch_half``, run inside the embedded half while its database — the
+record — is up): a real OpenSearch 2.19.1 node (the test node, ``-Xmx2g``; or ``--opensearch-url``);
+bulk-sync throughput of the same rows (embedding and the record write excluded), then the same
+queries through :class:`ki.index.opensearch.OpenSearchBackend`; targets p95 ≤ 30 ms, ≥ 2,000 chunks/s.
 
 **Scale** (``embedded_half``): a throw-away embedded PostgreSQL; ``--chunks`` (100,000) synthetic
 chunks of about 1,000 characters made from the sentences and words of the dev estate (its files
@@ -35,7 +40,8 @@ as the local operator:
   that matter (denominator capped at 10), macro-averaged.
 
 Run: ``.venv/bin/python bench/search.py [--chunks 100000] [--queries 300] [--workers 4]
-[--models none,hashing,local] [--skip-scale] [--skip-quality] [--json out.json]``
+[--models none,hashing,local] [--skip-scale] [--skip-opensearch] [--opensearch-url URL] [--skip-quality]
+[--json out.json]``
 """
 
 from __future__ import annotations
@@ -64,7 +70,8 @@ REPO = Path(__file__).resolve().parents[1]
 SHARED = Path(os.environ.get("KI_SHARED_DIR", REPO.parent / "shared"))
 ESTATE_DEV = SHARED / "corpus" / "estate-dev"
 VENV_BIN = Path(sys.executable).parent
-TARGETS = {"embedded_p95_ms": 50.0, "title_hit_rate": 0.9}
+TARGETS = {"embedded_p95_ms": 50.0, "opensearch_p95_ms": 30.0, "opensearch_chunks_per_s": 2000.0,
+           "title_hit_rate": 0.9}
 GROUPS = [f"group:g{i:02d}" for i in range(40)]
 KIND_WORDS = {  # the matter kind in other words (de, en)
     "litigation": ("Rechtsstreit", "dispute"), "lease": ("Anmietung", "tenancy"),
@@ -146,8 +153,11 @@ def _timed(fn: Callable[[], Any], into: list[float]) -> Any:
     return result
 
 
-def embedded_half(args: argparse.Namespace) -> dict[str, Any]:
-    """Index ``args.chunks`` synthetic chunks into the embedded backend; time indexing and hybrid queries."""
+def embedded_half(args: argparse.Namespace, then: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
+    """Index ``args.chunks`` synthetic chunks into the embedded backend; time indexing and hybrid queries.
+
+    ``then`` (the OpenSearch half) is called with the corpus, its vectors and the database (the record
+    the OpenSearch backend confirms and hydrates hits from) before the embedded server stops."""
     from sqlalchemy import text
 
     from ki.index.backend import ChunkRow, IndexDocument, SearchFilters
@@ -269,6 +279,9 @@ def embedded_half(args: argparse.Namespace) -> dict[str, Any]:
             "vector_cpu_p95_ms": round(percentile(vec_ms, 95), 1),
             "mean_hits": round(statistics.mean(hits_n), 1),
         })
+        if then is not None:
+            then({"db": db, "ids": ids, "docs_text": docs_text, "vectors": vectors, "access": access,
+                  "identity": identity, "emb": emb, "queries": queries, "seed": args.seed})
         db.dispose()
     target = TARGETS["embedded_p95_ms"]
     print(f"hybrid query (embed + both halves + RRF + hydrate), {result['queries']} queries as a user with 3 groups:")
@@ -283,11 +296,132 @@ def embedded_half(args: argparse.Namespace) -> dict[str, Any]:
     return result
 
 
-def opensearch_half(args: argparse.Namespace) -> dict[str, Any] | None:
-    """The OpenSearch backend at the same scale — added with that backend (same result keys as
-    :func:`embedded_half`). Returns None in this release."""
-    print("OpenSearch half: not in this release (the OpenSearch backend is a later step)")
-    return None
+def opensearch_half(args: argparse.Namespace, data: dict[str, Any]) -> dict[str, Any]:
+    """The same corpus on the OpenSearch backend (a real 2.19.1 node, tests/opensearch_node.py, unless
+    ``--opensearch-url``): bulk-sync throughput (``OpenSearchBackend.sync`` of precomputed rows from
+    ``--workers`` threads, 500 documents (2,500 rows) per call; embedding and the PostgreSQL record write excluded —
+    the embedded half measured that), then the same hybrid queries (embed + both halves on OpenSearch +
+    the record's confirmation + RRF + hydrate), wall clock."""
+    from ki.index.backend import ChunkRow, IndexDocument, SearchFilters
+    from ki.index.hybrid import hybrid_search
+    from ki.index.opensearch import OpenSearchBackend
+    from ki.index.permissions import principal_set
+    from ki.index.search import hydrate
+
+    node = None
+    url = args.opensearch_url
+    work = None
+    if not url:
+        sys.path.insert(0, str(REPO / "tests"))
+        import tempfile
+
+        from opensearch_node import DEFAULT_JVM_OPTS, start_opensearch_node
+
+        work = Path(tempfile.mkdtemp(prefix="ki-bench-os-"))
+        opts = tuple(o for o in DEFAULT_JVM_OPTS if not o.startswith(("-Xms", "-Xmx"))) + ("-Xms2g", "-Xmx2g")
+        node = start_opensearch_node(work, jvm_opts=opts, ready_timeout=180)
+        url = node.url
+        print(f"OpenSearch node started in {node.start_seconds:.1f} s at {url}")
+    db, ids, identity, emb = data["db"], data["ids"], data["identity"], data["emb"]
+    docs_text, vectors, access = data["docs_text"], data["vectors"], data["access"]
+    n_docs = len(ids)
+    per_doc = len(docs_text[0])
+    result: dict[str, Any] = {"backend": "opensearch", "chunks": n_docs * per_doc, "documents": n_docs}
+    try:
+        backend = OpenSearchBackend(db, url, index="ki-bench-chunks")
+        backend.drop_index()
+        backend.ensure_embedder(identity)
+        docs = [IndexDocument(ids[i], f"h{i:062d}", f"Dokument {i}",
+                              [ChunkRow(o, t, vectors[i][o]) for o, t in enumerate(docs_text[i])], access[i], identity)
+                for i in range(n_docs)]
+        batches = [docs[i:i + 500] for i in range(0, n_docs, 500)]
+        done = [0]
+        lock = threading.Lock()
+
+        def sync(batch: list[Any]) -> None:
+            report = backend.sync(batch)
+            assert not report.failed, list(report.failed.items())[:2]
+            with lock:
+                done[0] += report.rows
+
+        t0 = time.perf_counter()
+        with ThreadPoolExecutor(args.workers) as pool:
+            list(pool.map(sync, batches))
+        index_s = time.perf_counter() - t0
+        count = backend.client.count(index=backend.index)["count"]
+        assert count == done[0] == n_docs * per_doc, (count, done[0])
+        segments = backend.client.indices.stats(index=backend.index, metric="segments")
+        result.update({"index_s": round(index_s, 1), "index_chunks_per_s": round(count / index_s),
+                       "segments": segments["indices"][backend.index]["primaries"]["segments"]["count"]})
+        target = 2000
+        print(f"OpenSearch: synced {count} chunks with {args.workers} writers in {index_s:.1f} s "
+              f"({count / index_s:.0f} chunks/s, embedding and the record write excluded; "
+              f"{verdict(count / index_s >= target)} ≥ {target} chunks/s); {result['segments']} segments")
+
+        rng = random.Random(data["seed"])
+        totals: list[float] = []
+        lex_ms: list[float] = []
+        vec_ms: list[float] = []
+        hits_n: list[int] = []
+        for qi, q in enumerate(data["queries"]):
+            held = [f"user:u{rng.randint(0, 99):02d}", *rng.sample(GROUPS, 3)]
+            filters = SearchFilters(principals=principal_set(held))
+            t = time.perf_counter()
+            vec = emb.embed_query(q)
+            fused = hybrid_search(backend, q, filters, query_vector=vec, limit=10)
+            hits = hydrate(db.engine, q, fused)
+            total = (time.perf_counter() - t) * 1000
+            if qi >= 20:  # warm-up excluded
+                totals.append(total)
+                hits_n.append(len(hits))
+                t1 = time.perf_counter()
+                backend.search_lexical(q, filters, 30)
+                t2 = time.perf_counter()
+                backend.search_vector(vec, filters, 30)
+                lex_ms.append((t2 - t1) * 1000)
+                vec_ms.append((time.perf_counter() - t2) * 1000)
+        result.update({
+            "queries": len(totals), "load_average_during_queries": os.getloadavg(),
+            "hybrid_wall_p50_ms": round(percentile(totals, 50), 1),
+            "hybrid_wall_p95_ms": round(percentile(totals, 95), 1),
+            "lexical_wall_p50_ms": round(percentile(lex_ms, 50), 1),
+            "lexical_wall_p95_ms": round(percentile(lex_ms, 95), 1),
+            "vector_wall_p50_ms": round(percentile(vec_ms, 50), 1),
+            "vector_wall_p95_ms": round(percentile(vec_ms, 95), 1),
+            "mean_hits": round(statistics.mean(hits_n), 1),
+        })
+        if node is not None:
+            result["node_rss_mib"] = round(node.rss_bytes() / 2**20)
+        backend.drop_index()
+    finally:
+        if node is not None:
+            node.stop()
+        if work is not None:
+            import shutil
+
+            shutil.rmtree(work, ignore_errors=True)
+    target = TARGETS["opensearch_p95_ms"]
+    print(f"OpenSearch hybrid query (embed + both halves + record check + RRF + hydrate), {result['queries']} queries:")
+    print(f"  wall clock at load average {result['load_average_during_queries'][0]:.1f}: "
+          f"p50 {result['hybrid_wall_p50_ms']} ms, p95 {result['hybrid_wall_p95_ms']} ms "
+          f"({verdict(result['hybrid_wall_p95_ms'] <= target)} p95 ≤ {target:g} ms)")
+    print(f"  lexical half p50/p95 {result['lexical_wall_p50_ms']}/{result['lexical_wall_p95_ms']} ms, vector half "
+          f"{result['vector_wall_p50_ms']}/{result['vector_wall_p95_ms']} ms; {result['mean_hits']} hits on average")
+    return result
+
+
+def side_by_side(embedded: dict[str, Any], opensearch: dict[str, Any] | None) -> None:
+    """Print both halves in one table."""
+    if not opensearch:
+        return
+    rows = [("chunks", "chunks", "chunks"), ("indexing chunks/s", "index_chunks_per_s", "index_chunks_per_s"),
+            ("hybrid wall p50 ms", "hybrid_wall_p50_ms", "hybrid_wall_p50_ms"),
+            ("hybrid wall p95 ms", "hybrid_wall_p95_ms", "hybrid_wall_p95_ms"),
+            ("hybrid CPU p95 ms", "hybrid_cpu_p95_ms", None)]
+    print(f"\n{'':24}{'embedded (PostgreSQL)':>24}{'OpenSearch':>14}")
+    for label, ek, ok in rows:
+        print(f"{label:24}{embedded.get(ek, '-')!s:>24}{(opensearch.get(ok, '-') if ok else '-')!s:>14}")
+    print(f"{'targets':24}{'p95 ≤ 50 ms':>24}{'p95 ≤ 30 ms, ≥ 2,000/s':>14}")
 
 
 # --------------------------------------------------------------------------- part 2: quality on estate-dev
@@ -418,14 +552,18 @@ def main() -> int:
     parser.add_argument("--models", default="none,hashing,local",
                         help="retrieval.embedding_model values for the quality part, comma-separated")
     parser.add_argument("--skip-scale", action="store_true")
+    parser.add_argument("--skip-opensearch", action="store_true", help="the embedded half only")
+    parser.add_argument("--opensearch-url", help="an OpenSearch node to use (default: start the test node)")
     parser.add_argument("--skip-quality", action="store_true")
     parser.add_argument("--json", type=Path, help="write the results here")
     args = parser.parse_args()
     args.models = [m.strip() for m in args.models.split(",") if m.strip()]
     out: dict[str, Any] = {"load_average": os.getloadavg(), "cpus": os.cpu_count()}
     if not args.skip_scale:
-        out["embedded"] = embedded_half(args)
-        out["opensearch"] = opensearch_half(args)
+        then = None if args.skip_opensearch else (lambda data: out.__setitem__("opensearch",
+                                                                               opensearch_half(args, data)))
+        out["embedded"] = embedded_half(args, then=then)
+        side_by_side(out["embedded"], out.get("opensearch"))
     if not args.skip_quality:
         out["quality"] = quality(args)
     if args.json:

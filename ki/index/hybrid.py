@@ -116,6 +116,10 @@ def hybrid_search(backend: SearchBackend, query: str, filters: SearchFilters, *,
     if mode not in ("hybrid", "lexical", "vector"):
         raise ValueError(f"unknown search mode {mode!r}")
     n = candidates or max(30, 3 * limit)
+    both = getattr(backend, "search_halves", None)  # one round trip for both halves (OpenSearch: _msearch)
+    if both is not None and mode == "hybrid" and query.strip() and query_vector is not None:
+        lexical, vector = both(query, query_vector, filters, n)
+        return fuse(lexical, vector, limit=limit)
     lexical = backend.search_lexical(query, filters, n) if mode in ("hybrid", "lexical") and query.strip() else []
     vector = (backend.search_vector(query_vector, filters, n)
               if mode in ("hybrid", "vector") and query_vector is not None else [])

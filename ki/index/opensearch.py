@@ -33,7 +33,6 @@ import numpy as np
 from sqlalchemy import Engine, text
 
 from ki.index.backend import (
-    ChunkRow,
     EmbedderMismatch,
     FilterReport,
     IndexDocument,
@@ -53,14 +52,15 @@ from ki.index.opensearch_bulk import (
 from ki.index.opensearch_index import (
     FACT_FILTER_OVERFETCH,
     KNOWN_IDENTITIES,
-    LEXICAL_FIELDS,
     LOCK,
     OVERFETCH_MARGIN,
-    acl_filter,
-    as_array,
     client_for,
+    documents_from_record,
     index_body,
     index_name_for,
+    lexical_body,
+    row_actions,
+    vector_body,
     vector_field,
 )
 from ki.index.permissions import AccessProjection
@@ -197,34 +197,12 @@ class OpenSearchBackend:
 
     # -- writes -------------------------------------------------------------------------------------
 
-    def row_actions(self, doc: IndexDocument, *, generation: str, access_version: int) -> list[dict[str, Any]]:
-        """The bulk ``index`` actions of a document's rows (ids ``<object>-<ordinal>``).
-
-        Raises: ValueError when a row lacks a vector of the document embedder's dimension.
-        """
-        out = []
-        for r in doc.rows:
-            src: dict[str, Any] = {
-                "source_object_id": doc.source_object_id, "ordinal": r.ordinal, "content_hash": doc.content_hash,
-                "generation": generation, "access_version": access_version, "title": doc.title or "",
-                "text": r.text, "allowed_principals": list(doc.access.allowed),
-                "denied_principals": list(doc.access.denied)}
-            if doc.embedder is not None:
-                if r.embedding is None or r.embedding.shape != (doc.embedder.dimension,):
-                    raise ValueError(f"row {r.ordinal} of object {doc.source_object_id} has no "
-                                     f"{doc.embedder.dimension}-d vector")
-                # 7 decimals (float32 precision for unit vectors): half the JSON of full float64 reprs
-                src["embedding"] = np.asarray(r.embedding, dtype=np.float64).round(7).tolist()
-            out.append({"_op_type": "index", "_index": self.index, "_id": f"{doc.source_object_id}-{r.ordinal}",
-                        "_source": src})
-        return out
-
     def sync(self, docs: list[IndexDocument], access_versions: dict[int, int] | None = None) -> SyncReport:
         """Bulk-write ``docs`` to OpenSearch only (the record is written by the caller), then delete their
         surplus rows. Per-document outcome in the report (``raise_for``); whole-request faults raise."""
         generation = uuid.uuid4().hex
         versions = access_versions or {}
-        docs_actions = [(d.source_object_id, self.row_actions(d, generation=generation,
+        docs_actions = [(d.source_object_id, row_actions(self.index, d, generation=generation,
                                                               access_version=versions.get(d.source_object_id, 0)))
                         for d in docs]
         return sync_documents(self.client, self.index, docs_actions, generation=generation, options=self.bulk)
@@ -289,30 +267,9 @@ class OpenSearchBackend:
     def resync_from_record(self, source_object_ids: list[int]) -> SyncReport:
         """Write the objects' rows to OpenSearch exactly as the record holds them (text, vectors,
         permissions, access_version), deleting their other rows. Objects without rows are removed."""
-        from ki.index.postgres import _register_vector
-
-        docs: list[IndexDocument] = []
-        versions: dict[int, int] = {}
-        identity = self.record.index_identity()
         with self.engine.connect() as conn:
-            _register_vector(conn)
-            rows = conn.execute(text(
-                "SELECT source_object_id, ordinal, text, title, content_hash, allowed_principals, denied_principals, "
-                "access_version, embedding FROM chunk WHERE source_object_id = ANY(:o) AND NOT is_deleted "
-                "ORDER BY source_object_id, ordinal"), {"o": list(source_object_ids)}).fetchall()
-        by_object: dict[int, list[Any]] = {}
-        for r in rows:
-            by_object.setdefault(r.source_object_id, []).append(r)
-        for oid, rs in by_object.items():
-            first = rs[0]
-            has_vectors = identity is not None and all(r.embedding is not None for r in rs)
-            docs.append(IndexDocument(
-                oid, first.content_hash, first.title,
-                [ChunkRow(r.ordinal, r.text, as_array(r.embedding) if has_vectors else None)
-                 for r in rs],
-                AccessProjection(tuple(first.allowed_principals), tuple(first.denied_principals)),
-                identity if has_vectors else None))
-            versions[oid] = max(r.access_version for r in rs)
+            docs, versions = documents_from_record(conn, source_object_ids, self.record.index_identity(conn))
+        by_object = {d.source_object_id for d in docs}
         for oid in set(source_object_ids) - set(by_object):
             self._delete_object_rows(oid)
         report = self.sync(docs, versions) if docs else SyncReport()
@@ -328,27 +285,58 @@ class OpenSearchBackend:
             return k * FACT_FILTER_OVERFETCH + OVERFETCH_MARGIN
         return k + OVERFETCH_MARGIN
 
-    def _run(self, body: dict[str, Any], what: str) -> list[dict[str, Any]]:
-        from opensearchpy.exceptions import NotFoundError, OpenSearchException
+    def _run(self, bodies: list[dict[str, Any] | None], what: str) -> list[list[dict[str, Any]]]:
+        """The hits of each body (None → []), all in one ``_msearch`` round trip."""
+        from opensearchpy.exceptions import OpenSearchException
 
+        wanted = [b for b in bodies if b is not None]
+        if not wanted:
+            return [[] for _ in bodies]
         try:
-            return self.client.search(index=self.index, body=body)["hits"]["hits"]
-        except NotFoundError:
-            return []  # nothing indexed yet
+            resp = self.client.msearch(index=self.index, body=[line for b in wanted for line in ({}, b)])
         except OpenSearchException as exc:
             raise self._fail(exc, what) from exc
+        answers = iter(resp["responses"])
+        out: list[list[dict[str, Any]]] = []
+        for b in bodies:
+            if b is None:
+                out.append([])
+                continue
+            answer = next(answers)
+            error = answer.get("error")
+            if error:
+                if isinstance(error, dict) and error.get("type") == "index_not_found_exception":
+                    out.append([])  # nothing indexed yet
+                    continue
+                from opensearchpy.exceptions import TransportError
+
+                raise self._fail(TransportError(answer.get("status", 500), str(error)[:300], answer), what)
+            out.append(answer["hits"]["hits"])
+        return out
+
+    def _vector_body(self, vector: np.ndarray | None, filters: SearchFilters, k: int) -> dict[str, Any] | None:
+        identity = self.index_identity()
+        if identity is None or vector is None:
+            return None
+        vec = np.asarray(vector, dtype=np.float32)
+        if vec.shape != (identity.dimension,):
+            raise ValueError(f"query vector has shape {vec.shape}; the index holds {identity}")
+        return vector_body(vec, filters, self._fetch(filters, k))
+
+    def search_halves(self, query: str, vector: np.ndarray | None, filters: SearchFilters, k: int
+                      ) -> tuple[list[RankedChunk], list[RankedChunk]]:
+        """Both halves (see :meth:`search_lexical`, :meth:`search_vector`) in one ``_msearch`` and one
+        check by the record: :func:`ki.index.hybrid.hybrid_search` uses this when a backend has it."""
+        lbody = lexical_body(query, filters, self._fetch(filters, k)) if query.strip() else None
+        lex, vec = self._run([lbody, self._vector_body(vector, filters, k)], "the hybrid search")
+        # lucene cosinesimil scores (1 + cos) / 2
+        return self._confirm([[(h["_source"], float(h["_score"])) for h in lex],
+                              [(h["_source"], 2.0 * float(h["_score"]) - 1.0) for h in vec]], filters, k)
 
     def search_lexical(self, query: str, filters: SearchFilters, k: int) -> list[RankedChunk]:
         """BM25 ``multi_match`` (any word; rows with more of them rank higher) over text (English and
         German stems, exact tokens) and title, under the permission filter; confirmed by the record."""
-        if not query.strip():
-            return []
-        acl = acl_filter(filters)
-        q: dict[str, Any] = {"multi_match": {"query": query, "fields": LEXICAL_FIELDS, "type": "most_fields"}}
-        body = {"size": self._fetch(filters, k), "_source": ["source_object_id", "ordinal", "content_hash"],
-                "query": {"bool": {"must": [q], "filter": [acl] if acl else []}}}
-        hits = self._run(body, "the lexical search")
-        return self._confirm([(h["_source"], float(h["_score"])) for h in hits], filters, k)
+        return self.search_halves(query, None, filters, k)[0]
 
     def search_vector(self, vector: np.ndarray, filters: SearchFilters, k: int) -> list[RankedChunk]:
         """Lucene k-NN (cosine) with the permission filter inside ``knn.filter`` (so k permitted rows come
@@ -356,48 +344,36 @@ class OpenSearchBackend:
 
         Raises: ValueError when ``vector`` does not have the index's dimension.
         """
-        identity = self.index_identity()
-        if identity is None:
-            return []
-        vec = np.asarray(vector, dtype=np.float32)
-        if vec.shape != (identity.dimension,):
-            raise ValueError(f"query vector has shape {vec.shape}; the index holds {identity}")
-        n = self._fetch(filters, k)
-        knn: dict[str, Any] = {"vector": vec.tolist(), "k": n}
-        acl = acl_filter(filters)
-        if acl:
-            knn["filter"] = acl
-        body = {"size": n, "_source": ["source_object_id", "ordinal", "content_hash"],
-                "query": {"knn": {"embedding": knn}}}
-        hits = self._run(body, "the vector search")
-        # lucene cosinesimil scores (1 + cos) / 2
-        return self._confirm([(h["_source"], 2.0 * float(h["_score"]) - 1.0) for h in hits], filters, k)
+        return self.search_halves("", vector, filters, k)[1]
 
-    def _confirm(self, hits: list[tuple[dict[str, Any], float]], filters: SearchFilters, k: int
-                 ) -> list[RankedChunk]:
-        """Keep the candidates the record confirms (see the module docstring), best first, at most ``k``;
-        delete from OpenSearch the rows the record no longer has."""
+    def _confirm(self, halves: list[list[tuple[dict[str, Any], float]]], filters: SearchFilters, k: int
+                 ) -> tuple[list[RankedChunk], ...]:
+        """Keep each half's candidates the record confirms (see the module docstring), best first, at most
+        ``k`` per half, in one query; delete from OpenSearch the rows the record no longer has."""
+        hits = [h for half in halves for h in half]
         if not hits:
-            return []
+            return tuple([] for _ in halves)
         with self.engine.connect() as conn:
             where, params, _ = self.record._filters(conn, filters)
             acl, acl_params = self.record._acl(filters)
             params |= acl_params | {"oids": [int(s["source_object_id"]) for s, _ in hits],
                                     "ords": [int(s["ordinal"]) for s, _ in hits], "idx": list(range(len(hits)))}
-            sql = _CONFIRM.format(acl=acl, filters=where)
-            rows = conn.execute(text(sql), params).fetchall()
+            rows = conn.execute(text(_CONFIRM.format(acl=acl, filters=where)), params).fetchall()
         visible = {r.i for r in rows if r.visible}
-        stale = [hits[r.i][0] for r in rows if not r.live]
+        stale = {(hits[r.i][0]["source_object_id"], hits[r.i][0]["ordinal"]): hits[r.i][0] for r in rows if not r.live}
         if stale:
-            self._purge(stale)
-        out = []
-        for i, (src, score) in enumerate(hits):
-            if i in visible:
-                out.append(RankedChunk(int(src["source_object_id"]), int(src["ordinal"]), str(src["content_hash"]),
-                                       score))
-                if len(out) == k:
-                    break
-        return out
+            self._purge(list(stale.values()))
+        out: list[list[RankedChunk]] = []
+        i = 0
+        for half in halves:
+            kept: list[RankedChunk] = []
+            for src, score in half:
+                if i in visible and len(kept) < k:
+                    kept.append(RankedChunk(int(src["source_object_id"]), int(src["ordinal"]),
+                                            str(src["content_hash"]), score))
+                i += 1
+            out.append(kept)
+        return tuple(out)
 
     def _purge(self, rows: list[dict[str, Any]]) -> None:
         """Delete rows the record no longer has (tombstoned objects, surplus rows of an interrupted sync)."""

@@ -15,10 +15,12 @@ import threading
 from typing import Any
 
 import numpy as np
-from sqlalchemy import Engine
+from sqlalchemy import Engine, text
+from sqlalchemy.engine import Connection
 
-from ki.index.backend import SearchFilters
+from ki.index.backend import ChunkRow, IndexDocument, SearchFilters
 from ki.index.embeddings import EmbedderIdentity
+from ki.index.permissions import AccessProjection
 
 #: Text analysis: English stems on ``text``/``title``, German stems on ``.de``, exact tokens (citations,
 #: docket numbers) on ``.exact``.
@@ -107,3 +109,73 @@ def acl_filter(filters: SearchFilters) -> dict[str, Any] | None:
     p = list(filters.principals)
     return {"bool": {"filter": [{"terms": {"allowed_principals": p}}],
                      "must_not": [{"terms": {"denied_principals": p}}]}}
+
+
+def lexical_body(query: str, filters: SearchFilters, size: int) -> dict[str, Any]:
+    """The lexical half: BM25 ``multi_match`` (``most_fields``: any word; rows matching more of them, in
+    more fields, rank higher) over :data:`LEXICAL_FIELDS`, permission filter in ``bool.filter``."""
+    acl = acl_filter(filters)
+    q = {"multi_match": {"query": query, "fields": LEXICAL_FIELDS, "type": "most_fields"}}
+    return {"size": size, "_source": ["source_object_id", "ordinal", "content_hash"],
+            "query": {"bool": {"must": [q], "filter": [acl] if acl else []}}}
+
+
+def vector_body(vector: np.ndarray, filters: SearchFilters, size: int) -> dict[str, Any]:
+    """The vector half: lucene ``knn`` on ``embedding`` (``size`` nearest), permission filter inside
+    ``knn.filter`` (filtered HNSW / exact pre-filter: ``size`` permitted rows come back)."""
+    knn: dict[str, Any] = {"vector": np.asarray(vector, dtype=np.float64).round(7).tolist(), "k": size}
+    acl = acl_filter(filters)
+    if acl:
+        knn["filter"] = acl
+    return {"size": size, "_source": ["source_object_id", "ordinal", "content_hash"],
+            "query": {"knn": {"embedding": knn}}}
+
+
+def row_actions(index: str, doc: IndexDocument, *, generation: str, access_version: int) -> list[dict[str, Any]]:
+    """The bulk ``index`` actions of a document's rows (ids ``<object>-<ordinal>``; every row carries the
+    sync's ``generation`` and the permission projection).
+
+    Raises: ValueError when a row lacks a vector of the document embedder's dimension.
+    """
+    out = []
+    for r in doc.rows:
+        src: dict[str, Any] = {
+            "source_object_id": doc.source_object_id, "ordinal": r.ordinal, "content_hash": doc.content_hash,
+            "generation": generation, "access_version": access_version, "title": doc.title or "",
+            "text": r.text, "allowed_principals": list(doc.access.allowed),
+            "denied_principals": list(doc.access.denied)}
+        if doc.embedder is not None:
+            if r.embedding is None or r.embedding.shape != (doc.embedder.dimension,):
+                raise ValueError(f"row {r.ordinal} of object {doc.source_object_id} has no "
+                                 f"{doc.embedder.dimension}-d vector")
+            # 7 decimals (float32 precision for unit vectors): half the JSON of full float64 reprs
+            src["embedding"] = np.asarray(r.embedding, dtype=np.float64).round(7).tolist()
+        out.append({"_op_type": "index", "_index": index, "_id": f"{doc.source_object_id}-{r.ordinal}", "_source": src})
+    return out
+
+
+def documents_from_record(conn: Connection, source_object_ids: list[int], identity: EmbedderIdentity | None
+                          ) -> tuple[list[IndexDocument], dict[int, int]]:
+    """The objects as the record (``chunk``) holds them: IndexDocuments and each one's access_version.
+    Objects without rows are absent; vectors only when every row has one and the record has an embedder."""
+    from ki.index.postgres import _register_vector
+
+    _register_vector(conn)
+    rows = conn.execute(text(
+        "SELECT source_object_id, ordinal, text, title, content_hash, allowed_principals, denied_principals, "
+        "access_version, embedding FROM chunk WHERE source_object_id = ANY(:o) AND NOT is_deleted "
+        "ORDER BY source_object_id, ordinal"), {"o": list(source_object_ids)}).fetchall()
+    by_object: dict[int, list[Any]] = {}
+    for r in rows:
+        by_object.setdefault(r.source_object_id, []).append(r)
+    docs, versions = [], {}
+    for oid, rs in by_object.items():
+        first = rs[0]
+        vectors = identity is not None and all(r.embedding is not None for r in rs)
+        docs.append(IndexDocument(
+            oid, first.content_hash, first.title,
+            [ChunkRow(r.ordinal, r.text, as_array(r.embedding) if vectors else None) for r in rs],
+            AccessProjection(tuple(first.allowed_principals), tuple(first.denied_principals)),
+            identity if vectors else None))
+        versions[oid] = max(r.access_version for r in rs)
+    return docs, versions
