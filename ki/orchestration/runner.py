@@ -16,8 +16,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from sqlalchemy import text
+from sqlalchemy import create_engine, text
 from sqlalchemy.engine import Connection
+from sqlalchemy.pool import NullPool
 
 from ki.errors import RunAborted
 from ki.orchestration.context import PipelineContext
@@ -119,14 +120,17 @@ class PipelineRunner:
         self._retry_wait_spent = 0.0  # seconds spent idle, waiting only for retries to fall due
         timeout = ctx.config.pipeline.claim_timeout_seconds
         self._stale_every = max(0.5, min(60.0, timeout / 3))
+        # worker threads' own connections (see _open_connections): no pool, autocommit
+        self._held_engine = create_engine(ctx.db.engine.url, poolclass=NullPool, isolation_level="AUTOCOMMIT")
         self.keeper = ClaimKeeper(ctx.db, interval_seconds=max(0.2, min(30.0, timeout / 3)))
 
     def _open_connections(self) -> tuple[Connection, Connection]:
         """A worker thread's own AUTOCOMMIT connections, held for the run (no pool checkout, pre-ping
-        or BEGIN/COMMIT per statement): one to claim on, with ``synchronous_commit = off`` (a claim
+        or BEGIN/COMMIT per statement), opened outside the shared pool so that handlers never wait
+        for a connection a worker holds: one to claim on, with ``synchronous_commit = off`` (a claim
         lost in a server crash only returns its row to pending, and the late completion is refused
         by the fencing token), and one to record outcomes on, fully durable."""
-        engine = self.ctx.db.engine.execution_options(isolation_level="AUTOCOMMIT")
+        engine = self._held_engine
         claim_conn = engine.connect()
         try:
             claim_conn.exec_driver_sql("SET synchronous_commit = off")
@@ -137,19 +141,15 @@ class PipelineRunner:
 
     @staticmethod
     def _close_connections(conns: tuple[Connection, Connection] | None) -> None:
-        """Give the connections back; the claim connection's session setting never reaches the pool."""
+        """Close the connections (they belong to no pool)."""
         if conns is None:
             return
         claim_conn, record_conn = conns
-        try:
-            claim_conn.exec_driver_sql("RESET synchronous_commit")
-            claim_conn.close()
-        except Exception:  # noqa: BLE001 - a broken connection is discarded, not pooled
-            claim_conn.invalidate()
-        try:
-            record_conn.close()
-        except Exception:  # noqa: BLE001
-            record_conn.invalidate()
+        for conn in (claim_conn, record_conn):
+            try:
+                conn.close()
+            except Exception:  # noqa: BLE001 - a broken connection is simply gone
+                log.debug("closing a worker connection failed", exc_info=True)
 
     def _worker(self) -> None:
         idle_sleep = 0.01
@@ -261,6 +261,7 @@ class PipelineRunner:
             for t in threads:
                 t.join(timeout=max(30.0, self.ctx.config.pipeline.claim_timeout_seconds))
             self.keeper.stop()
+            self._held_engine.dispose()
         if self._abort is not None:
             raise self._abort
         return self.counters

@@ -36,6 +36,7 @@ from ki.orchestration.runner import PipelineRunner
 from ki.sources.scan import register_local_source, scan_source
 from ki.stages import STAGE_HANDLERS
 from ki.store import claims as q
+from ki.store.db import open_database
 from ki.taxonomies import (
     DISABLED_BY_CONFIGURATION,
     INPUT_STAGE_DISABLED,
@@ -945,6 +946,10 @@ def test_launch_insertion_records_the_run_and_its_counters(ctx, src, monkeypatch
 def test_pipeline_runner_runs_every_row_exactly_once(make_ctx, src):
     ctx = make_ctx(workers=6)
     ids = make_source(ctx, src, 20)
+    # a shared pool of 2 x workers connections (pool_size + overflow): the threads' own connections are
+    # outside it, so handlers (which may nest two pooled connections) never wait for one a worker holds
+    small = open_database(ctx.db.engine.url.render_as_string(hide_password=False), pool_size=6, migrate=False)
+    ctx = PipelineContext(db=small, blobs=ctx.blobs, config=ctx.config, settings=ctx.settings)
     runner = PipelineRunner(ctx, workers=6)
     counters = runner.run_until_idle()
     assert (counters.processed, counters.done, counters.skipped, counters.retried, counters.quarantined) == (
@@ -955,6 +960,7 @@ def test_pipeline_runner_runs_every_row_exactly_once(make_ctx, src):
         assert buckets(ctx, oid) == expected_done_buckets()
         assert all(r[s]["completions"] == (0 if s in MODEL_STAGES else 1) for s in PIPELINE_STAGE_ORDER)
         assert all(r[s]["attempts"] == (0 if s in MODEL_STAGES else 1) for s in PIPELINE_STAGE_ORDER)
+    small.dispose()
 
 
 def test_runner_finishes_a_row_left_running_by_a_dead_worker(ctx, src):
