@@ -58,7 +58,7 @@ FINISHED_BUCKETS = ("done", "skipped", "disabled", "quarantined")
 @app.command()
 def insert(
     path: Path = typer.Argument(..., help="folder to insert (a local-folder source)"),
-    workers: int = typer.Option(None, help="worker threads (default KI_WORKERS, 4)"),
+    workers: int = typer.Option(None, help="worker threads (default KI_WORKERS, 8)"),
     wait_retries: float = typer.Option(None, help="wait this many seconds for retries falling due"),
 ) -> None:
     """Scan PATH and run every stage until idle; exit 0 when the run completes."""
