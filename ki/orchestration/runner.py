@@ -120,60 +120,48 @@ class PipelineRunner:
         self._retry_wait_spent = 0.0  # seconds spent idle, waiting only for retries to fall due
         timeout = ctx.config.pipeline.claim_timeout_seconds
         self._stale_every = max(0.5, min(60.0, timeout / 3))
-        # worker threads' own connections (see _open_connections): no pool, autocommit
+        # worker threads' own connections (see _open_connection): no pool, autocommit
         self._held_engine = create_engine(ctx.db.engine.url, poolclass=NullPool, isolation_level="AUTOCOMMIT")
         self.keeper = ClaimKeeper(ctx.db, interval_seconds=max(0.2, min(30.0, timeout / 3)))
 
-    def _open_connections(self) -> tuple[Connection, Connection]:
-        """A worker thread's own AUTOCOMMIT connections, held for the run (no pool checkout, pre-ping
-        or BEGIN/COMMIT per statement), opened outside the shared pool so that handlers never wait
-        for a connection a worker holds: one to claim on, with ``synchronous_commit = off`` (a claim
-        lost in a server crash only returns its row to pending, and the late completion is refused
-        by the fencing token), and one to record outcomes on, fully durable."""
-        engine = self._held_engine
-        claim_conn = engine.connect()
-        try:
-            claim_conn.exec_driver_sql("SET synchronous_commit = off")
-            return claim_conn, engine.connect()
-        except BaseException:
-            claim_conn.invalidate()
-            raise
+    def _open_connection(self) -> Connection:
+        """A worker thread's own AUTOCOMMIT connection, held for the run: no pool checkout, pre-ping
+        or BEGIN/COMMIT per statement (a claim is one statement, an outcome is one statement). It
+        is opened outside the shared pool, so handlers never wait for a connection a worker holds."""
+        return self._held_engine.connect()
 
     @staticmethod
-    def _close_connections(conns: tuple[Connection, Connection] | None) -> None:
-        """Close the connections (they belong to no pool)."""
-        if conns is None:
+    def _close_connection(conn: Connection | None) -> None:
+        if conn is None:
             return
-        claim_conn, record_conn = conns
-        for conn in (claim_conn, record_conn):
-            try:
-                conn.close()
-            except Exception:  # noqa: BLE001 - a broken connection is simply gone
-                log.debug("closing a worker connection failed", exc_info=True)
+        try:
+            conn.close()
+        except Exception:  # noqa: BLE001 - a broken connection is simply gone
+            log.debug("closing a worker connection failed", exc_info=True)
 
     def _worker(self) -> None:
         idle_sleep = 0.01
-        conns: tuple[Connection, Connection] | None = None
+        conn: Connection | None = None
         try:
             while not self._stop.is_set():
                 with self._lock:  # counted before claiming, so an idle verdict never misses a claim in flight
                     self._active += 1
                 try:
-                    if conns is None:
-                        conns = self._open_connections()
-                    claims = q.claim_next(conns[0], worker=self.ctx.worker_id, run_id=self.run_id)
+                    if conn is None:
+                        conn = self._open_connection()
+                    claims = q.claim_next(conn, worker=self.ctx.worker_id, run_id=self.run_id)
                     if claims:
                         idle_sleep = 0.01
                         for claim in claims:
-                            self._execute(claim, conns[1])
+                            self._execute(claim, conn)
                 except RunAborted as exc:
                     self._abort = exc
                     self._stop.set()
                     return
                 except Exception as exc:  # noqa: BLE001 - database outage: back off, the coordinator decides
-                    log.warning("claiming or recording failed (%s); retrying on new connections", exc)
-                    self._close_connections(conns)
-                    conns = None
+                    log.warning("claiming or recording failed (%s); retrying on a new connection", exc)
+                    self._close_connection(conn)
+                    conn = None
                     self._stop.wait(1.0)
                     continue
                 finally:
@@ -184,7 +172,7 @@ class PipelineRunner:
                     self._stop.wait(idle_sleep)
                     idle_sleep = min(idle_sleep * 2, 0.2)
         finally:
-            self._close_connections(conns)
+            self._close_connection(conn)
 
     def _execute(self, claim: Claim, record_conn: Connection) -> None:
         started = time.perf_counter()

@@ -61,14 +61,17 @@ _CLAIM_SET = """
 _ELIGIBLE = "(status = 'pending' OR (status = 'failed' AND next_retry_at <= now()))"
 
 # The claim returns the object with the row (one statement instead of claim + read).
-_CLAIM_RETURNING = f"""
+_CLAIM_FROM = """
 FROM next, source_object so JOIN source s ON s.id = so.source_id
 WHERE ps.id = next.id AND so.id = ps.source_object_id
-RETURNING ps.id, ps.source_object_id, ps.stage, ps.attempts, {OBJECT_COLUMNS}
 """
+_CLAIM_RETURNING = f"RETURNING ps.id, ps.source_object_id, ps.stage, ps.attempts, {OBJECT_COLUMNS}"
 
 # -- name: claim_next --
 # Claim the oldest eligible row (pending, or failed with its retry due) by updated_at.
+# Its transaction commits asynchronously (set_config(..., true) = SET LOCAL, in the statement
+# itself so an autocommit connection needs no extra round trip): a claim lost in a server crash
+# only returns its row to pending, and the worker's late completion is refused by the token.
 CLAIM_NEXT_SQL = text(f"""
 WITH next AS (
     SELECT id FROM processing_state
@@ -78,6 +81,7 @@ WITH next AS (
     FOR UPDATE SKIP LOCKED
 )
 UPDATE processing_state ps SET {_CLAIM_SET}
+{_CLAIM_FROM}  AND set_config('synchronous_commit', 'off', true) IS NOT NULL
 {_CLAIM_RETURNING}
 """)
 
@@ -90,7 +94,7 @@ WITH next AS (
     FOR UPDATE SKIP LOCKED
 )
 UPDATE processing_state ps SET {_CLAIM_SET}
-{_CLAIM_RETURNING}
+{_CLAIM_FROM}{_CLAIM_RETURNING}
 """)
 
 
