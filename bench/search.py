@@ -8,7 +8,9 @@ insert`` path).
 **Scale, OpenSearch** (``opensearch_half``, run inside the embedded half while its database — the
 record — is up): a real OpenSearch 2.19.1 node (the test node, ``-Xmx2g``; or ``--opensearch-url``);
 bulk-sync throughput of the same rows (embedding and the record write excluded), then the same
-queries through :class:`ki.index.opensearch.OpenSearchBackend`; targets p95 ≤ 30 ms, ≥ 2,000 chunks/s.
+queries through :class:`ki.index.opensearch.OpenSearchBackend` after the bulk load's merges settled
+and 200 warm-up queries (JIT); wall and CPU time (client thread + the whole JVM, an upper bound);
+targets p95 ≤ 30 ms, ≥ 2,000 chunks/s.
 
 **Scale** (``embedded_half``): a throw-away embedded PostgreSQL; ``--chunks`` (100,000) synthetic
 chunks of about 1,000 characters made from the sentences and words of the dev estate (its files
@@ -358,21 +360,54 @@ def opensearch_half(args: argparse.Namespace, data: dict[str, Any]) -> dict[str,
               f"({count / index_s:.0f} chunks/s, embedding and the record write excluded; "
               f"{verdict(count / index_s >= target)} ≥ {target} chunks/s); {result['segments']} segments")
 
+        # let the merges the bulk load started finish (up to 5 min): they would compete with the queries
+        t0 = time.perf_counter()
+        while time.perf_counter() - t0 < 300:
+            merges = backend.client.indices.stats(index=backend.index, metric="merge")
+            if merges["indices"][backend.index]["primaries"]["merges"]["current"] == 0:
+                break
+            time.sleep(2)
+        segments = backend.client.indices.stats(index=backend.index, metric="segments")
+        result["segments_before_queries"] = segments["indices"][backend.index]["primaries"]["segments"]["count"]
+        result["merge_wait_s"] = round(time.perf_counter() - t0, 1)
+        print(f"  merges settled after {result['merge_wait_s']} s: {result['segments_before_queries']} segments")
+        jvm_stat = Path(f"/proc/{node.pid}/stat") if node is not None else None
+        tick = os.sysconf("SC_CLK_TCK")
+
+        def cpu_ms() -> float:
+            """This thread's CPU time + the node's (all JVM threads: an upper bound of the query's share)."""
+            jvm = 0.0
+            if jvm_stat is not None:
+                fields = jvm_stat.read_text().rsplit(")", 1)[1].split()
+                jvm = (int(fields[11]) + int(fields[12])) * 1000 / tick
+            return time.thread_time_ns() / 1e6 + jvm
+
+        # a server JVM is warm in production: 200 unmeasured queries first (JIT, caches), then the same
+        # measured loop as the embedded half
+        warm_rng = random.Random(data["seed"] + 1)
+        for q in data["queries"][:200]:
+            held = [f"user:u{warm_rng.randint(0, 99):02d}", *warm_rng.sample(GROUPS, 3)]
+            hybrid_search(backend, q, SearchFilters(principals=principal_set(held)),
+                          query_vector=emb.embed_query(q), limit=10)
         rng = random.Random(data["seed"])
         totals: list[float] = []
+        cpus: list[float] = []
         lex_ms: list[float] = []
         vec_ms: list[float] = []
         hits_n: list[int] = []
         for qi, q in enumerate(data["queries"]):
             held = [f"user:u{rng.randint(0, 99):02d}", *rng.sample(GROUPS, 3)]
             filters = SearchFilters(principals=principal_set(held))
+            c0 = cpu_ms()
             t = time.perf_counter()
             vec = emb.embed_query(q)
             fused = hybrid_search(backend, q, filters, query_vector=vec, limit=10)
             hits = hydrate(db.engine, q, fused)
             total = (time.perf_counter() - t) * 1000
+            cpu = cpu_ms() - c0
             if qi >= 20:  # warm-up excluded
                 totals.append(total)
+                cpus.append(cpu)
                 hits_n.append(len(hits))
                 t1 = time.perf_counter()
                 backend.search_lexical(q, filters, 30)
@@ -384,6 +419,8 @@ def opensearch_half(args: argparse.Namespace, data: dict[str, Any]) -> dict[str,
             "queries": len(totals), "load_average_during_queries": os.getloadavg(),
             "hybrid_wall_p50_ms": round(percentile(totals, 50), 1),
             "hybrid_wall_p95_ms": round(percentile(totals, 95), 1),
+            "hybrid_cpu_p50_ms": round(percentile(cpus, 50), 1) if node is not None else None,
+            "hybrid_cpu_p95_ms": round(percentile(cpus, 95), 1) if node is not None else None,
             "lexical_wall_p50_ms": round(percentile(lex_ms, 50), 1),
             "lexical_wall_p95_ms": round(percentile(lex_ms, 95), 1),
             "vector_wall_p50_ms": round(percentile(vec_ms, 50), 1),
@@ -405,6 +442,9 @@ def opensearch_half(args: argparse.Namespace, data: dict[str, Any]) -> dict[str,
     print(f"  wall clock at load average {result['load_average_during_queries'][0]:.1f}: "
           f"p50 {result['hybrid_wall_p50_ms']} ms, p95 {result['hybrid_wall_p95_ms']} ms "
           f"({verdict(result['hybrid_wall_p95_ms'] <= target)} p95 ≤ {target:g} ms)")
+    if result.get("hybrid_cpu_p95_ms") is not None:
+        print(f"  CPU time (client thread + the whole JVM, 10 ms ticks): p50 {result['hybrid_cpu_p50_ms']} ms, "
+              f"p95 {result['hybrid_cpu_p95_ms']} ms ({verdict(result['hybrid_cpu_p95_ms'] <= target)})")
     print(f"  lexical half p50/p95 {result['lexical_wall_p50_ms']}/{result['lexical_wall_p95_ms']} ms, vector half "
           f"{result['vector_wall_p50_ms']}/{result['vector_wall_p95_ms']} ms; {result['mean_hits']} hits on average")
     return result
@@ -417,11 +457,12 @@ def side_by_side(embedded: dict[str, Any], opensearch: dict[str, Any] | None) ->
     rows = [("chunks", "chunks", "chunks"), ("indexing chunks/s", "index_chunks_per_s", "index_chunks_per_s"),
             ("hybrid wall p50 ms", "hybrid_wall_p50_ms", "hybrid_wall_p50_ms"),
             ("hybrid wall p95 ms", "hybrid_wall_p95_ms", "hybrid_wall_p95_ms"),
-            ("hybrid CPU p95 ms", "hybrid_cpu_p95_ms", None)]
+            ("hybrid CPU p50 ms", "hybrid_cpu_p50_ms", "hybrid_cpu_p50_ms"),
+            ("hybrid CPU p95 ms", "hybrid_cpu_p95_ms", "hybrid_cpu_p95_ms")]
     print(f"\n{'':24}{'embedded (PostgreSQL)':>24}{'OpenSearch':>14}")
     for label, ek, ok in rows:
         print(f"{label:24}{embedded.get(ek, '-')!s:>24}{(opensearch.get(ok, '-') if ok else '-')!s:>14}")
-    print(f"{'targets':24}{'p95 ≤ 50 ms':>24}{'p95 ≤ 30 ms, ≥ 2,000/s':>14}")
+    print(f"{'targets':24}{'p95 ≤ 50 ms':>24}   {'p95 ≤ 30 ms, ≥ 2,000/s'}")
 
 
 # --------------------------------------------------------------------------- part 2: quality on estate-dev

@@ -107,6 +107,9 @@ def hybrid_search(backend: SearchBackend, query: str, filters: SearchFilters, *,
                   limit: int = 10, candidates: int | None = None, mode: str = "hybrid") -> list[FusedHit]:
     """Run the halves ``mode`` asks for (``hybrid``, ``lexical``, ``vector``) with the same filter and fuse.
 
+    A backend with ``search_halves(query, vector, filters, k)`` (OpenSearch: one ``_msearch``) answers
+    both halves of a hybrid search in one call; the fusion is the same.
+
     Args:
         query_vector: the query's embedding from the index's own embedder; None = no vector half.
         limit: results wanted.

@@ -287,13 +287,15 @@ class OpenSearchBackend:
 
     def _run(self, bodies: list[dict[str, Any] | None], what: str) -> list[list[dict[str, Any]]]:
         """The hits of each body (None → []), all in one ``_msearch`` round trip."""
-        from opensearchpy.exceptions import OpenSearchException
+        from opensearchpy.exceptions import NotFoundError, OpenSearchException
 
         wanted = [b for b in bodies if b is not None]
         if not wanted:
             return [[] for _ in bodies]
         try:
             resp = self.client.msearch(index=self.index, body=[line for b in wanted for line in ({}, b)])
+        except NotFoundError:
+            return [[] for _ in bodies]  # nothing indexed yet
         except OpenSearchException as exc:
             raise self._fail(exc, what) from exc
         answers = iter(resp["responses"])

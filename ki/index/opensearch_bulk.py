@@ -50,8 +50,6 @@ class IndexReadOnly(InfrastructureError):
     never quarantined, but nothing is retried blindly meanwhile; an operator must free disk space
     and clear the block."""
 
-    reason = "index_read_only"
-
     def __init__(self, index: str, detail: str):
         super().__init__(
             f"OpenSearch index {index!r} is read-only ({detail}); nothing was written. Free disk space on the "
@@ -213,7 +211,7 @@ def bulk_execute(client: Any, actions: Sequence[dict[str, Any]], *, index: str, 
     Raises: IndexReadOnly; InfrastructureError (connection, 5xx, 429 exhausted on a whole request).
     """
     from opensearchpy import helpers
-    from opensearchpy.exceptions import TransportError
+    from opensearchpy.exceptions import OpenSearchException, TransportError
 
     guard = _BlockGuard(client, index)
     result = BulkResult()
@@ -250,16 +248,8 @@ def bulk_execute(client: Any, actions: Sequence[dict[str, Any]], *, index: str, 
             else:
                 max_bytes = max(1, max_bytes // 2)
                 result.splits += 1
-        except (OSError, ValueError) as exc:  # serializer or socket trouble outside TransportError
+        except OpenSearchException as exc:  # e.g. a serialization error outside any HTTP status
             raise classify_transport_error(exc, index=index, what="a bulk write") from exc
-        except Exception as exc:
-            if isinstance(exc, KiError):
-                raise
-            from opensearchpy.exceptions import OpenSearchException
-
-            if isinstance(exc, OpenSearchException):
-                raise classify_transport_error(exc, index=index, what="a bulk write") from exc
-            raise
     result.requests = guard.requests
     return result
 

@@ -349,3 +349,32 @@ def test_an_unreachable_node_is_an_outage(ctx):
             call()
         assert classify_error(err.value).treatment == Treatment.infrastructure
     assert np.isfinite(EMB.embed_query("x")).all()
+
+
+def test_a_search_before_anything_is_indexed_finds_nothing(make_backend):
+    backend = make_backend()
+    operator = SearchFilters(principals=None)
+    assert backend.index_identity() is None
+    assert backend.search_halves("Mietvertrag", EMB.embed_query("Mietvertrag"), operator, 10) == ([], [])
+
+
+@pytest.mark.parametrize("item, expected", [
+    ({"_id": "1-0", "status": 400, "error": {"type": "mapper_parsing_exception", "reason": "failed to parse",
+                                             "caused_by": {"type": "illegal_argument_exception", "reason": "bad"}}},
+     ("1-0", 400, "mapper_parsing_exception", "rejected")),
+    ({"_id": "1-1", "status": 429, "error": {"type": "es_rejected_execution_exception", "reason": "queue full"}},
+     ("1-1", 429, "es_rejected_execution_exception", "outage")),
+    ({"_id": "1-2", "status": 429, "error": {"type": "cluster_block_exception", "reason": "read-only"}},
+     ("1-2", 429, "cluster_block_exception", "read_only")),
+    ({"_id": "1-3", "error": "no status, a bare string"}, ("1-3", 0, "error", "outage")),
+    ({"_id": "1-4", "status": 503}, ("1-4", 503, "error", "outage")),
+    ({"_id": "1-5", "status": 409, "error": {"type": "version_conflict_engine_exception"}},
+     ("1-5", 409, "version_conflict_engine_exception", "rejected")),
+])
+def test_bulk_item_errors_of_every_recorded_shape_are_classified(item, expected):
+    from ki.index.opensearch_bulk import item_failure
+
+    f = item_failure(item)
+    assert (f.id, f.status, f.type, f.kind) == expected
+    if "caused_by" in json.dumps(item):
+        assert "caused by illegal_argument_exception: bad" in f.reason
