@@ -173,6 +173,12 @@ def dag_timings(ctx, run_id: int, sample: int) -> dict[str, float]:
 
 
 def run_local(work: Path, ki_uri: str, ki_pg: Path, estate: Path, stages: list[str]) -> dict:
+    """Scan ``estate`` into database ``ki_local`` and insert it with the local provider.
+
+    Returns the report dict: wall_s / documents / documents_per_s, CPU seconds of this process and
+    ki's PostgreSQL, commits and rows written, and ``_buckets`` (the per-stage buckets, compared
+    with each hatchet run's).
+    """
     from ki.orchestration.insertion import launch_insertion
 
     local, _ = open_ctx(ki_uri, "ki_local", work / "local-data", "local", stages)
@@ -194,6 +200,15 @@ def run_local(work: Path, ki_uri: str, ki_pg: Path, estate: Path, stages: list[s
 
 def run_hatchet(work: Path, engine, ki_uri: str, ki_pg: Path, eng_uri: str, eng_pg: Path, estate: Path,
                 stages: list[str], *, tag: str, workers_n: int, slots: int, concurrency: int, sample: int) -> dict:
+    """One hatchet run: a fresh database ``ki_hatchet_<tag>`` and namespace, ``workers_n`` worker
+    processes with ``slots`` each and ``KI_HATCHET_DOCUMENT_CONCURRENCY=concurrency``; scan,
+    ``launch_insertion``, wait for the run.
+
+    Returns the report dict: wall time, documents/s, trigger time, CPU seconds per component,
+    engine CPU and RSS, commits/rows of both databases, median DAG timings of ``sample`` documents
+    (from Hatchet), the run's counters and ``_buckets``. Raises SystemExit when the workers do not
+    come up within 120 s.
+    """
     from ki.orchestration.insertion import launch_insertion
     from ki.orchestration.providers.hatchet import wait_for_run
 
