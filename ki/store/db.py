@@ -20,6 +20,7 @@ from urllib.parse import parse_qs, urlparse
 
 from sqlalchemy import Engine, create_engine, text
 from sqlalchemy.engine import Connection, make_url
+from sqlalchemy.exc import OperationalError
 
 from ki.config.loader import ProcessSettings
 from ki.errors import ConfigurationError
@@ -280,6 +281,11 @@ def connect(settings: ProcessSettings | None = None, *, pool_size: int | None = 
             url = sqlalchemy_url(url)
     else:
         uri = embedded_server_uri(settings.data_dir / "pg")
-        ensure_database(uri, DATABASE_NAME)
         url = sqlalchemy_url(uri, DATABASE_NAME)
+        try:  # the database exists on every start but the first: no extra connection to 'postgres'
+            return open_database(url, pool_size=pool_size or settings.workers + 2)
+        except OperationalError as exc:
+            if "does not exist" not in str(exc):
+                raise
+        ensure_database(uri, DATABASE_NAME)
     return open_database(url, pool_size=pool_size or settings.workers + 2)
