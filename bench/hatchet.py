@@ -32,14 +32,15 @@ Diagnosis: ``--engine-statements N`` loads pg_stat_statements into the engine's 
 prints its N costliest statements; ``--engine-env NAME=VALUE`` overrides ki's engine tuning
 (``NAME=`` drops it); ``--engine-db-setting NAME=VALUE`` is an ALTER SYSTEM on that server.
 
-Measured (Nov 2026, 2 cores, load average 5-8 from other jobs; 255 documents incl. attachments,
-stages fetch/convert/index): local 24-36 documents/s; hatchet 4.8-6.1 documents/s (0.14-0.21 x)
-with 2 workers x 16 slots. CPU-bound: about 0.25 CPU-s per document, of which the engine's
-PostgreSQL ~50 %, the engine ~25 %, the workers ~18 %, ki's PostgreSQL ~7 %. Costliest engine statements: the
-concurrency-slot query of the per-batch DAG concurrency (v1 runs it per task step, 3.5-5.4 ms a
-call; ~30-35 % of the engine database's statement time), then event matching (~16 %), then
-message-queue inserts. synchronous_commit=off and the engine's default polling intervals changed
-nothing measurable.
+Measured (Nov 2026, 2 cores, load average 5-15 from other jobs; 255 documents incl. attachments,
+stages fetch/convert/index): local 24-36 documents/s (54 after the claim-path work and
+KI_WORKERS=8); hatchet 3.3-6.1 documents/s (0.06-0.21 x) with 2 workers x 16 slots.
+CPU-bound: about 0.25 CPU-s per document, of which the engine's PostgreSQL ~50 %, the engine
+~25 %, the workers ~18 %, ki's PostgreSQL ~7 %. Costliest engine statements: the concurrency-slot
+query of the per-batch DAG concurrency (v1 runs it per task step, 3.5-7 ms a call; 30-50 % of
+the engine database's statement time), then event matching (~10-16 %), then message-queue
+inserts. synchronous_commit=off and the engine's default polling intervals changed nothing
+measurable (docs/hatchet-engine.md, gotcha 11).
 """
 
 from __future__ import annotations
