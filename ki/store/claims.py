@@ -156,11 +156,12 @@ WITH done AS (
         completions = completions + CASE WHEN :status = 'done' THEN 1 ELSE 0 END,
         claim_token = NULL, claimed_by = NULL, heartbeat_at = NULL, next_retry_at = NULL, updated_at = now()
     WHERE id = :row_id AND claim_token = :token AND status = 'running'
-    RETURNING source_object_id
+    RETURNING source_object_id, run_id
 ),
 passed AS (
     UPDATE processing_state ps
-    SET status = 'skipped', last_error = CAST(:disabled AS jsonb), producer_version = v.version, updated_at = now()
+    SET status = 'skipped', last_error = CAST(:disabled AS jsonb), producer_version = v.version,
+        run_id = done.run_id, updated_at = now()
     FROM done, unnest(CAST(:skip_stages AS text[]), CAST(:skip_versions AS text[])) AS v(stage, version)
     WHERE ps.source_object_id = done.source_object_id AND ps.stage = v.stage
       AND ps.status = 'skipped' AND ps.reason = '{WAITING_FOR_PREVIOUS_STAGE}'

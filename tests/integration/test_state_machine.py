@@ -925,7 +925,8 @@ def test_launch_insertion_records_the_run_and_its_counters(ctx, src, monkeypatch
         "insertion", "local", "completed", "test", None)
     assert (run["processed"], run["done"], run["skipped"], run["retried"], run["quarantined"]) == (31, 13, 16, 1, 1)
     assert run["finished_at"] is not None and run["finished_at"] >= run["started_at"]
-    assert claimed_by_run == 4 * 3 + 2  # the enabled stages' rows; switched-off ones are never claimed
+    # every row the run claimed, and the switched-off ones its completions recorded on the way
+    assert claimed_by_run == 4 * 7 + 2
     for oid in ids[:4]:
         assert buckets(ctx, oid) == expected_done_buckets()
     assert rows(ctx, ids[3])["fetch"]["attempts"] == 2
