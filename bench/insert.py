@@ -438,18 +438,15 @@ T["import ki.cli (typer, rich)"] = time.perf_counter() - t; t = time.perf_counte
 import ki.orchestration.context
 T["import ki.orchestration.context (sqlalchemy, pydantic-settings, ...)"] = time.perf_counter() - t
 t = time.perf_counter()
-import alembic.command, alembic.config
-T["import alembic (needed only to migrate)"] = time.perf_counter() - t; t = time.perf_counter()
 from ki.config.loader import ProcessSettings, load_config
 from ki.store.db import embedded_server_uri, ensure_database, sqlalchemy_url, open_database, DATABASE_NAME
 from ki.store.db import run_migrations
 s = ProcessSettings()
 uri = embedded_server_uri(s.data_dir / "pg")
 T["embedded_server_uri (get_server on a running server)"] = time.perf_counter() - t; t = time.perf_counter()
-ensure_database(uri, DATABASE_NAME)
-T["ensure_database (extra connection to 'postgres')"] = time.perf_counter() - t; t = time.perf_counter()
 db = open_database(sqlalchemy_url(uri, DATABASE_NAME), pool_size=s.workers + 2)
-T["open_database (connect + alembic upgrade head, a no-op)"] = time.perf_counter() - t; t = time.perf_counter()
+T["open_database (connect + schema-is-current check; ensure_database only on a first start)"] = \
+    time.perf_counter() - t; t = time.perf_counter()
 load_config(s.data_dir)
 T["load_config"] = time.perf_counter() - t; t = time.perf_counter()
 from ki.store.claims import bucket_counts
