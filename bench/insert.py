@@ -439,7 +439,7 @@ import ki.orchestration.context
 T["import ki.orchestration.context (sqlalchemy, pydantic-settings, ...)"] = time.perf_counter() - t
 t = time.perf_counter()
 from ki.config.loader import ProcessSettings, load_config
-from ki.store.db import embedded_server_uri, ensure_database, sqlalchemy_url, open_database, DATABASE_NAME
+from ki.store.db import embedded_server_uri, sqlalchemy_url, open_database, DATABASE_NAME
 from ki.store.db import run_migrations
 s = ProcessSettings()
 uri = embedded_server_uri(s.data_dir / "pg")
