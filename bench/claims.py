@@ -20,19 +20,17 @@ The server is ki's embedded PostgreSQL with its stock settings (fsync on,
 synchronous_commit on): the durability both systems promise.
 
 Options add a profiled ki pass (``--profile``: cProfile of the worker threads, the
-statements each execution sends, WAL fsyncs) and bench-only what-if passes
-(``--what-if``: monkeypatched candidate changes, never ki's code) to size proposals.
+statements each execution sends, WAL fsyncs). (The what-if passes that sized the claim-path
+changes of session 2 are gone: those changes are ki's code now.)
 
-Run: ``.venv/bin/python bench/claims.py [--docs 2000] [--concurrency 4] [--profile] [--what-if]``
+Run: ``.venv/bin/python bench/claims.py [--docs 2000] [--concurrency 4] [--profile]``
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import cProfile
-import dataclasses
 import json
 import logging
 import os
@@ -304,12 +302,11 @@ PROFILE_ROWS = [
     ("PipelineRunner._worker (thread total)", "orchestration/runner.py", "_worker"),
     ("  claim: q.claim_next (UPDATE ... SKIP LOCKED)", "store/claims.py", "claim_next"),
     ("  execute_claim", "orchestration/execute.py", "execute_claim"),
-    ("    SourceObjectView.load (SELECT)", "orchestration/context.py", "load"),
+    ("    SourceObjectView.for_claim (from the claim's row)", "orchestration/context.py", "for_claim"),
     ("    StageConfig / producer_version", "config/settings.py", "producer_version"),
     ("    handler (no-op)", "bench/claims.py", "noop_handler"),
     ("    _record_outcome", "orchestration/execute.py", "_record_outcome"),
-    ("      q.complete_claim (UPDATE)", "store/claims.py", "complete_claim"),
-    ("      q.unlock_next (UPDATE)", "store/claims.py", "unlock_next"),
+    ("      q.complete_claim (UPDATE + _unlock_next, one statement)", "store/claims.py", "complete_claim"),
     ("pool checkout (incl. pre-ping)", "pool/base.py", "_checkout"),
     ("  pre-ping ';' (do_ping)", "postgresql/_psycopg_common.py", "do_ping"),
     ("COMMIT (do_commit)", "engine/default.py", "do_commit"),
@@ -352,8 +349,7 @@ STATEMENT_KINDS = [
     ("';' (pool pre-ping)", re.compile(r"^;?\s*$")),
     ("claim UPDATE (claim_next)", re.compile(r"WITH next AS", re.I)),
     ("SELECT source_object (load)", re.compile(r"FROM source_object so JOIN source", re.I)),
-    ("complete UPDATE", re.compile(r"completions = completions", re.I)),
-    ("unlock UPDATE", re.compile(r"SET status = 'pending', last_error = NULL, attempts = 0", re.I)),
+    ("complete + _unlock_next (one statement)", re.compile(r"completions = completions", re.I)),
     ("heartbeat UPDATE (ClaimKeeper)", re.compile(r"SET heartbeat_at = now\(\)", re.I)),
     ("eligible/idle checks", re.compile(r"SELECT EXISTS|count\(\*\)|min\(next_retry_at\)", re.I)),
 ]
@@ -420,255 +416,6 @@ def profile_pass(uri: str, pgdata: Path, workdir: Path, docs: int, concurrency: 
         print(line)
 
 
-# --------------------------------------------------------------------------- what-if (bench-only patches)
-
-
-_CLAIM_WITH_OBJECT = """
-WITH next AS (
-    SELECT id FROM processing_state
-    WHERE (status = 'pending' OR (status = 'failed' AND next_retry_at <= now()))
-    ORDER BY updated_at
-    LIMIT :limit
-    FOR UPDATE SKIP LOCKED
-), claimed AS (
-    UPDATE processing_state ps SET
-        status = 'running', attempts = ps.attempts + 1, claim_token = :token, claimed_by = :worker,
-        claimed_at = now(), heartbeat_at = now(), updated_at = now(), run_id = :run_id, next_retry_at = NULL
-    FROM next WHERE ps.id = next.id
-    RETURNING ps.id, ps.source_object_id, ps.stage, ps.attempts
-)
-SELECT c.id AS claim_row_id, c.source_object_id AS claim_object_id, c.stage AS claim_stage,
-       c.attempts AS claim_attempts, {object_columns}
-FROM claimed c JOIN source_object so ON so.id = c.source_object_id JOIN source s ON s.id = so.source_id
-"""
-
-
-@contextlib.contextmanager
-def _autocommit(conn):  # noqa: ANN001 - a SQLAlchemy Connection whose DBAPI transaction has not started
-    """Run the block's single statement in autocommit: no BEGIN and no COMMIT round trips; the statement
-    commits by itself, synchronously (same durability as a one-statement transaction)."""
-    dbapi = conn.connection.dbapi_connection
-    dbapi.autocommit = True
-    try:
-        yield conn
-    finally:
-        dbapi.autocommit = False
-
-
-def _patch_claim(*, async_commit: bool, with_object: bool, limit: int, autocommit: bool = False):
-    """Replace q.claim_next (what the runner calls) by a candidate:
-
-    async_commit: ``SET LOCAL synchronous_commit = off`` in the claim transaction (one more round trip here;
-        a session-level setting on the claim connection would cost none).
-    with_object: the claim statement also returns the source_object/source columns, and
-        SourceObjectView.load is served from them (no separate read transaction, hence no
-        ROLLBACK-on-return that clears psycopg's prepared-statement cache).
-    limit: rows claimed per statement.
-    autocommit: the claim statement runs in autocommit (no BEGIN/COMMIT round trips).
-    """
-    import uuid
-
-    from sqlalchemy import text
-
-    from ki.orchestration import context as cx
-    from ki.store import claims as q
-
-    orig_claim, orig_load = q.claim_next, cx.SourceObjectView.__dict__["load"]
-    # every SourceObjectView field, named after its column (source_* come from the source table)
-    special = {"source_kind": "s.kind", "source_root": "s.root", "source_config": "s.config"}
-    names = [f.name for f in dataclasses.fields(cx.SourceObjectView)]
-    sql = text(_CLAIM_WITH_OBJECT.format(object_columns=", ".join(special.get(n, f"so.{n}") for n in names)))
-    cache: dict[int, cx.SourceObjectView] = {}
-
-    def claim_next(conn, *, worker, run_id, **_kw):  # noqa: ANN001
-        if autocommit:
-            with _autocommit(conn):
-                return _claim(conn, worker, run_id)
-        return _claim(conn, worker, run_id)
-
-    def _claim(conn, worker, run_id):  # noqa: ANN001
-        if async_commit:
-            conn.execute(text("SET LOCAL synchronous_commit = off"))
-        if not with_object:
-            return orig_claim(conn, worker=worker, run_id=run_id, limit=limit)
-        token = uuid.uuid4()
-        rows = conn.execute(sql, {"token": token, "worker": worker, "run_id": run_id, "limit": limit}).fetchall()
-        out = []
-        for r in rows:
-            cache[r.claim_object_id] = cx.SourceObjectView(*tuple(r)[4:])
-            out.append(q.Claim(r.claim_row_id, r.claim_object_id, r.claim_stage, r.claim_attempts, token))
-        return out
-
-    def load(cls, db, source_object_id):  # noqa: ANN001
-        view = cache.pop(source_object_id, None)
-        return view if view is not None else orig_load.__func__(cls, db, source_object_id)
-
-    q.claim_next = claim_next
-    if with_object:
-        cx.SourceObjectView.load = classmethod(load)
-
-    def undo():
-        q.claim_next = orig_claim
-        cx.SourceObjectView.load = orig_load
-
-    return undo
-
-
-_SKIP_DISABLED_UNLOCK = """
-    UPDATE processing_state ps
-    SET status = CASE WHEN ps.stage = :target THEN 'pending' ELSE 'skipped' END,
-        last_error = CASE WHEN ps.stage = :target THEN NULL ELSE CAST(:disabled AS jsonb) END,
-        producer_version = CASE WHEN ps.stage = :target THEN ps.producer_version ELSE v.version END,
-        attempts = 0, updated_at = now()
-    FROM unnest(CAST(:stages AS text[]), CAST(:versions AS text[])) AS v(stage, version)
-    WHERE ps.source_object_id = {oid} AND ps.stage = v.stage
-      AND ps.status = 'skipped' AND ps.reason = 'waiting_for_previous_stage'
-"""
-
-
-def _unlock_params(ctx, stage: str) -> dict | None:
-    """Stages to flip after ``stage``: the disabled ones up to (and including) the next enabled one."""
-    from ki.taxonomies import DISABLED_BY_CONFIGURATION, PIPELINE_STAGE_ORDER
-
-    pipe = ctx.config.pipeline
-    stages, target = [], None
-    for s in PIPELINE_STAGE_ORDER[PIPELINE_STAGE_ORDER.index(stage) + 1:]:
-        stages.append(s)
-        if pipe.stage(s).enabled:
-            target = s
-            break
-    if not stages:
-        return None
-    return {"target": target, "stages": stages, "versions": [pipe.producer_version(s) for s in stages],
-            "disabled": json.dumps({"reason": DISABLED_BY_CONFIGURATION})}
-
-
-def _patch_skip_disabled(ctx):
-    """unlock_next jumps over disabled stages: they are marked skipped/disabled_by_configuration and the
-    next enabled stage becomes pending, in the one UPDATE ki already sends."""
-    from sqlalchemy import text
-
-    from ki.store import claims as q
-
-    sql = text(_SKIP_DISABLED_UNLOCK.format(oid=":source_object_id"))
-    orig = q.unlock_next
-
-    def unlock_next(conn, source_object_id, stage):  # noqa: ANN001
-        params = _unlock_params(ctx, stage)
-        if params is None:
-            return False
-        return conn.execute(sql, params | {"source_object_id": source_object_id}).rowcount > 0
-
-    q.unlock_next = unlock_next
-    return lambda: setattr(q, "unlock_next", orig)
-
-
-def _patch_combined_complete_unlock(autocommit: bool = False):
-    """_record_outcome sends complete_claim + (skip-disabled) unlock_next as ONE statement (writable CTE)."""
-    from sqlalchemy import text
-
-    from ki.orchestration import execute as ex
-
-    sql = text(f"""
-    WITH done AS (
-        UPDATE processing_state
-        SET status = :status, last_error = CAST(:last_error AS jsonb), producer_version = :producer_version,
-            completions = completions + CASE WHEN :status = 'done' THEN 1 ELSE 0 END,
-            claim_token = NULL, claimed_by = NULL, heartbeat_at = NULL, next_retry_at = NULL, updated_at = now()
-        WHERE id = :row_id AND claim_token = :token AND status = 'running'
-        RETURNING source_object_id
-    ), unlocked AS (
-        {_SKIP_DISABLED_UNLOCK.format(oid="(SELECT source_object_id FROM done)")}
-        RETURNING ps.id
-    )
-    SELECT (SELECT count(*) FROM done) AS done, (SELECT count(*) FROM unlocked) AS unlocked
-    """)
-    orig = ex._record_outcome
-
-    def _record_outcome(ctx, claim, outcome, version):  # noqa: ANN001
-        if outcome.halt_downstream:
-            return orig(ctx, claim, outcome, version)
-        params = _unlock_params(ctx, claim.stage) or {"target": None, "stages": [], "versions": [],
-                                                       "disabled": json.dumps({"reason": "-"})}
-        last_error = None
-        if outcome.status == "skipped":
-            last_error = {"reason": outcome.reason or "skipped_by_handler",
-                          **({"details": outcome.details} if outcome.details else {})}
-        with ctx.db.engine.begin() as conn, (_autocommit(conn) if autocommit else contextlib.nullcontext()):
-            row = conn.execute(sql, params | {
-                "status": outcome.status, "row_id": claim.row_id, "token": claim.token,
-                "producer_version": version, "last_error": json.dumps(last_error) if last_error else None}).one()
-        if not row.done:
-            return ex.ExecutionResult("claim_lost", claim.stage, claim.source_object_id)
-        return ex.ExecutionResult(outcome.status, claim.stage, claim.source_object_id)
-
-    ex._record_outcome = _record_outcome
-    return lambda: setattr(ex, "_record_outcome", orig)
-
-
-WHAT_IF = [
-    ("A", "baseline (ki as is)", dict()),
-    ("B", "+ no pool pre-ping", dict(pre_ping=False)),
-    ("C", "+ claim txn synchronous_commit=off", dict(pre_ping=False, async_claim=True)),
-    ("D", "+ unlock_next skips disabled stages", dict(pre_ping=False, async_claim=True, skip_disabled=True)),
-    ("E", "+ complete+unlock in one statement", dict(pre_ping=False, async_claim=True, skip_disabled=True,
-                                                     combined=True)),
-    ("F", "+ claim returns the object (no load txn)", dict(pre_ping=False, async_claim=True, skip_disabled=True,
-                                                          combined=True, with_object=True)),
-    ("G", "+ claim_next LIMIT 4", dict(pre_ping=False, async_claim=True, skip_disabled=True, combined=True,
-                                       with_object=True, batch=4)),
-    ("H", "B+D+E+F in autocommit, all commits sync", dict(pre_ping=False, skip_disabled=True, combined=True,
-                                                             with_object=True, autocommit=True)),
-]
-
-
-def what_if_pass(uri: str, workdir: Path, docs: int, concurrency: int, letter: str, opts: dict,
-                 tag: str) -> KiResult:
-    """One ki run on a fresh database with the what-if patches of ``opts`` applied (and removed after)."""
-    dbname = f"ki_whatif_{letter.lower()}_{tag}"
-    ctx = setup_ki(uri, dbname, workdir, docs, concurrency, pre_ping=opts.get("pre_ping", True))
-    undo = []
-    try:
-        if opts.get("async_claim") or opts.get("with_object") or opts.get("batch") or opts.get("autocommit"):
-            undo.append(_patch_claim(async_commit=bool(opts.get("async_claim")),
-                                     with_object=bool(opts.get("with_object")), limit=opts.get("batch", 1),
-                                     autocommit=bool(opts.get("autocommit"))))
-        if opts.get("skip_disabled"):
-            undo.append(_patch_skip_disabled(ctx))
-        if opts.get("combined"):
-            undo.append(_patch_combined_complete_unlock(autocommit=bool(opts.get("autocommit"))))
-        return run_ki(ctx, concurrency, uri, dbname)
-    finally:
-        for u in reversed(undo):
-            u()
-        ctx.db.dispose()
-
-
-def what_if_passes(uri: str, workdir: Path, docs: int, concurrency: int, only: str | None, rounds: int) -> None:
-    """Each round runs the selected variants, order reversed every other round; medians at the end."""
-    variants = [v for v in WHAT_IF if not only or v[0] in only]
-    rates: dict[str, list[float]] = {v[0]: [] for v in variants}
-    for rnd in range(1, rounds + 1):
-        order = variants if rnd % 2 else list(reversed(variants))
-        for letter, label, opts in order:
-            res = what_if_pass(uri, workdir, docs, concurrency, letter, opts, str(rnd))
-            problems = check_ki(res, docs)
-            rate = res.handler_execs / res.wall
-            rates[letter].append(rate)
-            print(f"  [round {rnd}] {letter} {label:<42} wall {res.wall:6.2f} s  claims {res.claims:6d}  "
-                  f"handler execs/s {rate:7.1f}  commits/exec {res.server['commits'] / res.handler_execs:5.2f}"
-                  + (f"  PROBLEMS: {problems}" if problems else ""))
-            sys.stdout.flush()
-    base = statistics.median(rates[variants[0][0]])
-    print(f"  medians over {rounds} round(s), relative to {variants[0][0]}:")
-    for letter, label, _opts in variants:
-        m = statistics.median(rates[letter])
-        print(f"    {letter} {label:<42} handler execs/s {m:7.1f}  ({m / base:4.2f}x)")
-
-
-# --------------------------------------------------------------------------- main
-
-
 def print_ki(r: KiResult, docs: int) -> None:
     problems = check_ki(r, docs)
     print(f"  claims executed: {r.claims} = " + ", ".join(f"{s} {n}" for s, n in r.per_stage.items()))
@@ -715,12 +462,6 @@ def main() -> int:
     ap.add_argument("--profile", action="store_true",
                     help="add a profiled ki pass: cProfile of worker threads + statements per execution")
     ap.add_argument("--profile-docs", type=int, default=500, help="documents in the profile pass (default 500)")
-    ap.add_argument("--what-if", action="store_true",
-                    help="add bench-only ki passes with candidate changes monkeypatched in (A..G)")
-    ap.add_argument("--what-if-docs", type=int, default=None, help="documents per what-if pass (default --docs)")
-    ap.add_argument("--what-if-only", default=None, help="letters of the what-if passes to run, e.g. ADG")
-    ap.add_argument("--what-if-rounds", type=int, default=1,
-                    help="rounds of what-if passes, order reversed every other round (default 1)")
     ap.add_argument("--keep", action="store_true", help="keep the temp directory (the server is still stopped)")
     args = ap.parse_args()
 
@@ -780,11 +521,6 @@ def main() -> int:
         if args.profile:
             profile_pass(uri, workdir / "pg", workdir, args.profile_docs, conc)
 
-        if args.what_if:
-            docs = args.what_if_docs or args.docs
-            print(f"\n== what-if passes: bench-only monkeypatches of candidate ki changes, cumulative; {docs} docs "
-                  f"each, {args.what_if_rounds} round(s) ==")
-            what_if_passes(uri, workdir, docs, conc, args.what_if_only, args.what_if_rounds)
 
         med = statistics.median
         print(f"\n== summary (median of rounds; load average now {os.getloadavg()[0]:.2f}) ==")
