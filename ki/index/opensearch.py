@@ -135,18 +135,14 @@ class OpenSearchBackend:
 
     def ensure_embedder(self, identity: EmbedderIdentity | None) -> None:
         """Create the index if missing; refuse ``identity`` unless both the OpenSearch index and the record
-        hold the same one (or none yet); record it on both. Raises: EmbedderMismatch before any write."""
+        hold the same one (or none yet); record it on both. Raises: EmbedderMismatch before any write.
+
+        Reads the mapping on every call (one small GET per document write), never a cached identity: an
+        index dropped by ``reset-vectors`` in another process must be re-created with ki's strict mapping,
+        not auto-created by the next bulk request with a dynamic one."""
         from opensearchpy.exceptions import OpenSearchException, RequestError
 
         key = (self.url, self.index)
-        with LOCK:
-            if key in KNOWN_IDENTITIES and KNOWN_IDENTITIES[key] == identity and identity is not None:
-                cached = True
-            else:
-                cached = False
-        if cached:
-            self.record.ensure_embedder(identity)
-            return
         exists, current = self._read_identity()
         if exists and current != identity and (current is not None or identity is None):
             raise EmbedderMismatch(current, identity, backend=self.name)

@@ -22,7 +22,10 @@ What one :func:`sync_documents` call does:
    :meth:`SyncReport.raise_for`); 429 still refused after the retries, 5xx and missing statuses fail
    their document as an outage (:class:`~ki.errors.InfrastructureError`).
 5. For the documents whose every row was written, the rows of earlier writes (another
-   ``generation``) are deleted with one ``_delete_by_query`` — only after the new rows are in.
+   ``generation``) are deleted with one ``_delete_by_query`` — only after the new rows are in (and
+   visible: the search behind the delete sees them). The delete is not force-refreshed: until the
+   next refresh a search may still meet a surplus row, which the record's check drops (the row is no
+   longer in ``chunk``) and deletes again.
 
 Errors outside items (connection refused, timeouts, 5xx after the transport's retries, 429 exhausted
 on the whole request) become :class:`~ki.errors.InfrastructureError` (:func:`classify_transport_error`),
@@ -316,7 +319,7 @@ def sync_documents(client: Any, index: str, documents: Sequence[tuple[int, Seque
     if report.written:
         report.surplus_deleted = delete_by_query(client, index, {"bool": {
             "filter": [{"terms": {"source_object_id": sorted(report.written)}}],
-            "must_not": [{"term": {"generation": generation}}]}}, what="the surplus-row delete")
+            "must_not": [{"term": {"generation": generation}}]}}, what="the surplus-row delete", refresh=False)
     return report
 
 
