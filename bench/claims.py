@@ -8,9 +8,9 @@ What runs
   (the local provider: prepare steps, then ``claim_next`` + ``execute_claim`` on a
   thread pool) runs until idle. The stage set is pinned in the saved configuration
   (``--stages``, default fetch,convert,index: the model stages disabled), so each document
-  is claimed 7 times: 3 handler executions and 4 claims that only record
-  ``skipped/disabled_by_configuration``. Both numbers are printed; the ratio uses the
-  handler executions (the work procrastinate is given).
+  is claimed 3 times (convert's completion records the 4 switched-off stages
+  ``skipped/disabled_by_configuration`` in the same statement). Claims and handler executions
+  are both printed; the ratio uses the handler executions (the work procrastinate is given).
 * procrastinate: the same number of no-op jobs (N x enabled stages) is deferred with
   ``batch_defer_async`` into a separate database of the same server, then processed by
   ``run_worker_async(wait=False, concurrency=C)`` with an async no-op task (the docs'

@@ -98,22 +98,21 @@ def server_cpu_seconds(pgdata: Path) -> float:
 
 
 def insert_in_process(data_dir: Path, estate: Path, workers: int | None, uri: str, *,
-                      database: str | None = None, what_if: str = "") -> dict:
+                      database: str | None = None) -> dict:
     """``ki insert ESTATE`` without the progress bars, in this process.
 
     database: use this database of the running server (KI_DATABASE_URL) instead of ki's default one.
-    what_if: letters of bench/claims.py WHAT_IF variants whose patches are applied (bench-only).
     """
     import claims as cb
     import psutil
-    from sqlalchemy import create_engine, text
+    from sqlalchemy import text
 
     from ki.config.loader import ProcessSettings
     from ki.orchestration.context import PipelineContext
     from ki.orchestration.insertion import launch_insertion
     from ki.sources.scan import register_local_source, scan_source
     from ki.store.claims import bucket_counts
-    from ki.store.db import DATABASE_NAME, Database, ensure_database, sqlalchemy_url
+    from ki.store.db import DATABASE_NAME, ensure_database, sqlalchemy_url
 
     proc = psutil.Process()
     rss_before = proc.memory_info().rss / 2**20
@@ -124,53 +123,31 @@ def insert_in_process(data_dir: Path, estate: Path, workers: int | None, uri: st
     else:
         settings = ProcessSettings(data_dir=data_dir)
     ctx = PipelineContext.open(settings)
-    opts: dict = {}
-    for letter, _label, o in cb.WHAT_IF:
-        if letter in what_if:
-            opts |= o
-    undo = []
-    if opts.get("pre_ping") is False:
-        ctx.db.dispose()
-        n = settings.workers + 2
-        ctx.db = Database(engine=create_engine(ctx.db.url, pool_size=n, max_overflow=n, pool_pre_ping=False),
-                          url=ctx.db.url)
-    if opts.get("async_claim") or opts.get("with_object") or opts.get("batch") or opts.get("autocommit"):
-        undo.append(cb._patch_claim(async_commit=bool(opts.get("async_claim")),
-                                    with_object=bool(opts.get("with_object")), limit=opts.get("batch", 1),
-                                    autocommit=bool(opts.get("autocommit"))))
-    if opts.get("skip_disabled"):
-        undo.append(cb._patch_skip_disabled(ctx))
-    if opts.get("combined"):
-        undo.append(cb._patch_combined_complete_unlock(autocommit=bool(opts.get("autocommit"))))
-    try:
-        t0 = time.perf_counter()
-        source_id = register_local_source(ctx, estate)
-        report = scan_source(ctx, source_id)
-        t_scan = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    source_id = register_local_source(ctx, estate)
+    report = scan_source(ctx, source_id)
+    t_scan = time.perf_counter() - t0
 
-        # sample RSS too (ru_maxrss is the authoritative peak; the series shows the trend)
-        samples: list[float] = []
-        stop = threading.Event()
+    # sample RSS too (ru_maxrss is the authoritative peak; the series shows the trend)
+    samples: list[float] = []
+    stop = threading.Event()
 
-        def sample() -> None:
-            while not stop.wait(0.5):
-                samples.append(proc.memory_info().rss / 2**20)
+    def sample() -> None:
+        while not stop.wait(0.5):
+            samples.append(proc.memory_info().rss / 2**20)
 
-        sampler = threading.Thread(target=sample, daemon=True)
-        sampler.start()
-        pgdata = data_dir / "pg"
-        cb.checkpoint(uri)
-        srv_before = cb.wal_counters(uri) | cb.db_xacts(uri, dbname)
-        cpu_before, pg_cpu_before = resource.getrusage(resource.RUSAGE_SELF), server_cpu_seconds(pgdata)
-        t1 = time.perf_counter()
-        summary = launch_insertion(ctx, trigger="bench", source_id=source_id, workers=workers)
-        t_run = time.perf_counter() - t1
-        cpu_after, pg_cpu = resource.getrusage(resource.RUSAGE_SELF), server_cpu_seconds(pgdata) - pg_cpu_before
-        stop.set()
-        sampler.join()
-    finally:
-        for u in reversed(undo):
-            u()
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    pgdata = data_dir / "pg"
+    cb.checkpoint(uri)
+    srv_before = cb.wal_counters(uri) | cb.db_xacts(uri, dbname)
+    cpu_before, pg_cpu_before = resource.getrusage(resource.RUSAGE_SELF), server_cpu_seconds(pgdata)
+    t1 = time.perf_counter()
+    summary = launch_insertion(ctx, trigger="bench", source_id=source_id, workers=workers)
+    t_run = time.perf_counter() - t1
+    cpu_after, pg_cpu = resource.getrusage(resource.RUSAGE_SELF), server_cpu_seconds(pgdata) - pg_cpu_before
+    stop.set()
+    sampler.join()
     ki_cpu = (cpu_after.ru_utime - cpu_before.ru_utime) + (cpu_after.ru_stime - cpu_before.ru_stime)
     ctx.db.dispose()
     time.sleep(1.1)
@@ -504,18 +481,13 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--seed", type=int, default=3, help="make_estate --seed (default 3)")
     ap.add_argument("--matters", type=int, default=100, help="make_estate --matters (default 100)")
-    ap.add_argument("--workers", type=int, default=None, help="runner workers (default KI_WORKERS, 4)")
+    ap.add_argument("--workers", type=int, default=None, help="runner workers (default KI_WORKERS, 8)")
     ap.add_argument("--stages", default=DEFAULT_BENCH_STAGES,
                     help=f"stages enabled in the saved configuration (the rest disabled), or 'ki-default' "
                          f"(default {DEFAULT_BENCH_STAGES}: the model stages disabled)")
     ap.add_argument("--cli", action="store_true",
                     help="also run `ki insert` as a subprocess on a fresh data dir (wall, peak RSS)")
-    ap.add_argument("--what-if", action="append", default=[], metavar="LETTERS",
-                    help="extra insertion on a fresh database with bench/claims.py what-if patches applied, "
-                         "e.g. --what-if BCDE (repeatable; bench-only monkeypatches, not ki's code)")
-    ap.add_argument("--rounds", type=int, default=1,
-                    help="insertion rounds (ki as is + each --what-if per round, order reversed every other round; "
-                         "default 1)")
+    ap.add_argument("--rounds", type=int, default=1, help="insertion rounds, each on a fresh database (default 1)")
     ap.add_argument("--status-docs", type=int, default=50_000, help="documents for the status part (default 50000)")
     ap.add_argument("--status-runs", type=int, default=20, help="bucket_counts runs (default 20)")
     ap.add_argument("--ki-status-runs", type=int, default=5, help="`ki status` subprocess runs (default 5)")
@@ -539,20 +511,15 @@ def main() -> int:
             cfg = server_settings(uri, ["server_version", "fsync", "synchronous_commit"])
             print(f"embedded PostgreSQL {cfg['server_version']} (fsync={cfg['fsync']}, "
                   f"synchronous_commit={cfg['synchronous_commit']}) in {data_dir / 'pg'}")
-            import claims as cb
-
-            variants = ([("", "ki as is")] if not args.skip_insert else []) + [
-                (letters, "bench-only patches, NOT ki as shipped: "
-                 + "; ".join(f"{lt} {lb}" for lt, lb, _o in cb.WHAT_IF if lt in letters))
-                for letters in args.what_if]
+            variants = [("", "ki as is")] if not args.skip_insert else []
             rates: dict[str, list[float]] = {v[0]: [] for v in variants}
             for rnd in range(1, args.rounds + 1):
                 for letters, label in (variants if rnd % 2 else list(reversed(variants))):
                     first = rnd == 1 and letters == ""
                     print(f"\n== [round {rnd}] insertion, {label} (in process: register_local_source + "
                           f"scan_source + launch_insertion) ==")
-                    r = insert_in_process(data_dir, estate, args.workers, uri, what_if=letters,
-                                          database=None if first else f"ki_r{rnd}_{letters.lower() or 'base'}")
+                    r = insert_in_process(data_dir, estate, args.workers, uri,
+                                          database=None if first else f"ki_r{rnd}")
                     print_insertion(r, files, rss_is_first=first)
                     failed |= r["summary"].status != "completed"
                     rates[letters].append(r["objects"] / (r["t_scan"] + r["t_run"]))
