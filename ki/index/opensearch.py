@@ -225,6 +225,17 @@ class OpenSearchBackend:
         return delete_by_query(self.client, self.index, {"term": {"source_object_id": source_object_id}},
                                what="the object delete")
 
+    def delete_objects(self, source_object_ids: list[int]) -> int:
+        """Remove the OpenSearch rows of several objects (tombstoned by a scan, which removed their
+        record rows in its own transaction), in one ``_delete_by_query``. Returns rows deleted.
+
+        Raises: IndexReadOnly / InfrastructureError.
+        """
+        if not source_object_ids or (self.index_identity() is None and not self._read_identity()[0]):
+            return 0
+        return delete_by_query(self.client, self.index, {"terms": {"source_object_id": list(source_object_ids)}},
+                               what="the tombstone delete")
+
     def delete_object(self, source_object_id: int) -> int:
         """Remove the object's rows from the record and from OpenSearch. Returns the record's rows removed."""
         n = self.record.delete_object(source_object_id)

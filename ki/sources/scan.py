@@ -200,18 +200,20 @@ def scan_source(ctx: PipelineContext, source_id: int) -> ScanReport:
             )
         requeue_from_fetch(conn, changed_ids + reappeared_ids)
         threshold = ctx.config.pipeline.deletion_confirmations
+        gone: list[int] = []  # tombstoned object ids, embedded ones included
         for r in missing:
             streak = r.missing_scans + 1
             if streak >= threshold:
                 conn.execute(text("UPDATE source_object SET missing_scans = :n WHERE id = :id"),
                              {"n": streak, "id": r.id})
-                tombstone_tree(conn, r.id)
+                gone += tombstone_tree(conn, r.id)
                 report.tombstoned.append(r.external_id)
             else:
                 conn.execute(text("UPDATE source_object SET missing_scans = :n WHERE id = :id"),
                              {"n": streak, "id": r.id})
         conn.execute(text("UPDATE source SET last_scan_at = now(), last_scan_count = :n WHERE id = :id"),
                      {"n": len(listing), "id": source_id})
+    _drop_from_search_index(ctx, gone)
     with ctx.db.engine.begin() as conn:  # grants changed, bytes did not: refresh permissions only
         report.access_changed = len(mark_access_changes(conn, source_id))
     report.new = len(new_ids)
@@ -219,6 +221,21 @@ def scan_source(ctx: PipelineContext, source_id: int) -> ScanReport:
     report.reappeared = len(reappeared_ids)
     report.missing = len(missing) - len(report.tombstoned)
     return report
+
+
+def _drop_from_search_index(ctx: PipelineContext, ids: list[int]) -> None:
+    """Delete the OpenSearch copies of tombstoned objects (their record rows went with the tombstone,
+    in the scan's transaction). Best effort: while OpenSearch cannot be reached the copies stay hidden
+    (every hit is checked against the record) and are deleted when a search meets them."""
+    if not ids or not getattr(ctx.config.components, "opensearch_url", None):
+        return
+    from ki.index.search import backend_for
+
+    try:
+        backend_for(ctx.db, ctx.config).delete_objects(ids)
+    except Exception as exc:  # noqa: BLE001 - the scan itself succeeded; see the docstring
+        log.warning("%d tombstoned documents stay in OpenSearch (hidden from results) until a search meets "
+                    "them: %s", len(ids), exc)
 
 
 def tombstone_tree(conn: Connection, source_object_id: int) -> list[int]:
