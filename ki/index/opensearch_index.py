@@ -40,11 +40,17 @@ def vector_field(dimension: int) -> dict[str, Any]:
             "method": {"name": "hnsw", "engine": "lucene", "space_type": "cosinesimil"}}
 
 
+#: ``index.refresh_interval`` of a new ki index (OpenSearch's default is 1 s).
+REFRESH_INTERVAL = "250ms"
+
+
 def index_body(identity: EmbedderIdentity | None) -> dict[str, Any]:
     """Settings and strict mapping of a new ki index (the vector field only with an embedder).
 
-    ``KI_OPENSEARCH_REFRESH_INTERVAL`` (e.g. ``200ms``) sets ``index.refresh_interval`` (default 1 s: a
-    ``refresh=wait_for`` write returns within it)."""
+    ``KI_OPENSEARCH_REFRESH_INTERVAL`` sets ``index.refresh_interval`` (default :data:`REFRESH_INTERVAL`).
+    Every index-stage write waits for the next refresh (``refresh=wait_for``: a finished stage is
+    searchable), so the interval bounds the stage's latency: ``ki insert`` of the dev estate took
+    42 s with OpenSearch's 1 s default and 18 s with 250 ms (9.6 s embedded)."""
     props: dict[str, Any] = {
         "source_object_id": {"type": "long"},
         "ordinal": {"type": "integer"},
@@ -61,8 +67,7 @@ def index_body(identity: EmbedderIdentity | None) -> dict[str, Any]:
         props["embedding"] = vector_field(identity.dimension)
         meta |= {"embedder": identity.embedder, "dimension": int(identity.dimension)}
     settings: dict[str, Any] = {"knn": True, "number_of_shards": 1, "number_of_replicas": 0}
-    if os.environ.get("KI_OPENSEARCH_REFRESH_INTERVAL"):
-        settings["refresh_interval"] = os.environ["KI_OPENSEARCH_REFRESH_INTERVAL"]
+    settings["refresh_interval"] = os.environ.get("KI_OPENSEARCH_REFRESH_INTERVAL") or REFRESH_INTERVAL
     return {"settings": {"index": settings},
             "mappings": {"dynamic": "strict", "_meta": meta, "properties": props}}
 
