@@ -121,7 +121,11 @@ def run_stage_for_object(
 def unlock_plan(pipeline: PipelineConfig, stage: str) -> UnlockPlan:
     """``_unlock_next`` for the configuration: the switched-off stages right after ``stage`` (each
     with its producer_version, recorded ``disabled_by_configuration`` on the way) and the first
-    enabled stage after them (None when none is left)."""
+    enabled stage after them (None when none is left).
+
+    Spec: insertion-pipeline.md "Processing states and console buckets" (_unlock_next) and
+    "Configuration" (disabled stages park as ``disabled_by_configuration``). Raises KeyError for an
+    unknown stage."""
     skip: list[tuple[str, str]] = []
     for later in PIPELINE_STAGE_ORDER[PIPELINE_STAGE_ORDER.index(stage) + 1:]:
         if pipeline.stage(later).enabled:

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from sqlalchemy import create_engine, text
+from sqlalchemy import create_engine
 from sqlalchemy.engine import Connection
 from sqlalchemy.pool import NullPool
 
@@ -30,15 +30,6 @@ from ki.store.claims import Claim
 
 log = logging.getLogger(__name__)
 
-# One statement, so one snapshot: a row that moves from running to done while unlocking the
-# next (pending) one cannot slip between two separate reads and fake an idle verdict.
-IDLE_SQL = text("""
-SELECT EXISTS (SELECT 1 FROM processing_state
-               WHERE status = 'pending' OR (status = 'failed' AND next_retry_at <= now())) AS eligible,
-       (SELECT count(*) FROM processing_state WHERE status = 'running') AS running,
-       (SELECT min(next_retry_at) FROM processing_state WHERE status = 'failed') AS due,
-       (SELECT count(*) FROM processing_state WHERE status = 'failed') AS failed
-""")
 
 
 @dataclass
@@ -198,17 +189,17 @@ class PipelineRunner:
         if active:
             return status
         with self.ctx.db.engine.connect() as conn:
-            eligible, running, due, n_failed = conn.execute(IDLE_SQL).one()
-        if eligible:
+            left = q.idle_snapshot(conn)
+        if left.eligible:
             return status
-        if running:
-            status.waiting_for_running = running
+        if left.running:
+            status.waiting_for_running = left.running
             return status
-        if n_failed and due is not None and self.wait_for_retries_seconds > 0:
-            wait = (due - datetime.now(UTC)).total_seconds()
+        if left.failed and left.due is not None and self.wait_for_retries_seconds > 0:
+            wait = (left.due - datetime.now(UTC)).total_seconds()
             budget_left = self.wait_for_retries_seconds - self._retry_wait_spent
             if wait <= budget_left:
-                status.waiting_for_retry = (due, n_failed)
+                status.waiting_for_retry = (left.due, left.failed)
                 return status
         return None
 

@@ -461,23 +461,29 @@ def bucket_counts(conn: Connection) -> dict[str, dict[str, int]]:
     return out
 
 
-# -- name: next_retry_due --
-# When the earliest failed row falls due (for a runner that waits for retries).
-NEXT_RETRY_SQL = text("""
-SELECT min(next_retry_at) AS due, count(*) AS n FROM processing_state WHERE status = 'failed'
+# -- name: idle_snapshot --
+# Whether a runner has anything left, in one statement so one snapshot: a row that moves from
+# running to done while unlocking the next (pending) one cannot slip between two reads.
+IDLE_SQL = text(f"""
+SELECT EXISTS (SELECT 1 FROM processing_state WHERE {_ELIGIBLE}) AS eligible,
+       (SELECT count(*) FROM processing_state WHERE status = 'running') AS running,
+       (SELECT min(next_retry_at) FROM processing_state WHERE status = 'failed') AS due,
+       (SELECT count(*) FROM processing_state WHERE status = 'failed') AS failed
 """)
 
 
-def next_retry_due(conn: Connection) -> tuple[datetime | None, int]:
-    """(earliest next_retry_at of failed rows, number of failed rows)."""
-    row = conn.execute(NEXT_RETRY_SQL).one()
-    return row.due, int(row.n)
+@dataclass(frozen=True)
+class IdleSnapshot:
+    """What is left: ``eligible`` (a row claimable now), ``running`` rows (any process), the
+    earliest ``due`` retry (None when no row failed) and the number of ``failed`` rows."""
+
+    eligible: bool
+    running: int
+    due: datetime | None
+    failed: int
 
 
-# -- name: count_running --
-COUNT_RUNNING_SQL = text("SELECT count(*) FROM processing_state WHERE status = 'running'")
-
-
-def count_running(conn: Connection) -> int:
-    """Rows currently claimed by some worker."""
-    return int(conn.execute(COUNT_RUNNING_SQL).scalar_one())
+def idle_snapshot(conn: Connection) -> IdleSnapshot:
+    """Read :class:`IdleSnapshot` in one statement (spec: "In-process provider": run until idle)."""
+    row = conn.execute(IDLE_SQL).one()
+    return IdleSnapshot(bool(row.eligible), int(row.running), row.due, int(row.failed))
