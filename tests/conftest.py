@@ -149,6 +149,21 @@ def ctx(make_ctx):
     return make_ctx()
 
 
+def insert_objects(ctx, n: int, *, root: str = "/objects") -> list[int]:
+    """Insert a ``local`` source at ``root`` with ``n`` bare source objects (``f1`` .. ``fn``, paths
+    ``<root>/f<i>.txt``; nothing on disk, no processing rows); return their ids. A source's
+    root is unique per kind: a second call in one test needs another ``root``."""
+    from sqlalchemy import text
+
+    with ctx.db.engine.begin() as conn:
+        sid = conn.execute(text("INSERT INTO source (project_id, kind, root) VALUES (1, 'local', :root) RETURNING id"),
+                           {"root": root}).scalar_one()
+        return list(conn.execute(text(
+            "INSERT INTO source_object (source_id, external_id, path) "
+            "SELECT :s, 'f' || g, CAST(:dir AS text) || 'f' || g || '.txt' FROM generate_series(1, :n) g RETURNING id"),
+            {"s": sid, "n": n, "dir": root.rstrip("/") + "/"}).scalars())
+
+
 # --- OpenSearch: one real node per test session (tests/opensearch_node.py) -----------------------------
 
 

@@ -277,31 +277,6 @@ def renew_claim(conn: Connection, claim: Claim) -> bool:
     return conn.execute(RENEW_SQL, {"row_id": claim.row_id, "token": claim.token}).first() is not None
 
 
-# -- name: unlock_next --
-# _unlock_next: flip the next stage's waiting row to pending.
-UNLOCK_NEXT_SQL = text(f"""
-UPDATE processing_state
-SET status = 'pending', last_error = NULL, attempts = 0, updated_at = now()
-WHERE source_object_id = :source_object_id AND stage = :next_stage
-  AND status = 'skipped' AND reason = '{WAITING_FOR_PREVIOUS_STAGE}'
-""")
-
-
-def next_stage(stage: str) -> str | None:
-    """The stage after ``stage`` in PIPELINE_STAGE_ORDER, or None after the last."""
-    i = PIPELINE_STAGE_ORDER.index(stage)
-    return PIPELINE_STAGE_ORDER[i + 1] if i + 1 < len(PIPELINE_STAGE_ORDER) else None
-
-
-def unlock_next(conn: Connection, source_object_id: int, stage: str) -> bool:
-    """``_unlock_next``: make the stage after ``stage`` pending if it waits. True if one flipped."""
-    nxt = next_stage(stage)
-    if nxt is None:
-        return False
-    result = conn.execute(UNLOCK_NEXT_SQL, {"source_object_id": source_object_id, "next_stage": nxt})
-    return result.rowcount > 0
-
-
 # -- name: skip_downstream --
 # A handler verdict that ends the document (e.g. source_object_deleted) skips every later stage.
 SKIP_DOWNSTREAM_SQL = text("""

@@ -19,7 +19,7 @@ from urllib.parse import urlsplit
 
 import numpy as np
 import pytest
-from sqlalchemy import text
+from conftest import insert_objects
 
 from ki.errors import InfrastructureError
 from ki.index.backend import ChunkRow, EmbedderMismatch, IndexDocument, SearchFilters
@@ -185,16 +185,6 @@ def make_backend(ctx, proxy, monkeypatch):
         made[0].drop_index()
 
 
-def _objects(ctx, n: int) -> list[int]:
-    with ctx.db.engine.begin() as conn:
-        sid = conn.execute(text("INSERT INTO source (project_id, kind, root) VALUES (1, 'local', '/f') "
-                                "RETURNING id")).scalar_one()
-        return list(conn.execute(text(
-            "INSERT INTO source_object (source_id, external_id, path) "
-            "SELECT :s, 'f' || g, '/f/f' || g || '.txt' FROM generate_series(1, :n) g RETURNING id"),
-            {"s": sid, "n": n}).scalars())
-
-
 def _doc(oid: int, rows: int, *, chars: int = 200, word: str = "Mietvertrag",
          access: AccessProjection | None = None) -> IndexDocument:
     texts = [(f"{word} Zeile {i} " + "Pflichten des Mieters " * (chars // 22))[:chars] for i in range(rows)]
@@ -255,7 +245,7 @@ def test_oversized_batches_are_split_on_413_and_a_row_too_large_alone_fails_its_
 
 def test_a_mapping_conflict_fails_exactly_that_document_and_keeps_its_old_rows(ctx, make_backend, proxy):
     backend = make_backend()
-    a, b, c = _objects(ctx, 3)
+    a, b, c = insert_objects(ctx, 3)
     for oid in (a, b, c):
         backend.write_document(_doc(oid, 3))
     proxy.corrupt_ids = {f"{b}-1"}
@@ -277,7 +267,7 @@ def test_a_mapping_conflict_fails_exactly_that_document_and_keeps_its_old_rows(c
 
 
 def test_rejected_items_are_retried_with_backoff_and_the_retries_are_bounded(ctx, make_backend, proxy):
-    oids = _objects(ctx, 3)
+    oids = insert_objects(ctx, 3)
     backend = make_backend(max_retries=3)
     backend.ensure_embedder(IDENTITY)
     proxy.reject_items = 2  # two answers of 200 with every item 429, then the node's own
@@ -307,7 +297,7 @@ def test_rejected_items_are_retried_with_backoff_and_the_retries_are_bounded(ctx
 
 def test_a_read_only_index_is_an_infrastructure_fault_with_a_clear_message(ctx, make_backend, proxy, opensearch_node):
     backend = make_backend(max_retries=3)
-    (oid,) = _objects(ctx, 1)
+    (oid,) = insert_objects(ctx, 1)
     backend.write_document(_doc(oid, 2, access=AccessProjection(("group:lit",))))
     direct = opensearchpy.OpenSearch(hosts=[opensearch_node.url])
     direct.indices.put_settings(index=backend.index, body={"index.blocks.read_only_allow_delete": True})

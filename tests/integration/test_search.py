@@ -24,6 +24,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import insert_objects
 from sqlalchemy import text
 
 import ki.index.embedding_cache as cache_module
@@ -135,16 +136,6 @@ def _random_levels(rng: random.Random) -> list[GrantLevel]:
     return levels
 
 
-def _make_objects(ctx, n: int) -> list[int]:
-    with ctx.db.engine.begin() as conn:
-        sid = conn.execute(text("INSERT INTO source (project_id, kind, root) VALUES (1, 'local', '/prop') "
-                                "RETURNING id")).scalar_one()
-        return list(conn.execute(text(
-            "INSERT INTO source_object (source_id, external_id, path) "
-            "SELECT :s, 'f' || g, '/prop/f' || g || '.txt' FROM generate_series(1, :n) g RETURNING id"),
-            {"s": sid, "n": n}).scalars())
-
-
 def test_permission_property_no_search_half_leaks(ctx, backend_kind):
     """Random grant sets × principals × lexical/vector/hybrid: every hit is visible to its searcher;
     every content a principal may see and that matches the content's own word is found (per principal)."""
@@ -152,7 +143,7 @@ def test_permission_property_no_search_half_leaks(ctx, backend_kind):
     emb = HashingEmbedder(32)
     backend = _backend(ctx)
     assert backend.name == backend_kind
-    ids = _make_objects(ctx, 24)
+    ids = insert_objects(ctx, 24)
     # 24 objects, 12 contents: objects 2k and 2k+1 hold identical bytes (duplicates with their own grants)
     contents = {oid: f"h{i // 2:02d}" for i, oid in enumerate(ids)}
     marker = {h: f"zq{h}x" for h in set(contents.values())}
@@ -412,7 +403,7 @@ def test_reindexing_a_shorter_version_leaves_no_orphan_chunk(ctx, tmp_path, back
 
 def test_backend_writes_new_rows_before_deleting_surplus(ctx):
     backend = PostgresBackend(ctx.db)
-    (oid,) = _make_objects(ctx, 1)
+    (oid,) = insert_objects(ctx, 1)
     access = AccessProjection(("*",))
     backend.write_document(IndexDocument(oid, "h1", "t", [ChunkRow(i, f"alt {i}") for i in range(5)], access))
     ids = {r.ordinal: r.id for r in _rows(ctx, "SELECT id, ordinal FROM chunk WHERE source_object_id = :o", o=oid)}

@@ -28,7 +28,13 @@ from ki.config.loader import set_config_value
 from ki.errors import OrchestratorUnavailable
 from ki.orchestration import prepare
 from ki.orchestration.context import PipelineContext, StageContext, StageOutcome
-from ki.orchestration.execute import MESSAGE_MAX_CHARS, TRACEBACK_MAX_CHARS, execute_claim, run_stage_for_object
+from ki.orchestration.execute import (
+    MESSAGE_MAX_CHARS,
+    TRACEBACK_MAX_CHARS,
+    execute_claim,
+    run_stage_for_object,
+    unlock_plan,
+)
 from ki.orchestration.heartbeat import ClaimKeeper
 from ki.orchestration.insertion import launch_insertion
 from ki.orchestration.quarantine import list_quarantine, retry_quarantined
@@ -120,6 +126,18 @@ def run_when_due(ctx: PipelineContext, stage: str, oid: int, *, timeout: float =
         time.sleep(0.01)
 
 
+def complete_fenced(ctx: PipelineContext, oid: int, stage: str, plan: q.UnlockPlan) -> q.Completion | None:
+    """Claim the (object, stage) row and record it done with ``plan`` (q.complete_claim), as the executor does."""
+    with ctx.db.engine.begin() as conn:
+        claim = q.claim_row(conn, oid, stage, worker=ctx.worker_id, run_id=None)
+    assert claim is not None
+    with ctx.db.engine.begin() as conn:
+        return q.complete_claim(
+            conn, claim, status="done", producer_version=ctx.config.pipeline.producer_version(stage),
+            last_error=None, unlock=plan,
+        )
+
+
 def raising(exc_factory, *, only: set[int] | None = None, times: int | None = None, then=None):
     """A stage handler that raises ``exc_factory()`` (for objects in ``only``, the first ``times`` calls),
     else delegates to ``then``."""
@@ -185,7 +203,7 @@ def test_scan_seeds_fetch_pending_and_every_later_stage_waiting(ctx, src):
     assert len(all_rows(ctx)) == 3 * len(PIPELINE_STAGE_ORDER)
 
 
-def test_unlock_next_flips_only_the_next_waiting_row(ctx, src):
+def test_completion_unlocks_only_the_next_waiting_row(ctx, src):
     (oid,) = make_source(ctx, src, 1)
     assert run_stage_for_object(ctx, "fetch", oid).kind == "done"
     r = rows(ctx, oid)
@@ -197,12 +215,16 @@ def test_unlock_next_flips_only_the_next_waiting_row(ctx, src):
     assert (r["convert"]["status"], r["convert"]["last_error"], r["convert"]["attempts"]) == ("pending", None, 0)
     assert all(r[s]["reason"] == WAITING_FOR_PREVIOUS_STAGE for s in PIPELINE_STAGE_ORDER[2:])
 
-    # _unlock_next does nothing to a row that is not waiting, and nothing after the last stage
-    with ctx.db.engine.begin() as conn:
-        assert q.unlock_next(conn, oid, "fetch") is False  # convert is already pending
-        assert q.unlock_next(conn, oid, "index") is False
-        assert q.next_stage("index") is None
-        assert q.next_stage("extract_decisions") == "index"
+    # _unlock_next (complete_claim's unlock) does nothing to a row that is not waiting: fetch
+    # finishes again (its row put back to pending here) while convert is already pending
+    fetch_plan = unlock_plan(ctx.config.pipeline, "fetch")
+    assert fetch_plan == q.UnlockPlan((), "convert")
+    sql(ctx, "UPDATE processing_state SET status = 'pending' WHERE source_object_id = :id AND stage = 'fetch'", id=oid)
+    before = rows(ctx, oid)
+    assert complete_fenced(ctx, oid, "fetch", fetch_plan) == q.Completion(passed=0)
+    after = rows(ctx, oid)
+    assert (after["fetch"]["status"], after["fetch"]["completions"]) == ("done", 2)
+    assert {s: row for s, row in after.items() if s != "fetch"} == {s: row for s, row in before.items() if s != "fetch"}
 
     # with only classify_matter switched on, finishing convert flips exactly that row
     configure(ctx, stages__classify_matter__enabled=True)
@@ -225,13 +247,22 @@ def test_unlock_next_flips_only_the_next_waiting_row(ctx, src):
         assert r[s]["producer_version"] == ctx.config.pipeline.producer_version(s)
     assert (r["index"]["status"], r["index"]["attempts"]) == ("pending", 0)
 
+    # and nothing after the last stage: finishing index unlocks nothing
+    assert unlock_plan(ctx.config.pipeline, "extract_decisions") == q.UnlockPlan((), "index")
+    index_plan = unlock_plan(ctx.config.pipeline, "index")
+    assert index_plan == q.UnlockPlan((), None)
+    assert complete_fenced(ctx, oid, "index", index_plan) == q.Completion(passed=0)
+    after = rows(ctx, oid)
+    assert (after["index"]["status"], after["index"]["completions"]) == ("done", 1)
+    assert {s: row for s, row in after.items() if s != "index"} == {s: row for s, row in r.items() if s != "index"}
+
     # stages that are waiting are not claimable
     (other,) = make_source(ctx, src, 1, prefix="other")
     assert run_stage_for_object(ctx, "index", other).kind == "not_claimed"
     assert rows(ctx, other)["index"]["attempts"] == 0
     # a done stage is not claimed again (a replayed task is harmless)
     assert run_stage_for_object(ctx, "fetch", oid).kind == "not_claimed"
-    assert rows(ctx, oid)["fetch"]["completions"] == 1
+    assert rows(ctx, oid)["fetch"]["completions"] == 2  # the run plus the finish above
 
 
 def test_full_object_with_run_stage_for_object(ctx, src):
