@@ -20,7 +20,7 @@ OpenSearch when a search meets them. Fusion stays in :mod:`ki.index.hybrid` (RRF
 
 Index: one per ki database, ``ki-chunks-<database name>`` (``KI_OPENSEARCH_INDEX`` overrides),
 ``dynamic: strict``, 1 shard, 0 replicas, ``index.knn: true``; the vector field
-(``knn_vector``, ``engine: lucene``, ``cosinesimil``, HNSW) is added with the first embedder, whose
+(``knn_vector``, ``engine: lucene``, ``innerproduct`` of unit vectors, HNSW) is added with the first embedder, whose
 identity is recorded in the mapping's ``_meta`` (``embedder``, ``dimension``).
 """
 
@@ -54,12 +54,15 @@ from ki.index.opensearch_index import (
     KNOWN_IDENTITIES,
     LOCK,
     OVERFETCH_MARGIN,
+    SPACE_TYPE,
+    SPACES,
     client_for,
     documents_from_record,
     index_body,
     index_name_for,
     lexical_body,
     row_actions,
+    similarity_from_score,
     vector_body,
     vector_field,
 )
@@ -116,7 +119,11 @@ class OpenSearchBackend:
             return False, None
         except OpenSearchException as exc:
             raise self._fail(exc, "reading the index mapping") from exc
-        meta = (resp.get(self.index, {}).get("mappings", {}) or {}).get("_meta") or {}
+        mappings = resp.get(self.index, {}).get("mappings", {}) or {}
+        meta = mappings.get("_meta") or {}
+        method = ((mappings.get("properties") or {}).get("embedding") or {}).get("method") or {}
+        with LOCK:
+            SPACES[(self.url, self.index)] = str(method.get("space_type") or SPACE_TYPE)
         if meta.get("embedder") is None:
             return True, None
         return True, EmbedderIdentity(str(meta["embedder"]), int(meta["dimension"]))
@@ -153,6 +160,8 @@ class OpenSearchBackend:
             if not exists:
                 try:
                     self.client.indices.create(index=self.index, body=index_body(identity))
+                    with LOCK:
+                        SPACES[key] = SPACE_TYPE
                 except RequestError as exc:  # created meanwhile by another worker
                     if "resource_already_exists_exception" not in str(exc):
                         raise
@@ -190,6 +199,7 @@ class OpenSearchBackend:
             raise self._fail(exc, "deleting the index") from exc
         with LOCK:
             KNOWN_IDENTITIES.pop((self.url, self.index), None)
+            SPACES.pop((self.url, self.index), None)
 
     # -- writes -------------------------------------------------------------------------------------
 
@@ -338,9 +348,10 @@ class OpenSearchBackend:
         check by the record: :func:`ki.index.hybrid.hybrid_search` uses this when a backend has it."""
         lbody = lexical_body(query, filters, self._fetch(filters, k)) if query.strip() else None
         lex, vec = self._run([lbody, self._vector_body(vector, filters, k)], "the hybrid search")
-        # lucene cosinesimil scores (1 + cos) / 2
+        space = SPACES.get((self.url, self.index), SPACE_TYPE)
         return self._confirm([[(h["_source"], float(h["_score"])) for h in lex],
-                              [(h["_source"], 2.0 * float(h["_score"]) - 1.0) for h in vec]], filters, k)
+                              [(h["_source"], similarity_from_score(float(h["_score"]), space)) for h in vec]],
+                             filters, k)
 
     def search_lexical(self, query: str, filters: SearchFilters, k: int) -> list[RankedChunk]:
         """BM25 ``multi_match`` (any word; rows with more of them rank higher) over text (English and

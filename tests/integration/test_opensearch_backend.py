@@ -213,7 +213,7 @@ def test_index_mapping_is_strict_with_lucene_vectors_and_the_embedder_recorded(m
     emb = props["embedding"]
     assert (emb["type"], emb["dimension"]) == ("knn_vector", 32)
     assert (emb["method"]["name"], emb["method"]["engine"], emb["method"]["space_type"]) == (
-        "hnsw", "lucene", "cosinesimil")
+        "hnsw", "lucene", "innerproduct")
     assert props["text"]["analyzer"] == "english" and props["text"]["fields"]["de"]["analyzer"] == "german"
     assert props["text"]["fields"]["exact"]["analyzer"] == "whitespace"
     assert props["allowed_principals"] == props["denied_principals"] == {"type": "keyword"}
@@ -346,6 +346,33 @@ def test_a_search_before_anything_is_indexed_finds_nothing(make_backend):
     operator = SearchFilters(principals=None)
     assert backend.index_identity() is None
     assert backend.search_halves("Mietvertrag", EMB.embed_query("Mietvertrag"), operator, 10) == ([], [])
+
+
+def test_vector_scores_are_the_cosine_of_the_written_vectors(ctx, opensearch_node, monkeypatch):
+    """Inner product of unit vectors on the node, read back as cosine similarity, for positive and negative
+    similarities alike; the process's own client (orjson, float32 arrays) writes and queries."""
+    monkeypatch.setenv("KI_OPENSEARCH_REFRESH_INTERVAL", "100ms")
+    backend = OpenSearchBackend(ctx.db, opensearch_node.url, index=f"ki-scores-{uuid.uuid4().hex[:10]}")
+    rng = np.random.default_rng(7)
+    try:
+        backend.ensure_embedder(IDENTITY)
+        oids = insert_objects(ctx, 4)
+        # not unit length on purpose: the projection normalises, cosine does not care
+        vectors = {oid: rng.normal(size=(3, 32)).astype(np.float32) * 3.0 for oid in oids}
+        for oid in oids:
+            backend.write_document(IndexDocument(oid, f"h{oid}", f"doc {oid}", [
+                ChunkRow(i, f"Zeile {i}", vectors[oid][i]) for i in range(3)], AccessProjection(("*",)), IDENTITY))
+        query = rng.normal(size=32).astype(np.float32)
+        got = backend.search_vector(query, SearchFilters(principals=None), 12)
+        want = {(oid, i): float(v @ query / np.linalg.norm(v) / np.linalg.norm(query))
+                for oid, vs in vectors.items() for i, v in enumerate(vs)}
+        assert len(got) == 12
+        assert min(want.values()) < -0.1 < 0.1 < max(want.values())  # both score branches exercised
+        for hit in got:
+            assert hit.score == pytest.approx(want[(hit.source_object_id, hit.ordinal)], abs=1e-4)
+        assert [(h.source_object_id, h.ordinal) for h in got] == sorted(want, key=lambda k: -want[k])
+    finally:
+        backend.drop_index()
 
 
 @pytest.mark.parametrize("item, expected", [
