@@ -58,6 +58,7 @@ from ki.index.opensearch_index import (
     SPACES,
     client_for,
     documents_from_record,
+    hit_row,
     index_body,
     index_name_for,
     lexical_body,
@@ -349,8 +350,8 @@ class OpenSearchBackend:
         lbody = lexical_body(query, filters, self._fetch(filters, k)) if query.strip() else None
         lex, vec = self._run([lbody, self._vector_body(vector, filters, k)], "the hybrid search")
         space = SPACES.get((self.url, self.index), SPACE_TYPE)
-        return self._confirm([[(h["_source"], float(h["_score"])) for h in lex],
-                              [(h["_source"], similarity_from_score(float(h["_score"]), space)) for h in vec]],
+        return self._confirm([[(hit_row(h), float(h["_score"])) for h in lex],
+                              [(hit_row(h), similarity_from_score(float(h["_score"]), space)) for h in vec]],
                              filters, k)
 
     def search_lexical(self, query: str, filters: SearchFilters, k: int) -> list[RankedChunk]:

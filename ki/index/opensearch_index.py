@@ -166,13 +166,25 @@ def acl_filter(filters: SearchFilters) -> dict[str, Any] | None:
                      "must_not": [{"terms": {"denied_principals": p}}]}}
 
 
+#: What a search reads of each hit, from doc values: never the ``_source``, whose decompression and JSON
+#: parse (the row's vector is most of it) cost more than the hit's own score.
+HIT_FIELDS = ["source_object_id", "ordinal", "content_hash"]
+_HIT_READ = {"_source": False, "docvalue_fields": HIT_FIELDS}
+
+
+def hit_row(hit: dict[str, Any]) -> dict[str, Any]:
+    """``{source_object_id: int, ordinal: int, content_hash: str}`` of a search hit (its doc values)."""
+    fields = hit.get("fields") or {}
+    return {"source_object_id": int(fields["source_object_id"][0]), "ordinal": int(fields["ordinal"][0]),
+            "content_hash": str(fields["content_hash"][0])}
+
+
 def lexical_body(query: str, filters: SearchFilters, size: int) -> dict[str, Any]:
     """The lexical half: BM25 ``multi_match`` (``most_fields``: any word; rows matching more of them, in
     more fields, rank higher) over :data:`LEXICAL_FIELDS`, permission filter in ``bool.filter``."""
     acl = acl_filter(filters)
     q = {"multi_match": {"query": query, "fields": LEXICAL_FIELDS, "type": "most_fields"}}
-    return {"size": size, "_source": ["source_object_id", "ordinal", "content_hash"],
-            "query": {"bool": {"must": [q], "filter": [acl] if acl else []}}}
+    return {"size": size, **_HIT_READ, "query": {"bool": {"must": [q], "filter": [acl] if acl else []}}}
 
 
 def vector_body(vector: np.ndarray, filters: SearchFilters, size: int) -> dict[str, Any]:
@@ -182,8 +194,7 @@ def vector_body(vector: np.ndarray, filters: SearchFilters, size: int) -> dict[s
     acl = acl_filter(filters)
     if acl:
         knn["filter"] = acl
-    return {"size": size, "_source": ["source_object_id", "ordinal", "content_hash"],
-            "query": {"knn": {"embedding": knn}}}
+    return {"size": size, **_HIT_READ, "query": {"knn": {"embedding": knn}}}
 
 
 def row_actions(index: str, doc: IndexDocument, *, generation: str, access_version: int) -> list[dict[str, Any]]:
