@@ -166,10 +166,11 @@ def acl_filter(filters: SearchFilters) -> dict[str, Any] | None:
                      "must_not": [{"terms": {"denied_principals": p}}]}}
 
 
-#: What a search reads of each hit, from doc values: never the ``_source``, whose decompression and JSON
-#: parse (the row's vector is most of it) cost more than the hit's own score.
+#: What a search reads of each hit, from doc values only: no stored field at all (not even ``_id``), so no
+#: stored-field block is decompressed — the ``_source`` (mostly the row's vector) and its JSON parse cost
+#: more than the hit's own score.
 HIT_FIELDS = ["source_object_id", "ordinal", "content_hash"]
-_HIT_READ = {"_source": False, "docvalue_fields": HIT_FIELDS}
+_HIT_READ = {"stored_fields": "_none_", "docvalue_fields": HIT_FIELDS}
 
 
 def hit_row(hit: dict[str, Any]) -> dict[str, Any]:
