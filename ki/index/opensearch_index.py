@@ -70,6 +70,14 @@ def unit(vector: Any) -> np.ndarray:
 REFRESH_INTERVAL = "250ms"
 
 
+#: ``index.search.concurrent_segment_search.mode`` of a new ki index: one query searches its segments in
+#: slices on the ``index_searcher`` pool, so an otherwise idle core shortens it (lucene's k-NN searches each
+#: segment's graph separately: 20 segments, 20 graph searches). Measured on 2 cores, 60,000 rows in 55
+#: segments: a filtered k-NN query p50/p95 5.6/9.1 ms sequential, 3.1–3.6/5.7–6.9 ms in slices. It spends
+#: the same CPU in more threads; on a cluster whose CPUs are saturated set it to ``auto`` (a dynamic setting).
+CONCURRENT_SEGMENT_SEARCH = "all"
+
+
 def index_body(identity: EmbedderIdentity | None) -> dict[str, Any]:
     """Settings and strict mapping of a new ki index (the vector field only with an embedder).
 
@@ -92,7 +100,8 @@ def index_body(identity: EmbedderIdentity | None) -> dict[str, Any]:
     if identity is not None:
         props["embedding"] = vector_field(identity.dimension)
         meta |= {"embedder": identity.embedder, "dimension": int(identity.dimension)}
-    settings: dict[str, Any] = {"knn": True, "number_of_shards": 1, "number_of_replicas": 0}
+    settings: dict[str, Any] = {"knn": True, "number_of_shards": 1, "number_of_replicas": 0,
+                                "search.concurrent_segment_search.mode": CONCURRENT_SEGMENT_SEARCH}
     settings["refresh_interval"] = os.environ.get("KI_OPENSEARCH_REFRESH_INTERVAL") or REFRESH_INTERVAL
     return {"settings": {"index": settings},
             "mappings": {"dynamic": "strict", "_meta": meta, "properties": props}}

@@ -218,6 +218,9 @@ def test_index_mapping_is_strict_with_lucene_vectors_and_the_embedder_recorded(m
     assert props["text"]["fields"]["exact"]["analyzer"] == "whitespace"
     assert props["allowed_principals"] == props["denied_principals"] == {"type": "keyword"}
     assert backend.index_identity() == IDENTITY
+    settings = backend.client.indices.get_settings(index=backend.index)[backend.index]["settings"]["index"]
+    assert settings["search"]["concurrent_segment_search"]["mode"] == "all"
+    assert settings["refresh_interval"] == "100ms"  # the fixture's KI_OPENSEARCH_REFRESH_INTERVAL
     # another embedder or dimension: refused before anything is written
     for other in (EmbedderIdentity(IDENTITY.embedder, 16), EmbedderIdentity("other", 32), None):
         with pytest.raises(EmbedderMismatch, match="opensearch search index holds hashing-v1:32"):
