@@ -14,6 +14,7 @@ Ordinals: ``-1`` is a document's profile row, ``0..n-1`` its text chunks, ``1000
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import date
@@ -24,6 +25,10 @@ import numpy as np
 from ki.errors import ConfigurationError
 from ki.index.embeddings import EmbedderIdentity
 from ki.index.permissions import AccessProjection
+
+#: A query in web-search syntax (both backends): a "quoted phrase", a -excluded word, or ``or`` between
+#: words. Plain queries match any word (ranked by how many); these match as written.
+WEBSEARCH_SYNTAX = re.compile(r'"|(^|\s)-\S|\s(or|OR)\s')
 
 PROFILE_ORDINAL = -1
 CLAUSE_ORDINAL_BASE = 1000

@@ -18,7 +18,7 @@ import numpy as np
 from sqlalchemy import Engine, text
 from sqlalchemy.engine import Connection
 
-from ki.index.backend import ChunkRow, IndexDocument, SearchFilters
+from ki.index.backend import WEBSEARCH_SYNTAX, ChunkRow, IndexDocument, SearchFilters
 from ki.index.embeddings import EmbedderIdentity
 from ki.index.permissions import AccessProjection
 
@@ -189,11 +189,30 @@ def hit_row(hit: dict[str, Any]) -> dict[str, Any]:
             "content_hash": str(fields["content_hash"][0])}
 
 
+#: ``or`` between words (web-search syntax) → ``simple_query_string``'s ``|``.
+_OR_WORD = re.compile(r"(?<=\s)(?:or|OR)(?=\s)")
+#: Characters that are operators in ``simple_query_string`` but plain text in web-search syntax.
+_SQS_SPECIAL = re.compile(r"([+*~()\\|])")
+
+
+def websearch_query(query: str) -> dict[str, Any]:
+    """A query in web-search syntax (:data:`~ki.index.backend.WEBSEARCH_SYNTAX`) as ``simple_query_string``
+    with the meaning PostgreSQL's ``websearch_to_tsquery`` gives it: every word required, ``"…"`` a
+    phrase, ``-word`` excluded, ``or`` between alternatives; other operator characters are escaped."""
+    escaped = _OR_WORD.sub("|", _SQS_SPECIAL.sub(r"\\\1", query))
+    return {"simple_query_string": {"query": escaped, "fields": LEXICAL_FIELDS, "default_operator": "and",
+                                    "flags": "OR|NOT|PHRASE|WHITESPACE|ESCAPE"}}
+
+
 def lexical_body(query: str, filters: SearchFilters, size: int) -> dict[str, Any]:
     """The lexical half: BM25 ``multi_match`` (``most_fields``: any word; rows matching more of them, in
-    more fields, rank higher) over :data:`LEXICAL_FIELDS`, permission filter in ``bool.filter``."""
+    more fields, rank higher) over :data:`LEXICAL_FIELDS`, or :func:`websearch_query` for a query in
+    web-search syntax; permission filter in ``bool.filter``."""
     acl = acl_filter(filters)
-    q = {"multi_match": {"query": query, "fields": LEXICAL_FIELDS, "type": "most_fields"}}
+    if WEBSEARCH_SYNTAX.search(query):
+        q = websearch_query(query)
+    else:
+        q = {"multi_match": {"query": query, "fields": LEXICAL_FIELDS, "type": "most_fields"}}
     return {"size": size, **_HIT_READ, "query": {"bool": {"must": [q], "filter": [acl] if acl else []}}}
 
 

@@ -20,7 +20,6 @@ used by the tombstone path and older tests).
 
 from __future__ import annotations
 
-import re
 import weakref
 from collections.abc import Sequence
 from datetime import UTC, datetime
@@ -31,6 +30,7 @@ from sqlalchemy import Engine, text
 from sqlalchemy.engine import Connection
 
 from ki.index.backend import (
+    WEBSEARCH_SYNTAX,
     EmbedderMismatch,
     FilterReport,
     IndexDocument,
@@ -52,7 +52,6 @@ LEXICAL_RANK_CAP = 1000
 #: The lexical half adds any-word matches when fewer than this many rows match every word.
 OR_FALLBACK_BELOW = 10
 #: Words that make a query "web-search syntax": such a query gets no OR fallback.
-_WEBSEARCH_SYNTAX = re.compile(r'"|(^|\s)-\S|\s(or|OR)\s')
 
 _registered: weakref.WeakSet[Any] = weakref.WeakSet()
 
@@ -348,7 +347,7 @@ class PostgresBackend:
         params |= acl_params | {"q": query, "k": int(k), "cap": max(int(k), LEXICAL_RANK_CAP)}
         rows = conn.execute(text(_LEXICAL.format(query=_AND_QUERY, acl=acl, filters=where)), params).fetchall()
         out = [RankedChunk(r.source_object_id, r.ordinal, r.content_hash, float(r.score)) for r in rows]
-        if len(out) < min(k, OR_FALLBACK_BELOW) and not _WEBSEARCH_SYNTAX.search(query):
+        if len(out) < min(k, OR_FALLBACK_BELOW) and not WEBSEARCH_SYNTAX.search(query):
             seen = {(h.source_object_id, h.ordinal) for h in out}
             more = conn.execute(text(_LEXICAL.format(query=_OR_QUERY, acl=acl, filters=where)), params).fetchall()
             for r in more:

@@ -419,6 +419,27 @@ def test_backend_writes_new_rows_before_deleting_surplus(ctx):
     assert (again.upserted, again.unchanged, again.deleted) == (0, 2, 0)
 
 
+def test_web_search_syntax_means_the_same_on_both_backends(ctx, backend_kind):
+    """A "phrase", a -excluded word and ``or`` match as written on either backend; plain words match any."""
+    backend = _backend(ctx)
+    a, b, c = insert_objects(ctx, 3)
+    texts = {a: "Der Mieter trägt die Pflichten des Mieters nach dem Mietvertrag.",
+             b: "Kaufvertrag über das Grundstück mit den Pflichten des Käufers.",
+             c: "Mieters Kündigung: Mietvertrag Entwurf mit Pflichten."}
+    for oid, body in texts.items():
+        backend.write_document(IndexDocument(oid, f"h{oid}", "Akte", [ChunkRow(0, body)], AccessProjection(("*",))))
+    operator = SearchFilters(principals=None)
+
+    def found(query: str) -> set[int]:
+        return {h.source_object_id for h in backend.search_lexical(query, operator, 10)}
+
+    assert found('"Pflichten des Mieters"') == {a}  # c has both words, not as a phrase
+    assert found("Mietvertrag -Entwurf") == {a}
+    assert found("Kaufvertrag or Kündigung") == {b, c}
+    assert found("Mietvertrag Grundstück") == {a, b, c}  # plain: any word
+    assert found('"Pflichten des Käufers" or "Pflichten des Mieters"') == {a, b}
+
+
 def test_tombstoned_documents_disappear_from_every_half(ctx, tmp_path, backend_kind):
     _set(ctx, "retrieval.embedding_model", "hashing:32")
     _set(ctx, "pipeline.deletion_confirmations", 1)
