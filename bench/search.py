@@ -155,6 +155,52 @@ def _timed(fn: Callable[[], Any], into: list[float]) -> Any:
     return result
 
 
+def timed_queries(backend: Any, engine: Any, emb: Any, queries: list[str], rng: random.Random,
+                  cpu_ms: Callable[[], float], *, halves: str, tag: str = "", warm_up: int = 20) -> dict[str, Any]:
+    """The measured query loop of both backends: each query as a random user holding 3 groups, embed +
+    :func:`hybrid_search` + :func:`hydrate` timed on the wall clock and by ``cpu_ms`` (ms); then each half
+    alone, timed by ``cpu_ms`` (``halves="cpu"``) or the wall clock (``halves="wall"``). The first
+    ``warm_up`` queries are not counted. Returns the result keys (suffixed by ``tag``): p50/p95 in ms."""
+    from ki.index.backend import SearchFilters
+    from ki.index.hybrid import hybrid_search
+    from ki.index.permissions import principal_set
+    from ki.index.search import hydrate
+
+    half_clock = cpu_ms if halves == "cpu" else (lambda: time.perf_counter() * 1000)
+    totals: list[float] = []
+    cpus: list[float] = []
+    lex_ms: list[float] = []
+    vec_ms: list[float] = []
+    hits_n: list[int] = []
+    for qi, q in enumerate(queries):
+        held = [f"user:u{rng.randint(0, 99):02d}", *rng.sample(GROUPS, 3)]
+        filters = SearchFilters(principals=principal_set(held))
+        c0 = cpu_ms()
+        t = time.perf_counter()
+        vec = emb.embed_query(q)
+        fused = hybrid_search(backend, q, filters, query_vector=vec, limit=10)
+        hits = hydrate(engine, q, fused)
+        total = (time.perf_counter() - t) * 1000
+        cpu = cpu_ms() - c0
+        if qi >= warm_up:
+            totals.append(total)
+            cpus.append(cpu)
+            hits_n.append(len(hits))
+            h0 = half_clock()
+            backend.search_lexical(q, filters, 30)
+            h1 = half_clock()
+            backend.search_vector(vec, filters, 30)
+            lex_ms.append(h1 - h0)
+            vec_ms.append(half_clock() - h1)
+    out: dict[str, Any] = {f"queries{tag}": len(totals), f"load_average_during_queries{tag}": os.getloadavg()}
+    for name, values in (("hybrid_wall", totals), ("hybrid_cpu", cpus), (f"lexical_{halves}", lex_ms),
+                         (f"vector_{halves}", vec_ms)):
+        out[f"{name}_p50_ms{tag}"] = round(percentile(values, 50), 1)
+        out[f"{name}_p95_ms{tag}"] = round(percentile(values, 95), 1)
+    out[f"mean_hits{tag}"] = round(statistics.mean(hits_n), 1)
+    return out
+
+
 def embedded_half(args: argparse.Namespace, then: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
     """Index ``args.chunks`` synthetic chunks into the embedded backend; time indexing and hybrid queries.
 
@@ -162,12 +208,9 @@ def embedded_half(args: argparse.Namespace, then: Callable[[dict[str, Any]], Non
     the OpenSearch backend confirms and hydrates hits from) before the embedded server stops."""
     from sqlalchemy import text
 
-    from ki.index.backend import ChunkRow, IndexDocument, SearchFilters
+    from ki.index.backend import ChunkRow, IndexDocument
     from ki.index.embeddings import EmbedderIdentity, HashingEmbedder
-    from ki.index.hybrid import hybrid_search
-    from ki.index.permissions import principal_set
     from ki.index.postgres import PostgresBackend
-    from ki.index.search import hydrate
     from ki.store.db import ensure_database, open_database, sqlalchemy_url
 
     t0 = time.perf_counter()
@@ -243,44 +286,8 @@ def embedded_half(args: argparse.Namespace, then: Callable[[dict[str, Any]], Non
             return int(schedstat.read_text().split()[0]) + time.thread_time_ns()
 
         qbackend = PostgresBackend(qengine)
-        totals: list[float] = []
-        cpu_ms: list[float] = []
-        lex_ms: list[float] = []
-        vec_ms: list[float] = []
-        hits_n: list[int] = []
-        for qi, q in enumerate(queries):
-            held = [f"user:u{rng.randint(0, 99):02d}", *rng.sample(GROUPS, 3)]
-            filters = SearchFilters(principals=principal_set(held))
-            c0 = cpu_ns()
-            t = time.perf_counter()
-            vec = emb.embed_query(q)
-            fused = hybrid_search(qbackend, q, filters, query_vector=vec, limit=10)
-            hits = hydrate(qengine, q, fused)
-            total = (time.perf_counter() - t) * 1000
-            cpu = (cpu_ns() - c0) / 1e6
-            if qi >= 20:  # warm-up excluded
-                totals.append(total)
-                cpu_ms.append(cpu)
-                hits_n.append(len(hits))
-                c1 = cpu_ns()
-                qbackend.search_lexical(q, filters, 30)
-                c2 = cpu_ns()
-                qbackend.search_vector(vec, filters, 30)
-                lex_ms.append((c2 - c1) / 1e6)
-                vec_ms.append((cpu_ns() - c2) / 1e6)
+        result.update(timed_queries(qbackend, qengine, emb, queries, rng, lambda: cpu_ns() / 1e6, halves="cpu"))
         qengine.dispose()
-        result.update({
-            "queries": len(totals), "load_average_during_queries": os.getloadavg(),
-            "hybrid_wall_p50_ms": round(percentile(totals, 50), 1),
-            "hybrid_wall_p95_ms": round(percentile(totals, 95), 1),
-            "hybrid_cpu_p50_ms": round(percentile(cpu_ms, 50), 1),
-            "hybrid_cpu_p95_ms": round(percentile(cpu_ms, 95), 1),
-            "lexical_cpu_p50_ms": round(percentile(lex_ms, 50), 1),
-            "lexical_cpu_p95_ms": round(percentile(lex_ms, 95), 1),
-            "vector_cpu_p50_ms": round(percentile(vec_ms, 50), 1),
-            "vector_cpu_p95_ms": round(percentile(vec_ms, 95), 1),
-            "mean_hits": round(statistics.mean(hits_n), 1),
-        })
         if then is not None:
             then({"db": db, "ids": ids, "docs_text": docs_text, "vectors": vectors, "access": access,
                   "identity": identity, "emb": emb, "queries": queries, "seed": args.seed})
@@ -308,7 +315,6 @@ def opensearch_half(args: argparse.Namespace, data: dict[str, Any]) -> dict[str,
     from ki.index.hybrid import hybrid_search
     from ki.index.opensearch import OpenSearchBackend
     from ki.index.permissions import principal_set
-    from ki.index.search import hydrate
 
     node = None
     url = args.opensearch_url
@@ -389,44 +395,10 @@ def opensearch_half(args: argparse.Namespace, data: dict[str, Any]) -> dict[str,
                 held = [f"user:u{warm_rng.randint(0, 99):02d}", *warm_rng.sample(GROUPS, 3)]
                 hybrid_search(backend, q, SearchFilters(principals=principal_set(held)),
                               query_vector=emb.embed_query(q), limit=10)
-            rng = random.Random(data["seed"])
-            totals: list[float] = []
-            cpus: list[float] = []
-            lex_ms: list[float] = []
-            vec_ms: list[float] = []
-            hits_n: list[int] = []
-            for qi, q in enumerate(data["queries"]):
-                held = [f"user:u{rng.randint(0, 99):02d}", *rng.sample(GROUPS, 3)]
-                filters = SearchFilters(principals=principal_set(held))
-                c0 = cpu_ms()
-                t = time.perf_counter()
-                vec = emb.embed_query(q)
-                fused = hybrid_search(backend, q, filters, query_vector=vec, limit=10)
-                hits = hydrate(db.engine, q, fused)
-                total = (time.perf_counter() - t) * 1000
-                cpu = cpu_ms() - c0
-                if qi >= 20:  # warm-up excluded
-                    totals.append(total)
-                    cpus.append(cpu)
-                    hits_n.append(len(hits))
-                    t1 = time.perf_counter()
-                    backend.search_lexical(q, filters, 30)
-                    t2 = time.perf_counter()
-                    backend.search_vector(vec, filters, 30)
-                    lex_ms.append((t2 - t1) * 1000)
-                    vec_ms.append((time.perf_counter() - t2) * 1000)
-            result.update({
-                f"queries{tag}": len(totals), f"load_average_during_queries{tag}": os.getloadavg(),
-                f"hybrid_wall_p50_ms{tag}": round(percentile(totals, 50), 1),
-                f"hybrid_wall_p95_ms{tag}": round(percentile(totals, 95), 1),
-                f"hybrid_cpu_p50_ms{tag}": round(percentile(cpus, 50), 1) if node is not None else None,
-                f"hybrid_cpu_p95_ms{tag}": round(percentile(cpus, 95), 1) if node is not None else None,
-                f"lexical_wall_p50_ms{tag}": round(percentile(lex_ms, 50), 1),
-                f"lexical_wall_p95_ms{tag}": round(percentile(lex_ms, 95), 1),
-                f"vector_wall_p50_ms{tag}": round(percentile(vec_ms, 50), 1),
-                f"vector_wall_p95_ms{tag}": round(percentile(vec_ms, 95), 1),
-                f"mean_hits{tag}": round(statistics.mean(hits_n), 1),
-            })
+            result.update(timed_queries(backend, db.engine, emb, data["queries"], random.Random(data["seed"]),
+                                        cpu_ms, halves="wall", tag=tag))
+            if node is None:  # no JVM to read: the CPU column would be this thread's alone
+                result[f"hybrid_cpu_p50_ms{tag}"] = result[f"hybrid_cpu_p95_ms{tag}"] = None
 
         measure("")
         # then as after a maintenance window: one segment (HNSW search cost grows with the segment count)

@@ -242,7 +242,11 @@ class OpenSearchBackend:
 
         Raises: IndexReadOnly / InfrastructureError.
         """
-        if not source_object_ids or (self.index_identity() is None and not self._read_identity()[0]):
+        if not source_object_ids:
+            return 0
+        with LOCK:
+            known = (self.url, self.index) in KNOWN_IDENTITIES  # the index existed when last seen
+        if not known and not self._read_identity()[0]:
             return 0
         return delete_by_query(self.client, self.index, {"terms": {"source_object_id": list(source_object_ids)}},
                                what="the tombstone delete")

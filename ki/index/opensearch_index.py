@@ -19,7 +19,7 @@ from sqlalchemy import Engine, text
 from sqlalchemy.engine import Connection
 
 from ki.index.backend import WEBSEARCH_SYNTAX, ChunkRow, IndexDocument, SearchFilters
-from ki.index.embeddings import EmbedderIdentity
+from ki.index.embeddings import EmbedderIdentity, normalise_rows
 from ki.index.permissions import AccessProjection
 
 #: Text analysis: English stems on ``text``/``title``, German stems on ``.de``, exact tokens (citations,
@@ -35,7 +35,7 @@ OVERFETCH_MARGIN = 10
 
 
 #: The k-NN space of ki's vector field. ki's vectors are unit length (every embedder's output goes through
-#: ``ki.index.embeddings.validated_matrix``; :func:`unit` again on the way out), so the inner product *is*
+#: ``ki.index.embeddings.normalise_rows``; :func:`unit` again on the way out), so the inner product *is*
 #: the cosine — and lucene's inner product costs one multiply-add per dimension where its cosine costs
 #: three (scalar on Java 17; 51 % of the node's CPU during a bulk load went to ``cosine``): bulk indexing
 #: 1,364 → 1,575–1,968 chunks/s on the 60,000-chunk probe, same ranking.
@@ -59,11 +59,13 @@ def similarity_from_score(score: float, space_type: str) -> float:
     return score - 1.0 if score >= 1.0 else 1.0 - 1.0 / score
 
 
-def unit(vector: Any) -> np.ndarray:
-    """``vector`` as float32 of unit length (a zero vector stays zero): what :data:`SPACE_TYPE` needs."""
-    v = np.asarray(vector, dtype=np.float32)
-    n = float(np.linalg.norm(v))
-    return v / n if n > 0 else v
+def unit(vector: Any, source: str) -> np.ndarray:
+    """A ``(d,)`` vector as float32 of unit length (a zero vector stays zero): what :data:`SPACE_TYPE` needs.
+    ``source``: the embedder that made it, for the error message.
+
+    Raises: ModelOutputInvalid for NaN or infinite values (:func:`~ki.index.embeddings.normalise_rows`).
+    """
+    return normalise_rows(np.asarray(vector)[None, :], expected_dim=None, source=source)[0]
 
 
 #: ``index.refresh_interval`` of a new ki index (OpenSearch's default is 1 s).
@@ -183,7 +185,8 @@ _HIT_READ = {"stored_fields": "_none_", "docvalue_fields": HIT_FIELDS}
 
 
 def hit_row(hit: dict[str, Any]) -> dict[str, Any]:
-    """``{source_object_id: int, ordinal: int, content_hash: str}`` of a search hit (its doc values)."""
+    """``{source_object_id: int, ordinal: int, content_hash: str}`` of a search hit read with
+    :data:`HIT_FIELDS` as doc values. Raises: KeyError when the hit lacks one of them."""
     fields = hit.get("fields") or {}
     return {"source_object_id": int(fields["source_object_id"][0]), "ordinal": int(fields["ordinal"][0]),
             "content_hash": str(fields["content_hash"][0])}
@@ -198,7 +201,9 @@ _SQS_SPECIAL = re.compile(r"([+*~()\\|])")
 def websearch_query(query: str) -> dict[str, Any]:
     """A query in web-search syntax (:data:`~ki.index.backend.WEBSEARCH_SYNTAX`) as ``simple_query_string``
     with the meaning PostgreSQL's ``websearch_to_tsquery`` gives it: every word required, ``"…"`` a
-    phrase, ``-word`` excluded, ``or`` between alternatives; other operator characters are escaped."""
+    phrase, ``-word`` excluded, ``or`` between alternatives; other operator characters are escaped.
+
+    Spec: insertion-pipeline.md "Index" (hybrid search: the lexical half of both backends)."""
     escaped = _OR_WORD.sub("|", _SQS_SPECIAL.sub(r"\\\1", query))
     return {"simple_query_string": {"query": escaped, "fields": LEXICAL_FIELDS, "default_operator": "and",
                                     "flags": "OR|NOT|PHRASE|WHITESPACE|ESCAPE"}}
@@ -219,7 +224,7 @@ def lexical_body(query: str, filters: SearchFilters, size: int) -> dict[str, Any
 def vector_body(vector: np.ndarray, filters: SearchFilters, size: int) -> dict[str, Any]:
     """The vector half: lucene ``knn`` on ``embedding`` (``size`` nearest), permission filter inside
     ``knn.filter`` (filtered HNSW / exact pre-filter: ``size`` permitted rows come back)."""
-    knn: dict[str, Any] = {"vector": unit(vector), "k": size}
+    knn: dict[str, Any] = {"vector": unit(vector, "of the query"), "k": size}
     acl = acl_filter(filters)
     if acl:
         knn["filter"] = acl
@@ -243,7 +248,8 @@ def row_actions(index: str, doc: IndexDocument, *, generation: str, access_versi
             if r.embedding is None or r.embedding.shape != (doc.embedder.dimension,):
                 raise ValueError(f"row {r.ordinal} of object {doc.source_object_id} has no "
                                  f"{doc.embedder.dimension}-d vector")
-            src["embedding"] = unit(r.embedding)  # float32 array: the client's orjson writes shortest reprs
+            # a float32 array: the client's orjson writes each value's shortest repr
+            src["embedding"] = unit(r.embedding, doc.embedder.embedder)
         out.append({"_op_type": "index", "_index": index, "_id": f"{doc.source_object_id}-{r.ordinal}", "_source": src})
     return out
 

@@ -51,7 +51,7 @@ EF_SEARCH = 40
 LEXICAL_RANK_CAP = 1000
 #: The lexical half adds any-word matches when fewer than this many rows match every word.
 OR_FALLBACK_BELOW = 10
-#: Words that make a query "web-search syntax": such a query gets no OR fallback.
+#: (A query in web-search syntax, ``ki.index.backend.WEBSEARCH_SYNTAX``, gets no OR fallback.)
 
 _registered: weakref.WeakSet[Any] = weakref.WeakSet()
 
