@@ -432,8 +432,9 @@ with db.engine.connect() as conn:
 T["bucket_counts"] = time.perf_counter() - t; t = time.perf_counter()
 import io
 from rich.console import Console
-ki.cli.out = Console(file=io.StringIO(), width=160)
-ki.cli._print_status(counts)
+import ki.cli.common
+ki.cli.common.out = Console(file=io.StringIO(), width=160)
+ki.cli.common.print_status(counts)
 T["render table (rich)"] = time.perf_counter() - t
 # alternatives, for the proposals
 t = time.perf_counter()

@@ -50,7 +50,7 @@ class EmbedderMismatch(ConfigurationError):
         super().__init__(
             f"the {backend} search index holds {have}, but retrieval.embedding_model gives {want}; nothing was "
             f"written. Set retrieval.embedding_model back, or drop the index's vectors with "
-            f"`python -m ki.index reset-vectors` and re-index (ki config set pipeline.stages.index.rerun_token "
+            f"`ki index reset-vectors` and re-index (ki config set pipeline.stages.index.rerun_token "
             f"<new token>, then ki insert)")
 
 

@@ -201,7 +201,7 @@ class PostgresBackend:
         """Drop every vector, the HNSW index, the embedding cache and the index's embedder record.
 
         The next index run records whatever ``retrieval.embedding_model`` gives. Returns the number of
-        chunks whose vector was dropped. (``python -m ki.index reset-vectors``.)
+        chunks whose vector was dropped. (``ki index reset-vectors``.)
         """
         with self.engine.begin() as conn:
             conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": lock_key("index_meta", self.index_name)})

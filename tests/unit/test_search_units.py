@@ -152,8 +152,11 @@ def test_context_header_and_input():
     assert embedding_input("body", "T") == "T\n\nbody"
 
 
-def test_reset_vectors_command_usage(capsys):
-    from ki.index.__main__ import main
+def test_reset_vectors_command_usage():
+    from typer.testing import CliRunner
 
-    assert main(["nonsense"]) == 2
-    assert "reset-vectors" in capsys.readouterr().err
+    from ki.cli import app
+
+    result = CliRunner().invoke(app, ["index", "nonsense"])
+    assert result.exit_code == 2
+    assert "reset-vectors" in CliRunner().invoke(app, ["index", "--help"]).output

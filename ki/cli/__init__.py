@@ -1,0 +1,9 @@
+"""The ``ki`` command (Typer): one module per command group, registered by :mod:`ki.cli.app`.
+
+The console entry point is ``ki.cli:main``; ``python -m ki.cli`` runs the same. The data directory
+is ``KI_DATA_DIR`` (default: the platform's user data directory).
+"""
+
+from ki.cli.app import app, main
+
+__all__ = ["app", "main"]

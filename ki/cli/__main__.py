@@ -1,0 +1,5 @@
+"""``python -m ki.cli``: the ``ki`` command."""
+
+from ki.cli.app import main
+
+main()

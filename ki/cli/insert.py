@@ -1,0 +1,103 @@
+"""``ki insert PATH``: register (or reuse) a local-folder source, scan it, run every stage until idle.
+
+Shows a progress bar per stage, then the run summary, the bucket table and where quarantined
+files are. Exit 0 when the run completes, 1 when it fails, 3 when the folder is unavailable.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from pathlib import Path
+
+import typer
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from ki.cli.common import FINISHED_BUCKETS, bucket_counts, console, open_context, print_status
+from ki.errors import SourceUnavailable
+from ki.taxonomies import PIPELINE_STAGE_ORDER, STAGE_CONSOLE_NAMES
+
+
+def insert(
+    path: Path = typer.Argument(..., help="folder to insert (a local-folder source)"),
+    workers: int = typer.Option(None, help="worker threads (default KI_WORKERS, 8)"),
+    wait_retries: float = typer.Option(None, help="wait this many seconds for retries falling due"),
+) -> None:
+    """Scan PATH and run every stage until idle; exit 0 when the run completes."""
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    from ki.orchestration.insertion import launch_insertion
+    from ki.sources.scan import register_local_source, scan_source
+
+    ctx = open_context()
+    root = path.expanduser().resolve()
+    source_id = register_local_source(ctx, root)
+    try:
+        report = scan_source(ctx, source_id)
+    except SourceUnavailable as exc:
+        console.print(f"[red]source unavailable:[/] {exc} — nothing was changed; run again when it is back")
+        raise typer.Exit(3) from exc
+    console.print(
+        f"scanned {root}: {report.listed} files, {report.new} new, {report.changed} changed, "
+        f"{report.unchanged} unchanged, {len(report.tombstoned)} tombstoned"
+        + (" [yellow](empty listing of a non-empty source: nothing tombstoned)[/]" if report.suspicious else "")
+    )
+    enabled = [s for s in PIPELINE_STAGE_ORDER if ctx.config.pipeline.stage(s).enabled]
+    progress = Progress(TextColumn("{task.description:<18}"), BarColumn(), MofNCompleteColumn(),
+                        TextColumn("{task.fields[note]}"), TimeElapsedColumn(), console=console,
+                        disable=not console.is_terminal and not _force_progress())
+    tasks = {s: progress.add_task(STAGE_CONSOLE_NAMES[s], total=None, note="") for s in enabled}
+    last = [0.0]
+
+    def on_tick(status) -> None:
+        now = time.monotonic()
+        if now - last[0] < 0.5:
+            return
+        last[0] = now
+        counts = bucket_counts(ctx)
+        for s in enabled:
+            c = counts[s]
+            total = sum(c.values())
+            finished = sum(c[b] for b in FINISHED_BUCKETS)
+            note = f"[red]{c['quarantined']} quarantined[/]" if c["quarantined"] else ""
+            if c["failed"]:
+                note += f" [yellow]{c['failed']} awaiting retry[/]"
+            progress.update(tasks[s], completed=finished, total=total, note=note)
+        if status.waiting_for_retry is not None:
+            due, n = status.waiting_for_retry
+            console.print(f"waiting for {n} retr{'y' if n == 1 else 'ies'} due at {due:%H:%M:%S} UTC", end="\r")
+
+    started = time.monotonic()
+    with progress:
+        summary = launch_insertion(ctx, trigger="cli", source_id=source_id, workers=workers,
+                                   wait_for_retries_seconds=wait_retries, on_tick=on_tick, wait=True)
+        last[0] = 0.0
+        from ki.orchestration.runner import RunnerStatus
+
+        on_tick(RunnerStatus(summary.counters, 0))
+    elapsed = time.monotonic() - started
+    c = summary.counters
+    console.print(f"run {summary.run_id} {summary.status} in {elapsed:.1f} s: {c.processed} stage executions "
+                  f"({c.done} done, {c.skipped} skipped, {c.retried} retried, {c.quarantined} quarantined)")
+    print_status(bucket_counts(ctx))
+    from ki.orchestration.quarantine import list_quarantine
+
+    quarantined = list_quarantine(ctx, limit=20)
+    if quarantined:
+        console.print(f"[red]quarantined files[/] (first {len(quarantined)}; `ki quarantine list` for all):")
+        for e in quarantined:
+            console.print(f"  {e.path}  [{e.stage}] {e.error.get('reason') or e.error.get('class')}: "
+                          f"{str(e.error.get('message', ''))[:120]}")
+    if summary.status != "completed":
+        console.print(f"[red]run failed:[/] {summary.error}")
+        raise typer.Exit(1)
+
+
+def _force_progress() -> bool:
+    import os
+
+    return os.environ.get("KI_PROGRESS") == "1"
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``ki insert``."""
+    app.command()(insert)
