@@ -136,7 +136,7 @@ class SyntheticCorpus:
 
 
 def random_access(rng: random.Random):
-    from ki.index.permissions import AccessProjection
+    from ki.access.projection import AccessProjection
 
     allowed = set(rng.sample(GROUPS, rng.randint(1, 3)))
     if rng.random() < 0.10:
@@ -161,9 +161,9 @@ def timed_queries(backend: Any, engine: Any, emb: Any, queries: list[str], rng: 
     :func:`hybrid_search` + :func:`hydrate` timed on the wall clock and by ``cpu_ms`` (ms); then each half
     alone, timed by ``cpu_ms`` (``halves="cpu"``) or the wall clock (``halves="wall"``). The first
     ``warm_up`` queries are not counted. Returns the result keys (suffixed by ``tag``): p50/p95 in ms."""
+    from ki.access.projection import principal_set
     from ki.index.backend import SearchFilters
     from ki.index.hybrid import hybrid_search
-    from ki.index.permissions import principal_set
     from ki.index.search import hydrate
 
     half_clock = cpu_ms if halves == "cpu" else (lambda: time.perf_counter() * 1000)
@@ -311,10 +311,10 @@ def opensearch_half(args: argparse.Namespace, data: dict[str, Any]) -> dict[str,
     ``--workers`` threads, 500 documents (2,500 rows) per call; embedding and the PostgreSQL record write excluded —
     the embedded half measured that), then the same hybrid queries (embed + both halves on OpenSearch +
     the record's confirmation + RRF + hydrate), wall clock."""
+    from ki.access.projection import principal_set
     from ki.index.backend import ChunkRow, IndexDocument, SearchFilters
     from ki.index.hybrid import hybrid_search
     from ki.index.opensearch import OpenSearchBackend
-    from ki.index.permissions import principal_set
 
     node = None
     url = args.opensearch_url

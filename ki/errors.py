@@ -108,6 +108,15 @@ class SourceUnavailable(InfrastructureError):
     reason = "source_missing"
 
 
+class AclReadError(InfrastructureError):
+    """A connector's ACL (a grants file, the source's configured principals) could not be read.
+
+    An outage, never the file's fault: the index stage fails and retries (never quarantines), and
+    the object's chunks keep their previous permissions. ``infrastructure`` names what failed.
+    Raised by :mod:`ki.access`.
+    """
+
+
 class ConfigurationError(KiError):
     """Configuration is invalid or refuses an edit (the API maps it to 409/422)."""
 

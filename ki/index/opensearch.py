@@ -32,6 +32,7 @@ from typing import Any
 import numpy as np
 from sqlalchemy import Engine, text
 
+from ki.access.projection import AccessProjection
 from ki.index.backend import (
     EmbedderMismatch,
     FilterReport,
@@ -67,7 +68,6 @@ from ki.index.opensearch_index import (
     vector_body,
     vector_field,
 )
-from ki.index.permissions import AccessProjection
 from ki.index.postgres import PostgresBackend
 
 # Candidates of both halves confirmed by the record: live row, tombstone-free, permitted, fact filters.

@@ -18,9 +18,9 @@ import numpy as np
 from sqlalchemy import Engine, text
 from sqlalchemy.engine import Connection
 
+from ki.access.projection import AccessProjection
 from ki.index.backend import WEBSEARCH_SYNTAX, ChunkRow, IndexDocument, SearchFilters
 from ki.index.embeddings import EmbedderIdentity, normalise_rows
-from ki.index.permissions import AccessProjection
 
 #: Text analysis: English stems on ``text``/``title``, German stems on ``.de``, exact tokens (citations,
 #: docket numbers) on ``.exact``.

@@ -29,6 +29,7 @@ import numpy as np
 from sqlalchemy import Engine, text
 from sqlalchemy.engine import Connection
 
+from ki.access.projection import AccessProjection
 from ki.index.backend import (
     WEBSEARCH_SYNTAX,
     EmbedderMismatch,
@@ -40,7 +41,6 @@ from ki.index.backend import (
 )
 from ki.index.embeddings import EmbedderIdentity
 from ki.index.facts import fact_sources
-from ki.index.permissions import AccessProjection
 from ki.store.locks import lock_key
 
 INDEX_NAME = "default"

@@ -22,11 +22,11 @@ from typing import Any
 from pydantic import BaseModel, Field
 from sqlalchemy import Engine, text
 
+from ki.access.projection import principal_set
 from ki.index.backend import SearchBackend, SearchFilters
 from ki.index.embeddings import Embedder, EmbedderIdentity, embedder_for_identity
 from ki.index.facts import fact_sources
 from ki.index.hybrid import FusedHit, hybrid_search
-from ki.index.permissions import principal_set
 
 SNIPPET_OPTIONS = 'StartSel=«,StopSel=»,MaxWords=30,MinWords=12,MaxFragments=2,FragmentDelimiter=" … "'
 

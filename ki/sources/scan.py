@@ -10,7 +10,7 @@ A rescan re-hashes only files whose size or mtime changed; a new content hash
 requeues the object from fetch (every stage, quarantined ones included: the file
 itself changed). An indexed object whose grants alone changed (source configuration,
 ``.ki-grants.json`` files, access_grant rows) gets its index row marked
-``access_only_reindex`` (spec: "Index"; ki.index.permissions.mark_access_changes).
+``access_only_reindex`` (spec: "Index"; ki.access.refresh.mark_access_changes).
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from pathlib import Path
 from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
-from ki.index.permissions import mark_access_changes
+from ki.access.refresh import mark_access_changes
 from ki.orchestration.context import PipelineContext
 from ki.sources.local import LocalFolderConnector
 from ki.store.claims import WAITING_JSON

@@ -11,7 +11,7 @@ are cached per blob (:mod:`ki.index.embedding_cache`), rows are per object.
 
 **Access-only re-index.** A rescan that finds only an object's grants changed marks its done index
 row ``access_only_reindex`` (``last_error = {"access_only_reindex": true}``, status pending; see
-:func:`ki.index.permissions.mark_access_changes`). The handler then recompiles the projection,
+:func:`ki.access.refresh.mark_access_changes`). The handler then recompiles the projection,
 updates only the permission fields of the object's rows and bumps their ``access_version``: no
 re-splitting, no embedding. A failed attempt keeps the marker (in ``last_error.details``), so the
 retry is access-only too; a full re-index (new bytes, a new producer version) clears it.
@@ -34,13 +34,14 @@ from typing import Any
 
 from sqlalchemy import text
 
+from ki.access.load import object_projection
+from ki.access.refresh import ACCESS_ONLY_REINDEX, has_access_only_marker
 from ki.errors import RetryableStageError
 from ki.index.backend import PROFILE_ORDINAL, ChunkRow, IndexDocument
 from ki.index.chunking import chunk_text
 from ki.index.embedding_cache import embed_rows
 from ki.index.embeddings import context_header, embedding_input, identity_of, make_embedder
 from ki.index.facts import fact_sources
-from ki.index.permissions import ACCESS_ONLY_REINDEX, has_access_only_marker, object_projection
 from ki.index.search import backend_for
 from ki.orchestration.context import StageContext, StageOutcome
 from ki.store.artifacts import STRUCTURED_JSON, get_artifact

@@ -60,7 +60,7 @@ class AccessGrant(Base):
 
     Exactly one of ``project_id``, ``source_id``, ``source_object_id`` is set. Compiled with the
     source configuration and the connector's ACL into each chunk's ``allowed_principals`` /
-    ``denied_principals`` (:mod:`ki.index.permissions`).
+    ``denied_principals`` (:mod:`ki.access`).
     """
 
     __tablename__ = "access_grant"

@@ -21,12 +21,12 @@ import numpy as np
 import pytest
 from conftest import insert_objects
 
+from ki.access.projection import AccessProjection, principal_set
 from ki.errors import InfrastructureError
 from ki.index.backend import ChunkRow, EmbedderMismatch, IndexDocument, SearchFilters
 from ki.index.embeddings import EmbedderIdentity, HashingEmbedder
 from ki.index.opensearch import OpenSearchBackend
 from ki.index.opensearch_bulk import BulkOptions, DocumentRejected, IndexReadOnly
-from ki.index.permissions import AccessProjection, principal_set
 from ki.taxonomies import Treatment, classify_error
 
 pytestmark = pytest.mark.opensearch

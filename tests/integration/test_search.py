@@ -29,15 +29,15 @@ from sqlalchemy import text
 
 import ki.index.embedding_cache as cache_module
 import ki.stages.index as index_stage
+from ki.access.folder_grants import GRANTS_FILE, write_grants_file
+from ki.access.projection import AccessProjection, GrantLevel, compile_projection, principal_set
 from ki.config.loader import set_config_value
 from ki.index.backend import ChunkRow, EmbedderMismatch, IndexDocument, SearchFilters
 from ki.index.embeddings import EmbedderIdentity, HashingEmbedder
 from ki.index.hybrid import hybrid_search
-from ki.index.permissions import AccessProjection, GrantLevel, compile_projection, principal_set
 from ki.index.postgres import PostgresBackend
 from ki.index.search import backend_for, search
 from ki.orchestration.insertion import launch_insertion
-from ki.sources.grants import GRANTS_FILE, write_grants_file
 from ki.sources.scan import register_local_source, scan_source
 
 PRINCIPALS = ["user:anna", "user:bob", "user:carl", "user:dora", "group:lit", "group:corp"]

@@ -1,7 +1,7 @@
 """Pure parts of search: RRF fusion and collapse, the permission compiler, grants files, embedders.
 
 Spec: insertion-pipeline.md "Index"; notes/opensearch.md §3 (RRF, k = 60); DESIGN.md "Duplicates and
-permissions"; ki.sources.grants (the ``.ki-grants.json`` format).
+permissions"; ki.access.folder_grants (the ``.ki-grants.json`` format).
 """
 
 from __future__ import annotations
@@ -11,6 +11,9 @@ import json
 import numpy as np
 import pytest
 
+from ki.access.folder_grants import AclReadError, local_grant_levels, parse_grants, write_grants_file
+from ki.access.projection import AccessProjection, GrantLevel, compile_projection, principal_set
+from ki.access.refresh import has_access_only_marker
 from ki.config.settings import RetrievalConfig
 from ki.index.backend import RankedChunk
 from ki.index.embeddings import (
@@ -21,14 +24,6 @@ from ki.index.embeddings import (
     parse_embedding_model,
 )
 from ki.index.hybrid import collapse, fuse, rrf_fuse
-from ki.index.permissions import (
-    AccessProjection,
-    GrantLevel,
-    compile_projection,
-    has_access_only_marker,
-    principal_set,
-)
-from ki.sources.grants import AclReadError, local_grant_levels, parse_grants, write_grants_file
 
 
 def test_rrf_scores_and_order():

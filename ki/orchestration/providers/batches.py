@@ -33,7 +33,7 @@ from sqlalchemy.engine import Connection
 from ki.taxonomies import DISABLED_BY_CONFIGURATION, WAITING_FOR_PREVIOUS_STAGE
 
 #: The durable marker on an index row whose object's grants alone changed (spec: "Index"; the same
-#: name as ``ki.index.permissions.ACCESS_ONLY_REINDEX``, read here from the row's ``last_error`` or
+#: name as ``ki.access.refresh.ACCESS_ONLY_REINDEX``, read here from the row's ``last_error`` or
 #: ``last_error.details`` as ``has_access_only_marker`` does).
 ACCESS_ONLY_REINDEX = "access_only_reindex"
 

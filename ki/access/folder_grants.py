@@ -2,8 +2,7 @@
 
 Spec: insertion-pipeline.md "Index" (the permission projection is compiled from source, project
 and document grants; a failed ACL read is never read as "public" nor as "revoked": the stage fails
-as infrastructure); DESIGN.md ``ki/sources/`` ("ACL read"). The compilation rules are in
-:mod:`ki.index.permissions`.
+as infrastructure). The compilation rules are in :mod:`ki.access.projection`.
 
 The grants file
 ---------------
@@ -34,20 +33,16 @@ import os
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from ki.errors import InfrastructureError
-from ki.index.permissions import GrantLevel, clean_principals
+from ki.access.projection import GrantLevel, clean_principals
+from ki.errors import AclReadError
 
 GRANTS_FILE = ".ki-grants.json"
 MAX_GRANTS_FILE_BYTES = 1 << 20
 _KEYS = frozenset({"allow", "deny", "inherit"})
 
 
-class AclReadError(InfrastructureError):
-    """A connector's ACL (a grants file, the source's configured principals) could not be read.
-
-    An outage, never the file's fault: the index stage fails and retries (never quarantines), and
-    the object's chunks keep their previous permissions. ``infrastructure`` names what failed.
-    """
+__all__ = ["GRANTS_FILE", "AclReadError", "connector_grant_levels", "local_grant_levels", "parse_grants",
+           "read_folder_grants", "write_grants_file"]
 
 
 def parse_grants(raw: bytes, *, where: str) -> GrantLevel:
