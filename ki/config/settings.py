@@ -82,6 +82,10 @@ class PipelineConfig(BaseModel):
     inline_conversion_slots: int = Field(default=4, ge=1)
     auto_insert_after_sync: bool = True
     deletion_confirmations: int = Field(default=3, ge=1, le=20)
+    #: Testing and benchmarking only: claim eligible rows in a pseudo-random order fixed by this seed
+    #: (local provider) instead of the spec's oldest-``updated_at``-first, to prove that results do not
+    #: depend on processing order. Unset (the default) keeps the production claim order.
+    claim_order_seed: int | None = None
     #: A JSON ontology replacing the shipped one (shaped like truth.json's ``ontology``; ki.ontology.load).
     ontology_file: str | None = None
     ocr: OcrConfig = Field(default_factory=OcrConfig)

@@ -140,7 +140,8 @@ class PipelineRunner:
                 try:
                     if conn is None:
                         conn = self._open_connection()
-                    claims = q.claim_next(conn, worker=self.ctx.worker_id, run_id=self.run_id)
+                    claims = q.claim_next(conn, worker=self.ctx.worker_id, run_id=self.run_id,
+                                          order_seed=self.ctx.config.pipeline.claim_order_seed)
                     if claims:
                         idle_sleep = 0.01
                         for claim in claims:

@@ -4,7 +4,7 @@ Spec: insertion-pipeline.md "Relate: what the model is given". Each tool runs on
 database session (a relate call can spend minutes on model I/O and must not hold a transaction).
 ``open_file`` returns the file's ``ref`` — the only handle a submission may cite — with pageable
 text (``has_more`` / ``next_offset``) and the file's own tracked-changes digest; an unconverted
-file is pulled forward through the claim machinery (:mod:`ki.relate.inline`) or reported with an
+file is pulled forward through the claim machinery (:mod:`ki.relate.inline_conversion`) or reported with an
 honest status.
 """
 
@@ -21,7 +21,7 @@ from ki.agents.loop import Tool, ToolError
 from ki.matters.corpus import REL_PATH
 from ki.matters.neighbourhood import list_folder as folder_listing
 from ki.orchestration.context import PipelineContext
-from ki.relate.inline import ensure_source_object_ready
+from ki.relate.inline_conversion import ensure_source_object_ready
 
 DIGEST_MAX_ITEMS = 40
 DIGEST_MAX_CHARS = 4000

@@ -20,9 +20,9 @@ from ki.matters.corpus import REL_PATH
 from ki.matters.neighbourhood import neighbourhood
 from ki.matters.store import get_matter, project_of_source, read_assignment
 from ki.orchestration.context import StageContext, StageOutcome
-from ki.policies.relate_rules import RelateRulesPolicy
 from ki.relate.facts import FileFacts
 from ki.relate.materialize import RelatePlan, materialize
+from ki.relate.policy import RelateRulesPolicy
 from ki.relate.schema import RelateResult, make_validators
 from ki.relate.threads import parent_ids
 from ki.relate.tools import RelateTools, mail_headers, oid_of, ref_of, tracked_changes_digest

@@ -85,6 +85,23 @@ UPDATE processing_state ps SET {_CLAIM_SET}
 {_CLAIM_RETURNING}
 """)
 
+# -- name: claim_next_shuffled --
+# Testing only (``pipeline.claim_order_seed``): claim an eligible row in a pseudo-random order
+# fixed by the seed (md5 of row id and seed) instead of by updated_at, so a test or benchmark can
+# process one estate in many orders. Never used unless the setting is given.
+CLAIM_NEXT_SHUFFLED_SQL = text(f"""
+WITH next AS (
+    SELECT id FROM processing_state
+    WHERE {_ELIGIBLE}
+    ORDER BY md5(id::text || ':' || CAST(:seed AS text))
+    LIMIT :limit
+    FOR UPDATE SKIP LOCKED
+)
+UPDATE processing_state ps SET {_CLAIM_SET}
+{_CLAIM_FROM}  AND set_config('synchronous_commit', 'off', true) IS NOT NULL
+{_CLAIM_RETURNING}
+""")
+
 # -- name: claim_row --
 # Claim one (object, stage) row if it is eligible and nobody holds it.
 CLAIM_ROW_SQL = text(f"""
@@ -102,15 +119,22 @@ def _claim(row: Any, token: uuid.UUID) -> Claim:
     return Claim(row[0], row[1], row[2], row[3], token, tuple(row[_N_CLAIM_COLUMNS:]))
 
 
-def claim_next(conn: Connection, *, worker: str, run_id: int | None, limit: int = 1) -> list[Claim]:
+def claim_next(conn: Connection, *, worker: str, run_id: int | None, limit: int = 1,
+               order_seed: int | None = None) -> list[Claim]:
     """Claim up to ``limit`` oldest eligible rows with ``FOR UPDATE SKIP LOCKED``.
 
     Each claim increments attempts and writes a fresh token (one token per batch
     row would be shared otherwise, so the batch shares one token per call; the
-    fencing is per row id + token). Returns the claims (maybe empty).
+    fencing is per row id + token). ``order_seed`` (``pipeline.claim_order_seed``, tests and
+    benchmarks only) replaces the oldest-first order by a pseudo-random one fixed by the seed.
+    Returns the claims (maybe empty).
     """
     token = uuid.uuid4()
-    rows = conn.execute(CLAIM_NEXT_SQL, {"token": token, "worker": worker, "run_id": run_id, "limit": limit})
+    params = {"token": token, "worker": worker, "run_id": run_id, "limit": limit}
+    if order_seed is None:
+        rows = conn.execute(CLAIM_NEXT_SQL, params)
+    else:
+        rows = conn.execute(CLAIM_NEXT_SHUFFLED_SQL, {**params, "seed": str(order_seed)})
     return [_claim(r, token) for r in rows]
 
 

@@ -18,7 +18,7 @@ from ki.export import export_rows
 from ki.matters.store import get_or_create_matter, peek_matter, search_matters
 from ki.orchestration.execute import run_stage_for_object
 from ki.orchestration.insertion import launch_insertion
-from ki.relate.inline import ensure_source_object_ready
+from ki.relate.inline_conversion import ensure_source_object_ready
 from ki.relate.tools import OpenFileArgs, RelateTools, SearchDocumentsArgs
 from ki.sources.scan import register_local_source, scan_source
 

@@ -18,10 +18,10 @@ from ki.matters.references import (
     references_in,
     title_from_folder,
 )
-from ki.policies.relate_decide import canonical, decide
 from ki.relate.cues import citation_score, citations, words_match
 from ki.relate.dates import dates_in, dates_in_name
 from ki.relate.facts import FileFacts
+from ki.relate.policy_decide import canonical, decide
 from ki.relate.similarity import jaccard
 from ki.relate.threads import is_reply_subject, quoted_header, subject_key
 

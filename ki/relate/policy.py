@@ -1,4 +1,4 @@
-"""The Relate rules policy: gather the neighbours through the tools, decide with :func:`relate_decide.decide`.
+"""The Relate rules policy: gather the neighbours through the tools, decide with :func:`ki.relate.policy_decide.decide`.
 
 DESIGN.md "Two deployments"; spec: insertion-pipeline.md "Relate" and "Agentic stages". The policy
 lists the documents of the file's matter (``search_documents`` with an empty query, paged to the
@@ -18,9 +18,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ki.agents.loop import AgentState, Tool, ToolError
-from ki.policies.relate_decide import decide
 from ki.relate.cues import citations, words_match
 from ki.relate.facts import FileFacts
+from ki.relate.policy_decide import decide
 from ki.relate.schema import RelateResult
 from ki.relate.threads import subject_key
 
