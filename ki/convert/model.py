@@ -7,6 +7,8 @@ it must encode to UTF-8 (no lone surrogates) so it inserts into PostgreSQL.
 
 from __future__ import annotations
 
+import re
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
 
@@ -120,7 +122,9 @@ class StructuredDocument(BaseModel):
         converter / converter_version: who produced it (idempotency evidence).
         encoding: detected text encoding, for text-like formats.
         pages: page count for paged formats.
-        parts: extra named text parts (``header``, ``footer``, ``footnotes``, ``endnotes``).
+        parts: extra named text parts keyed ``kind`` or ``kind:qualifier`` (:data:`PART_KINDS`, e.g.
+            ``footnote``, ``header:1``, ``chart:2``, ``annotation:p3``; legacy ``footnotes`` / ``endnotes``
+            mean ``footnote`` / ``endnote``). Read them through :meth:`textual_parts`.
         warnings: non-fatal defects (dangling relationship, header parse defects, ...).
         metadata: free-form converter facts (counts of tables, sdt, flags such as ``encrypted``).
     """
@@ -143,3 +147,92 @@ class StructuredDocument(BaseModel):
     _clean = field_validator("text", "original_text", "title", mode="before")(
         lambda v: clean_text(v) if isinstance(v, str) else v
     )
+
+    def textual_parts(self) -> list[TextualPart]:
+        """Every textual part the index stage chunks, the body first (spec: insertion-pipeline.md "Index";
+        issue 20 item 1: everything in a file is findable, the hit says where).
+
+        Order: ``body`` (when it has text), then ``parts`` in their order, comments (with their anchor),
+        tracked deletions (one part per document part they were struck from), then the mail headers the body
+        does not show (Bcc, Reply-To) and the attachment names. Empty parts are left out. Returns
+        :class:`TextualPart` values; raises nothing.
+        """
+        return _textual_parts(self)
+
+
+#: The kinds of text a document holds (the ``kind`` of :class:`TextualPart` and of every indexed chunk).
+#: ``body`` is the accepted view (``text``); ``comment`` and ``deleted`` (tracked deletions) are read from
+#: ``comments`` / ``revisions``; ``attachment_name`` and ``mail_header`` from ``mail``; the others are keys of
+#: ``parts``. A ``parts`` key of a kind not listed here is indexed as ``other`` (nothing is dropped).
+PART_KINDS = ("body", "comment", "footnote", "endnote", "header", "footer", "textbox", "annotation", "form_field",
+              "chart", "smartart", "embedded_name", "attachment_name", "mail_header", "deleted", "other")
+#: Legacy ``parts`` keys and the kind they stand for.
+LEGACY_PART_KEYS = {"footnotes": "footnote", "endnotes": "endnote", "headers": "header", "footers": "footer",
+                    "comments": "comment", "textboxes": "textbox", "annotations": "annotation"}
+#: Revision kinds whose text is struck from the accepted view (a move's source reappears as its target).
+DELETED_REVISIONS = frozenset({"del", "para_del", "row_del", "cell_del"})
+_KEY = re.compile(r"^\s*([A-Za-z_]+)\s*(?::\s*(.*?))?\s*$")
+
+
+@dataclass(frozen=True)
+class TextualPart:
+    """One textual part of a document, as the index stage chunks it.
+
+    Attributes:
+        kind: one of :data:`PART_KINDS`.
+        key: where it came from: ``body``, the ``parts`` key as written (``header:1``, ``footnotes``),
+            ``comment:<comment_id>``, ``deleted`` / ``deleted:<part>`` (deletions in a header, a note …),
+            ``attachment_name``, ``mail_header``.
+        text: the part's text (never empty or whitespace only).
+        anchor: for a comment, the text it is anchored to (None when unknown); else None.
+        author: the comment's or the deletions' author when known (several deleters: None).
+    """
+
+    kind: str
+    key: str
+    text: str
+    anchor: str | None = None
+    author: str | None = None
+
+
+def part_kind(key: str) -> str:
+    """The kind a ``parts`` key stands for: ``header:1`` → ``header``, ``footnotes`` → ``footnote``, an unknown
+    or malformed key → ``other``."""
+    m = _KEY.match(key or "")
+    if not m:
+        return "other"
+    kind = m.group(1).lower()
+    kind = LEGACY_PART_KEYS.get(kind, kind)
+    return kind if kind in PART_KINDS and kind not in ("body", "comment", "deleted") else "other"
+
+
+def _textual_parts(doc: StructuredDocument) -> list[TextualPart]:
+    out: list[TextualPart] = []
+    if doc.text.strip():
+        out.append(TextualPart("body", "body", doc.text))
+    for key, value in doc.parts.items():
+        if isinstance(value, str) and value.strip():
+            out.append(TextualPart(part_kind(key), key, clean_text(value)))
+    for c in doc.comments:
+        if c.text.strip():
+            anchor = " ".join(c.anchor_text.split()) if c.anchor_text and c.anchor_text.strip() else None
+            out.append(TextualPart("comment", f"comment:{c.comment_id}", c.text, anchor=anchor, author=c.author))
+    deleted: dict[str, list[Revision]] = {}
+    for r in doc.revisions:
+        if r.kind in DELETED_REVISIONS and r.text.strip():
+            deleted.setdefault(r.part or "document", []).append(r)
+    for part, revs in deleted.items():
+        authors = {r.author for r in revs}
+        out.append(TextualPart("deleted", "deleted" if part == "document" else f"deleted:{part}",
+                               "\n".join(r.text.strip() for r in revs),
+                               author=next(iter(authors)) if len(authors) == 1 else None))
+    if doc.mail is not None:
+        # Subject, From, To, Cc and Date open the body already; these are the headers it does not show.
+        lines = [f"{label}: {', '.join(f'{a.name} <{a.address}>' if a.name else a.address for a in addrs)}"
+                 for label, addrs in (("Bcc", doc.mail.bcc), ("Reply-To", doc.mail.reply_to)) if addrs]
+        if lines:
+            out.append(TextualPart("mail_header", "mail_header", "\n".join(lines)))
+        names = [n for n in doc.mail.attachments if n and n.strip()]
+        if names:
+            out.append(TextualPart("attachment_name", "attachment_name", "\n".join(names)))
+    return out
