@@ -345,12 +345,12 @@ class EnglishEstate(Estate):
             case = f"{r.randint(2200000, 2299999)}/{y}"
         elif r.random() < 0.6:
             name = "High Court of Justice, King's Bench Division, Commercial Court"
-            variants = [name, "Commercial Court (KBD)", "Commercial Court", "High Court"]
+            variants = [name, "Commercial Court (KBD)", "Commercial Court", "High Court", name.upper()]
             case = f"CL-{y}-{r.randint(100, 999):06d}"
         else:
             place = r.choice(["Central London", "Manchester", "Birmingham", "Leeds"])
             name = f"County Court at {place}"
-            variants = [name, f"{place} County Court"]
+            variants = [name, f"{place} County Court", name.upper()]
             case = f"{r.choice('HJKLM')}{r.randint(0, 9)}{r.randint(0, 9)}{r.choice(['CL', 'MA', 'BM', 'LS'])}" \
                    f"{r.randint(100, 999)}"
         key = f"court:{name}"

@@ -20,6 +20,7 @@ from typing import Any
 
 from bench.estates.builder import Version
 from bench.estates.model import Doc, Entity, FileSpec, Matter
+from bench.estates.wording import fill, write
 
 KINDS = ["litigation", "employment", "lease", "ma", "commercial", "corporate"]
 
@@ -29,19 +30,80 @@ class PlanMixin:
 
     texts: Any = None
 
+    # ------------------------------------------------------------ wording
+    def values(self, d: dt.date, **kw: Any) -> dict[str, Any]:
+        """The plain values the templates use (entities and identifiers are filled by :mod:`wording`)."""
+        m, x = self.m, self.m.x
+        k1 = x.setdefault("contract_date", self.t - dt.timedelta(days=self.rng.randint(200, 500)))
+        out = {"d": d, "k1": k1, "amount": x.setdefault("amount", self.rng.randint(40, 900) * 1000),
+               "code": x.get("code", ""), "title_lower": m.title[:1].lower() + m.title[1:],
+               "cp_short": short(m.cp), "client_short": short(m.client), "assistant": m.lawyers[-1].full,
+               "contact_full": m.client.people[0].full, "application": d - dt.timedelta(days=21),
+               "hearing": d + dt.timedelta(days=45), "cited": self.texts.CITED.get(m.kind, ""),
+               "target_address": (m.target or m.cp or m.client).address,
+               "note_ref": "x" if self.rng.random() < 0.6 else ""}
+        for key in ("demand", "claim", "defence", "et1"):
+            if key in x:
+                out[f"{key}_date"] = x[key].date
+        return {**out, **kw}
+
+    def write_doc(self, doc: Doc, what: str, d: dt.date, **kw: Any) -> dict[str, Any]:
+        """Write the text module's document ``what``; returns its spec (title, doc_type, …)."""
+        spec = self.texts.DOCS[what]
+        if spec.get("letterhead"):
+            self.letterhead(doc, doc.lang)
+        values = self.values(d, **kw)
+        if spec.get("head"):
+            write(self, doc, self.texts.HEADS[spec["head"]], **values)
+        write(self, doc, spec["lines"], **values)
+        return spec
+
+    def template_letter(self, what: str, *, sender: Entity, signer: Any, to: Entity, to_person: Any, key: str,
+                        fname: str, **kw: Any) -> FileSpec:
+        """A letter whose subject and body are the text module's ``SUBJECTS[what]`` / ``LETTERS[what]``."""
+        T = self.texts
+        return self.letter(key=key, base=what, sender=sender, signer=signer, to=to, to_person=to_person,
+                           lang=kw.pop("lang", self.m.lang), fname=fname,
+                           subject=lambda doc: fill(self, doc, T.SUBJECTS[what], **self.values(self.t)),
+                           body=lambda doc: write(self, doc, T.LETTERS[what], **self.values(self.t)), **kw)
+
+    def mail_body(self, doc: Doc, key: str, spec: FileSpec | None = None) -> None:
+        lines = self.texts.MAILS[key]
+        if isinstance(lines, dict):
+            lines = lines[self.m.kind]
+        write(self, doc, lines, doc_title=spec.title.lower() if spec else "")
+
+    def mail_subject(self, key: str, spec: FileSpec) -> str:
+        return self.texts.subject_tag(self, self.texts.SUBJECTS[key].format(doc_title=spec.title))
+
     # ------------------------------------------------------------ helpers
     def contract(self, kind: str, parties: list[Entity], *, lang: str, plan: list[tuple], key: str = "contracts",
                  relations=(), tags=()) -> dict[str, Any]:
         """A negotiated contract of ``kind`` (a spec of the text module) between ``parties``."""
-        spec = self.texts.CONTRACTS[kind]
+        T = self.texts
+        spec = T.CONTRACTS[kind]
         knobs = {k.name: k for k in spec["knobs"]()}
-        signatories = [(e, e.people[0] if e.people else None) for e in parties]
+        words = T.CONTRACT
 
         def tpl(ctx: Version, doc: Doc) -> None:
-            self.texts.contract_body(self, ctx, doc, spec, parties)
+            doc.p(spec["title"].upper(), style="Title")
+            if len(parties) == 1:
+                doc.p(words["of"].format(party=T.describe(self, doc, parties[0])))
+            else:
+                doc.p(words["between"])
+                for i, (e, role) in enumerate(zip(parties, spec["roles"], strict=True)):
+                    end = ";" if i + 1 < len(parties) else "."
+                    doc.p(words["party"].format(i=i + 1, party=T.describe(self, doc, e), role=role, end=end))
+            for heading, parts in spec["clauses"]:
+                ctx.h(heading)
+                doc.p(*[ctx.k(x[0]) if isinstance(x, tuple) else x for x in parts])
 
         def signers(doc: Doc, d: dt.date) -> None:
-            self.texts.signature_block(self, doc, d, signatories)
+            doc.blank()
+            for e in parties:
+                doc.p("______________________________")
+                which = "sign_person" if e.kind == "person" else "sign_company"
+                doc.p(words[which].format(party=doc.name(e), person=e.people[0].full if e.people else ""))
 
         return self.chain(tpl=tpl, knobs=knobs, lang=lang, doc_type=spec["doc_type"], title=spec["title"], plan=plan,
                           key=key, signers=signers, relations=relations, tags=tags)
@@ -59,81 +121,99 @@ class PlanMixin:
 
     def compare(self, older: FileSpec, version: list[FileSpec], *, key: str = "contracts") -> FileSpec:
         """A compare PDF (Litera / Workshare) of ``older`` against a later version (its clean file, then its
-        redline): a redline rendition of that version."""
+        redline): a redline rendition of that version, deleted and inserted text both in its text layer."""
         newer, marked = version[0], version[-1]
         doc = self.doc(newer.lang)
-        name = self.texts.compare_doc(self, doc, older, newer, marked)
+        tool = self.rng.choice(["Litera", "Workshare"])
+        o_name, n_name = older.path.rsplit("/", 1)[-1], newer.path.rsplit("/", 1)[-1]
+        revs = marked.doc.revisions()
+        ins = sum(1 for r in revs if r["type"] == "insertion")
+        write(self, doc, self.texts.COMPARE[tool], older=o_name, newer=n_name, d=newer.date, ins=ins,
+              dels=len(revs) - ins, time=f"{self.rng.randint(9, 18)}:{self.rng.randint(10, 59)}")
+        doc.blank()
+        for p in marked.doc.paras:
+            doc.paras.append({**p, "segs": [x if isinstance(x, str) else x[1] for x in p["segs"]
+                                            if isinstance(x, str) or x[0] in ("ins", "del", "b")]})
+        doc.absorb(marked.doc)
+        name = self.texts.COMPARE["names"][tool].format(o=older.order, n=newer.order, title=newer.title,
+                                                        older_stem=o_name.rsplit(".", 1)[0],
+                                                        newer_stem=n_name.rsplit(".", 1)[0])
         s = self.add(key, name, "pdf", doc, doc_type=newer.doc_type, title=newer.title, date=newer.date,
                      rendition="redline", version_of=newer.anchor or newer, order=newer.order,
                      tags=["redline", "compare"])
         s.redline_against = older
-        s.relations += [r for r in newer.relations]
-        s.meta = {"producer": "Litera Compare"}
+        s.relations += list(newer.relations)
+        s.meta = {"producer": f"{tool} Compare"}
         return s
-
-    def party_people(self) -> tuple[Any, Any]:
-        m = self.m
-        client_contact = m.client.people[0]
-        other = m.oc.people[0] if m.oc is not None else (m.cp.people[0] if m.cp is not None else None)
-        return client_contact, other
 
     def thread(self, subject: str) -> Any:
         return self.est.new_thread(self.m, subject)
 
     # ------------------------------------------------------------ every matter
     def engagement(self) -> FileSpec:
-        T, m = self.texts, self.m
-        return self.letter(key="engagement", base="engagement", sender=self.firm, signer=m.lawyers[0], to=m.client,
-                           to_person=m.client.people[0], lang=m.lang, subject=lambda d: T.engagement_subject(self, d),
-                           body=lambda d: T.engagement_body(self, d), doc_type="engagement_letter",
-                           fname=self.file_name(T.label("engagement", m.lang), ".pdf"), tags=["signed"])
+        m = self.m
+        return self.template_letter("engagement", key="engagement", sender=self.firm, signer=m.lawyers[0],
+                                    to=m.client, to_person=m.client.people[0], doc_type="engagement_letter",
+                                    fname=self.file_name(self.texts.LABELS["engagement"], ".pdf"), tags=["signed"])
 
     def intake(self) -> None:
-        T, m = self.texts, self.m
+        m = self.m
         contact = m.client.people[0]
-        th = self.thread(T.intake_subject(self))
-        self.mail(th, frm=contact, org=m.client, to=[m.lawyers[0]], lang=m.lang, body=lambda d: T.intake_1(self, d))
+        subject = self.texts.SUBJECTS["intake"][m.kind].format(**self.values(self.t))
+        th = self.thread(subject)
+        self.mail(th, frm=contact, org=m.client, to=[m.lawyers[0]], lang=m.lang,
+                  body=lambda d: self.mail_body(d, "intake_1"))
         broken = self.rng.random() < 0.4
         self.mail(th, frm=m.lawyers[0], org=self.firm, to=[contact], cc=[m.lawyers[-1]], lang=m.lang,
-                  body=lambda d: T.mail_body(self, d, "intake_2"), quote="outlook")
+                  body=lambda d: self.mail_body(d, "intake_2"), quote="outlook")
         self.mail(th, frm=contact, org=m.client, to=[m.lawyers[0]], lang=m.lang,
-                  body=lambda d: T.mail_body(self, d, "intake_3"),
+                  body=lambda d: self.mail_body(d, "intake_3"),
                   quote="outlook" if broken or self.rng.random() < 0.5 else "wrote", broken=broken)
 
     def send_to_client(self, spec: FileSpec) -> None:
-        T, m = self.texts, self.m
-        th = self.thread(T.mail_subject(self, "send", spec))
+        m = self.m
+        th = self.thread(self.mail_subject("send", spec))
         contact = m.client.people[0]
         self.mail(th, frm=m.lawyers[-1], org=self.firm, to=[contact], cc=[m.lawyers[0]], lang=m.lang,
-                  body=lambda d: T.mail_body(self, d, "send", spec), attach=[spec])
+                  body=lambda d: self.mail_body(d, "send", spec), attach=[spec])
         self.mail(th, frm=contact, org=m.client, to=[m.lawyers[-1]], lang=m.lang,
-                  body=lambda d: T.mail_body(self, d, "send_reply", spec), quote="outlook")
+                  body=lambda d: self.mail_body(d, "send_reply", spec), quote="outlook")
         if self.rng.random() < 0.4:  # forwarded internally: stacked prefix
             self.mail(th, frm=m.lawyers[-1], org=self.firm, to=[m.lawyers[0]], lang=m.lang,
-                      body=lambda d: T.mail_body(self, d, "forward"), prefix=self.ph(m.lang, "fw"), quote="outlook")
+                      body=lambda d: self.mail_body(d, "forward"), prefix=self.ph(m.lang, "fw"), quote="outlook")
+
+    def standalone(self, what: str, *, key: str, fmt: str = "pdf", date: dt.date | None = None, cite=None,
+                   human: str | None = None, fname: str | None = None, tags=(), **kw: Any) -> FileSpec:
+        """A document of the text module's ``DOCS[what]`` as its own file."""
+        m = self.m
+        d = date or self.step(3, 12)
+        doc = self.doc(m.lang)
+        if cite is not None:
+            kw["cite_date"] = cite.date
+        spec = self.write_doc(doc, what, d, **kw)
+        title = spec["title"]
+        fname = fname or self.file_name(human or title, f".{fmt}", doc=doc if fmt == "docx" else None, human=human)
+        return self.add(key, fname, fmt, doc, doc_type=spec["doc_type"], title=title, date=d,
+                        ok=self.texts.ACCEPTABLE.get(what), tags=tags)
 
     def invoice(self) -> FileSpec:
-        T, m = self.texts, self.m
         d = self.step(5, 20)
-        doc = self.doc(m.lang)
         number = self.est.next_invoice(d.year)
-        T.invoice(self, doc, d, number)
-        return self.add("billing", self.file_name(T.label("invoice", m.lang) + f" {number}", ".pdf", doc=doc), "pdf",
-                        doc, doc_type="invoice", title=T.label("invoice", m.lang), date=d)
+        style = self.rng.choice(["ordinal", "numeric", "plain"])
+        s = self.standalone("invoice", key="billing", date=d, number=number, hours=self.rng.randint(4, 40),
+                            rate=self.rng.choice([450, 525, 610]), period_end=d - dt.timedelta(days=3),
+                            invoice_date=self.fmt_date(d, self.m.lang, style),
+                            human=f"{self.texts.LABELS['invoice']} {number}")
+        s.doc.ident("invoice_number", number)
+        return s
 
     def file_note(self) -> FileSpec:
-        T, m = self.texts, self.m
-        d = self.step(1, 6)
-        doc = self.doc(m.lang)
-        T.file_note(self, doc, d)
-        as_txt = self.rng.random() < 0.3
-        ext = ".txt" if as_txt else ".docx"
-        s = self.add("notes", self.file_name(T.label("file_note", m.lang), ext, doc=None if as_txt else doc),
-                     "txt" if as_txt else "docx", doc, doc_type="memo", title=T.label("file_note", m.lang), date=d)
-        if as_txt:
-            s.encoding, s.crlf = ("cp1252", True) if self.rng.random() < 0.5 else ("utf-8", False)
-            if s.encoding == "cp1252":
-                s.tags.append("cp1252")
+        if self.rng.random() < 0.7:
+            return self.standalone("file_note", key="notes", fmt="docx", date=self.step(1, 6))
+        s = self.standalone("file_note", key="notes", fmt="txt", date=self.step(1, 6))
+        s.encoding, s.crlf = ("cp1252", True) if self.rng.random() < 0.5 else ("utf-8", False)
+        if s.encoding == "cp1252":
+            s.tags.append("cp1252")
         return s
 
     def duplicates(self) -> None:
@@ -143,122 +223,99 @@ class PlanMixin:
 
     # ------------------------------------------------------------ kinds
     def k_litigation(self) -> None:
-        T, m = self.texts, self.m
-        lang = m.lang
+        m = self.m
         cp_person = m.cp.people[0] if m.cp.people else None
-        demand = self.letter(key="corr", base="demand", sender=self.firm, signer=m.lawyers[0], to=m.cp,
-                             to_person=cp_person, lang=lang, subject=lambda d: T.demand_subject(self, d),
-                             body=lambda d: T.demand_body(self, d), doc_type="demand_letter",
-                             fname=self.file_name(T.label("demand", lang), ".pdf"))
-        oc = m.oc.people[0]
-        answer = self.letter(key="corr", base="answer", sender=m.oc, signer=oc, to=self.firm,
-                             to_person=m.lawyers[0], lang=lang, subject=lambda d: T.answer_subject(self, d, demand),
-                             body=lambda d: T.answer_body(self, d, demand), relations=[("responds_to", demand)],
-                             fname=self.file_name(T.label("answer", lang), ".pdf"))
+        demand = self.template_letter("demand", key="corr", sender=self.firm, signer=m.lawyers[0], to=m.cp,
+                                      to_person=cp_person, doc_type="demand_letter",
+                                      fname=self.file_name(self.texts.LABELS["demand"], ".pdf"))
+        m.x["demand"] = demand
+        self.template_letter("answer", key="corr", sender=m.oc, signer=m.oc.people[0], to=self.firm,
+                             to_person=m.lawyers[0], relations=[("responds_to", demand)],
+                             fname=self.file_name(self.texts.LABELS["answer"], ".pdf"))
         claim = self.court_doc("claim", relations=[("references", demand)])
-        defence = self.court_doc("defence", relations=[("responds_to", claim)], sender=m.oc)
+        defence = self.court_doc("defence", relations=[("responds_to", claim)])
         self.forward(defence)
         self.court_doc("reply", relations=[("responds_to", defence)])
-        self.court_doc("order", sender=m.court)
+        self.court_doc("order", scan=True)
         if self.rng.random() < 0.5:
-            self.court_doc("judgment", sender=m.court)
+            self.court_doc("judgment", scan=True)
         else:
-            self.contract("settlement", [m.client, m.cp], lang=lang, plan=self.negotiation(drafts=2, final=False))
-        m.x["answer"] = answer
+            self.contract("settlement", [m.client, m.cp], lang=m.lang, plan=self.negotiation(drafts=2, final=False))
 
-    def court_doc(self, what: str, *, relations=(), sender: Entity | None = None) -> FileSpec:
-        T, m = self.texts, self.m
-        d = self.step(10, 30)
-        doc = self.doc(m.lang)
-        title, doc_type = T.court_doc(self, doc, what, d)
-        name = self.file_name(title, ".pdf", doc=None)
-        s = self.add("court", name, "pdf", doc, doc_type=doc_type, title=title, date=d,
-                     tags=["scan"] if sender is m.court else [])
+    def court_doc(self, what: str, *, relations=(), scan: bool = False) -> FileSpec:
+        s = self.standalone(what, key="court", date=self.step(10, 30), tags=["scan"] if scan else [])
         s.relations += list(relations)
-        m.x[what] = s
+        self.m.x[what] = s
         return s
 
     def forward(self, spec: FileSpec) -> None:
-        T, m = self.texts, self.m
-        th = self.thread(T.mail_subject(self, "forward", spec))
+        m = self.m
+        th = self.thread(self.mail_subject("forward", spec))
         contact = m.client.people[0]
         self.mail(th, frm=m.lawyers[0], org=self.firm, to=[contact], lang=m.lang, attach=[spec],
-                  body=lambda d: T.mail_body(self, d, "forward_court", spec))
+                  body=lambda d: self.mail_body(d, "forward_court", spec))
         self.mail(th, frm=contact, org=m.client, to=[m.lawyers[0]], lang=m.lang, quote="outlook",
-                  body=lambda d: T.mail_body(self, d, "send_reply", spec), broken=self.rng.random() < 0.3)
+                  body=lambda d: self.mail_body(d, "send_reply", spec), broken=self.rng.random() < 0.3)
 
     def k_employment(self) -> None:
         m = self.m
         employee, employer = (m.cp, m.client) if m.client.kind == "company" else (m.client, m.cp)
         m.x["employee"], m.x["employer"] = employee, employer
+        rep = self.firm if employer is m.client else m.oc
         claim = self.court_doc("et1")
-        self.court_doc("et3", relations=[("responds_to", claim)])
+        self.standalone("et3", key="court", date=self.step(10, 30), employer_rep=rep.name).relations.append(
+            ("responds_to", claim))
+        m.x["et1"] = claim
         out = self.contract("termination", [employer, employee], lang=m.lang, plan=self.negotiation(drafts=3))
         self.send_to_client(out["versions"][1][0])
-        self.appendix(out["signed"], "employment")
+        self.appendix(out["signed"], "appendix_employment",
+                      date=self.t - dt.timedelta(days=self.rng.randint(900, 2500)))
 
-    def appendix(self, main: FileSpec, kind: str) -> FileSpec:
-        T, m = self.texts, self.m
-        doc = self.doc(m.lang)
-        title, doc_type, label, d = T.appendix(self, doc, kind, main)
-        s = self.add("annex", self.file_name(f"{label} - {title}", ".pdf", human=f"{label} - {title}"), "pdf", doc,
-                     doc_type=doc_type, title=title, date=d, tags=["annex"])
+    def appendix(self, main: FileSpec, what: str, date: dt.date | None = None) -> FileSpec:
+        spec = self.texts.DOCS[what]
+        s = self.standalone(what, key="annex", date=date or self.t, human=f"{spec['label']} - {spec['title']}",
+                            tags=["annex"])
+        s.doc_type_ok = [spec["doc_type"]]
         s.relations.append(("annex_of", main))
         return s
 
     def k_lease(self) -> None:
         m = self.m
-        self.simple_doc("heads_of_terms", key="contracts")
+        self.standalone("heads_of_terms", key="contracts")
         out = self.contract("lease", [m.cp, m.client] if m.x.get("tenant_client") else [m.client, m.cp],
                             lang=m.lang, plan=self.negotiation(drafts=3))
         self.compare(out["versions"][0][0], out["versions"][1])
         self.send_to_client(out["versions"][1][0])
-        self.appendix(out["signed"], "plan")
-        var = self.simple_doc("variation", key="signed", cite=out["signed"])
-        var.relations.append(("amends", out["signed"]))
-
-    def simple_doc(self, what: str, *, key: str, cite: FileSpec | None = None, fmt: str = "pdf") -> FileSpec:
-        T, m = self.texts, self.m
-        d = self.step(3, 12)
-        doc = self.doc(m.lang)
-        title, doc_type = T.simple_doc(self, doc, what, d, cite)
-        s = self.add(key, self.file_name(title, f".{fmt}", doc=doc if fmt == "docx" else None), fmt, doc,
-                     doc_type=doc_type, title=title, date=d, ok=T.ACCEPTABLE.get(what))
-        if cite is not None and what not in ("variation", "resolution", "side_letter"):
-            s.relations.append(("references", cite))
-        return s
+        self.appendix(out["signed"], "appendix_plan")
+        self.standalone("variation", key="signed", cite=out["signed"]).relations.append(("amends", out["signed"]))
 
     def k_ma(self) -> None:
         m = self.m
-        nda = self.contract("nda", [m.client, m.cp], lang=m.lang, plan=[("draft", "ours", ("clean",)), ("signed",)])
-        self.simple_doc("heads_of_terms", key="contracts")
+        self.contract("nda", [m.client, m.cp], lang=m.lang, plan=[("draft", "ours", ("clean",)), ("signed",)])
+        self.standalone("heads_of_terms", key="contracts")
         out = self.contract("spa", [m.cp, m.client] if m.x.get("buyer_client") else [m.client, m.cp], lang=m.lang,
                             plan=self.negotiation(drafts=3))
         self.compare(out["versions"][1][0], out["versions"][2])
         self.send_to_client(out["versions"][2][0])
-        extract = self.simple_doc("register_extract", key="dd", cite=None)
-        extract.tags.append("annex")
+        extract = self.standalone("register_extract", key="dd", tags=["annex"])
         extract.relations.append(("annex_of", out["signed"]))
-        self.simple_doc("minutes", key="corporate", cite=out["signed"])
-        self.simple_doc("dd_report", key="dd", cite=None, fmt="docx")
-        m.x["nda"] = nda
+        self.standalone("minutes", key="corporate", cite=out["signed"]).relations.append(("references", out["signed"]))
+        self.standalone("dd_report", key="dd", fmt="docx")
 
     def k_commercial(self) -> None:
         m = self.m
         self.contract("nda", [m.client, m.cp], lang=m.lang, plan=[("draft", "ours", ("clean",)), ("signed",)])
         out = self.contract("msa", [m.client, m.cp], lang=m.lang, plan=self.negotiation(drafts=2))
         self.send_to_client(out["versions"][0][0])
-        side = self.simple_doc("side_letter", key="signed", cite=out["signed"])
-        side.relations.append(("amends", out["signed"]))
+        self.standalone("side_letter", key="signed", cite=out["signed"]).relations.append(("amends", out["signed"]))
 
     def k_corporate(self) -> None:
         m = self.m
         out = self.contract("articles", [m.client], lang=m.lang, plan=self.negotiation(drafts=2, signed=False))
         self.send_to_client(out["versions"][1][0])
-        res = self.simple_doc("resolution", key="corporate", cite=out["final"])
-        res.relations.append(("amends", out["final"]))
-        self.simple_doc("minutes", key="corporate", cite=out["final"])
-        self.simple_doc("poa", key="corporate")
+        self.standalone("resolution", key="corporate", cite=out["final"]).relations.append(("amends", out["final"]))
+        self.standalone("minutes", key="corporate", cite=out["final"]).relations.append(("references", out["final"]))
+        self.standalone("poa", key="corporate")
 
     def build(self) -> None:
         self.engagement()
@@ -268,6 +325,13 @@ class PlanMixin:
         if self.rng.random() < 0.8:
             self.file_note()
         self.duplicates()
+
+
+def short(e: Entity | None) -> str:
+    """A company's name without its legal form (its stem), a person's surname."""
+    if e is None:
+        return ""
+    return getattr(e, "stem", None) or e.name.split()[-1]
 
 
 def build_matters(est: Any) -> None:
@@ -315,16 +379,13 @@ def extras(est: Any) -> None:
     r = est.rng
     b = est.builders[0]
     T = b.texts
-    for what in T.PRECEDENTS:
-        doc = b.doc(est.firm_language)
-        fname, title, doc_type = T.precedent(b, doc, what)
-        s = b.add(f"/{T.FOLDERS['precedents']}", fname, fname.rsplit(".", 1)[1], doc, doc_type=doc_type, title=title,
-                  date=dt.date(2021, r.randint(1, 12), r.randint(1, 28)), matter=None, tags=["no_matter", "template"])
-        s.evidence_hint = None
-    doc = b.doc(est.firm_language)
-    fname, title = T.knowhow(b, doc)
-    b.add(f"/{T.FOLDERS['knowhow']}", fname, "pdf", doc, doc_type=None, title=title, date=dt.date(2021, 11, 3),
-          matter=None, ok=[None], tags=["no_matter", "untyped"])
+    for what in ("precedent_nda", "precedent_engagement", "knowhow"):
+        doc = b.doc(T.LANG)
+        spec = b.write_doc(doc, what, b.t)
+        b.add(f"/{T.FOLDERS['knowhow' if what == 'knowhow' else 'precedents']}", spec["file"],
+              spec["file"].rsplit(".", 1)[1], doc, doc_type=spec["doc_type"], title=spec["title"],
+              date=dt.date(2021, r.randint(1, 12), r.randint(1, 28)), matter=None, ok=[spec["doc_type"]],
+              tags=["no_matter", "template" if what != "knowhow" else "untyped"])
     post = f"/{T.FOLDERS['post']}"
     n = 0
     by_client: dict[str, list[Matter]] = {}
@@ -334,26 +395,21 @@ def extras(est: Any) -> None:
         mb = est.builders[m.idx]
         n += 1
         sender = m.cp if m.cp is not None and m.cp.kind == "company" else m.client
-        mb.letter(key=post, base="post", sender=sender, signer=sender.people[0], to=est.firm,
-                  to_person=m.lawyers[0], lang=m.lang, subject=lambda d, mb=mb: T.post_subject(mb, d),
-                  body=lambda d, mb=mb: T.post_body(mb, d), fname=f"{T.FOLDERS['scan']}{n:04d}.pdf",
-                  tags=["scan", "outside_matter_folder"], theirs=None)
+        mb.template_letter("post", key=post, sender=sender, signer=sender.people[0], to=est.firm,
+                           to_person=m.lawyers[0], fname=f"{T.FOLDERS['scan']}{n:04d}.pdf",
+                           tags=["scan", "outside_matter_folder"])
         if m.court is not None:
             n += 1
-            d = mb.step(5, 15)
-            doc = mb.doc(m.lang)
-            title = T.court_notice(mb, doc, d)
-            mb.add(post, f"{T.FOLDERS['scan']}{n:04d}.pdf", "pdf", doc, doc_type="court_order", title=title, date=d,
-                   tags=["scan", "outside_matter_folder"])
+            mb.standalone("notice", key=post, date=mb.step(5, 15), fname=f"{T.FOLDERS['scan']}{n:04d}.pdf",
+                          tags=["scan", "outside_matter_folder"])
     for _client, ms in sorted(by_client.items()):
         if r.random() < 0.5 and len(ms) <= 2:
             m = ms[0]
             mb = est.builders[m.idx]
             n += 1
-            s = mb.letter(key=post, base="post", sender=m.client, signer=m.client.people[0], to=est.firm,
-                          to_person=m.lawyers[0], lang=m.lang, subject=lambda d, mb=mb: T.client_post_subject(mb, d),
-                          body=lambda d, mb=mb: T.client_post_body(mb, d), fname=f"{T.FOLDERS['scan']}{n:04d}.pdf",
-                          tags=["scan", "outside_matter_folder"], theirs=False)
+            s = mb.template_letter("client_post", key=post, sender=m.client, signer=m.client.people[0], to=est.firm,
+                                   to_person=m.lawyers[0], fname=f"{T.FOLDERS['scan']}{n:04d}.pdf",
+                                   tags=["scan", "outside_matter_folder"], theirs=False)
             if len(ms) > 1:
                 s.matter = None
                 m.files.remove(s)
@@ -365,8 +421,8 @@ def extras(est: Any) -> None:
     own = [m for m in est.matters if not m.x.get("shared_folder")]
     if len(own) >= 2:
         a, into = r.sample(own, 2)
-        letters = [f for f in a.files if f.doc_type in ("letter", "engagement_letter", "demand_letter")
-                   and a.ref in f.doc.text()]
+        letters = [f for f in a.files if f.dup_of is None and a.ref in f.doc.text()
+                   and f.doc_type in ("letter", "engagement_letter", "demand_letter")]
         if letters:
             misfile(est, letters[0], into)
 

@@ -1,39 +1,183 @@
-"""English wording of the plans (:mod:`bench.estates.plans`): letters, court documents, contracts, mail bodies.
-
-Each function writes into a :class:`~bench.estates.model.Doc` through the builder ``b`` (names via
-``doc.name``, identifiers via ``doc.ident``) so the truth is recorded as the text is written.
+"""English wording of the plans (:mod:`bench.estates.plans`): tables of templates (see
+:mod:`bench.estates.wording` for the placeholders) and the contracts' negotiable points.
 """
 
 from __future__ import annotations
 
-import datetime as dt
 from typing import Any
 
-from bench.estates.builder import Knob, Version
-from bench.estates.model import Doc, Entity, FileSpec
-from bench.estates.wording import write
+from bench.estates.builder import Knob
+from bench.estates.model import Doc, Entity
 
+LANG = "en"
 LABELS = {"engagement": "Engagement letter", "invoice": "Invoice", "file_note": "Attendance note",
           "demand": "Letter before claim", "answer": "Response to letter before claim"}
-ACCEPTABLE = {"heads_of_terms": ["term_sheet"], "variation": ["amendment"], "side_letter": ["amendment", "letter"],
-              "resolution": ["shareholder_resolution"], "minutes": ["minutes"], "poa": ["power_of_attorney"],
-              "register_extract": ["register_extract"], "dd_report": ["dd_report"]}
+ACCEPTABLE = {"heads_of_terms": ["term_sheet"], "variation": ["amendment"], "side_letter": ["amendment", "letter"]}
+FOLDERS = {"precedents": "Precedents", "knowhow": "Know-how", "post": "Post Room", "scan": "Scan_"}
+
+SUBJECTS = {
+    "engagement": "Engagement letter – {title}", "demand": "Letter before claim – {client}",
+    "answer": "{client} v {cp}", "post": "{title}", "client_post": "Client no. {client_number}",
+    "send": "{doc_title} – draft for review", "forward": "{doc_title} received",
+    "intake": {"litigation": "Dispute with {cp_short}", "employment": "Employment matter – next steps",
+               "lease": "{cp_short} – lease", "ma": "Project {code}", "commercial": "{client_short} / {cp_short} – MSA",
+               "corporate": "New articles"}}
+
+LETTERS = {
+    "engagement": ["Thank you for instructing {firm} to act for {client} in connection with {title_lower}.",
+                   "?cp We have carried out a conflict check against {cp} and are able to act.",
+                   "{lawyer_full} will be the partner responsible for this matter, assisted by {assistant}.",
+                   "Our fees will be charged on the basis of time spent at the hourly rates set out in the enclosed "
+                   "terms of business. Please sign and return a copy of this letter."],
+    "demand": ["We act for {client}. We write concerning the services agreement between our client and {cp} dated "
+               "{k1:ordinal}.",
+               "Our client's invoices totalling £{amount:,} remain unpaid. Unless payment is received within 14 days "
+               "we are instructed to issue proceedings without further notice."],
+    "answer": ["We act for {cp} and refer to your letter dated {demand_date}.",
+               "Our client denies that any sum is due. The services were defective and our client has a counterclaim.",
+               "Please direct all further correspondence to this firm."],
+    "post": ["We refer to the above matter and to our recent telephone conversation.",
+             "Please let us have your proposals for the next steps within 14 days."],
+    "client_post": ["We enclose the documents you asked for on behalf of {client}.",
+                    "Please call me if you need anything else."],
+}
+
+MAILS = {
+    "intake_1": {"litigation": ["Dear {lawyer},", "", "{cp} has still not paid our invoices and we would like you to "
+                                "take this forward.", "Let me know what you need from us."],
+                 "employment": ["Dear {lawyer},", "", "We need your help with the employment issue we discussed on the "
+                                "phone.", "Let me know what you need from us."],
+                 "lease": ["Dear {lawyer},", "", "We have agreed terms with {cp} and would like you to prepare the "
+                           "lease."],
+                 "ma": ["Dear {lawyer},", "", "As discussed, we would like you to act for us on the transaction with "
+                        "{cp}."],
+                 "commercial": ["Dear {lawyer},", "", "Please could you review the draft agreement with {cp}."],
+                 "corporate": ["Dear {lawyer},", "", "The board would like to adopt new articles before the next "
+                               "financial year."]},
+    "intake_2": ["Dear {contact},", "", "Thank you for your instructions. We have opened a new matter and will send "
+                 "our engagement letter shortly.", "For reference, our matter number is {ref}."],
+    "intake_3": ["Thanks {lawyer},", "", "That is helpful. I will call you tomorrow."],
+    "send": ["Dear {contact},", "", "Please find attached the latest draft of the {doc_title} for your review.",
+             "I would be grateful for your comments by the end of the week."],
+    "send_reply": ["Thank you.", "", "We have no further comments at this stage. Please go ahead."],
+    "forward": ["See below – for the file."],
+    "forward_court": ["Dear {contact},", "", "We attach the {doc_title} served on us today. We will send you our "
+                      "comments shortly."],
+}
+
+HEADS = {
+    "court": ["#IN THE {COURT}", "Claim No: {case}", "BETWEEN:", "{CLIENT}", "Claimant", "– and –", "{CP}",
+              "Defendant", ""],
+    "tribunal": ["#{court}", "Case number: {case}"],
+}
+
+DOCS: dict[str, dict[str, Any]] = {
+    "claim": {"title": "Particulars of Claim", "doc_type": "statement_of_claim", "head": "court", "lines": [
+        "=PARTICULARS OF CLAIM", "1. By an agreement dated {k1:ordinal} the Defendant engaged the Claimant.",
+        "2. The Claimant claims £{amount:,} together with interest.", "Solicitors for the Claimant: {firm}",
+        "Dated {d:ordinal}"]},
+    "defence": {"title": "Defence", "doc_type": "statement_of_defence", "head": "court", "lines": [
+        "=DEFENCE", "1. The Defendant responds to the Particulars of Claim dated {claim_date}.",
+        "2. It is denied that the Claimant is entitled to the sum claimed or at all.",
+        "Solicitors for the Defendant: {oc}", "Dated {d:ordinal}"]},
+    "reply": {"title": "Reply to Defence", "doc_type": "brief", "head": "court", "lines": [
+        "=REPLY TO DEFENCE", "1. The Claimant replies to the Defence dated {defence_date}.",
+        "Solicitors for the Claimant: {firm}", "Dated {d:ordinal}"]},
+    "order": {"title": "Order", "doc_type": "court_order", "head": "court", "lines": [
+        "=ORDER", "UPON the Claimant's application dated {application}",
+        "IT IS ORDERED THAT the parties shall exchange witness statements within 28 days.", "Dated {d:plain}"]},
+    "judgment": {"title": "Approved Judgment", "doc_type": "judgment", "head": "court", "lines": [
+        "=APPROVED JUDGMENT", "Date: {d:plain}", "1. For the reasons below, the claim succeeds in part."]},
+    "et1": {"title": "Claim form ET1", "doc_type": "statement_of_claim", "head": "tribunal", "lines": [
+        "=CLAIM FORM (ET1)", "Claimant: {employee}", "Respondent: {employer}",
+        "The claimant complains of unfair dismissal.", "Date received: {d:numeric}"]},
+    "et3": {"title": "Response form ET3", "doc_type": "statement_of_defence", "head": "tribunal", "lines": [
+        "=RESPONSE FORM (ET3)", "Respondent: {employer}", "Claimant: {employee}",
+        "The respondent resists the claim received on {et1_date:numeric}.", "Representative: {employer_rep}",
+        "Date: {d:numeric}"]},
+    "notice": {"title": "Notice of hearing", "doc_type": "court_order", "head": "tribunal", "lines": [
+        "=NOTICE OF HEARING", "Date of notice: {d:plain}", "The hearing will take place on {hearing:ordinal} at "
+        "10:30 am."]},
+    "appendix_employment": {"title": "Contract of employment", "doc_type": "employment", "label": "Appendix 1",
+                            "lines": ["#APPENDIX 1", "=CONTRACT OF EMPLOYMENT", "between {employer} and {employee}",
+                                      "Dated {d:ordinal}", "1. The Employee is employed as Operations Manager with "
+                                      "effect from the date of this contract."]},
+    "appendix_plan": {"title": "Plan", "doc_type": None, "label": "Schedule 1", "lines": [
+        "#SCHEDULE 1", "=THE PLAN", "Plan of the Premises referred to in the lease between {client} and {cp}.",
+        "Plan date: {d:plain}"]},
+    "heads_of_terms": {"title": "Heads of Terms", "doc_type": "term_sheet", "lines": [
+        "=HEADS OF TERMS", "SUBJECT TO CONTRACT – {d:plain}", "Parties: {client} and {cp}",
+        "These heads of terms are not legally binding save for the confidentiality and exclusivity clauses."]},
+    "variation": {"title": "Deed of Variation", "doc_type": "amendment", "lines": [
+        "=DEED OF VARIATION", "THIS DEED is dated {d:ordinal}", "BETWEEN {client_desc} and {cp_desc}.",
+        "This deed varies the lease dated {cite_date:ordinal} between the parties.",
+        "1. The annual rent is reduced with effect from the next quarter day."]},
+    "side_letter": {"title": "Side Letter", "doc_type": "amendment", "lines": [
+        "{d}", "To: {cp}", "=SIDE LETTER", "We refer to the master services agreement dated {cite_date:ordinal} "
+        "between {client} and you. With effect from today clause 3 of the agreement is amended."]},
+    "register_extract": {"title": "Company search", "doc_type": "register_extract", "lines": [
+        "#Companies House", "={TARGET}", "?target_reg Company number {target_reg}",
+        "Registered office address: {target_address}", "Company status: Active", "Officers: {director} (Director)",
+        "Extract produced on {d:plain}", "SCHEDULE 2 – COMPANY SEARCH"]},
+    "minutes": {"title": "Board minutes", "doc_type": "minutes", "lines": [
+        "#{CLIENT}", "=MINUTES OF A MEETING OF THE BOARD OF DIRECTORS", "held on {d:ordinal} at {client_address}",
+        "1. The chair reported on the {cited} dated {cite_date:ordinal}.",
+        "2. IT WAS RESOLVED that the company approve the same."]},
+    "resolution": {"title": "Written resolution", "doc_type": "shareholder_resolution", "lines": [
+        "=WRITTEN RESOLUTION OF THE SHAREHOLDERS", "of {CLIENT}", "?client_reg (Company number {client_reg})",
+        "Circulation date: {d:ordinal}", "THAT the draft articles of association dated {cite_date:ordinal} be "
+        "adopted as the articles of association of the company in substitution for the existing articles."]},
+    "poa": {"title": "Power of attorney", "doc_type": "power_of_attorney", "lines": [
+        "=POWER OF ATTORNEY", "THIS POWER OF ATTORNEY is made on {d:ordinal} by {client_desc}.",
+        "The company appoints {lawyer_full} of {firm} to sign on its behalf any filing with Companies House."]},
+    "dd_report": {"title": "Legal due diligence report", "doc_type": "dd_report", "lines": [
+        "=LEGAL DUE DILIGENCE REPORT", "Project {code} – {target}", "Report date: {d:plain}",
+        "Prepared by {firm} for {client}.", "1. Corporate: no issues of concern. 2. Material contracts: two "
+        "contracts contain change of control clauses."]},
+    "invoice": {"title": "Invoice", "doc_type": "invoice", "letterhead": True, "lines": [
+        "=INVOICE", "Invoice no.: {number}", "Invoice date: {invoice_date}", "Client: {client} (client no. "
+        "{client_number})", "Matter: {ref} – {title}", "", "Professional charges for the period to "
+        "{period_end:plain}: {hours} hours at £{rate} per hour.", "Payment is due within 30 days."]},
+    "file_note": {"title": "Attendance note", "doc_type": "memo", "lines": [
+        "#ATTENDANCE NOTE", "Date: {d:numeric}", "?note_ref Matter: {ref}",
+        "Attending: {lawyer_full}, {contact_full} ({client})", "", "Call with the client about {title_lower}. "
+        "Discussed next steps and timetable.", "?cp Client confirmed that no offer has been received from {cp}."]},
+    "precedent_nda": {"title": "Confidentiality Agreement", "doc_type": "nda",
+                      "file": "Precedent - Confidentiality Agreement (mutual).docx", "lines": [
+                          "=CONFIDENTIALITY AGREEMENT", "THIS AGREEMENT is dated [date] and made BETWEEN [PARTY A] "
+                          "and [PARTY B].", "1. The Recipient shall keep the Confidential Information confidential "
+                          "for [two] years."]},
+    "precedent_engagement": {"title": "Engagement letter", "doc_type": "engagement_letter",
+                             "file": "Precedent - Engagement letter.docx", "lines": [
+                                 "[Letterhead]", "Engagement letter – [matter]", "Thank you for instructing us to act "
+                                 "for [client] in connection with [matter]."]},
+    "knowhow": {"title": "Employment law update", "doc_type": None, "file": "Client briefing - Employment law "
+                "update.pdf", "lines": ["#{letterhead}", "=Employment law update – what changes this year",
+                                        "Our briefing for clients on holiday pay, flexible working requests and the "
+                                        "new statutory code."]},
+}
+CITED = {"ma": "share purchase agreement", "corporate": "new articles of association"}
+
+CONTRACT = {"between": "BETWEEN:", "of": "of {party}", "party": "({i}) {party} (the \"{role}\"){end}",
+            "sign_company": "Signed by {person}, director, for and on behalf of {party}",
+            "sign_person": "Signed by {party}"}
+COMPARE = {"Litera": ["#Litera Compare – Comparison Details", "Original document: {older}",
+                      "Modified document: {newer}", "Comparison run: {d:numeric} {time}",
+                      "Insertions: {ins}   Deletions: {dels}   Moves: 0"],
+           "Workshare": ["#Workshare Compare – Comparison of {older} and {newer}", "Original document: {older}",
+                         "Modified document: {newer}", "Comparison run: {d:numeric} {time}",
+                         "Insertions: {ins}   Deletions: {dels}   Moves: 0"],
+           "names": {"Litera": "Comparison of v{o} to v{n} - {title}.pdf",
+                     "Workshare": "Workshare Compare - {older_stem} vs {newer_stem}.pdf"}}
 
 
-def label(key: str, lang: str) -> str:
-    return LABELS[key]
-
-
-def _subject_tag(b: Any, subject: str) -> str:
+def subject_tag(b: Any, subject: str) -> str:
+    """A subject with the firm's filing tag (``… [#104233-0007]``), when the firm uses one."""
     tag = b.est.subject_tag
     if not tag:
         return subject
     t = tag.format(ref=b.m.ref)
     return t + subject if t.endswith(" - ") else f"{subject} {t}"
-
-
-def short(e: Entity) -> str:
-    return getattr(e, "stem", None) or e.name.split()[-1]
 
 
 def describe(b: Any, doc: Doc, e: Entity) -> str:
@@ -50,284 +194,6 @@ def describe(b: Any, doc: Doc, e: Entity) -> str:
         return f"{name}, a company incorporated in {e.country} and registered with {e.register['issuer']} under " \
                f"number {num}"
     return f"{name}, a company incorporated in {e.country}"
-
-
-# ---------------------------------------------------------------- letters and mail
-def engagement_subject(b: Any, doc: Doc) -> str:
-    return f"Engagement letter – {b.m.title}"
-
-
-def engagement_body(b: Any, doc: Doc) -> None:
-    m = b.m
-    doc.p(f"Thank you for instructing {doc.name(b.firm, variant=b.est.firm_name)} to act for "
-          f"{doc.name(m.client)} in connection with {m.title.lower()}.")
-    if m.cp is not None:
-        doc.p(f"We have carried out a conflict check against {doc.name(m.cp)} and are able to act.")
-    doc.p(f"{m.lawyers[0].full} will be the partner responsible for this matter, assisted by {m.lawyers[1].full}.")
-    doc.p("Our fees will be charged on the basis of time spent at the hourly rates set out in the enclosed terms "
-          "of business. Please sign and return a copy of this letter.")
-
-
-def intake_subject(b: Any) -> str:
-    m = b.m
-    return {"litigation": lambda: f"Dispute with {short(m.cp)}", "employment": lambda: "Employment matter – next steps",
-            "lease": lambda: f"{short(m.cp)} – lease", "ma": lambda: f"Project {m.x.setdefault('code', b.codename())}",
-            "commercial": lambda: f"{short(m.client)} / {short(m.cp)} – MSA",
-            "corporate": lambda: "New articles"}[m.kind]()
-
-
-def intake_1(b: Any, doc: Doc) -> None:
-    m = b.m
-    doc.p(f"Dear {m.lawyers[0].first},")
-    doc.blank()
-    what = {"litigation": lambda: f"{doc.name(m.cp)} has still not paid our invoices and we would like you to take "
-                                  "this forward.",
-            "employment": lambda: "We need your help with the employment issue we discussed on the phone.",
-            "lease": lambda: f"We have agreed terms with {doc.name(m.cp)} and would like you to prepare the lease.",
-            "ma": lambda: f"As discussed, we would like you to act for us on the transaction with {doc.name(m.cp)}.",
-            "commercial": lambda: f"Please could you review the draft agreement with {doc.name(m.cp)}.",
-            "corporate": lambda: "The board would like to adopt new articles before the next financial year."}[m.kind]
-    doc.p(what())
-    doc.p("Let me know what you need from us.")
-
-
-MAILS = {
-    "intake_2": ["Dear {contact},", "", "Thank you for your instructions. We have opened a new matter and will send "
-                 "our engagement letter shortly.", "For reference, our matter number is {ref}."],
-    "intake_3": ["Thanks {lawyer},", "", "That is helpful. I will call you tomorrow."],
-    "send": ["Dear {contact},", "", "Please find attached the latest draft of the {doc_title} for your review.",
-             "I would be grateful for your comments by the end of the week."],
-    "send_reply": ["Thank you.", "", "We have no further comments at this stage. Please go ahead."],
-    "forward": ["See below – for the file."],
-    "forward_court": ["Dear {contact},", "", "We attach the {doc_title} served on us today. We will send you our "
-                      "comments shortly."],
-}
-SUBJECTS = {"send": "{doc_title} – draft for review", "forward": "{doc_title} received"}
-
-
-def mail_body(b: Any, doc: Doc, key: str, spec: FileSpec | None = None) -> None:
-    """The body of a standard message (:data:`MAILS`)."""
-    write(b, doc, MAILS[key], doc_title=spec.title.lower() if spec else "")
-
-
-def mail_subject(b: Any, key: str, spec: FileSpec) -> str:
-    return _subject_tag(b, SUBJECTS[key].format(doc_title=spec.title))
-
-
-def invoice(b: Any, doc: Doc, d: dt.date, number: str) -> None:
-    m = b.m
-    b.letterhead(doc, "en")
-    doc.p("INVOICE", style="Title")
-    doc.p(f"Invoice no.: {doc.ident('invoice_number', number)}")
-    doc.p(f"Invoice date: {b.fmt_date(d, 'en', 'ordinal' if b.rng.random() < 0.5 else 'numeric')}")
-    doc.p(f"Client: {doc.name(m.client)} (client no. {m.client_number})")
-    doc.p(f"Matter: {doc.ident('matter_reference', m.ref)} – {m.title}")
-    doc.blank()
-    hours = b.rng.randint(4, 40)
-    doc.p(f"Professional charges for the period to {b.fmt_date(d - dt.timedelta(days=3), 'en', 'plain')}: "
-          f"{hours} hours at £{b.rng.choice([450, 525, 610])} per hour.")
-    doc.p("Payment is due within 30 days.")
-
-
-def file_note(b: Any, doc: Doc, d: dt.date) -> None:
-    m = b.m
-    doc.p("ATTENDANCE NOTE", bold=True)
-    doc.p(f"Date: {b.fmt_date(d, 'en', 'numeric')}")
-    if b.rng.random() < 0.6:
-        doc.p(f"Matter: {doc.ident('matter_reference', m.ref)}")
-    doc.p(f"Attending: {m.lawyers[0].full}, {m.client.people[0].full} ({doc.name(m.client)})")
-    doc.blank()
-    doc.p(f"Call with the client about {m.title.lower()}. Discussed next steps and timetable.")
-    if m.cp is not None:
-        doc.p(f"Client confirmed that no without prejudice offer has been received from {doc.name(m.cp)}.")
-
-
-def demand_subject(b: Any, doc: Doc) -> str:
-    return f"Letter before claim – {doc.name(b.m.client)}"
-
-
-def demand_body(b: Any, doc: Doc) -> None:
-    m = b.m
-    k1 = m.x.setdefault("contract_date", b.t - dt.timedelta(days=b.rng.randint(200, 500)))
-    amount = m.x.setdefault("amount", b.rng.randint(40, 900) * 1000)
-    doc.p(f"We act for {doc.name(m.client)}. We write concerning the services agreement between our client and "
-          f"{doc.name(m.cp)} dated {b.fmt_date(k1, 'en', 'ordinal')}.")
-    doc.p(f"Our client's invoices totalling £{amount:,} remain unpaid. Unless payment is received within 14 days we "
-          "are instructed to issue proceedings without further notice.")
-
-
-def answer_subject(b: Any, doc: Doc, demand: FileSpec) -> str:
-    return f"{doc.name(b.m.client)} v {doc.name(b.m.cp)}"
-
-
-def answer_body(b: Any, doc: Doc, demand: FileSpec) -> None:
-    m = b.m
-    doc.p(f"We act for {doc.name(m.cp)} and refer to your letter dated {b.fmt_date(demand.date, 'en')}.")
-    doc.p("Our client denies that any sum is due. The services were defective and our client has a counterclaim.")
-    doc.p("Please direct all further correspondence to this firm.")
-
-
-# ---------------------------------------------------------------- court documents
-def _heading(b: Any, doc: Doc, title: str) -> None:
-    m = b.m
-    court = m.court
-    variant = court.name if b.rng.random() < 0.6 else court.variants[1]
-    if "Tribunal" in court.name:
-        doc.p(doc.name(court, variant=variant), bold=True)
-    else:
-        if variant.upper() not in court.variants:
-            court.variants.append(variant.upper())
-        doc.p(f"IN THE {doc.name(court, variant=variant.upper())}", bold=True)
-    label_ = "Case No" if "Tribunal" in court.name else "Claim No"
-    doc.p(f"{label_}: {doc.ident('case_number', m.case_numbers[0], court.name)}")
-    doc.p("BETWEEN:")
-    doc.p(doc.name(m.client, variant=m.client.name.upper()) if m.client.kind == "company" else doc.name(m.client))
-    doc.p("Claimant")
-    doc.p("– and –")
-    doc.p(doc.name(m.cp, variant=m.cp.name.upper()) if m.cp.kind == "company" else doc.name(m.cp))
-    doc.p("Defendant" if "Tribunal" not in court.name else "Respondent")
-    doc.blank()
-    doc.p(title.upper(), style="Title")
-
-
-def court_doc(b: Any, doc: Doc, what: str, d: dt.date) -> tuple[str, str]:
-    m = b.m
-    firm = b.est.firm_name
-    k1 = m.x.setdefault("contract_date", d - dt.timedelta(days=400))
-    pleadings = {
-        "claim": ("Particulars of Claim", "statement_of_claim", "Claimant", b.firm, lambda: [
-            f"1. By an agreement dated {b.fmt_date(k1, 'en', 'ordinal')} the Defendant engaged the Claimant.",
-            f"2. The Claimant claims £{m.x.setdefault('amount', 120000):,} together with interest."]),
-        "defence": ("Defence", "statement_of_defence", "Defendant", m.oc, lambda: [
-            f"1. The Defendant responds to the Particulars of Claim dated {b.fmt_date(m.x['claim'].date, 'en')}.",
-            "2. It is denied that the Claimant is entitled to the sum claimed or at all."]),
-        "reply": ("Reply to Defence", "brief", "Claimant", b.firm, lambda: [
-            f"1. The Claimant replies to the Defence dated {b.fmt_date(m.x['defence'].date, 'en')}."])}
-    if what in pleadings:
-        title, doc_type, side, solicitors, lines = pleadings[what]
-        _heading(b, doc, title)
-        for line in lines():
-            doc.p(line)
-        doc.p(f"Solicitors for the {side}: {doc.name(solicitors, variant=firm if solicitors is b.firm else None)}")
-        doc.p(f"Dated {b.fmt_date(d, 'en', 'ordinal')}")
-        return title, doc_type
-    if what == "order":
-        _heading(b, doc, "Order")
-        doc.p(f"UPON the Claimant's application dated {b.fmt_date(d - dt.timedelta(days=21), 'en')}")
-        doc.p("IT IS ORDERED THAT the parties shall exchange witness statements within 28 days.")
-        doc.p(f"Dated {b.fmt_date(d, 'en', 'plain')}")
-        return "Order", "court_order"
-    if what == "judgment":
-        _heading(b, doc, "Approved Judgment")
-        doc.p(f"Date: {b.fmt_date(d, 'en', 'plain')}")
-        doc.p("1. For the reasons below, the claim succeeds in part.")
-        return "Approved Judgment", "judgment"
-    if what == "et1":
-        m.x["client_respondent"] = m.client.kind == "company"
-        doc.p(doc.name(m.court, variant=m.court.name), bold=True)
-        doc.p(f"Case number: {doc.ident('case_number', m.case_numbers[0], m.court.name)}")
-        doc.p("CLAIM FORM (ET1)", style="Title")
-        doc.p(f"Claimant: {doc.name(m.x['employee'])}")
-        doc.p(f"Respondent: {doc.name(m.x['employer'])}")
-        doc.p("The claimant complains of unfair dismissal.")
-        doc.p(f"Date received: {b.fmt_date(d, 'en', 'numeric')}")
-        return "Claim form ET1", "statement_of_claim"
-    doc.p(doc.name(m.court, variant=m.court.name), bold=True)
-    doc.p(f"Case number: {doc.ident('case_number', m.case_numbers[0], m.court.name)}")
-    doc.p("RESPONSE FORM (ET3)", style="Title")
-    doc.p(f"Respondent: {doc.name(m.x['employer'])}")
-    doc.p(f"Claimant: {doc.name(m.x['employee'])}")
-    doc.p(f"The respondent resists the claim received on {b.fmt_date(m.x['et1'].date, 'en', 'numeric')}.")
-    doc.p(f"Representative: {doc.name(m.oc if m.x.get('client_respondent') is False else b.firm)}")
-    doc.p(f"Date: {b.fmt_date(d, 'en', 'numeric')}")
-    return "Response form ET3", "statement_of_defence"
-
-
-def appendix(b: Any, doc: Doc, kind: str, main: FileSpec) -> tuple[str, str | None, str, dt.date]:
-    """(title, doc type, label, the date the appendix states)."""
-    m = b.m
-    if kind == "employment":
-        doc.p("APPENDIX 1", bold=True)
-        doc.p("CONTRACT OF EMPLOYMENT", style="Title")
-        doc.p(f"between {doc.name(m.x['employer'])} and {doc.name(m.x['employee'])}")
-        start = b.t - dt.timedelta(days=b.rng.randint(900, 2500))
-        doc.p(f"Dated {b.fmt_date(start, 'en', 'ordinal')}")
-        doc.p("1. The Employee is employed as Operations Manager with effect from the date of this contract.")
-        return "Contract of employment", "employment", "Appendix 1", start
-    doc.p("SCHEDULE 1", bold=True)
-    doc.p("THE PLAN", style="Title")
-    doc.p(f"Plan of the Premises referred to in the lease between {doc.name(m.client)} and {doc.name(m.cp)}.")
-    doc.p(f"Plan date: {b.fmt_date(b.t, 'en', 'plain')}")
-    return "Plan", None, "Schedule 1", b.t
-
-
-def simple_doc(b: Any, doc: Doc, what: str, d: dt.date, cite: FileSpec | None) -> tuple[str, str]:
-    m = b.m
-    if what == "heads_of_terms":
-        doc.p("HEADS OF TERMS", style="Title")
-        doc.p(f"SUBJECT TO CONTRACT – {b.fmt_date(d, 'en', 'plain')}")
-        doc.p(f"Parties: {doc.name(m.client)} and {doc.name(m.cp)}")
-        doc.p("These heads of terms are not legally binding save for the confidentiality and exclusivity clauses.")
-        return "Heads of Terms", "term_sheet"
-    if what == "variation":
-        doc.p("DEED OF VARIATION", style="Title")
-        doc.p(f"THIS DEED is dated {b.fmt_date(d, 'en', 'ordinal')}")
-        doc.p(f"BETWEEN {describe(b, doc, m.client)} and {describe(b, doc, m.cp)}.")
-        doc.p(f"This deed varies the lease dated {b.fmt_date(cite.date, 'en', 'ordinal')} between the parties.")
-        doc.p("1. The annual rent is reduced with effect from the next quarter day.")
-        return "Deed of Variation", "amendment"
-    if what == "side_letter":
-        doc.p(f"{b.fmt_date(d, 'en')}")
-        doc.p(f"To: {doc.name(m.cp)}")
-        doc.p("SIDE LETTER", style="Title")
-        doc.p(f"We refer to the master services agreement dated {b.fmt_date(cite.date, 'en', 'ordinal')} between "
-              f"{doc.name(m.client)} and you. With effect from today clause 3 of the agreement is amended.")
-        return "Side Letter", "amendment"
-    if what == "register_extract":
-        e = m.target or m.cp
-        doc.p("Companies House", bold=True)
-        doc.p(f"{doc.name(e, variant=e.name.upper())}", style="Title")
-        if e.register:
-            doc.p(f"Company number {doc.ident('register_number', e.register['value'], e.register['issuer'], e)}")
-        doc.p(f"Registered office address: {e.address}")
-        doc.p("Company status: Active")
-        doc.p(f"Officers: {e.people[0].full} (Director)")
-        doc.p(f"Extract produced on {b.fmt_date(d, 'en', 'plain')}")
-        doc.p("SCHEDULE 2 – COMPANY SEARCH")
-        return "Company search", "register_extract"
-    if what == "minutes":
-        e = m.x.get("buyer_entity") or m.client
-        doc.p(f"{doc.name(e, variant=e.name.upper())}", bold=True)
-        doc.p("MINUTES OF A MEETING OF THE BOARD OF DIRECTORS", style="Title")
-        doc.p(f"held on {b.fmt_date(d, 'en', 'ordinal')} at {e.address}")
-        what_ = "the share purchase agreement" if m.kind == "ma" else "the new articles of association"
-        doc.p(f"1. The chair reported on {what_} dated {b.fmt_date(cite.date, 'en', 'ordinal')}.")
-        doc.p("2. IT WAS RESOLVED that the company approve the same.")
-        return "Board minutes", "minutes"
-    if what == "resolution":
-        doc.p("WRITTEN RESOLUTION OF THE SHAREHOLDERS", style="Title")
-        doc.p(f"of {doc.name(m.client, variant=m.client.name.upper())}")
-        reg = m.client.register
-        if reg:
-            doc.p(f"(Company number {doc.ident('register_number', reg['value'], reg['issuer'], m.client)})")
-        doc.p(f"Circulation date: {b.fmt_date(d, 'en', 'ordinal')}")
-        doc.p(f"THAT the draft articles of association dated {b.fmt_date(cite.date, 'en', 'ordinal')} be adopted as "
-              "the articles of association of the company in substitution for the existing articles.")
-        return "Written resolution", "shareholder_resolution"
-    if what == "poa":
-        doc.p("POWER OF ATTORNEY", style="Title")
-        doc.p(f"THIS POWER OF ATTORNEY is made on {b.fmt_date(d, 'en', 'ordinal')} by "
-              f"{describe(b, doc, m.client)}.")
-        doc.p(f"The company appoints {m.lawyers[0].full} of {doc.name(b.firm, variant=b.est.firm_name)} to sign on "
-              "its behalf any filing with Companies House.")
-        return "Power of attorney", "power_of_attorney"
-    e = m.target or m.cp
-    doc.p("LEGAL DUE DILIGENCE REPORT", style="Title")
-    doc.p(f"Project {m.x.setdefault('code', b.codename())} – {doc.name(e)}")
-    doc.p(f"Report date: {b.fmt_date(d, 'en', 'plain')}")
-    doc.p(f"Prepared by {doc.name(b.firm, variant=b.est.firm_name)} for {doc.name(m.client)}.")
-    doc.p("1. Corporate: no issues of concern. 2. Material contracts: two contracts contain change of control clauses.")
-    return "Legal due diligence report", "dd_report"
 
 
 # ---------------------------------------------------------------- contracts
@@ -414,104 +280,3 @@ CONTRACTS: dict[str, dict[str, Any]] = {
                     ("2. Transfers", ["Shares may be transferred ", ("transfer",), "."]),
                     ("3. Drag along", [("drag",)])]},
 }
-
-
-def contract_body(b: Any, ctx: Version, doc: Doc, spec: dict[str, Any], parties: list[Entity]) -> None:
-    doc.p(spec["title"].upper(), style="Title")
-    if spec["doc_type"] == "articles":
-        doc.p(f"of {describe(b, doc, parties[0])}")
-    else:
-        doc.p("BETWEEN:")
-        for i, (e, role) in enumerate(zip(parties, spec["roles"], strict=True)):
-            doc.p(f"({i + 1}) {describe(b, doc, e)} (the \"{role}\"){';' if i + 1 < len(parties) else '.'}")
-    for heading, parts in spec["clauses"]:
-        ctx.h(heading)
-        doc.p(*[ctx.k(x[0]) if isinstance(x, tuple) else x for x in parts])
-
-
-def signature_block(b: Any, doc: Doc, d: dt.date, signatories: list[tuple[Entity, Any]]) -> None:
-    doc.blank()
-    for e, person in signatories:
-        doc.p("______________________________")
-        if e.kind == "person":
-            doc.p(f"Signed by {doc.name(e)}")
-        else:
-            doc.p(f"Signed by {person.full}, director, for and on behalf of {doc.name(e)}")
-
-
-def compare_doc(b: Any, doc: Doc, older: FileSpec, newer: FileSpec, marked: FileSpec) -> str:
-    """The compare report's text (header, then the redline of ``marked`` with deleted and inserted text
-    both shown); returns its file name."""
-    tool = b.rng.choice(["Litera", "Workshare"])
-    o_name, n_name = older.path.rsplit("/", 1)[-1], newer.path.rsplit("/", 1)[-1]
-    doc.p(f"{tool} Compare – Comparison of {o_name} and {n_name}" if tool == "Workshare" else
-          "Litera Compare – Comparison Details", bold=True)
-    doc.p(f"Original document: {o_name}")
-    doc.p(f"Modified document: {n_name}")
-    doc.p(f"Comparison run: {b.fmt_date(newer.date, 'en', 'numeric')} {b.rng.randint(9, 18)}:{b.rng.randint(10, 59)}")
-    revs = marked.doc.revisions()
-    ins = sum(1 for r in revs if r["type"] == "insertion")
-    doc.p(f"Insertions: {ins}   Deletions: {len(revs) - ins}   Moves: 0")
-    doc.blank()
-    for p in marked.doc.paras:
-        doc.paras.append({**p, "segs": [s if isinstance(s, str) else s[1] for s in p["segs"]
-                                        if isinstance(s, str) or s[0] in ("ins", "del", "b")]})
-    doc.absorb(marked.doc)
-    stem = newer.title
-    if tool == "Litera":
-        return f"Comparison of v{older.order} to v{newer.order} - {stem}.pdf"
-    return f"Workshare Compare - {o_name.rsplit('.', 1)[0]} vs {n_name.rsplit('.', 1)[0]}.pdf"
-
-
-# ---------------------------------------------------------------- outside the matters
-FOLDERS = {"precedents": "Precedents", "knowhow": "Know-how", "post": "Post Room", "scan": "Scan_"}
-PRECEDENTS = ["nda", "engagement"]
-
-
-def precedent(b: Any, doc: Doc, what: str) -> tuple[str, str, str]:
-    """(file name, title, doc type) of a precedent (no matter)."""
-    if what == "nda":
-        doc.p("CONFIDENTIALITY AGREEMENT", style="Title")
-        doc.p("THIS AGREEMENT is dated [date] and made BETWEEN [PARTY A] and [PARTY B].")
-        doc.p("1. The Recipient shall keep the Confidential Information confidential for [two] years.")
-        return "Precedent - Confidentiality Agreement (mutual).docx", "Confidentiality Agreement", "nda"
-    doc.p("[Letterhead]")
-    doc.p("Engagement letter – [matter]")
-    doc.p("Thank you for instructing us to act for [client] in connection with [matter].")
-    return "Precedent - Engagement letter.docx", "Engagement letter", "engagement_letter"
-
-
-def knowhow(b: Any, doc: Doc) -> tuple[str, str]:
-    doc.p(f"{doc.name(b.firm, variant=b.est.letterhead)}", bold=True)
-    doc.p("Employment law update – what changes this year", style="Title")
-    doc.p("Our briefing for clients on holiday pay, flexible working requests and the new statutory code.")
-    return "Client briefing - Employment law update.pdf", "Employment law update"
-
-
-def post_subject(b: Any, doc: Doc) -> str:
-    return f"{b.m.title}"
-
-
-def post_body(b: Any, doc: Doc) -> None:
-    doc.p("We refer to the above matter and to our recent telephone conversation.")
-    doc.p("Please let us have your proposals for the next steps within 14 days.")
-
-
-def court_notice(b: Any, doc: Doc, d: dt.date) -> str:
-    m = b.m
-    doc.p(doc.name(m.court, variant=m.court.variants[-1]), bold=True)
-    doc.p(f"Claim No: {doc.ident('case_number', m.case_numbers[0], m.court.name)}" if "Tribunal" not in
-          m.court.name else f"Case number: {doc.ident('case_number', m.case_numbers[0], m.court.name)}")
-    doc.p("NOTICE OF HEARING", style="Title")
-    doc.p(f"Date of notice: {b.fmt_date(d, 'en', 'plain')}")
-    doc.p(f"The hearing will take place on {b.fmt_date(d + dt.timedelta(days=45), 'en', 'ordinal')} at 10:30 am.")
-    return "Notice of hearing"
-
-
-def client_post_subject(b: Any, doc: Doc) -> str:
-    return f"Client no. {b.m.client_number}"
-
-
-def client_post_body(b: Any, doc: Doc) -> None:
-    doc.p(f"We enclose the documents you asked for on behalf of {doc.name(b.m.client)}.")
-    doc.p("Please call me if you need anything else.")
