@@ -127,8 +127,24 @@ class MatterBuilder:
         self.firm: Entity = est.firm
 
     # ------------------------------------------------------------ conventions (firm module)
+    texts: Any = None
+
     def path(self, key: str, fname: str) -> str:
-        raise NotImplementedError
+        """Where a file of folder ``key`` goes: a subfolder of the matter folder in layouts that have them
+        (the text module's ``SUBFOLDERS``), else the matter folder itself."""
+        m = self.m
+        sub = self.texts.SUBFOLDERS.get(key, "") if m.layout in self.texts.SUBFOLDER_LAYOUTS else ""
+        return f"{m.folder}/{sub}/{fname}" if sub else f"{m.folder}/{fname}"
+
+    def dup_name(self, orig: FileSpec) -> str:
+        """A copy's name (the text module's ``COPY_NAMES``) not taken in the original's folder."""
+        stem, ext = orig.path.rsplit("/", 1)[-1].rsplit(".", 1)
+        folder = orig.path.rsplit("/", 1)[0]
+        opts = [o.format(stem=stem, ext=ext) for o in self.texts.COPY_NAMES]
+        for o in self.rng.sample(opts, len(opts)):
+            if not self.est.path_taken(f"{folder}/{o}"):
+                return o
+        return f"{stem} (3).{ext}"
 
     def fmt_date(self, d: dt.date, lang: str, style: str = "long") -> str:
         raise NotImplementedError
@@ -137,9 +153,6 @@ class MatterBuilder:
         raise NotImplementedError
 
     def ref_lines(self, doc: Doc, sender: Entity, lang: str, theirs: str | None) -> list[str]:
-        raise NotImplementedError
-
-    def dup_name(self, orig: FileSpec) -> str:
         raise NotImplementedError
 
     def ph(self, lang: str, key: str) -> str:
@@ -157,8 +170,13 @@ class MatterBuilder:
             ok: list[str | None] | None = None, tags: tuple | list = (), rendition: str | None = None,
             version_of: FileSpec | None = None, order: int = 1, matter: Matter | None | bool = True,
             **kw: Any) -> FileSpec:
-        s = FileSpec(key[1:] + "/" + fname if key.startswith("/") else self.path(key, fname), fmt,
-                     self.m if matter is True else (matter or None), doc, **kw)
+        path = key[1:] + "/" + fname if key.startswith("/") else self.path(key, fname)
+        n = 1
+        while self.est.path_taken(path):  # two documents of one name in a folder: "… - 2"
+            n += 1
+            stem, ext = (key[1:] + "/" + fname if key.startswith("/") else self.path(key, fname)).rsplit(".", 1)
+            path = f"{stem} - {n}.{ext}"
+        s = FileSpec(path, fmt, self.m if matter is True else (matter or None), doc, **kw)
         s.doc_type, s.doc_type_ok = doc_type, ok or [doc_type]
         s.title, s.date, s.tags, s.rendition = title, date, list(tags), rendition
         if version_of is None:
@@ -173,7 +191,7 @@ class MatterBuilder:
         s = FileSpec(f"{folder}/{fname or self.dup_name(orig)}", orig.fmt, orig.matter, None)
         s.dup_of = orig
         for a in ("doc_type", "doc_type_ok", "lang", "date", "title", "document_id", "order", "rendition", "thread",
-                  "email", "redline_against", "anchor", "mtime"):
+                  "email", "redline_against", "anchor", "mtime", "encoding", "crlf"):
             setattr(s, a, getattr(orig, a))
         s.tags = ["duplicate", *tags] + (["duplicate_other_folder"] if folder != os.path.dirname(orig.path) else [])
         return self.est.register(s)

@@ -19,7 +19,7 @@ from typing import Any
 from bench.estates import texts_en
 from bench.estates.builder import MatterBuilder
 from bench.estates.estate import Estate
-from bench.estates.model import Doc, Entity, FileSpec, Matter, Person, ascii_slug, safe_name
+from bench.estates.model import Doc, Entity, Matter, Person, ascii_slug, safe_name
 from bench.estates.plans import PlanMixin, build_matters
 
 FIRST_M = "Oliver James William Henry Thomas Daniel Samuel Robert Edmund Rupert Alistair Hugo Callum Rhys".split()
@@ -73,19 +73,8 @@ class EnglishBuilder(PlanMixin, MatterBuilder):
         "sep": "-----Original Message-----", "wrote": "On {date}, at {time}, {name} <{addr}> wrote:",
         "our_ref": "Our ref", "your_ref": "Your ref"}}
 
-    SUBFOLDERS = {"mail": "Email", "corr": "Correspondence", "contracts": "Drafts", "signed": "Executed",
-                  "court": "Court", "billing": "Billing", "notes": "File Notes", "engagement": "Engagement",
-                  "annex": "Executed", "dd": "Due Diligence", "corporate": "Corporate"}
-
     def codename(self) -> str:
         return self.rng.choice(CODENAMES)
-
-    def path(self, key: str, fname: str) -> str:
-        m = self.m
-        if m.layout in ("workspace", "named"):
-            sub = self.SUBFOLDERS.get(key, "")
-            return f"{m.folder}/{sub}/{fname}" if sub else f"{m.folder}/{fname}"
-        return f"{m.folder}/{fname}"
 
     # ------------------------------------------------------------ dates and stamps
     def fmt_date(self, d: dt.date, lang: str, style: str = "long") -> str:
@@ -104,21 +93,6 @@ class EnglishBuilder(PlanMixin, MatterBuilder):
         if self.est.date_order == "mdy":
             return f"{when:%A}, {MONTHS[when.month - 1]} {when.day}, {when.year} {when:%I:%M %p}"
         return f"{when:%A}, {when.day} {MONTHS[when.month - 1]} {when.year} {when:%H:%M}"
-
-    def stamp(self, doc: Doc, lang: str, kind: str, k: int, d: dt.date, prev_d: dt.date | None) -> None:
-        who = self.m.lawyers[0].initials
-        style = self.est.stamp_style
-        if kind == "draft":
-            text = {"initials": f"{who} Draft ({k}): {self.fmt_date(d, lang, 'plain')}",
-                    "caps": f"DRAFT {k} – {self.fmt_date(d, lang, 'plain')} – SUBJECT TO CONTRACT",
-                    "numeric": f"Draft {k}: {self.fmt_date(d, lang, 'numeric')}"}[style]
-            if prev_d:
-                text += f" (marked against draft of {self.fmt_date(prev_d, lang, 'short')})"
-            doc.p(text, bold=True)
-        elif kind == "final":
-            doc.p(f"EXECUTION VERSION – {self.fmt_date(d, lang, 'plain')}", bold=True)
-        else:
-            doc.p(f"THIS AGREEMENT is dated {self.fmt_date(d, lang, 'ordinal')}")
 
     # ------------------------------------------------------------ names
     def dms_name(self, number: int, version: int, title: str, ext: str) -> str:
@@ -152,15 +126,6 @@ class EnglishBuilder(PlanMixin, MatterBuilder):
             return name + (" (redline)" if label == "redline" else "")
         return safe_name({"draft": f"{title} v{k}", "redline": f"{title} v{k} (marked)",
                           "final": f"{title} (execution)", "signed": f"{title} - signed"}[label])
-
-    def dup_name(self, orig: FileSpec) -> str:
-        stem, ext = orig.path.rsplit("/", 1)[-1].rsplit(".", 1)
-        opts = [f"Copy of {stem}.{ext}", f"{stem} - Copy.{ext}", f"{stem} - Copy (2).{ext}", f"{stem} (1).{ext}"]
-        folder = orig.path.rsplit("/", 1)[0]
-        for o in self.rng.sample(opts, len(opts)):
-            if not self.est.path_taken(f"{folder}/{o}"):
-                return o
-        return f"{stem} - Copy (3).{ext}"
 
     def mail_name(self, subj: str, when: dt.datetime) -> str:
         if self.m.layout in ("client", "flat"):
@@ -201,9 +166,8 @@ class EnglishBuilder(PlanMixin, MatterBuilder):
 
     def their_view_of_ref(self, doc: Doc) -> str:
         """How others quote our reference: mostly exactly, sometimes an alias spelling."""
-        if self.m.aliases and self.rng.random() < 0.15:
-            return self.m.aliases[0]
-        return doc.ident("matter_reference", self.m.ref)
+        alias = self.m.aliases and self.rng.random() < 0.15
+        return doc.ident("matter_reference", self.m.aliases[0] if alias else self.m.ref)
 
     def letter_footer(self, doc: Doc, lang: str) -> None:
         e = self.est
@@ -379,7 +343,7 @@ class EnglishEstate(Estate):
         digits = 5 if self.ref_format.startswith("{c:05d}") else 6
         return int(self.unique(lambda: str(self.rng.randint(10 ** (digits - 1), 10 ** digits - 1))))
 
-    def reference(self, client_no: int, matter_no: int) -> str:
+    def reference(self, client_no: int, matter_no: int, opened: dt.date) -> str:
         return self.ref_format.format(c=client_no, m=matter_no)
 
     def alias(self, client_no: int, matter_no: int) -> str:

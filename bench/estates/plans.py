@@ -35,7 +35,8 @@ class PlanMixin:
         """The plain values the templates use (entities and identifiers are filled by :mod:`wording`)."""
         m, x = self.m, self.m.x
         k1 = x.setdefault("contract_date", self.t - dt.timedelta(days=self.rng.randint(200, 500)))
-        out = {"d": d, "k1": k1, "amount": x.setdefault("amount", self.rng.randint(40, 900) * 1000),
+        amount = x.setdefault("amount", self.rng.randint(40, 900) * 1000)
+        out = {"d": d, "k1": k1, "amount": amount, "amount_eur": f"{amount:,}".replace(",", "."),
                "code": x.get("code", ""), "title_lower": m.title[:1].lower() + m.title[1:],
                "cp_short": short(m.cp), "client_short": short(m.client), "assistant": m.lawyers[-1].full,
                "contact_full": m.client.people[0].full, "application": d - dt.timedelta(days=21),
@@ -62,10 +63,32 @@ class PlanMixin:
                         fname: str, **kw: Any) -> FileSpec:
         """A letter whose subject and body are the text module's ``SUBJECTS[what]`` / ``LETTERS[what]``."""
         T = self.texts
+        lang = kw.pop("lang", None) or getattr(sender, "writes", None) or self.m.lang
+        if lang != T.LANG and what not in T.FOREIGN_LETTERS.get(lang, {}):
+            lang = self.m.lang
         return self.letter(key=key, base=what, sender=sender, signer=signer, to=to, to_person=to_person,
-                           lang=kw.pop("lang", self.m.lang), fname=fname,
+                           lang=lang, fname=fname,
                            subject=lambda doc: fill(self, doc, T.SUBJECTS[what], **self.values(self.t)),
-                           body=lambda doc: write(self, doc, T.LETTERS[what], **self.values(self.t)), **kw)
+                           body=lambda doc: write(self, doc, self.letter_lines(what, doc.lang),
+                                                  **self.values(self.t)), **kw)
+
+    def letter_lines(self, what: str, lang: str) -> list[str]:
+        """The body of letter ``what`` in ``lang`` (a foreign party writes in its own language)."""
+        if lang != self.texts.LANG:
+            return self.texts.FOREIGN_LETTERS[lang][what]
+        return self.texts.LETTERS[what]
+
+    def stamp(self, doc: Doc, lang: str, kind: str, k: int, d: dt.date, prev_d: dt.date | None) -> None:
+        """The draft stamp, execution-version line or signing date at the top of a contract (``STAMPS``)."""
+        stamps = self.texts.STAMPS
+        values = {"k": k, "d": d, "prev": prev_d, "who": self.m.lawyers[0].initials, "city": self.firm.city}
+        if kind == "draft":
+            text = fill(self, doc, stamps["draft"][self.est.stamp_style], **values)
+            if prev_d:
+                text += fill(self, doc, stamps["marked"], **values)
+            doc.p(text, bold=True)
+        else:
+            doc.p(fill(self, doc, stamps[kind], **values), bold=kind == "final")
 
     def mail_body(self, doc: Doc, key: str, spec: FileSpec | None = None) -> None:
         lines = self.texts.MAILS[key]
@@ -356,7 +379,7 @@ def build_matters(est: Any) -> None:
         m.layout = layouts[m.client.id]  # a client's matters share the firm's filing habit
         m.client_number = str(client_numbers[m.client.id])
         seq = sum(1 for x in est.matters if x.client is m.client) + 1
-        m.ref = est.reference(client_numbers[m.client.id], seq)
+        m.ref = est.reference(client_numbers[m.client.id], seq, opened)
         m.aliases = [est.alias(client_numbers[m.client.id], seq)]
         parties_for(est, m)
         m.title = est.matter_title(m)

@@ -14,6 +14,11 @@ LABELS = {"engagement": "Engagement letter", "invoice": "Invoice", "file_note": 
           "demand": "Letter before claim", "answer": "Response to letter before claim"}
 ACCEPTABLE = {"heads_of_terms": ["term_sheet"], "variation": ["amendment"], "side_letter": ["amendment", "letter"]}
 FOLDERS = {"precedents": "Precedents", "knowhow": "Know-how", "post": "Post Room", "scan": "Scan_"}
+SUBFOLDERS = {"mail": "Email", "corr": "Correspondence", "contracts": "Drafts", "signed": "Executed", "court": "Court",
+              "billing": "Billing", "notes": "File Notes", "engagement": "Engagement", "annex": "Executed",
+              "dd": "Due Diligence", "corporate": "Corporate"}
+SUBFOLDER_LAYOUTS = ("workspace", "named")
+COPY_NAMES = ["Copy of {stem}.{ext}", "{stem} - Copy.{ext}", "{stem} - Copy (2).{ext}", "{stem} (1).{ext}"]
 
 SUBJECTS = {
     "engagement": "Engagement letter – {title}", "demand": "Letter before claim – {client}",
@@ -41,6 +46,8 @@ LETTERS = {
     "client_post": ["We enclose the documents you asked for on behalf of {client}.",
                     "Please call me if you need anything else."],
 }
+
+FOREIGN_LETTERS: dict[str, dict[str, list[str]]] = {}
 
 MAILS = {
     "intake_1": {"litigation": ["Dear {lawyer},", "", "{cp} has still not paid our invoices and we would like you to "
@@ -158,6 +165,10 @@ DOCS: dict[str, dict[str, Any]] = {
 }
 CITED = {"ma": "share purchase agreement", "corporate": "new articles of association"}
 
+STAMPS = {"draft": {"initials": "{who} Draft ({k}): {d:plain}", "caps": "DRAFT {k} – {d:plain} – SUBJECT TO CONTRACT",
+                    "numeric": "Draft {k}: {d:numeric}"},
+          "marked": " (marked against draft of {prev:short})", "final": "EXECUTION VERSION – {d:plain}",
+          "signed": "THIS AGREEMENT is dated {d:ordinal}"}
 CONTRACT = {"between": "BETWEEN:", "of": "of {party}", "party": "({i}) {party} (the \"{role}\"){end}",
             "sign_company": "Signed by {person}, director, for and on behalf of {party}",
             "sign_person": "Signed by {party}"}
