@@ -103,7 +103,7 @@ def checkpoint(uri: str) -> None:
 
 
 def noop_handler(ctx):  # noqa: ANN001 - StageContext
-    from ki.orchestration.context import StageOutcome
+    from ki.context import StageOutcome
 
     return StageOutcome(status="done")
 
@@ -122,7 +122,7 @@ def setup_ki(uri: str, dbname: str, workdir: Path, docs: int, concurrency: int, 
     from sqlalchemy import create_engine, text
 
     from ki.config.loader import ProcessSettings, load_config
-    from ki.orchestration.context import PipelineContext
+    from ki.context import PipelineContext
     from ki.sources.scan import register_local_source, seed_rows
     from ki.store.blobs import BlobStore
     from ki.store.db import Database, ensure_database, open_database, sqlalchemy_url
@@ -302,7 +302,7 @@ PROFILE_ROWS = [
     ("PipelineRunner._worker (thread total)", "orchestration/runner.py", "_worker"),
     ("  claim: q.claim_next (UPDATE ... SKIP LOCKED)", "store/claims.py", "claim_next"),
     ("  execute_claim", "orchestration/execute.py", "execute_claim"),
-    ("    SourceObjectView.for_claim (from the claim's row)", "orchestration/context.py", "for_claim"),
+    ("    SourceObjectView.for_claim (from the claim's row)", "context.py", "for_claim"),
     ("    StageConfig / producer_version", "config/settings.py", "producer_version"),
     ("    handler (no-op)", "bench/claims.py", "noop_handler"),
     ("    _record_outcome", "orchestration/execute.py", "_record_outcome"),

@@ -117,7 +117,7 @@ def delta(after: dict[str, int], before: dict[str, int]) -> dict[str, int]:
 
 def open_ctx(uri: str, dbname: str, data_dir: Path, provider: str, stages: list[str]):
     from ki.config.loader import ProcessSettings, set_config_value
-    from ki.orchestration.context import PipelineContext
+    from ki.context import PipelineContext
     from ki.store.db import ensure_database, open_database, sqlalchemy_url
 
     ensure_database(uri, dbname)

@@ -108,7 +108,7 @@ def insert_in_process(data_dir: Path, estate: Path, workers: int | None, uri: st
     from sqlalchemy import text
 
     from ki.config.loader import ProcessSettings
-    from ki.orchestration.context import PipelineContext
+    from ki.context import PipelineContext
     from ki.orchestration.insertion import launch_insertion
     from ki.sources.scan import register_local_source, scan_source
     from ki.store.claims import bucket_counts
@@ -412,8 +412,8 @@ T = {}
 t = time.perf_counter()
 import ki.cli
 T["import ki.cli (typer, rich)"] = time.perf_counter() - t; t = time.perf_counter()
-import ki.orchestration.context
-T["import ki.orchestration.context (sqlalchemy, pydantic-settings, ...)"] = time.perf_counter() - t
+import ki.context
+T["import ki.context (sqlalchemy, pydantic-settings, ...)"] = time.perf_counter() - t
 t = time.perf_counter()
 from ki.config.loader import ProcessSettings, load_config
 from ki.store.db import embedded_server_uri, sqlalchemy_url, open_database, DATABASE_NAME

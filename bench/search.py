@@ -505,8 +505,8 @@ def _ki_insert(data_dir: Path, model: str) -> tuple[float, str]:
 def quality(args: argparse.Namespace) -> list[dict[str, Any]]:
     """``ki insert`` of estate-dev per embedding model (timed), then title hit rate and paraphrase recall@10."""
     from ki.config.loader import ProcessSettings
+    from ki.context import PipelineContext
     from ki.index.search import search
-    from ki.orchestration.context import PipelineContext
     from ki.store.db import stop_embedded_server
 
     truth = json.loads((ESTATE_DEV / "truth.json").read_text())

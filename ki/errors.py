@@ -1,7 +1,7 @@
 """Every exception ki raises on purpose, in one place.
 
 The treatment of each class (deterministic quarantine, bounded retry,
-infrastructure retry) is data in :mod:`ki.taxonomies` (``classify_error``);
+infrastructure retry) is data in :mod:`ki.retry` (``classify_error``);
 this module only defines the classes and the evidence they carry.
 
 Spec: insertion-pipeline.md, "Retry policy and quarantine" (error table) and

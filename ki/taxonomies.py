@@ -1,16 +1,15 @@
-"""Stage order, statuses, skip reasons, buckets and the error-treatment table.
+"""Stage order, statuses, skip reasons, buckets and durable markers.
 
 Spec: insertion-pipeline.md "Stages in execution order", "Processing states and
-console buckets" and "Retry policy and quarantine". Everything here is pure data
-and pure functions so it can be tested as tables.
+console buckets" and "Index" (the ``access_only_reindex`` marker). Everything here is
+pure data and pure functions so it can be tested as tables; the error treatment is in
+:mod:`ki.retry`.
 """
 
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass
-
-from ki import errors
+from typing import Any
 
 PIPELINE_STAGE_ORDER: tuple[str, ...] = (
     "fetch",
@@ -97,90 +96,16 @@ STAGE_BUCKET_SQL = f"""CASE
   ELSE status END"""
 
 
-class Treatment(enum.StrEnum):
-    """What ``_execute_claim`` does with a failure."""
-
-    deterministic = "deterministic"  # quarantine on the first attempt
-    retry = "retry"  # backoff, quarantine after max_attempts
-    infrastructure = "infrastructure"  # backoff forever (capped), never quarantine
+#: The durable marker on an ``index`` row whose object's grants alone changed (spec: "Index"): the scan
+#: writes ``{"access_only_reindex": true}`` into its ``last_error``; a failed access-only attempt keeps it
+#: in ``last_error.details``, so the retry is access-only too.
+ACCESS_ONLY_REINDEX = "access_only_reindex"
 
 
-@dataclass(frozen=True)
-class ErrorVerdict:
-    """The pure outcome of classifying one exception.
-
-    Attributes:
-        treatment: deterministic / retry / infrastructure.
-        reason: quarantine reason (DESIGN.md list) or None.
-        infrastructure: the outage in words for ``last_error.infrastructure``, else None.
-    """
-
-    treatment: Treatment
-    reason: str | None = None
-    infrastructure: str | None = None
-
-
-#: HTTP statuses that mean the provider, not the document, is at fault.
-INFRASTRUCTURE_HTTP_STATUSES = frozenset({408, 425, 429, 500, 502, 503, 504})
-
-
-
-def _transport_errors() -> tuple[type[BaseException], ...]:
-    import httpx  # imported lazily: the CLI's fast paths never need it
-
-    return (httpx.TransportError, ConnectionError, TimeoutError)  # httpx: Connect/Read/RemoteProtocol/timeouts
-
-
-def classify_error(exc: BaseException) -> ErrorVerdict:
-    """Classify an exception per the spec's error table (in this order).
-
-    1. Deterministic: UnsupportedDocument, ArtifactTooLarge, FileNotFoundError,
-       ValueError (includes ProviderPermanentError). An explicit deterministic verdict
-       wins even when it wraps a transport error.
-    2. ModelOutputInvalid: retry up to max_attempts.
-    3. Infrastructure: InfrastructureError, httpx transport errors, OSError-level
-       connection errors and timeouts, httpx.HTTPStatusError with 408/425/429/5xx.
-    4. Anything else (RetryableStageError, StaleClaim, bugs): retry up to max_attempts.
-    """
-    if isinstance(exc, errors.UnsupportedDocument):
-        return ErrorVerdict(Treatment.deterministic, reason=exc.reason)
-    if isinstance(exc, errors.ArtifactTooLarge):
-        return ErrorVerdict(Treatment.deterministic, reason="too_large")
-    if isinstance(exc, errors.ProviderPermanentError):
-        return ErrorVerdict(Treatment.deterministic, reason="provider_permanent")
-    if isinstance(exc, FileNotFoundError):
-        return ErrorVerdict(Treatment.deterministic, reason="source_missing")
-    if isinstance(exc, ValueError):
-        return ErrorVerdict(Treatment.deterministic, reason=getattr(exc, "reason", None))
-    if isinstance(exc, errors.ModelOutputInvalid):
-        return ErrorVerdict(Treatment.retry)
-    if isinstance(exc, errors.InfrastructureError):
-        return ErrorVerdict(
-            Treatment.infrastructure, reason=getattr(exc, "reason", None), infrastructure=exc.infrastructure
-        )
-    import httpx
-
-    if isinstance(exc, httpx.HTTPStatusError):
-        code = exc.response.status_code
-        if code in INFRASTRUCTURE_HTTP_STATUSES:
-            return ErrorVerdict(Treatment.infrastructure, infrastructure=f"gateway answered HTTP {code}")
-        return ErrorVerdict(Treatment.retry)
-    if isinstance(exc, _transport_errors()):
-        return ErrorVerdict(Treatment.infrastructure, infrastructure=f"transport error: {type(exc).__name__}")
-    return ErrorVerdict(Treatment.retry)
-
-
-def backoff_seconds(attempts: int, base_seconds: float, *, cap_seconds: float | None = None) -> float:
-    """Backoff before the next attempt: ``base × 2^(attempts−1)``, optionally capped.
-
-    Args:
-        attempts: attempts so far, ≥ 1 (the claim increments it).
-        base_seconds: ``pipeline.retry_base_seconds``.
-        cap_seconds: ``KI_INFRASTRUCTURE_RETRY_MAX_SECONDS`` for infrastructure faults.
-    Returns: seconds (float).
-    """
-    exponent = max(attempts, 1) - 1
-    delay = base_seconds * (2 ** min(exponent, 40))
-    if cap_seconds is not None:
-        delay = min(delay, cap_seconds)
-    return float(delay)
+def has_access_only_marker(last_error: dict[str, Any] | None) -> bool:
+    """Whether an index row's ``last_error`` carries :data:`ACCESS_ONLY_REINDEX` (top level or in ``details``)."""
+    if not last_error:
+        return False
+    details = last_error.get("details") or {}
+    return bool(last_error.get(ACCESS_ONLY_REINDEX)) or (isinstance(details, dict)
+                                                         and bool(details.get(ACCESS_ONLY_REINDEX)))

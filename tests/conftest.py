@@ -125,7 +125,7 @@ def make_ctx(db_url, data_dir, monkeypatch):
     ``make_ctx(**settings)`` accepts ProcessSettings fields (e.g. workers=2).
     """
     from ki.config.loader import ProcessSettings
-    from ki.orchestration.context import PipelineContext
+    from ki.context import PipelineContext
     from ki.store.db import open_database
 
     monkeypatch.setenv("KI_DATA_DIR", str(data_dir))

@@ -3,14 +3,13 @@
 Spec: insertion-pipeline.md "Index" (a sync that sees only an ACL change marks the index row
 ``access_only_reindex``; the index stage then rewrites only the permission fields). The scan calls
 :func:`mark_access_changes` after it applied a listing; the index stage reads the marker with
-:func:`has_access_only_marker`.
+``ki.taxonomies.has_access_only_marker`` (the marker's one home).
 """
 
 from __future__ import annotations
 
 import json
 import logging
-from typing import Any
 
 from sqlalchemy import text
 from sqlalchemy.engine import Connection
@@ -18,25 +17,9 @@ from sqlalchemy.engine import Connection
 from ki.access.load import load_source_access
 from ki.access.projection import AccessProjection
 from ki.errors import AclReadError
+from ki.taxonomies import ACCESS_ONLY_REINDEX
 
 log = logging.getLogger(__name__)
-
-#: The durable marker on an index ``processing_state`` row (spec: "access_only_reindex").
-ACCESS_ONLY_REINDEX = "access_only_reindex"
-
-def has_access_only_marker(last_error: dict[str, Any] | None) -> bool:
-    """Whether an index row's ``last_error`` carries ``access_only_reindex``.
-
-    The scan writes ``{"access_only_reindex": true}``; a failed access-only attempt keeps it in
-    ``last_error.details`` (the handler attaches it to the exception's ``details``, which the
-    failure record preserves), so the retry is access-only too.
-    """
-    if not last_error:
-        return False
-    details = last_error.get("details") or {}
-    return bool(last_error.get(ACCESS_ONLY_REINDEX)) or (isinstance(details, dict)
-                                                         and bool(details.get(ACCESS_ONLY_REINDEX)))
-
 
 # -- name: mark_access_only_reindex --
 # A done index row whose object's grants changed (and nothing else) goes back to pending with the

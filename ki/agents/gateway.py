@@ -40,6 +40,7 @@ from typing import Any
 import httpx
 
 from ki.errors import ConfigurationError, InfrastructureError, KiError, ModelOutputInvalid, ProviderPermanentError
+from ki.retry import INFRASTRUCTURE_HTTP_STATUSES
 
 log = logging.getLogger(__name__)
 
@@ -52,8 +53,6 @@ HEADER_DOC = "X-Ki-Doc"
 HEADER_STAGE = "X-Ki-Stage"
 HEADER_TRACE = "X-Ki-Trace"
 
-#: Statuses that mean the gateway, not the document or the account, is at fault (spec error table).
-INFRASTRUCTURE_STATUSES = frozenset({408, 425, 429, 500, 502, 503, 504})
 #: Statuses that mean the account/key/model is at fault (spec: ProviderPermanentError note).
 PERMANENT_STATUSES = frozenset({401, 403, 404})
 
@@ -536,7 +535,7 @@ class GatewayClient:
         if message is not None:
             self._start_cooldown(model, message)
             return ProviderPermanentError(message)
-        if code in INFRASTRUCTURE_STATUSES:
+        if code in INFRASTRUCTURE_HTTP_STATUSES:  # the gateway, not the document or the account
             return GatewayUnavailable(
                 f"{where} answered HTTP {code} for {path} (model {model}): {detail}",
                 infrastructure=f"gateway answered HTTP {code}",

@@ -22,9 +22,9 @@ FINISHED_BUCKETS = ("done", "skipped", "disabled", "quarantined")
 
 
 def open_context() -> Any:
-    """The :class:`~ki.orchestration.context.PipelineContext` of this process; a configuration error
+    """The :class:`~ki.context.PipelineContext` of this process; a configuration error
     prints one line and exits 2."""
-    from ki.orchestration.context import PipelineContext
+    from ki.context import PipelineContext
 
     try:
         return PipelineContext.open()

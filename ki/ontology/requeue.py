@@ -18,8 +18,8 @@ import logging
 
 from sqlalchemy import text
 
+from ki.context import PipelineContext
 from ki.ontology.load import active_ontology
-from ki.orchestration.context import PipelineContext
 from ki.store.claims import _REQUEUE_TAIL, _STAGE_CTE, _stage_table
 from ki.taxonomies import PIPELINE_STAGE_ORDER, WAITING_FOR_PREVIOUS_STAGE
 

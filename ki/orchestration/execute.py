@@ -19,9 +19,10 @@ from typing import Literal
 from sqlalchemy.engine import Connection
 
 from ki.config.settings import PipelineConfig
+from ki.context import PipelineContext, SourceObjectView, StageContext, StageOutcome
 from ki.errors import ConfigurationError, RunAborted
-from ki.orchestration.context import PipelineContext, SourceObjectView, StageContext, StageOutcome
 from ki.orchestration.heartbeat import ClaimKeeper
+from ki.retry import Treatment, backoff_seconds, classify_error
 from ki.store import claims as q
 from ki.store.claims import Claim, UnlockPlan
 from ki.taxonomies import (
@@ -30,9 +31,6 @@ from ki.taxonomies import (
     PIPELINE_STAGE_ORDER,
     SOURCE_OBJECT_DELETED,
     STAGE_INPUTS,
-    Treatment,
-    backoff_seconds,
-    classify_error,
 )
 
 log = logging.getLogger(__name__)

@@ -17,8 +17,8 @@ from dataclasses import dataclass
 
 from sqlalchemy import text
 
+from ki.context import PipelineContext
 from ki.errors import OrchestratorUnavailable
-from ki.orchestration.context import PipelineContext
 from ki.orchestration.runner import PipelineRunner, RunCounters, RunnerStatus
 
 log = logging.getLogger(__name__)

@@ -13,9 +13,9 @@ from dataclasses import dataclass
 
 from sqlalchemy import text
 
+from ki.context import PipelineContext
 from ki.errors import CAPABILITY_REASONS
 from ki.ontology.requeue import requeue_ontology_outdated
-from ki.orchestration.context import PipelineContext
 from ki.store import claims as q
 from ki.taxonomies import PIPELINE_STAGE_ORDER
 

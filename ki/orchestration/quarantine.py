@@ -15,7 +15,7 @@ from typing import Any
 from pydantic import BaseModel
 from sqlalchemy import text
 
-from ki.orchestration.context import PipelineContext
+from ki.context import PipelineContext
 from ki.store.claims import WAITING_JSON
 from ki.taxonomies import PIPELINE_STAGE_ORDER
 

@@ -20,8 +20,8 @@ from sqlalchemy import create_engine
 from sqlalchemy.engine import Connection
 from sqlalchemy.pool import NullPool
 
+from ki.context import PipelineContext
 from ki.errors import RunAborted
-from ki.orchestration.context import PipelineContext
 from ki.orchestration.execute import ExecutionResult, execute_claim
 from ki.orchestration.heartbeat import ClaimKeeper
 from ki.orchestration.prepare import PrepareReport, recover_stale_claims, run_prepare_steps

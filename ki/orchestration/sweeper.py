@@ -48,7 +48,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Literal
 
-from ki.orchestration.context import PipelineContext
+from ki.context import PipelineContext
 from ki.orchestration.providers import batches
 
 log = logging.getLogger(__name__)

@@ -17,7 +17,7 @@ from typing import Literal
 
 from sqlalchemy import text
 
-from ki.orchestration.context import PipelineContext
+from ki.context import PipelineContext
 
 ReadyStatus = Literal["ok", "busy", "in_progress", "quarantined", "failed", "deleted", "not_found"]
 STAGES = ("fetch", "convert")

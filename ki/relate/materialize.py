@@ -24,8 +24,8 @@ from typing import Any
 from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
+from ki.context import PipelineContext
 from ki.errors import RetryableStageError
-from ki.orchestration.context import PipelineContext
 from ki.relate.documents import (
     Contended,
     create_document,

@@ -18,9 +18,9 @@ from pydantic import BaseModel, Field
 from sqlalchemy import text
 
 from ki.agents.loop import Tool, ToolError
+from ki.context import PipelineContext
 from ki.matters.corpus import REL_PATH
 from ki.matters.neighbourhood import list_folder as folder_listing
-from ki.orchestration.context import PipelineContext
 from ki.relate.inline_conversion import ensure_source_object_ready
 
 DIGEST_MAX_ITEMS = 40

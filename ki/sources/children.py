@@ -13,10 +13,10 @@ from __future__ import annotations
 from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
+from ki.context import PipelineContext, SourceObjectView
 from ki.convert.embedded import EmbeddedPart, extract_embedded
 from ki.errors import ArtifactTooLarge, UnsupportedDocument
 from ki.index.postgres import delete_object_chunks
-from ki.orchestration.context import PipelineContext, SourceObjectView
 from ki.sources.scan import requeue_from_fetch, seed_rows
 
 SEP = " » "

@@ -25,7 +25,7 @@ from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
 from ki.access.refresh import mark_access_changes
-from ki.orchestration.context import PipelineContext
+from ki.context import PipelineContext
 from ki.sources.local import LocalFolderConnector
 from ki.store.claims import WAITING_JSON
 from ki.taxonomies import PIPELINE_STAGE_ORDER

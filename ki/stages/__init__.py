@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from ki.orchestration.context import StageContext, StageOutcome
+from ki.context import StageContext, StageOutcome
 from ki.stages import classify_matter, convert, extract_decisions, extract_metadata, fetch, index, relate
 
 STAGE_HANDLERS: dict[str, Callable[[StageContext], StageOutcome]] = {

@@ -15,7 +15,7 @@ from pydantic import BaseModel
 from ki.agents.gateway import ENV_BASE_URL, GatewayClient, model_for_stage
 from ki.agents.loop import AgentResult, AgentState, Policy, Tool, chat_agent, run_policy
 from ki.agents.usage import ledger_sink
-from ki.orchestration.context import StageContext
+from ki.context import StageContext
 
 Validator = Callable[[BaseModel, AgentState], "str | None"]
 

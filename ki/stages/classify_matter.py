@@ -19,6 +19,7 @@ from typing import Any
 from sqlalchemy import text
 
 from ki.agents.loop import AgentResult
+from ki.context import StageContext, StageOutcome
 from ki.errors import RetryableStageError
 from ki.matters.corpus import REL_PATH, DbCorpus
 from ki.matters.evidence import infer_reference
@@ -40,7 +41,6 @@ from ki.matters.store import (
     write_assignment,
 )
 from ki.matters.tools import ClassifyResult, classify_tools, classify_validators
-from ki.orchestration.context import StageContext, StageOutcome
 from ki.policies.classify_rules import ClassifyRulesPolicy
 from ki.stages.agentic import run_agent
 from ki.store.artifacts import STRUCTURED_JSON, get_artifact

@@ -12,10 +12,10 @@ from __future__ import annotations
 
 from pathlib import PurePath
 
+from ki.context import StageContext, StageOutcome
 from ki.convert.embedded import extract_embedded
 from ki.convert.router import convert_bytes
 from ki.errors import RetryableStageError
-from ki.orchestration.context import StageContext, StageOutcome
 from ki.sources.children import register_children
 from ki.store.artifacts import STRUCTURED_JSON, get_artifact, put_artifact
 from ki.store.locks import session_advisory_lock

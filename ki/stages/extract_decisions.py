@@ -13,13 +13,13 @@ from __future__ import annotations
 
 import json
 
+from ki.context import StageContext, StageOutcome
 from ki.decisions.changes import CONTENT_KINDS
 from ki.decisions.policy import DecisionRulesPolicy
 from ki.decisions.schema import DecisionResult, make_validators
 from ki.decisions.store import existing_record, version_pair, write_record
 from ki.decisions.taxonomy import rationale_taxonomy
 from ki.errors import RetryableStageError
-from ki.orchestration.context import StageContext, StageOutcome
 from ki.stages.agentic import run_agent
 from ki.store.artifacts import STRUCTURED_JSON, get_artifact
 

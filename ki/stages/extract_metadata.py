@@ -23,6 +23,7 @@ from typing import Any
 
 from sqlalchemy import text
 
+from ki.context import StageContext, StageOutcome
 from ki.entities.identifiers import Identifier, unique
 from ki.entities.mentions import KnownName, Mention
 from ki.entities.names import name_key
@@ -39,7 +40,6 @@ from ki.ontology import active_ontology
 from ki.ontology.model import Ontology
 from ki.ontology.terms import tokens
 from ki.ontology.tools import ontology_tools
-from ki.orchestration.context import StageContext, StageOutcome
 from ki.stages.agentic import gateway_configured, run_agent
 from ki.store.artifacts import STRUCTURED_JSON, get_artifact
 

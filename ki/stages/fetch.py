@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from sqlalchemy import text
 
-from ki.orchestration.context import StageContext, StageOutcome
+from ki.context import StageContext, StageOutcome
 from ki.sources import open_source
 
 

@@ -35,7 +35,7 @@ from typing import Any
 from sqlalchemy import text
 
 from ki.access.load import object_projection
-from ki.access.refresh import ACCESS_ONLY_REINDEX, has_access_only_marker
+from ki.context import StageContext, StageOutcome
 from ki.errors import RetryableStageError
 from ki.index.backend import PROFILE_ORDINAL, ChunkRow, IndexDocument
 from ki.index.chunking import chunk_text
@@ -43,9 +43,8 @@ from ki.index.embedding_cache import embed_rows
 from ki.index.embeddings import context_header, embedding_input, identity_of, make_embedder
 from ki.index.facts import fact_sources
 from ki.index.search import backend_for
-from ki.orchestration.context import StageContext, StageOutcome
 from ki.store.artifacts import STRUCTURED_JSON, get_artifact
-from ki.taxonomies import SOURCE_OBJECT_DELETED
+from ki.taxonomies import ACCESS_ONLY_REINDEX, SOURCE_OBJECT_DELETED, has_access_only_marker
 
 PROFILE_OPENING_CHARS = 600
 HEADER_TITLE_MAX_CHARS = 200

@@ -15,11 +15,11 @@ from typing import Any
 
 from sqlalchemy import text
 
+from ki.context import StageContext, StageOutcome
 from ki.errors import RetryableStageError
 from ki.matters.corpus import REL_PATH
 from ki.matters.neighbourhood import neighbourhood
 from ki.matters.store import get_matter, project_of_source, read_assignment
-from ki.orchestration.context import StageContext, StageOutcome
 from ki.relate.facts import FileFacts
 from ki.relate.materialize import RelatePlan, materialize
 from ki.relate.policy import RelateRulesPolicy

@@ -39,7 +39,7 @@ from typing import Any
 
 from sqlalchemy import text
 
-from ki.orchestration.context import PipelineContext
+from ki.context import PipelineContext
 from ki.orchestration.execute import run_stage_for_object
 from ki.orchestration.heartbeat import ClaimKeeper
 from ki.orchestration.prepare import recover_stale_claims

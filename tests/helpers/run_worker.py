@@ -87,7 +87,7 @@ def main() -> int:
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr,
                         format=f"[pid {os.getpid()}] %(levelname)s %(name)s: %(message)s")
 
-    from ki.orchestration.context import PipelineContext
+    from ki.context import PipelineContext
     from ki.orchestration.insertion import launch_insertion
 
     watched: list[dict] = []

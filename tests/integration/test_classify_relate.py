@@ -124,7 +124,7 @@ def test_relate_waits_for_classify(ctx, estate):
     oid = _oid(ctx, "Eingang/Notiz.txt")
     for stage in ("fetch", "convert"):
         assert run_stage_for_object(ctx, stage, oid).kind == "done"
-    from ki.orchestration.context import SourceObjectView, StageContext
+    from ki.context import SourceObjectView, StageContext
     from ki.stages import relate
     from ki.store.claims import Claim
 

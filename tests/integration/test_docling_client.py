@@ -38,7 +38,7 @@ from ki.convert.docling import (  # noqa: E402
     reset_cooldown,
 )
 from ki.errors import ConfigurationError, InfrastructureError, ProviderPermanentError, UnsupportedDocument  # noqa: E402
-from ki.taxonomies import Treatment, classify_error  # noqa: E402
+from ki.retry import Treatment, classify_error  # noqa: E402
 
 pytestmark = pytest.mark.timeout(60)
 

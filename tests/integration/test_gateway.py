@@ -51,12 +51,13 @@ from ki.agents.gateway import (
 from ki.agents.loop import SUBMIT_TOOL, AgentState, Tool, ToolError, chat_agent, run_policy
 from ki.agents.usage import cost_usd, ledger_sink, record_usage
 from ki.config.settings import KiConfig
+from ki.context import StageContext, StageOutcome
 from ki.errors import ConfigurationError, ModelOutputInvalid, ProviderPermanentError
-from ki.orchestration.context import StageContext, StageOutcome
 from ki.orchestration.execute import run_stage_for_object
 from ki.orchestration.insertion import launch_insertion
+from ki.retry import Treatment, classify_error
 from ki.sources.scan import register_local_source, scan_source
-from ki.taxonomies import PIPELINE_STAGE_ORDER, Treatment, classify_error
+from ki.taxonomies import PIPELINE_STAGE_ORDER
 
 API_KEY = "sk-test-0123456789abcdefWXYZ"
 MODEL = "stub-model"

@@ -33,7 +33,7 @@ import pytest
 from sqlalchemy import text
 
 from ki.config.loader import ProcessSettings, set_config_value
-from ki.orchestration.context import PipelineContext
+from ki.context import PipelineContext
 from ki.orchestration.insertion import launch_insertion
 from ki.orchestration.providers import batches
 from ki.orchestration.providers import hatchet as provider

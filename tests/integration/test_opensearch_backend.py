@@ -27,7 +27,7 @@ from ki.index.backend import ChunkRow, EmbedderMismatch, IndexDocument, SearchFi
 from ki.index.embeddings import EmbedderIdentity, HashingEmbedder
 from ki.index.opensearch import OpenSearchBackend
 from ki.index.opensearch_bulk import BulkOptions, DocumentRejected, IndexReadOnly
-from ki.taxonomies import Treatment, classify_error
+from ki.retry import Treatment, classify_error
 
 pytestmark = pytest.mark.opensearch
 opensearchpy = pytest.importorskip("opensearchpy")

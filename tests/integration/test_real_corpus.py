@@ -54,7 +54,7 @@ def corpus_run(tmp_path_factory, pg_server_uri, template_db):
     from conftest import _admin
 
     from ki.config.loader import ProcessSettings
-    from ki.orchestration.context import PipelineContext
+    from ki.context import PipelineContext
     from ki.store.db import open_database, sqlalchemy_url
 
     name = f"ki_real_{os.getpid()}"

@@ -25,9 +25,9 @@ from sqlalchemy import text
 
 from ki import errors
 from ki.config.loader import set_config_value
+from ki.context import PipelineContext, StageContext, StageOutcome
 from ki.errors import OrchestratorUnavailable
 from ki.orchestration import prepare
-from ki.orchestration.context import PipelineContext, StageContext, StageOutcome
 from ki.orchestration.execute import (
     MESSAGE_MAX_CHARS,
     TRACEBACK_MAX_CHARS,

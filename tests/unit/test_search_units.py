@@ -13,7 +13,6 @@ import pytest
 
 from ki.access.folder_grants import AclReadError, local_grant_levels, parse_grants, write_grants_file
 from ki.access.projection import AccessProjection, GrantLevel, compile_projection, principal_set
-from ki.access.refresh import has_access_only_marker
 from ki.config.settings import RetrievalConfig
 from ki.index.backend import RankedChunk
 from ki.index.embeddings import (
@@ -24,6 +23,7 @@ from ki.index.embeddings import (
     parse_embedding_model,
 )
 from ki.index.hybrid import collapse, fuse, rrf_fuse
+from ki.taxonomies import has_access_only_marker
 
 
 def test_rrf_scores_and_order():

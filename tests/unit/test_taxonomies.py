@@ -12,19 +12,15 @@ import httpx
 import pytest
 
 from ki import errors
+from ki.retry import INFRASTRUCTURE_HTTP_STATUSES, ErrorVerdict, Treatment, backoff_seconds, classify_error
 from ki.taxonomies import (
     BUCKETS,
     CANCELLED,
     DISABLED_BY_CONFIGURATION,
-    INFRASTRUCTURE_HTTP_STATUSES,
     PIPELINE_STAGE_ORDER,
     SOURCE_OBJECT_DELETED,
     WAITING_FOR_PREVIOUS_STAGE,
-    ErrorVerdict,
     ProcessingStatus,
-    Treatment,
-    backoff_seconds,
-    classify_error,
     stage_bucket,
 )
 

@@ -30,12 +30,7 @@ from datetime import datetime
 from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
-from ki.taxonomies import DISABLED_BY_CONFIGURATION, WAITING_FOR_PREVIOUS_STAGE
-
-#: The durable marker on an index row whose object's grants alone changed (spec: "Index"; the same
-#: name as ``ki.access.refresh.ACCESS_ONLY_REINDEX``, read here from the row's ``last_error`` or
-#: ``last_error.details`` as ``has_access_only_marker`` does).
-ACCESS_ONLY_REINDEX = "access_only_reindex"
+from ki.taxonomies import ACCESS_ONLY_REINDEX, DISABLED_BY_CONFIGURATION, WAITING_FOR_PREVIOUS_STAGE
 
 #: pg_advisory_xact_lock key serialising batch reservations (all of ki's launchers).
 RESERVE_LOCK_KEY = 0x6B69_0007
@@ -53,6 +48,7 @@ LABEL_ACCESS_REFRESH = "Access refresh"
 OUTCOME_ORCHESTRATION_FAILED = "orchestration_failed"
 
 _NON_TERMINAL = "('pending', 'running', 'failed')"
+#: ``has_access_only_marker`` in SQL (the marker in ``last_error`` or ``last_error.details``).
 _ACCESS_MARKER_SQL = f"""(coalesce((ps.last_error->>'{ACCESS_ONLY_REINDEX}')::boolean, false)
     OR coalesce((ps.last_error->'details'->>'{ACCESS_ONLY_REINDEX}')::boolean, false))"""
 

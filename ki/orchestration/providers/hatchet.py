@@ -38,8 +38,8 @@ from typing import Any
 
 from sqlalchemy import text
 
+from ki.context import PipelineContext
 from ki.errors import OrchestratorUnavailable
-from ki.orchestration.context import PipelineContext
 from ki.orchestration.providers import batches
 
 log = logging.getLogger(__name__)
