@@ -130,6 +130,31 @@ class EnvPinnedError(ConfigurationError):
         self.env_var = env_var
 
 
+class StaleConfigVersion(ConfigurationError):
+    """An edit was based on a configuration version that is no longer current (API: 409).
+
+    Attributes: ``expected`` (the version the editor read), ``current`` (the version now).
+    """
+
+    def __init__(self, expected: str, current: str):
+        super().__init__(f"the configuration changed since version {expected} was read (now {current}); "
+                         "reload it and apply the edit again")
+        self.expected = expected
+        self.current = current
+
+
+class ConfigValidationError(ConfigurationError):
+    """An edit has invalid values (API: 422); nothing was written.
+
+    Attributes: ``errors``: dotted field name → list of messages.
+    """
+
+    def __init__(self, errors: dict[str, list[str]]):
+        detail = "; ".join(f"{k}: {' / '.join(v)}" for k, v in errors.items())
+        super().__init__(f"invalid configuration edit: {detail}")
+        self.errors = errors
+
+
 class RunAborted(KiError):
     """A run stopped because continuing cannot succeed (e.g. a converter rejects ki's request: 422).
 

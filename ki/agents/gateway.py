@@ -441,6 +441,35 @@ class GatewayClient:
             self._usage("embeddings", model, trace, data.get("usage"), latency_ms)
         return vectors
 
+    def get_json(self, path: str) -> Any | None:
+        """``GET path`` on the gateway (e.g. ``/v1/models``, LiteLLM's ``/model/info``): the JSON body, or
+        None when the gateway answers 404 (it does not serve that path). Used by the console's model catalog.
+
+        Raises:
+            GatewayUnavailable: transport errors, timeouts, infrastructure statuses.
+            GatewayRequestRejected: any other status ≥ 300 (401/403 included: no cooldown for a listing).
+            ModelOutputInvalid: a 2xx body that is not JSON.
+        """
+        try:
+            response = self._http.get(path)
+        except httpx.TransportError as exc:
+            raise GatewayUnavailable(f"model gateway {self.base_url} unreachable for {path}: {exc!r}",
+                                     infrastructure=f"gateway transport error: {type(exc).__name__}") from exc
+        if response.status_code == 404:
+            return None
+        if response.status_code >= 300:
+            detail = _error_detail(response)
+            if response.status_code in INFRASTRUCTURE_STATUSES:
+                raise GatewayUnavailable(f"model gateway answered HTTP {response.status_code} for {path}: {detail}",
+                                         infrastructure=f"gateway answered HTTP {response.status_code}",
+                                         status=response.status_code)
+            raise GatewayRequestRejected(f"model gateway refused {path} with HTTP {response.status_code}: {detail}",
+                                         status=response.status_code)
+        try:
+            return response.json()
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            raise ModelOutputInvalid(f"model gateway answered {path} with a body that is not JSON") from exc
+
     # -- internals -----------------------------------------------------------------------------
 
     def _post(self, path: str, body: dict[str, Any], *, model: str, stage: str | None, trace: _Trace

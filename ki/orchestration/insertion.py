@@ -75,6 +75,7 @@ def launch_insertion(
     wait_for_retries_seconds: float | None = None,
     on_tick: Callable[[RunnerStatus], None] | None = None,
     wait: bool = False,
+    on_started: Callable[[int], None] | None = None,
 ) -> RunSummary:
     """Create the pipeline_runs row and run it with the configured provider.
 
@@ -87,6 +88,8 @@ def launch_insertion(
         on_tick: progress callback (local provider; hatchet provider while waiting).
         wait: hatchet provider: poll the rows until the run ends (``ki insert``); otherwise return
             as soon as the batch is triggered (status ``running``). The local provider always waits.
+        on_started: called with the run id once the pipeline_runs row exists (the console returns
+            the run of a local launch it runs in a background thread).
     Returns: the RunSummary (status ``completed`` or ``failed``; ``running`` for an unawaited hatchet run).
     Raises:
         OrchestratorUnavailable: the provider is ``hatchet`` and no engine is configured (nothing
@@ -95,10 +98,13 @@ def launch_insertion(
     ctx.reload_config()
     provider = ctx.config.components.orchestrator_provider
     if provider == "hatchet":
-        return _launch_hatchet(ctx, trigger=trigger, source_id=source_id, label=label, on_tick=on_tick, wait=wait)
+        return _launch_hatchet(ctx, trigger=trigger, source_id=source_id, label=label, on_tick=on_tick, wait=wait,
+                               on_started=on_started)
     if provider != "local":  # the config validator refuses this too: fail closed
         raise OrchestratorUnavailable(f"unknown orchestrator provider {provider!r}")
     run_id = _create_run(ctx, trigger=trigger, source_id=source_id, label=label)
+    if on_started is not None:
+        on_started(run_id)
     wait = ctx.settings.insert_wait_retry_seconds if wait_for_retries_seconds is None else wait_for_retries_seconds
     last_flush = [0.0]
 
@@ -124,13 +130,16 @@ def launch_insertion(
 
 
 def _launch_hatchet(ctx: PipelineContext, *, trigger: str, source_id: int | None, label: str,
-                    on_tick: Callable[[RunnerStatus], None] | None, wait: bool) -> RunSummary:
+                    on_tick: Callable[[RunnerStatus], None] | None, wait: bool,
+                    on_started: Callable[[int], None] | None = None) -> RunSummary:
     """The hatchet provider: fail closed without a client, else create the row (``queued``),
     trigger the batch, and optionally wait for it (spec: "Hatchet provider")."""
     from ki.orchestration.providers import hatchet as provider
 
     provider.hatchet_client()  # no token → OrchestratorUnavailable before anything is written
     run_id = _create_run(ctx, trigger=trigger, source_id=source_id, label=label, status="queued")
+    if on_started is not None:
+        on_started(run_id)
     provider.trigger_insertion(ctx, run_id)
     if wait:
         status, counters, error = provider.wait_for_run(ctx, run_id, on_tick=on_tick)

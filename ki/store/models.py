@@ -191,6 +191,7 @@ class AuditLog(Base):
     action: Mapped[str] = mapped_column(Text)
     source_object_id: Mapped[int | None] = mapped_column(BigInteger)
     details: Mapped[dict[str, Any]] = mapped_column(JSONB, server_default=sa_text("'{}'::jsonb"))
+    __table_args__ = (Index("ix_audit_log_at", sa_text("at DESC")),)
 
 
 class Chunk(Base):
@@ -229,6 +230,7 @@ class Chunk(Base):
 
 
 # Tables defined in their own modules register on the same metadata.
+import ki.store.models_api  # noqa: E402, F401
 import ki.store.models_batches  # noqa: E402, F401
 import ki.store.models_matters  # noqa: E402, F401
 import ki.store.models_metadata  # noqa: E402, F401

@@ -1,0 +1,84 @@
+"""The ``ki serve`` app factory: one FastAPI app for the console page, ``/api``, ``/healthz`` and more.
+
+DESIGN.md "The operator surface is one app": the console page at ``/``, the JSON API under
+``/api/`` (OpenAPI at ``/api/openapi.json``), ``/healthz``; later issues add ``/v1/work-items``,
+MCP at ``/mcp/full`` and ``/metrics`` to the same app. :func:`create_app` is open for them:
+
+* ``extra_routers``: FastAPI routers included as they are (use :func:`ki.api.auth.require_scope`
+  in their dependencies for the same tokens and scopes);
+* ``mounts``: ``(path, ASGI app)`` pairs mounted under a prefix (an MCP streamable-HTTP app);
+* ``lifespans``: async context managers entered at start-up, in order, and left at shutdown (an MCP
+  session manager must run inside the host app's lifespan).
+
+Every response carries a strict Content-Security-Policy (nothing but the app's own origin: the page
+loads no CDN asset) and ``X-Content-Type-Options: nosniff``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator, Callable, Sequence
+from contextlib import AbstractAsyncContextManager
+from pathlib import Path
+
+from fastapi import APIRouter, FastAPI, Request
+from fastapi.staticfiles import StaticFiles
+from starlette.types import ASGIApp
+
+from ki.api.errors import install_error_handlers
+from ki.api.launcher import RunLauncher
+from ki.api.state import ServerState
+from ki.orchestration.context import PipelineContext
+
+STATIC_DIR = Path(__file__).parent / "static"
+
+SECURITY_HEADERS = {
+    "Content-Security-Policy": "default-src 'self'; img-src 'self' data:; frame-ancestors 'none'; "
+                               "base-uri 'none'; form-action 'self'",
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "same-origin",
+    "X-Frame-Options": "DENY",
+}
+
+Lifespan = Callable[[FastAPI], AbstractAsyncContextManager[None]]
+
+
+def create_app(ctx: PipelineContext | None = None, *, extra_routers: Sequence[APIRouter] = (),
+               mounts: Sequence[tuple[str, ASGIApp]] = (), lifespans: Sequence[Lifespan] = ()) -> FastAPI:
+    """Build the app on ``ctx`` (default: :meth:`PipelineContext.open`, the data directory and database
+    every other ``ki`` command uses). See the module doc for the extension points."""
+    from ki.api import health, page, routes_admin, routes_config, routes_costs, routes_pipeline, routes_quarantine
+
+    ctx = ctx or PipelineContext.open()
+    state = ServerState(ctx=ctx, launcher=RunLauncher(ctx))
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        async with contextlib.AsyncExitStack() as stack:
+            for enter in lifespans:
+                await stack.enter_async_context(enter(app))
+            yield
+
+    app = FastAPI(title="ki console API", version="1", lifespan=lifespan, openapi_url="/api/openapi.json",
+                  docs_url=None, redoc_url=None,
+                  description="The console API of ki serve. Every /api request needs 'Authorization: Bearer "
+                              "<token>' (ki token create).")
+    app.state.ki = state
+    install_error_handlers(app)
+
+    @app.middleware("http")
+    async def security_headers(request: Request, call_next):  # noqa: ANN001, ANN202 - Starlette middleware
+        response = await call_next(request)
+        for name, value in SECURITY_HEADERS.items():
+            response.headers.setdefault(name, value)
+        if request.url.path.startswith("/api/"):
+            response.headers.setdefault("Cache-Control", "no-store")
+        return response
+
+    for router in (routes_pipeline.router, routes_config.router, routes_quarantine.router, routes_costs.router,
+                   routes_admin.router, health.router, page.router, *extra_routers):
+        app.include_router(router)
+    for path, sub in mounts:
+        app.mount(path, sub)
+    app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")
+    return app

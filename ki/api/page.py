@@ -1,0 +1,89 @@
+"""The "Insertion pipeline" page: ``/`` (the console), ``/login`` and ``/logout``.
+
+Spec: insertion-pipeline.md "The console page" (everything on it is driven by the API endpoints).
+The page is one server-rendered template with the first answers of ``/api/status``, ``/api/config``,
+``/api/runs`` and ``/api/quarantine`` embedded, so it renders without a round trip; ``console.js``
+(plain JavaScript, in the repository: no CDN, no build step) then drives it from the API. Login
+takes a token and keeps it in an HttpOnly, SameSite=Strict cookie (:data:`ki.api.auth.COOKIE_NAME`);
+a login from another origin is refused.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from urllib.parse import parse_qs
+
+from fastapi import APIRouter, Request
+from fastapi.responses import HTMLResponse, RedirectResponse, Response
+from fastapi.templating import Jinja2Templates
+
+from ki.api.auth import COOKIE_NAME, AuthError, _same_origin, authorize_request
+from ki.api.scopes import READ_PIPELINE, WRITE_PIPELINE
+from ki.api.tokens import authenticate
+
+router = APIRouter(include_in_schema=False)
+templates = Jinja2Templates(directory=str(Path(__file__).parent / "templates"))
+
+
+def _login_page(request: Request, *, error: str | None = None, status: int = 200) -> HTMLResponse:
+    return templates.TemplateResponse(request, "login.html", {"error": error}, status_code=status)
+
+
+@router.get("/login", response_class=HTMLResponse)
+def login_form(request: Request, ended: int = 0) -> HTMLResponse:
+    """The sign-in form (``?ended=1``: the session ended — token revoked or signed out elsewhere)."""
+    return _login_page(request, error="Your session has ended. Sign in again with a valid token." if ended else None)
+
+
+@router.post("/login", response_class=HTMLResponse)
+async def login(request: Request) -> Response:
+    """Check the posted token and set the session cookie; refused from another origin."""
+    h = request.headers
+    origin = h.get("origin")
+    if origin and not _same_origin(origin, None, h.get("host")):
+        return _login_page(request, error="Sign-in must come from this page.", status=403)
+    form = parse_qs((await request.body()).decode("utf-8", "replace"))
+    token = (form.get("token") or [""])[0].strip()
+    row = authenticate(request.app.state.ki.ctx.db.engine, token) if token else None
+    if row is None:
+        return _login_page(request, error="That token is not valid (unknown or revoked). Create one with "
+                                          "`ki token create --name NAME --scope read:pipeline`.", status=401)
+    response = RedirectResponse("/", status_code=303)
+    response.set_cookie(COOKIE_NAME, token, httponly=True, samesite="strict", secure=request.url.scheme == "https",
+                        path="/")
+    return response
+
+
+@router.post("/logout")
+async def logout(request: Request) -> Response:
+    """Forget the session cookie (the token itself stays valid until revoked)."""
+    response = RedirectResponse("/login", status_code=303)
+    response.delete_cookie(COOKIE_NAME, path="/", httponly=True, samesite="strict")
+    return response
+
+
+@router.get("/", response_class=HTMLResponse)
+def console_page(request: Request) -> Response:
+    """The console; without a valid session it sends the browser to ``/login``."""
+    from ki.api.routes_config import get_config
+    from ki.api.routes_pipeline import get_runs, get_status
+    from ki.api.routes_quarantine import list_quarantine
+
+    try:
+        identity = authorize_request(request, READ_PIPELINE)
+    except AuthError as exc:
+        if exc.status == 401:
+            return RedirectResponse("/login" + ("?ended=1" if request.cookies.get(COOKIE_NAME) else ""),
+                                    status_code=303)
+        return _login_page(request, error=f"{exc.message}. Sign in with a token that has read:pipeline.",
+                           status=exc.status)
+    state = request.app.state.ki
+    initial = {
+        "status": get_status(state=state, _=identity).model_dump(mode="json"),
+        "config": get_config(state=state, _=identity).model_dump(mode="json"),
+        "runs": get_runs(state=state, _=identity, kind=[], status=None, limit=10, offset=0).model_dump(mode="json"),
+        "quarantine": list_quarantine(state=state, _=identity, stage=None, reason=None, error_class=None, limit=25,
+                                      offset=0).model_dump(mode="json"),
+        "identity": {"name": identity.name, "can_write": identity.allows(WRITE_PIPELINE)},
+    }
+    return templates.TemplateResponse(request, "console.html", {"initial": initial, "identity": identity})

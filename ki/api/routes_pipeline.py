@@ -1,0 +1,110 @@
+"""``GET /api/status``, ``GET /api/runs``, ``POST /api/actions/pipeline``.
+
+Spec: insertion-pipeline.md "The console page" (stage bars and buckets, run banner: GET /api/status,
+polled every 5 s while a run is active, also triggering an opportunistic sweep; recent processing
+runs: GET /api/runs) and "Orchestration" (every trigger goes through ``launch_insertion``).
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Literal
+
+from fastapi import APIRouter, Depends, Query
+
+from ki.api.auth import Identity, require_scope
+from ki.api.errors import ApiError, error_responses
+from ki.api.schemas import ActiveRun, LaunchOut, RunOut, RunsPage, StageStatus, StatusOut
+from ki.api.scopes import READ_PIPELINE, WRITE_PIPELINE
+from ki.api.state import ServerState, server_state
+from ki.store import audit, runs
+from ki.store.claims import bucket_counts
+from ki.store.runs import RunRow
+from ki.taxonomies import PIPELINE_STAGE_ORDER, STAGE_CONSOLE_NAMES
+
+router = APIRouter(prefix="/api", tags=["pipeline"])
+
+#: Buckets of rows a run still owes work on (``total`` of an active run counts them).
+OWED_BUCKETS = ("pending", "running", "failed", "waiting")
+
+
+def run_out(row: RunRow) -> RunOut:
+    """A run ledger row as the API shows it (``duration_seconds`` once finished)."""
+    duration = (row.finished_at - row.started_at).total_seconds() if row.finished_at else None
+    return RunOut(id=row.id, kind=row.kind, label=row.label, provider=row.provider, status=row.status,
+                  trigger=row.trigger, source_id=row.source_id, processed=row.processed, done=row.done,
+                  skipped=row.skipped, retried=row.retried, quarantined=row.quarantined, error=row.error,
+                  started_at=row.started_at, finished_at=row.finished_at, updated_at=row.updated_at,
+                  duration_seconds=duration)
+
+
+@router.get("/status", response_model=StatusOut, responses=error_responses(401, 403))
+def get_status(state: ServerState = Depends(server_state),
+               _: Identity = Depends(require_scope(READ_PIPELINE))) -> StatusOut:
+    """Per-stage bucket counts (one query) and the active runs with progress; starts an opportunistic sweep."""
+    config = state.config()
+    with state.ctx.db.engine.connect() as conn:
+        counts = bucket_counts(conn)
+        active = runs.active_runs(conn)
+    state.sweep_soon()
+    enabled = {s: config.pipeline.stage(s).enabled for s in PIPELINE_STAGE_ORDER}
+    stages = [StageStatus(stage=s, name=STAGE_CONSOLE_NAMES[s], enabled=enabled[s], buckets=counts[s],
+                          total=sum(counts[s].values())) for s in PIPELINE_STAGE_ORDER]
+    owed = sum(counts[s][b] for s in PIPELINE_STAGE_ORDER if enabled[s] for b in OWED_BUCKETS)
+    now = datetime.now(UTC)
+    out = []
+    for r in active:
+        elapsed = max((now - r.started_at).total_seconds(), 0.001)
+        rate = r.processed / elapsed if r.processed else None
+        out.append(ActiveRun(id=r.id, kind=r.kind, label=r.label, provider=r.provider, status=r.status,
+                             trigger=r.trigger, processed=r.processed, total=r.processed + owed, done=r.done,
+                             skipped=r.skipped, retried=r.retried, quarantined=r.quarantined, rate_per_second=rate,
+                             eta_seconds=owed / rate if rate else None, started_at=r.started_at,
+                             updated_at=r.updated_at))
+    return StatusOut(stages=stages, runs=out, generated_at=now)
+
+
+RUN_KINDS = ("insertion", "access_refresh", "sync")
+
+
+@router.get("/runs", response_model=RunsPage, responses=error_responses(401, 403))
+def get_runs(state: ServerState = Depends(server_state), _: Identity = Depends(require_scope(READ_PIPELINE)),
+             kind: list[Literal["insertion", "access_refresh", "sync"]] = Query(
+                 default=[], description="only these kinds (default: all)"),
+             status: Literal["queued", "running", "completed", "failed"] | None = None,
+             limit: int = Query(20, ge=1, le=200), offset: int = Query(0, ge=0, le=10_000_000)) -> RunsPage:
+    """Insertion, access-refresh and sync runs, newest first, paged; starts an opportunistic sweep."""
+    state.sweep_soon()
+    with state.ctx.db.engine.connect() as conn:
+        rows, total = runs.runs_page(conn, kinds=list(kind) or None, status=status, limit=limit, offset=offset)
+    return RunsPage(runs=[run_out(r) for r in rows], total=total, limit=limit, offset=offset)
+
+
+def launch_run(state: ServerState, *, trigger: str) -> tuple[RunOut | None, bool]:
+    """Start a run through the launcher; (the run, whether it is a follow-up behind an active one)."""
+    try:
+        launch = state.launcher.launch(trigger=trigger)
+    except TimeoutError as exc:
+        raise ApiError(503, "run_not_started", str(exc)) from exc
+    if launch.run_id is None:
+        return None, launch.follow_up
+    with state.ctx.db.engine.connect() as conn:
+        row = runs.get_run(conn, launch.run_id)
+    return (run_out(row) if row else None), launch.follow_up
+
+
+@router.post("/actions/pipeline", status_code=202, response_model=LaunchOut,
+             responses=error_responses(401, 403, 503))
+def start_pipeline(state: ServerState = Depends(server_state),
+                   identity: Identity = Depends(require_scope(WRITE_PIPELINE))) -> LaunchOut:
+    """Start an insertion run through ``launch_insertion`` (local: in this process, in the background)."""
+    run, follow_up = launch_run(state, trigger="api")
+    with state.ctx.db.engine.begin() as conn:
+        audit.record_audit(conn, actor=identity.name, action="pipeline_start",
+                           details={"run_id": run.id if run else None, "follow_up": follow_up})
+    if follow_up:
+        message = (f"run {run.id if run else ''} is active; another run starts when it ends, so the new work "
+                   "is picked up")
+    else:
+        message = f"run {run.id if run else ''} started"
+    return LaunchOut(run=run, follow_up=follow_up, message=message.replace("  ", " "))

@@ -1,0 +1,407 @@
+"""Pydantic models of every body the console API takes or returns.
+
+Spec: insertion-pipeline.md "The console page" (the endpoints and what they carry), "Retry from
+quarantine" (the retry response), "Processing states and console buckets" (bucket names); issue 17
+(the API list). Times are timezone-aware UTC (ISO 8601); durations are seconds; money is USD.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class ErrorBody(BaseModel):
+    """Every error response: a stable ``error`` code, a ``message`` a person can act on, and extras
+    (``env_var`` and ``field`` for an env pin, ``current_version`` for a stale edit, ``fields`` for 422)."""
+
+    model_config = ConfigDict(extra="allow")
+    error: str
+    message: str
+
+
+# --- status ------------------------------------------------------------------------------------
+
+
+class StageStatus(BaseModel):
+    """One stage card: the eight bucket counts (``pending`` … ``quarantined``) and their total."""
+
+    stage: str
+    name: str = Field(description="the console name (Fetch, Parse, Classify, ...)")
+    enabled: bool
+    buckets: dict[str, int]
+    total: int
+
+
+class ActiveRun(BaseModel):
+    """A run in progress: counters are stage executions; ``total`` = processed + rows still owed
+    (queued, running, awaiting retry, waiting) in enabled stages; ``rate_per_second`` since start."""
+
+    id: int
+    kind: str
+    label: str
+    provider: str
+    status: str
+    trigger: str
+    processed: int
+    total: int
+    done: int
+    skipped: int
+    retried: int
+    quarantined: int
+    rate_per_second: float | None
+    eta_seconds: float | None
+    started_at: datetime
+    updated_at: datetime
+
+
+class StatusOut(BaseModel):
+    """``GET /api/status``: per-stage buckets (the one bucket query) and active runs."""
+
+    stages: list[StageStatus]
+    runs: list[ActiveRun]
+    generated_at: datetime
+
+
+# --- runs --------------------------------------------------------------------------------------
+
+
+class RunOut(BaseModel):
+    """One ``pipeline_runs`` row (kind ``insertion``, ``access_refresh`` or ``sync``)."""
+
+    id: int
+    kind: str
+    label: str
+    provider: str
+    status: str
+    trigger: str
+    source_id: int | None
+    processed: int
+    done: int
+    skipped: int
+    retried: int
+    quarantined: int
+    error: str | None
+    started_at: datetime
+    finished_at: datetime | None
+    updated_at: datetime
+    duration_seconds: float | None
+
+
+class RunsPage(BaseModel):
+    """``GET /api/runs``: newest first."""
+
+    runs: list[RunOut]
+    total: int
+    limit: int
+    offset: int
+
+
+class LaunchOut(BaseModel):
+    """``POST /api/actions/pipeline``: the run started (or the one already running, with
+    ``follow_up`` true: another run starts when it ends, so the new work is picked up)."""
+
+    run: RunOut | None
+    follow_up: bool
+    message: str
+
+
+# --- configuration -----------------------------------------------------------------------------
+
+
+class ConfigField(BaseModel):
+    """One configuration field as the console edits it.
+
+    ``source``: ``default``, ``saved`` (the saved file) or ``env`` (``env_var`` names the variable;
+    the field is locked). ``run_rule``: when a change of this field requires a run — ``on_enable``
+    (false → true), ``on_change``, ``on_set`` (unset → set) or null (never); ``run_reason`` says why.
+    A ``secret`` field's value is never returned (``is_set`` says whether it has one).
+    """
+
+    key: str
+    value: Any = None
+    default: Any = None
+    type: Literal["boolean", "integer", "number", "string", "array"]
+    nullable: bool = False
+    minimum: float | None = None
+    maximum: float | None = None
+    exclusive_minimum: float | None = None
+    choices: list[Any] | None = None
+    source: Literal["default", "saved", "env"]
+    env_var: str | None = None
+    editable: bool = True
+    secret: bool = False
+    is_set: bool | None = None
+    run_rule: Literal["on_enable", "on_change", "on_set"] | None = None
+    run_reason: str | None = None
+
+
+class StageConfigOut(BaseModel):
+    """A stage's computed facts beside its fields: console name, effective producer_version."""
+
+    stage: str
+    name: str
+    producer_version: str
+    model_stage: bool
+
+
+class ConfigOut(BaseModel):
+    """``GET /api/config``: the effective configuration; ``version`` goes back in ``PUT`` (or If-Match)."""
+
+    version: str
+    fields: dict[str, ConfigField]
+    stages: list[StageConfigOut]
+
+
+class ConfigUpdate(BaseModel):
+    """``PUT /api/config``: a partial update (dotted field → new value) based on ``version``."""
+
+    model_config = ConfigDict(extra="forbid")
+    changes: dict[str, Any] = Field(min_length=1, description='e.g. {"pipeline.max_file_mb": 64}')
+    version: str | None = Field(default=None, description="the version read (or send If-Match)")
+
+
+class ConfigSaved(BaseModel):
+    """What a ``PUT /api/config`` did (or, with ``dry_run``, would do): the new version, the fields that
+    really changed, and whether a run is required for the change to take effect (with the reasons)."""
+
+    version: str
+    changed: list[str]
+    requires_run: bool
+    reasons: list[str]
+    dry_run: bool
+
+
+# --- re-run preview, catalog, costs ---------------------------------------------------------------
+
+
+class StageEstimate(BaseModel):
+    """What re-running one stage costs: executions, cache hits, tokens per document and USD."""
+
+    stage: str
+    executions: int
+    cache_hits: int
+    tokens_per_document: float | None
+    cost_usd: float | None
+    basis: str
+
+
+class RerunPreview(BaseModel):
+    """``GET /api/stages/{stage}/rerun-preview`` (spec: the "Re-run all files" dialog).
+
+    ``files``: rows of the stage in the done, skipped and disabled buckets (the rows that recorded
+    a version); ``downstream_stages``: later enabled stages that re-run too; ``spent_usd``: the
+    stage's realized spend so far; ``estimate_usd`` (None when a price is unknown) and
+    ``estimate_seconds`` (None without run history) with their basis.
+    """
+
+    stage: str
+    name: str
+    files: int
+    buckets: dict[str, int]
+    downstream_stages: list[str]
+    spent_usd: float
+    spent_calls: int
+    estimate_usd: float | None
+    estimate_seconds: float | None
+    per_stage: list[StageEstimate]
+    notes: list[str]
+
+
+class CatalogEntry(BaseModel):
+    """``GET /api/models/catalog``: one stage's model chip.
+
+    ``alias``: the name assigned (``pipeline.stages.<stage>.model`` or ``KI_LLM_MODEL``; for index
+    ``retrieval.embedding_model``); ``resolved``: the model the gateway runs and bills for it (None
+    when it cannot be resolved: ``reason`` says why); prices are USD per million tokens.
+    """
+
+    stage: str
+    name: str
+    kind: Literal["gateway", "rules", "local", "none"]
+    alias: str | None
+    resolved: str | None
+    input_usd_per_million: float | None
+    output_usd_per_million: float | None
+    reason: str | None
+
+
+class CatalogOut(BaseModel):
+    """The model chips of every stage that calls a model (and the index's embedding model)."""
+
+    gateway: str | None = Field(description="'configured' or null; never the URL")
+    entries: list[CatalogEntry]
+
+
+class SpendOut(BaseModel):
+    """Spend of one group (stage, model or matter)."""
+
+    key: str
+    calls: int
+    prompt_tokens: int
+    completion_tokens: int
+    total_tokens: int
+    cost_usd: float
+    unpriced_calls: int
+    documents: int
+
+
+class CostsOut(BaseModel):
+    """``GET /api/costs``: realized spend in ``[since, until)`` per stage, per model and per matter."""
+
+    since: datetime | None
+    until: datetime | None
+    total_usd: float
+    by_stage: list[SpendOut]
+    by_model: list[SpendOut]
+    by_matter: list[SpendOut]
+
+
+# --- quarantine --------------------------------------------------------------------------------
+
+
+class QuarantineItem(BaseModel):
+    """One quarantined row: path, stage, attempts and the error object (no traceback in lists)."""
+
+    source_object_id: int
+    path: str
+    stage: str
+    name: str
+    attempts: int
+    error: dict[str, Any]
+    deterministic: bool
+    updated_at: datetime
+
+
+class QuarantinePage(BaseModel):
+    """``GET /api/quarantine``: newest first, filtered, paged; ``facets`` count rows per stage,
+    reason and error class (for the filter menus)."""
+
+    items: list[QuarantineItem]
+    total: int
+    limit: int
+    offset: int
+    facets: dict[str, dict[str, int]]
+
+
+class StageRowOut(BaseModel):
+    """One stage row of an object, with the whole error object (class, reason, message, traceback
+    tail, deterministic) and its attempts."""
+
+    stage: str
+    name: str
+    status: str
+    bucket: str
+    attempts: int
+    max_attempts: int
+    producer_version: str | None
+    error: dict[str, Any] | None
+    next_retry_at: datetime | None
+    updated_at: datetime
+
+
+class QuarantineDetail(BaseModel):
+    """``GET /api/quarantine/{source_object_id}``: the object and every stage row of it."""
+
+    source_object_id: int
+    path: str
+    quarantined_stages: list[str]
+    stages: list[StageRowOut]
+
+
+class RetryOut(BaseModel):
+    """``POST /api/quarantine/{id}/retry`` (spec "Retry from quarantine"): the released stage, the
+    invalidated stages, max_attempts, the previous error, whether it was deterministic, and the run
+    started for it."""
+
+    source_object_id: int
+    released_stage: str
+    requested_stage: str | None
+    invalidated_stages: list[str]
+    max_attempts: int
+    previous_error: dict[str, Any]
+    deterministic: bool
+    warning: str | None
+    run: RunOut | None
+    follow_up: bool
+
+
+# --- tokens, audit, health ---------------------------------------------------------------------
+
+
+class TokenOut(BaseModel):
+    """A token as listed: never the token or its hash."""
+
+    id: int
+    name: str
+    prefix: str
+    scopes: list[str]
+    principal: str | None
+    created_by: str
+    created_at: datetime
+    last_used_at: datetime | None
+    revoked_at: datetime | None
+
+
+class TokenCreate(BaseModel):
+    """``POST /api/tokens`` (scope ``admin``)."""
+
+    model_config = ConfigDict(extra="forbid")
+    name: str = Field(min_length=1, max_length=100)
+    scopes: list[str] = Field(min_length=1)
+    principal: str | None = Field(default=None, max_length=500)
+
+
+class TokenCreated(BaseModel):
+    """The new token, shown once."""
+
+    id: int
+    token: str
+    name: str
+    scopes: list[str]
+
+
+class AuditOut(BaseModel):
+    """One audit row."""
+
+    id: int
+    at: datetime
+    actor: str
+    action: str
+    source_object_id: int | None
+    details: dict[str, Any]
+
+
+class AuditPage(BaseModel):
+    """``GET /api/audit``: newest first."""
+
+    entries: list[AuditOut]
+    total: int
+    limit: int
+    offset: int
+
+
+class ComponentHealth(BaseModel):
+    """One component: ``ok``, ``warning`` or ``error`` with the error text (never a path or URL)."""
+
+    name: str
+    status: Literal["ok", "warning", "error"]
+    detail: str | None = None
+
+
+class HealthOut(BaseModel):
+    """``GET /healthz``: the worst component status and each configured component."""
+
+    status: Literal["ok", "warning", "error"]
+    components: list[ComponentHealth]
+
+
+class WhoAmI(BaseModel):
+    """``GET /api/session``: the token a request authenticated with."""
+
+    name: str
+    scopes: list[str]
+    principal: str | None
+    via: Literal["bearer", "cookie"]

@@ -1,0 +1,156 @@
+"""Versioned, all-or-nothing edits of the saved configuration (``PUT /api/config``).
+
+Spec: insertion-pipeline.md "Configuration" (an environment-pinned setting refuses console edits
+with a 409 rather than silently losing them). Issue 17: a partial update of several fields is
+validated as a whole and written atomically or not at all; two concurrent editors cannot
+silently overwrite each other: every edit names the :func:`config_version` it was based on and a
+stale one is refused (409).
+
+The version is a digest of the saved file's bytes, so an edit made with ``ki config set`` (or by
+hand) also makes an open console's version stale. Edits serialise on an exclusive ``flock`` of
+``config.json.lock`` beside the file, across processes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import fcntl
+import hashlib
+import json
+import os
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from ki.config.loader import _read_saved, config_path, env_pinned_fields
+from ki.config.settings import KiConfig
+from ki.errors import ConfigValidationError, EnvPinnedError, StaleConfigVersion
+
+#: The version of a data directory with no saved configuration file.
+EMPTY_VERSION = "0"
+
+
+def config_version(data_dir: Path) -> str:
+    """The saved configuration's version: the first 16 hex digits of its SHA-256, or ``"0"``."""
+    path = config_path(data_dir)
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        return EMPTY_VERSION
+    return hashlib.sha256(raw).hexdigest()[:16]
+
+
+def saved_keys(data_dir: Path) -> set[str]:
+    """Dotted names of the leaf fields the saved file sets (``source: saved`` in the API)."""
+    out: set[str] = set()
+
+    def walk(prefix: str, node: Any) -> None:
+        if isinstance(node, dict):
+            for key, sub in node.items():
+                walk(f"{prefix}.{key}" if prefix else str(key), sub)
+        else:
+            out.add(prefix)
+
+    walk("", _read_saved(config_path(data_dir)))
+    return out
+
+
+@contextlib.contextmanager
+def _edit_lock(data_dir: Path) -> Iterator[None]:
+    data_dir.mkdir(parents=True, exist_ok=True)
+    with open(data_dir / (config_path(data_dir).name + ".lock"), "a+") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def _leaf_keys(model: KiConfig) -> set[str]:
+    out: set[str] = set()
+
+    def walk(prefix: str, node: Any) -> None:
+        if isinstance(node, dict) and node:
+            for key, sub in node.items():
+                walk(f"{prefix}.{key}" if prefix else str(key), sub)
+        else:
+            out.add(prefix)
+
+    walk("", model.model_dump())
+    return out
+
+
+def _field_errors(exc: ValidationError, changed: list[str]) -> dict[str, list[str]]:
+    errors: dict[str, list[str]] = {}
+    for err in exc.errors():
+        dotted = ".".join(str(p) for p in err["loc"])
+        # A model-level validator (e.g. on pipeline.stages) reports its section: name the edited keys in it.
+        targets = [k for k in changed if k == dotted or k.startswith(dotted + ".")] or [dotted]
+        for key in targets:
+            errors.setdefault(key, []).append(err["msg"].removeprefix("Value error, "))
+    return errors
+
+
+def apply_config_changes(data_dir: Path, changes: Mapping[str, Any], *, expected_version: str | None,
+                         dry_run: bool = False) -> tuple[KiConfig, str]:
+    """Apply ``changes`` (dotted field → JSON value) to the saved configuration, all or nothing.
+
+    Args:
+        data_dir: the data directory holding ``config.json``.
+        changes: e.g. ``{"pipeline.max_file_mb": 64, "pipeline.stages.relate.enabled": True}``;
+            values are taken as given (no string coercion). ``producer_version`` is refused.
+        expected_version: the :func:`config_version` the edit was based on; None skips the check
+            (the command line's single-field ``ki config set``).
+        dry_run: check everything, write nothing.
+    Returns: (the new saved configuration validated — environment pins are not in it, and no changed
+        field is pinned —, the new version; with ``dry_run`` the current version).
+    Raises:
+        StaleConfigVersion: ``expected_version`` is not the current version (409).
+        EnvPinnedError: a changed field is pinned by an environment variable (409; the first one).
+        ConfigValidationError: unknown fields or invalid values, per field (422).
+    Nothing is written when anything is raised.
+    """
+    with _edit_lock(data_dir):
+        current = config_version(data_dir)
+        if expected_version is not None and expected_version != current:
+            raise StaleConfigVersion(expected_version, current)
+        pins = env_pinned_fields()
+        for key in changes:
+            if key in pins:
+                raise EnvPinnedError(key, pins[key])
+        known = _leaf_keys(KiConfig())
+        errors: dict[str, list[str]] = {}
+        saved = copy.deepcopy(_read_saved(config_path(data_dir)))
+        for key, value in changes.items():
+            if key.endswith(".producer_version"):
+                errors.setdefault(key, []).append("producer_version is computed from the code version and "
+                                                  "rerun_token; bump rerun_token to re-run a stage")
+                continue
+            if key not in known:
+                errors.setdefault(key, []).append("unknown configuration field")
+                continue
+            node = saved
+            parts = key.split(".")
+            for part in parts[:-1]:
+                child = node.get(part)
+                if not isinstance(child, dict):
+                    child = node[part] = {}
+                node = child
+            node[parts[-1]] = value
+        try:
+            checked = KiConfig.model_validate(saved)
+        except ValidationError as exc:
+            for key, messages in _field_errors(exc, [k for k in changes if k not in errors]).items():
+                errors.setdefault(key, []).extend(messages)
+        if errors:
+            raise ConfigValidationError(errors)
+        if dry_run:
+            return checked, current
+        path = config_path(data_dir)
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(saved, indent=2, sort_keys=True), encoding="utf-8")
+        os.replace(tmp, path)
+        return checked, config_version(data_dir)
