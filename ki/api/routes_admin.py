@@ -11,7 +11,7 @@ from fastapi import APIRouter, Depends, Path, Query
 from ki.api import tokens as token_service
 from ki.api.auth import Identity, require_scope
 from ki.api.errors import ApiError, error_responses
-from ki.api.schemas import AuditOut, AuditPage, TokenCreate, TokenCreated, TokenOut, WhoAmI
+from ki.api.schemas import AuditPage, TokenCreate, TokenCreated, TokenOut, WhoAmI
 from ki.api.scopes import ADMIN, READ_PIPELINE
 from ki.api.state import ServerState, server_state
 from ki.store import audit
@@ -64,6 +64,4 @@ def get_audit(state: ServerState = Depends(server_state), _: Identity = Depends(
     """Who did what, newest first."""
     with state.ctx.db.engine.connect() as conn:
         rows, total = audit.recent_audit(conn, limit=limit, offset=offset, action=action)
-    return AuditPage(entries=[AuditOut(id=r.id, at=r.at, actor=r.actor, action=r.action,
-                                       source_object_id=r.source_object_id, details=r.details) for r in rows],
-                     total=total, limit=limit, offset=offset)
+    return AuditPage(entries=rows, total=total, limit=limit, offset=offset)

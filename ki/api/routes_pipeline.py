@@ -30,12 +30,7 @@ OWED_BUCKETS = ("pending", "running", "failed", "waiting")
 
 def run_out(row: RunRow) -> RunOut:
     """A run ledger row as the API shows it (``duration_seconds`` once finished)."""
-    duration = (row.finished_at - row.started_at).total_seconds() if row.finished_at else None
-    return RunOut(id=row.id, kind=row.kind, label=row.label, provider=row.provider, status=row.status,
-                  trigger=row.trigger, source_id=row.source_id, processed=row.processed, done=row.done,
-                  skipped=row.skipped, retried=row.retried, quarantined=row.quarantined, error=row.error,
-                  started_at=row.started_at, finished_at=row.finished_at, updated_at=row.updated_at,
-                  duration_seconds=duration)
+    return RunOut.of(row)
 
 
 @router.get("/status", response_model=StatusOut, responses=error_responses(401, 403))
@@ -56,11 +51,8 @@ def get_status(state: ServerState = Depends(server_state),
     for r in active:
         elapsed = max((now - r.started_at).total_seconds(), 0.001)
         rate = r.processed / elapsed if r.processed else None
-        out.append(ActiveRun(id=r.id, kind=r.kind, label=r.label, provider=r.provider, status=r.status,
-                             trigger=r.trigger, processed=r.processed, total=r.processed + owed, done=r.done,
-                             skipped=r.skipped, retried=r.retried, quarantined=r.quarantined, rate_per_second=rate,
-                             eta_seconds=owed / rate if rate else None, started_at=r.started_at,
-                             updated_at=r.updated_at))
+        out.append(ActiveRun(**r.model_dump(), total=r.processed + owed, rate_per_second=rate,
+                             eta_seconds=owed / rate if rate else None))
     return StatusOut(stages=stages, runs=out, generated_at=now)
 
 

@@ -12,6 +12,10 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from ki.orchestration.quarantine import RetryResponse
+from ki.store.audit import AuditEntry
+from ki.store.runs import RunRow
+
 
 class ErrorBody(BaseModel):
     """Every error response: a stable ``error`` code, a ``message`` a person can act on, and extras
@@ -35,26 +39,13 @@ class StageStatus(BaseModel):
     total: int
 
 
-class ActiveRun(BaseModel):
+class ActiveRun(RunRow):
     """A run in progress: counters are stage executions; ``total`` = processed + rows still owed
     (queued, running, awaiting retry, waiting) in enabled stages; ``rate_per_second`` since start."""
 
-    id: int
-    kind: str
-    label: str
-    provider: str
-    status: str
-    trigger: str
-    processed: int
     total: int
-    done: int
-    skipped: int
-    retried: int
-    quarantined: int
     rate_per_second: float | None
     eta_seconds: float | None
-    started_at: datetime
-    updated_at: datetime
 
 
 class StatusOut(BaseModel):
@@ -68,26 +59,16 @@ class StatusOut(BaseModel):
 # --- runs --------------------------------------------------------------------------------------
 
 
-class RunOut(BaseModel):
-    """One ``pipeline_runs`` row (kind ``insertion``, ``access_refresh`` or ``sync``)."""
+class RunOut(RunRow):
+    """One ``pipeline_runs`` row (kind ``insertion``, ``access_refresh`` or ``sync``) and its duration."""
 
-    id: int
-    kind: str
-    label: str
-    provider: str
-    status: str
-    trigger: str
-    source_id: int | None
-    processed: int
-    done: int
-    skipped: int
-    retried: int
-    quarantined: int
-    error: str | None
-    started_at: datetime
-    finished_at: datetime | None
-    updated_at: datetime
-    duration_seconds: float | None
+    duration_seconds: float | None = None
+
+    @classmethod
+    def of(cls, row: RunRow) -> RunOut:
+        """The row with ``duration_seconds`` once it finished."""
+        duration = (row.finished_at - row.started_at).total_seconds() if row.finished_at else None
+        return cls(**row.model_dump(), duration_seconds=duration)
 
 
 class RunsPage(BaseModel):
@@ -311,18 +292,11 @@ class QuarantineDetail(BaseModel):
     stages: list[StageRowOut]
 
 
-class RetryOut(BaseModel):
+class RetryOut(RetryResponse):
     """``POST /api/quarantine/{id}/retry`` (spec "Retry from quarantine"): the released stage, the
-    invalidated stages, max_attempts, the previous error, whether it was deterministic, and the run
-    started for it."""
+    invalidated stages, max_attempts, the previous error, whether it was deterministic (with the
+    warning the console shows), and the run started for it."""
 
-    source_object_id: int
-    released_stage: str
-    requested_stage: str | None
-    invalidated_stages: list[str]
-    max_attempts: int
-    previous_error: dict[str, Any]
-    deterministic: bool
     warning: str | None
     run: RunOut | None
     follow_up: bool
@@ -363,15 +337,7 @@ class TokenCreated(BaseModel):
     scopes: list[str]
 
 
-class AuditOut(BaseModel):
-    """One audit row."""
-
-    id: int
-    at: datetime
-    actor: str
-    action: str
-    source_object_id: int | None
-    details: dict[str, Any]
+AuditOut = AuditEntry
 
 
 class AuditPage(BaseModel):

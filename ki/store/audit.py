@@ -8,16 +8,15 @@ error).
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from pydantic import BaseModel
 from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
 
-@dataclass(frozen=True)
-class AuditEntry:
+class AuditEntry(BaseModel):
     """One audit row: ``at`` (UTC), ``actor`` (token name or ``cli``), ``action``, object, details."""
 
     id: int
@@ -49,5 +48,4 @@ def recent_audit(conn: Connection, *, limit: int = 50, offset: int = 0, action: 
     total = int(conn.execute(text(f"SELECT count(*) FROM audit_log {where}"), params).scalar_one())
     rows = conn.execute(text(f"""SELECT id, at, actor, action, source_object_id, details FROM audit_log {where}
                                  ORDER BY at DESC, id DESC LIMIT :limit OFFSET :offset"""), params).fetchall()
-    return [AuditEntry(int(r.id), r.at, r.actor, r.action, r.source_object_id, dict(r.details or {}))
-            for r in rows], total
+    return [AuditEntry.model_validate(dict(r._mapping)) for r in rows], total

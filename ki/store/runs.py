@@ -7,9 +7,9 @@ counters processed, done, skipped, retried, quarantined).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from datetime import datetime
 
+from pydantic import BaseModel
 from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
@@ -20,8 +20,7 @@ _COLUMNS = """id, kind, label, provider, status, source_id, trigger, processed, 
 quarantined, error, started_at, finished_at, updated_at"""
 
 
-@dataclass(frozen=True)
-class RunRow:
+class RunRow(BaseModel):
     """One ``pipeline_runs`` row (times UTC; counters are stage executions)."""
 
     id: int
@@ -43,9 +42,7 @@ class RunRow:
 
     @classmethod
     def from_row(cls, r) -> RunRow:
-        return cls(int(r.id), r.kind, r.label, r.provider, r.status, r.source_id, r.trigger, int(r.processed),
-                   int(r.done), int(r.skipped), int(r.retried), int(r.quarantined), r.error, r.started_at,
-                   r.finished_at, r.updated_at)
+        return cls.model_validate(dict(r._mapping))
 
 
 def runs_page(conn: Connection, *, kinds: list[str] | None = None, status: str | None = None,
