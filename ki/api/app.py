@@ -28,7 +28,7 @@ from starlette.types import ASGIApp
 from ki.api.errors import install_error_handlers
 from ki.api.launcher import RunLauncher
 from ki.api.state import ServerState
-from ki.orchestration.context import PipelineContext
+from ki.context import PipelineContext
 
 STATIC_DIR = Path(__file__).parent / "static"
 

@@ -21,7 +21,7 @@ from fastapi.responses import JSONResponse
 from sqlalchemy import text
 
 from ki.api.schemas import ComponentHealth, HealthOut
-from ki.orchestration.context import PipelineContext
+from ki.context import PipelineContext
 
 router = APIRouter(tags=["health"])
 

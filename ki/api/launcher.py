@@ -15,7 +15,7 @@ import logging
 import threading
 from dataclasses import dataclass
 
-from ki.orchestration.context import PipelineContext
+from ki.context import PipelineContext
 from ki.orchestration.insertion import launch_insertion
 
 log = logging.getLogger(__name__)

@@ -19,7 +19,7 @@ from decimal import Decimal
 from ki.api.catalog import gateway_models, stage_entry
 from ki.api.schemas import RerunPreview, StageEstimate
 from ki.config.settings import KiConfig
-from ki.orchestration.context import PipelineContext
+from ki.context import PipelineContext
 from ki.store.claims import bucket_counts
 from ki.store.runs import recent_rate
 from ki.store.status import rerun_counts

@@ -16,7 +16,7 @@ from fastapi import Request
 from ki.api.launcher import RunLauncher
 from ki.config.edits import config_version
 from ki.config.settings import KiConfig
-from ki.orchestration.context import PipelineContext
+from ki.context import PipelineContext
 
 log = logging.getLogger(__name__)
 
