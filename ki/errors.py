@@ -164,3 +164,29 @@ class RunAborted(KiError):
 
 class OrchestratorUnavailable(ConfigurationError):
     """The configured orchestrator provider cannot run here (fails closed)."""
+
+
+# --- Docling Serve (ki.convert.docling) ------------------------------------------------------
+
+
+class DoclingUnavailable(InfrastructureError):
+    """Docling Serve is down, slow, crashed on the task or answered garbage (never quarantines).
+
+    ``infrastructure`` is the short cause, e.g. ``"docling answered HTTP 504"``.
+    """
+
+
+class DoclingRequestRejected(ConfigurationError):
+    """Docling Serve refused the request's options (HTTP 422): a configuration error that stops the run.
+
+    Attributes:
+        detail: the server's validation detail (FastAPI/pydantic ``detail``), as parsed JSON or text.
+    """
+
+    def __init__(self, message: str, *, detail: Any = None):
+        super().__init__(message)
+        self.detail = detail
+
+
+class DoclingKeyRejected(ProviderPermanentError):
+    """Docling Serve refused the API key (HTTP 401/403); deterministic, with a process-wide cooldown."""

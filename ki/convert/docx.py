@@ -1,8 +1,8 @@
 """DOCX/DOCM → ``StructuredDocument``: a raw-OOXML pass with ``zipfile`` + lxml.
 
 Spec: conversion.md section 6 (raw-OOXML rules). This module handles the package
-(zip guard, relationships, part discovery, comments, core properties, counts); the
-body walk lives in :mod:`ki.convert.ooxml_walk`.
+(part discovery, comments, core properties, counts); the zip and its relationships are
+:mod:`ki.convert.ooxml_package`, the body walk :mod:`ki.convert.ooxml_walk`.
 
 Failure contract (``UnsupportedDocument.reason``):
     ``empty`` (0 bytes), ``password_required`` (OLE2/CFB container holding an
@@ -14,35 +14,22 @@ A dangling relationship (``Target="NULL"`` or a missing part) is a warning, neve
 
 from __future__ import annotations
 
-import io
 import posixpath
 import re
-import zipfile
-import zlib
-from dataclasses import dataclass
-from urllib.parse import unquote
 
 from lxml import etree
 
+from ki.convert.formats import CFB_MAGIC
 from ki.convert.model import Comment, Revision, StructuredDocument
-from ki.convert.ooxml_walk import (
-    W14_NS,
-    W_NS,
-    OoxmlWalker,
-    PartText,
-    parse_ooxml_date,
-    split_tag,
-    w_attr,
-    w_children,
-)
+from ki.convert.ooxml_blocks import PartText
+from ki.convert.ooxml_ns import W14_NS, W_NS, parse_ooxml_date, split_tag, w_attr, w_children
+from ki.convert.ooxml_package import OoxmlPackage, Relationship
+from ki.convert.ooxml_walk import OoxmlWalker
 from ki.errors import UnsupportedDocument
 
 CONVERTER = "ki.docx"
 CONVERTER_VERSION = "1"
-MAX_MEMBER_BYTES = 200 * 1024 * 1024  # uncompressed size cap per zip member (zip-bomb guard)
-MAX_TOTAL_BYTES = 512 * 1024 * 1024  # uncompressed bytes read from one package
 
-CFB_MAGIC = b"\xd0\xcf\x11\xe0"
 _ENCRYPTED_STREAM = "encryptedpackage".encode("utf-16-le")  # CFB directory names are UTF-16LE
 
 _RELS_NS = "http://schemas.openxmlformats.org/package/2006/relationships"
@@ -50,117 +37,6 @@ _W15_NS = "http://schemas.microsoft.com/office/word/2012/wordml"
 _W16CID_NS = "http://schemas.microsoft.com/office/word/2016/wordml/cid"
 _W16CEX_NS = "http://schemas.microsoft.com/office/word/2018/wordml/cex"
 _DC_NS = "http://purl.org/dc/elements/1.1/"
-
-
-@dataclass(frozen=True)
-class Relationship:
-    """One ``<Relationship>`` of a ``.rels`` part; ``part`` is the resolved zip member name or None."""
-
-    rid: str
-    type: str
-    target: str
-    external: bool
-    part: str | None
-
-    @property
-    def kind(self) -> str:
-        """Last segment of the relationship type (``header``, ``officeDocument``, ...), Transitional or Strict."""
-        return self.type.rstrip("/").rsplit("/", 1)[-1]
-
-
-class _Package:
-    """Read access to the zip with size caps, case-insensitive part names and relationships."""
-
-    def __init__(self, data: bytes, filename: str):
-        self.filename = filename
-        try:
-            self.zip = zipfile.ZipFile(io.BytesIO(data))
-            infos = self.zip.infolist()
-        except (zipfile.BadZipFile, zipfile.LargeZipFile, ValueError, OSError, EOFError) as exc:
-            raise UnsupportedDocument(f"{filename}: not a readable zip package ({exc})", reason="corrupt") from exc
-        self.names = {info.filename.lower(): info for info in infos}
-        self._read_total = 0
-        self.warnings: list[str] = []
-
-    def has(self, name: str) -> bool:
-        return name.lower() in self.names
-
-    def read(self, name: str) -> bytes:
-        """Member bytes; raises ``UnsupportedDocument(corrupt)`` beyond the caps or on a damaged member."""
-        info = self.names[name.lower()]
-        if info.file_size > MAX_MEMBER_BYTES:
-            raise UnsupportedDocument(
-                f"{self.filename}: member {name} declares {info.file_size} bytes uncompressed "
-                f"(cap {MAX_MEMBER_BYTES}); refusing a possible zip bomb",
-                reason="corrupt",
-            )
-        try:
-            with self.zip.open(info) as fh:
-                blob = fh.read(MAX_MEMBER_BYTES + 1)
-        except (zipfile.BadZipFile, zlib.error, EOFError, OSError, RuntimeError, NotImplementedError) as exc:
-            raise UnsupportedDocument(f"{self.filename}: member {name} unreadable ({exc})", reason="corrupt") from exc
-        self._read_total += len(blob)
-        if len(blob) > MAX_MEMBER_BYTES or self._read_total > MAX_TOTAL_BYTES:
-            raise UnsupportedDocument(
-                f"{self.filename}: member {name} inflates beyond the size cap; refusing a possible zip bomb",
-                reason="corrupt",
-            )
-        return blob
-
-    def xml(self, name: str) -> etree._Element:
-        """Parse a member with entity resolution and network access disabled (may raise XMLSyntaxError)."""
-        parser = etree.XMLParser(resolve_entities=False, no_network=True, huge_tree=False, load_dtd=False)
-        return etree.fromstring(self.read(name), parser)
-
-    def optional_xml(self, name: str | None) -> etree._Element | None:
-        """Parse a secondary part; a missing or malformed one becomes a warning and None."""
-        if not name or not self.has(name):
-            return None
-        try:
-            return self.xml(name)
-        except etree.XMLSyntaxError as exc:
-            self.warnings.append(f"part {name} is not well-formed XML and was skipped ({exc})")
-            return None
-
-    def rels(self, source: str) -> list[Relationship]:
-        """Relationships of ``source`` (``""`` for the package); targets resolved against the source folder."""
-        folder = posixpath.dirname(source)
-        rels_name = posixpath.join(folder, "_rels", posixpath.basename(source) + ".rels")
-        if not self.has(rels_name):
-            return []
-        try:
-            root = self.xml(rels_name)
-        except etree.XMLSyntaxError as exc:
-            self.warnings.append(f"relationships part {rels_name} is not well-formed XML ({exc})")
-            return []
-        out = []
-        for el in root:
-            if split_tag(el.tag)[1] != "Relationship":
-                continue
-            target = el.get("Target") or ""
-            external = (el.get("TargetMode") or "").lower() == "external"
-            part = None
-            if not external and target:
-                path = unquote(target.split("#", 1)[0])
-                path = path.lstrip("/") if path.startswith("/") else posixpath.join(folder, path)
-                path = posixpath.normpath(path)
-                part = self.names[path.lower()].filename if self.has(path) else None
-            out.append(Relationship(el.get("Id") or "", el.get("Type") or "", target, external, part))
-        return out
-
-    def check_dangling(self) -> None:
-        """Warn about every internal relationship whose target part is missing (R07: ``Target="NULL"``)."""
-        for lower, info in sorted(self.names.items()):
-            if not lower.endswith(".rels") or "/_rels/" not in "/" + lower:
-                continue
-            folder = posixpath.dirname(posixpath.dirname(info.filename))
-            source = posixpath.join(folder, posixpath.basename(info.filename)[: -len(".rels")])
-            for rel in self.rels(source):
-                if not rel.external and rel.part is None:
-                    self.warnings.append(
-                        f"dangling relationship {rel.rid} ({rel.kind}) in {info.filename}: "
-                        f"target {rel.target!r} is not in the package; ignored"
-                    )
 
 
 def convert_docx(data: bytes, filename: str) -> StructuredDocument:
@@ -181,7 +57,7 @@ def convert_docx(data: bytes, filename: str) -> StructuredDocument:
         raise UnsupportedDocument(f"{filename}: empty file (0 bytes)", reason="empty")
     if data[:4] == CFB_MAGIC:
         _raise_cfb(data, filename)
-    pkg = _Package(data, filename)
+    pkg = OoxmlPackage(data, filename)
     main = _main_part(pkg)
     try:
         root = pkg.xml(main)
@@ -255,7 +131,7 @@ def _raise_cfb(data: bytes, filename: str) -> None:
     )
 
 
-def _main_part(pkg: _Package) -> str:
+def _main_part(pkg: OoxmlPackage) -> str:
     for rel in pkg.rels(""):
         if rel.kind == "officeDocument" and rel.part:
             return rel.part
@@ -269,7 +145,7 @@ def _natural(name: str) -> list:
 
 
 def _secondary_parts(
-    pkg: _Package, walker: OoxmlWalker, doc_rels: list[Relationship], root: etree._Element
+    pkg: OoxmlPackage, walker: OoxmlWalker, doc_rels: list[Relationship], root: etree._Element
 ) -> dict[str, str]:
     """Headers and footers (each part walked, all concatenated), footnotes, endnotes."""
     parts: dict[str, str] = {}
@@ -298,7 +174,7 @@ def _joined(part: PartText) -> str:
     return "\n".join(part.accepted).strip()
 
 
-def _comments(pkg: _Package, walker: OoxmlWalker, doc_rels: list[Relationship]) -> list[Comment]:
+def _comments(pkg: OoxmlPackage, walker: OoxmlWalker, doc_rels: list[Relationship]) -> list[Comment]:
     """Comments with thread parents (``w15:paraIdParent``) and resolved state (``w15:done``).
 
     ``commentsExtended.xml`` is keyed by the ``w14:paraId`` of each comment's last paragraph;
@@ -346,7 +222,7 @@ def _comments(pkg: _Package, walker: OoxmlWalker, doc_rels: list[Relationship]) 
     return comments
 
 
-def _extensible_dates(pkg: _Package, doc_rels: list[Relationship]) -> dict:
+def _extensible_dates(pkg: OoxmlPackage, doc_rels: list[Relationship]) -> dict:
     """paraId → ``w16cex:dateUtc`` via ``commentsIds.xml`` (paraId → durableId) and ``commentsExtensible.xml``."""
     ids_root = pkg.optional_xml(next((r.part for r in doc_rels if r.kind == "commentsIds" and r.part), None))
     cex_root = pkg.optional_xml(next((r.part for r in doc_rels if r.kind == "commentsExtensible" and r.part), None))
@@ -365,7 +241,7 @@ def _extensible_dates(pkg: _Package, doc_rels: list[Relationship]) -> dict:
     return out
 
 
-def _core_title(pkg: _Package) -> str | None:
+def _core_title(pkg: OoxmlPackage) -> str | None:
     name = next((r.part for r in pkg.rels("") if r.kind == "core-properties" and r.part), None)
     if name is None and pkg.has("docProps/core.xml"):
         name = "docProps/core.xml"
@@ -377,7 +253,7 @@ def _core_title(pkg: _Package) -> str | None:
     return title or None
 
 
-def _counts(pkg: _Package, root: etree._Element, doc_rels: list[Relationship]) -> dict:
+def _counts(pkg: OoxmlPackage, root: etree._Element, doc_rels: list[Relationship]) -> dict:
     """Element counts of the main document XML, as measured for the corpus oracle.
 
     ``tables``/``sdt`` count every ``w:tbl``/``w:sdt`` element (nested ones and the
@@ -411,7 +287,7 @@ def _counts(pkg: _Package, root: etree._Element, doc_rels: list[Relationship]) -
     }
 
 
-def _style_numbering(pkg: _Package, doc_rels: list[Relationship]) -> dict:
+def _style_numbering(pkg: OoxmlPackage, doc_rels: list[Relationship]) -> dict:
     """Paragraph styleId → effective numId through ``w:basedOn``; key None = the default paragraph style."""
     root = pkg.optional_xml(next((r.part for r in doc_rels if r.kind == "styles" and r.part), None))
     if root is None:

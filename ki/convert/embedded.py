@@ -52,7 +52,7 @@ def mail_attachments(data: bytes, filename: str) -> list[EmbeddedPart]:
     prepared, _, _ = m._prepare(data)
     prepared = m._tame_mime_headers(prepared, [])
     try:
-        msg = BytesParser(policy=policy.default).parsebytes(prepared)
+        msg = BytesParser(policy=policy.compat32).parsebytes(prepared)
     except (RecursionError, MemoryError, ValueError, IndexError):
         return []
     if m._encryption(msg):

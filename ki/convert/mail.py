@@ -1,7 +1,9 @@
 """RFC 822 (.eml) converter and mbox splitter (conversion.md 7.2).
 
-The stdlib ``BytesParser(policy=policy.default)`` builds the MIME tree and its
-``defects`` are kept, but every stored header is decoded here from the *raw* value:
+The stdlib ``BytesParser(policy=policy.compat32)`` builds the MIME tree and its
+``defects`` are kept (``compat32`` because ``policy.default`` parses every part's
+Content-Type through the header registry while parsing: 18 s instead of 1.3 s for a
+3,000-part bomb), but every stored header is decoded here from the *raw* value:
 the structured headers of ``policy.default`` raise on bracketed Message-IDs (case R01),
 give up on bad base64 encoded-words (R02), return raw 8-bit bytes as lone surrogates
 (R04), read ``alice@example.com <bob@example.com>`` as ``alice@example.com`` and are
@@ -154,7 +156,7 @@ def _message_id(msg: Message, defects: list[str]) -> str | None:
     value = _unfold(raw, MAX_HEADER_CHARS)
     if len(raw) <= MAX_HEADER_CHARS:
         try:
-            value = str(msg["message-id"]).strip() or value
+            value = str(policy.default.header_fetch_parse("message-id", raw)).strip() or value
         except Exception as exc:  # noqa: BLE001 - any parser failure means "use the raw value"
             defects.append(f"message-id: structured parse failed ({type(exc).__name__}); raw value used")
     found = _MSG_ID.search(value)
@@ -306,7 +308,7 @@ def _inner_message(part: Message, inner: Message) -> Message:
     try:
         wrapper.set_payload(inner.as_string(policy=policy.compat32) if len(inner) else payload)
         decoded = wrapper.get_payload(decode=True)
-        return BytesParser(policy=policy.default).parsebytes(_tame_mime_headers(decoded, [])) if decoded else inner
+        return BytesParser(policy=policy.compat32).parsebytes(_tame_mime_headers(decoded, [])) if decoded else inner
     except (RecursionError, ValueError, IndexError, LookupError):
         return inner
 
@@ -472,7 +474,7 @@ def convert_mail(data: bytes, filename: str) -> StructuredDocument:
     defects: list[str] = []
     data = _tame_mime_headers(data, defects)
     try:
-        msg = BytesParser(policy=policy.default).parsebytes(data)
+        msg = BytesParser(policy=policy.compat32).parsebytes(data)
     except (RecursionError, MemoryError, ValueError, IndexError) as exc:
         raise UnsupportedDocument(f"{filename}: MIME parse failed: {exc}", reason="corrupt") from exc
     root_type = _content_type(msg)

@@ -16,6 +16,7 @@ from email import policy
 from email.message import EmailMessage
 from email.utils import format_datetime
 
+from ki.convert.formats import CFB_MAGIC
 from ki.convert.model import StructuredDocument, clean_text
 from ki.errors import UnsupportedDocument
 
@@ -49,7 +50,7 @@ def _load(data: bytes, filename: str):
 
     if not data:
         raise UnsupportedDocument(f"{filename}: empty file", reason="empty")
-    if not data.startswith(b"\xd0\xcf\x11\xe0"):
+    if not data.startswith(CFB_MAGIC):
         raise UnsupportedDocument(f"{filename}: not an Outlook message (no OLE2 header)", reason="corrupt")
     try:
         return Message.load(io.BytesIO(data))

@@ -21,28 +21,20 @@ raises on unknown markup: unknown elements are searched for text recursively.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from datetime import UTC, datetime
-
 from lxml import etree
 
-W_NS = (
-    "http://schemas.openxmlformats.org/wordprocessingml/2006/main",
-    "http://purl.oclc.org/ooxml/wordprocessingml/main",
+from ki.convert.ooxml_blocks import ROW_SEP, Block, Para, PartText, RevisionRecord
+from ki.convert.ooxml_ns import (
+    M_NS,
+    MC_NS,
+    W_NS,
+    node_text,
+    parse_ooxml_date,
+    r_id,
+    split_tag,
+    w_attr,
+    w_children,
 )
-R_NS = (
-    "http://schemas.openxmlformats.org/officeDocument/2006/relationships",
-    "http://purl.oclc.org/ooxml/officeDocument/relationships",
-)
-M_NS = (
-    "http://schemas.openxmlformats.org/officeDocument/2006/math",
-    "http://purl.oclc.org/ooxml/officeDocument/math",
-)
-MC_NS = "http://schemas.openxmlformats.org/markup-compatibility/2006"
-W14_NS = "http://schemas.microsoft.com/office/word/2010/wordml"
-
-ROW_SEP = " | "  # cells of one table row on one line
-CELL_PARA_SEP = " "  # paragraphs of one cell
 
 _RUN_WRAPPERS = ("ins", "del", "moveFrom", "moveTo")
 _DELETING = ("del", "moveFrom")
@@ -90,173 +82,6 @@ _RANGES = frozenset(
 _SPLIT_CACHE: dict[str, tuple[str, str]] = {}
 
 
-def split_tag(tag: object) -> tuple[str, str]:
-    """``"{ns}local"`` → ``(ns, local)``; comments, PIs and entities → ``("", "")``."""
-    if not isinstance(tag, str):
-        return "", ""
-    hit = _SPLIT_CACHE.get(tag)
-    if hit is None:
-        if tag.startswith("{"):
-            ns, _, local = tag[1:].partition("}")
-            hit = (ns, local)
-        else:
-            hit = ("", tag)
-        if len(_SPLIT_CACHE) < 4096:
-            _SPLIT_CACHE[tag] = hit
-    return hit
-
-
-def w_attr(el: etree._Element, local: str, namespaces: tuple[str, ...] = W_NS) -> str | None:
-    """Value of attribute ``w:<local>`` (Transitional or Strict), or None."""
-    for ns in namespaces:
-        value = el.get(f"{{{ns}}}{local}")
-        if value is not None:
-            return value
-    return None
-
-
-def r_id(el: etree._Element) -> str | None:
-    """Value of ``r:id`` (Transitional or Strict relationships namespace), or None."""
-    return w_attr(el, "id", R_NS)
-
-
-def w_children(el: etree._Element, local: str) -> list[etree._Element]:
-    """Direct children named ``w:<local>`` in either WordprocessingML namespace."""
-    out = []
-    for child in el:
-        ns, name = split_tag(child.tag)
-        if name == local and ns in W_NS:
-            out.append(child)
-    return out
-
-
-def node_text(el: etree._Element) -> str:
-    """Text of a leaf such as ``w:t``; unresolved entity references (never expanded) are dropped."""
-    text = el.text or ""
-    if len(el):
-        text += "".join(child.tail or "" for child in el)
-    return text
-
-
-def parse_ooxml_date(value: str | None) -> datetime | None:
-    """Parse ``w:date``/``w16cex:dateUtc`` (ISO 8601, often with ``Z``); None if absent or invalid.
-
-    A naive timestamp is taken as UTC (Word writes local time with a ``Z`` anyway).
-    """
-    if not value or not value.strip():
-        return None
-    try:
-        parsed = datetime.fromisoformat(value.strip())
-    except ValueError:
-        return None
-    return parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=UTC)
-
-
-@dataclass
-class RevisionRecord:
-    """A revision found by the walker; converted to :class:`ki.convert.model.Revision` by the caller."""
-
-    kind: str
-    author: str | None
-    date: datetime | None
-    revision_id: str | None
-    part: str
-    container: str | None
-    move_name: str | None = None
-    pieces: list[str] = field(default_factory=list)
-    explicit_text: str | None = None
-    paragraph: int | None = None
-
-    @property
-    def text(self) -> str:
-        """The revision's own text (deleted text for del/moveFrom, row text for row revisions)."""
-        return self.explicit_text if self.explicit_text is not None else "".join(self.pieces)
-
-
-@dataclass
-class PartText:
-    """Walk result of one container: ``accepted``/``original`` lines, one per paragraph or table row."""
-
-    accepted: list[str]
-    original: list[str]
-
-
-class _Block:
-    """Lines of one block container (body, cell, text box, note, comment) in both views.
-
-    ``acc`` holds ``(text, revisions)``; ``text`` None marks vanished content whose revisions
-    take the index of the next accepted line.
-    """
-
-    def __init__(self) -> None:
-        self.acc: list[tuple[str | None, list[RevisionRecord]]] = []
-        self.orig: list[str] = []
-        self._pend_acc: str | None = None
-        self._pend_revs: list[RevisionRecord] = []
-        self._pend_orig: str | None = None
-
-    def add_paragraph(self, acc: str, orig: str, acc_mark: bool, orig_mark: bool, revs: list[RevisionRecord]) -> None:
-        if self._pend_acc is not None:
-            acc = self._pend_acc + acc
-            self._pend_acc = None
-        if self._pend_revs:
-            revs = self._pend_revs + revs
-            self._pend_revs = []
-        if acc_mark:
-            self.acc.append((acc, revs))
-        else:
-            self._pend_acc, self._pend_revs = acc, revs
-        if self._pend_orig is not None:
-            orig = self._pend_orig + orig
-            self._pend_orig = None
-        if orig_mark:
-            self.orig.append(orig)
-        else:
-            self._pend_orig = orig
-
-    def add_line(self, acc: str | None, orig: str | None, revs: list[RevisionRecord]) -> None:
-        """A table row: ends any pending paragraph merge first."""
-        self.flush()
-        self.acc.append((acc, revs))
-        if orig is not None:
-            self.orig.append(orig)
-
-    def flush(self) -> None:
-        """End of container: a pending merged paragraph is kept only if it has text."""
-        if self._pend_acc is not None or self._pend_revs:
-            self.acc.append((self._pend_acc or None, self._pend_revs))
-        if self._pend_orig:
-            self.orig.append(self._pend_orig)
-        self._pend_acc, self._pend_revs, self._pend_orig = None, [], None
-
-    def finish(self) -> PartText:
-        """Flush, number the accepted lines and stamp each revision with its line index."""
-        self.flush()
-        lines: list[str] = []
-        for text, revs in self.acc:
-            for rev in revs:
-                rev.paragraph = len(lines)
-            if text is not None:
-                lines.append(text)
-        return PartText(accepted=lines, original=list(self.orig))
-
-    def joined(self) -> tuple[str, str, list[RevisionRecord]]:
-        """Flattened to one line per view (table cells)."""
-        self.flush()
-        acc = CELL_PARA_SEP.join(t for t, _ in self.acc if t)
-        orig = CELL_PARA_SEP.join(t for t in self.orig if t)
-        return acc, orig, [r for _, revs in self.acc for r in revs]
-
-
-@dataclass
-class _Para:
-    acc: list[str] = field(default_factory=list)
-    orig: list[str] = field(default_factory=list)
-    revs: list[RevisionRecord] = field(default_factory=list)
-    pre_acc: list[tuple[str | None, list[RevisionRecord]]] = field(default_factory=list)
-    pre_orig: list[str] = field(default_factory=list)
-
-
 class OoxmlWalker:
     """Walks the parts of one DOCX package, collecting text, revisions and comment anchors.
 
@@ -269,7 +94,7 @@ class OoxmlWalker:
         self.alt_chunks: list[str] = []
         self.anchors: dict[str, tuple[list[str], list[str]]] = {}
         self._part = "document"
-        self._para: _Para | None = None
+        self._para: Para | None = None
         self._loose: list[RevisionRecord] = []
         self._open_revs: list[RevisionRecord] = []
         self._containers: list[str] = []
@@ -283,7 +108,7 @@ class OoxmlWalker:
     def walk_body(self, root: etree._Element, part: str) -> PartText:
         """Walk ``w:document`` (its ``w:body``), ``w:hdr`` or ``w:ftr``: one line per paragraph/row."""
         self._part = part
-        block = _Block()
+        block = Block()
         container = root
         for child in root:
             ns, local = split_tag(child.tag)
@@ -297,7 +122,7 @@ class OoxmlWalker:
     def walk_notes(self, root: etree._Element, part: str) -> PartText:
         """Walk ``w:footnotes``/``w:endnotes``, skipping separator notes; all notes in one line list."""
         self._part = part
-        block = _Block()
+        block = Block()
         for note in root:
             ns, local = split_tag(note.tag)
             if ns not in W_NS or local not in ("footnote", "endnote"):
@@ -314,7 +139,7 @@ class OoxmlWalker:
         self._part = "comments"
         saved = self._open_comments
         self._open_comments = {}  # ranges inside comment bodies are not anchors
-        block = _Block()
+        block = Block()
         self._blocks(comment, block)
         block.add_line(None, None, self._take_loose())
         self._open_comments = saved
@@ -442,7 +267,7 @@ class OoxmlWalker:
 
     # ------------------------------------------------------------------ block level
 
-    def _blocks(self, el: etree._Element, block: _Block) -> None:
+    def _blocks(self, el: etree._Element, block: Block) -> None:
         for child in el:
             ns, local = split_tag(child.tag)
             if ns in W_NS:
@@ -495,9 +320,9 @@ class OoxmlWalker:
             else:
                 self._inserted -= 1
 
-    def _paragraph(self, p: etree._Element, block: _Block) -> None:
+    def _paragraph(self, p: etree._Element, block: Block) -> None:
         saved = self._para
-        para = self._para = _Para()
+        para = self._para = Para()
         marks: set[str] = set()
         mark_revs: list[RevisionRecord] = []
         try:
@@ -526,7 +351,7 @@ class OoxmlWalker:
             revs=para.revs,
         )
 
-    def _table(self, tbl: etree._Element, block: _Block) -> None:
+    def _table(self, tbl: etree._Element, block: Block) -> None:
         block.flush()
         for child in tbl:
             ns, local = split_tag(child.tag)
@@ -546,7 +371,7 @@ class OoxmlWalker:
                 if branch is not None:
                     self._table(branch, block)
 
-    def _row(self, tr: etree._Element, block: _Block) -> None:
+    def _row(self, tr: etree._Element, block: Block) -> None:
         saved = self._para
         self._para = None
         revs: list[RevisionRecord] = self._take_loose()
@@ -610,7 +435,7 @@ class OoxmlWalker:
         deleting, inserting = "cellDel" in marks, "cellIns" in marks
         self._deleted += deleting
         self._inserted += inserting
-        sub = _Block()
+        sub = Block()
         try:
             self._blocks(tc, sub)
         finally:
@@ -625,7 +450,7 @@ class OoxmlWalker:
     def _text_box(self, txbx: etree._Element) -> None:
         """A text box: its lines go before the anchoring paragraph's line (same container)."""
         para = self._para
-        sub = _Block()
+        sub = Block()
         self._containers.append("txbx")
         self._para = None
         try:

@@ -3,31 +3,23 @@
 pypdfium2 (Apache-2.0/BSD-3, PDFium BSD-3) was measured as the fastest text-layer
 extractor and the only one that opened every malformed public fixture. It tells
 *Incorrect password* (``password_required``) apart from *Data format error*
-(``corrupt``). PDFium is not thread-safe, so every call into it holds one
-module-level lock.
+(``corrupt``). Opening, the lock and page text are shared with OCR in
+:mod:`ki.convert.pdf_open`.
 """
 
 from __future__ import annotations
 
 import ctypes
-import threading
 from typing import Any
 
 import pypdfium2 as pdfium
 import pypdfium2.raw as pdfium_c
 
-from ki.convert.model import StructuredDocument, clean_text
+from ki.convert.model import StructuredDocument
+from ki.convert.pdf_open import PDFIUM_LOCK, open_pdf, page_text, pdf_body
 from ki.errors import UnsupportedDocument
 
 PAGE_SEPARATOR = "\f"
-_HEADER = b"%PDF-"
-_HEADER_WINDOW = 1024
-_PDFIUM_LOCK = threading.Lock()
-
-# pypdfium2 PdfiumError.err_code values (FPDF_ERR_*).
-_ERR_FORMAT = pdfium_c.FPDF_ERR_FORMAT
-_ERR_PASSWORD = pdfium_c.FPDF_ERR_PASSWORD
-_ERR_SECURITY = pdfium_c.FPDF_ERR_SECURITY
 
 
 def convert_pdf(data: bytes, filename: str) -> StructuredDocument:
@@ -57,41 +49,13 @@ def convert_pdf(data: bytes, filename: str) -> StructuredDocument:
             least one page has an image; ``details={"pages": n}``); ``empty_text`` (the
             document opens but no page has text or images, e.g. zero pages or blank pages).
     """
-    if not data:
-        raise UnsupportedDocument(f"{filename}: 0 bytes", reason="empty")
-    offset = data.find(_HEADER, 0, _HEADER_WINDOW + len(_HEADER))
-    if offset < 0:
-        raise UnsupportedDocument(
-            f"{filename}: not a PDF (no %PDF- header in the first {_HEADER_WINDOW} bytes)",
-            reason="corrupt",
-            details={"magic": data[:8].hex()},
-        )
-    body = data[offset:] if offset else data
-    with _PDFIUM_LOCK:
+    body, offset = pdf_body(data, filename)
+    with PDFIUM_LOCK:
         return _convert_locked(body, filename, offset)
 
 
-def _open(body: bytes, filename: str) -> pdfium.PdfDocument:
-    try:
-        return pdfium.PdfDocument(body, password=None)
-    except pdfium.PdfiumError as exc:
-        code = getattr(exc, "err_code", None)
-        details = {"pdfium_error": str(exc), "err_code": code}
-        if code == _ERR_PASSWORD:
-            raise UnsupportedDocument(
-                f"{filename}: a user password is required", reason="password_required", details=details
-            ) from exc
-        if code == _ERR_SECURITY:
-            raise UnsupportedDocument(
-                f"{filename}: unsupported security handler", reason="encrypted", details=details
-            ) from exc
-        raise UnsupportedDocument(
-            f"{filename}: PDFium cannot open it: {exc}", reason="corrupt", details=details
-        ) from exc
-
-
 def _convert_locked(body: bytes, filename: str, offset: int) -> StructuredDocument:
-    pdf = _open(body, filename)
+    pdf = open_pdf(body, filename)
     try:
         n_pages = len(pdf)
         encrypted = pdfium_c.FPDF_GetSecurityHandlerRevision(pdf) != -1
@@ -124,7 +88,7 @@ def _convert_locked(body: bytes, filename: str, offset: int) -> StructuredDocume
             try:
                 page = pdf.get_page(index)
                 try:
-                    text = _page_text(page)
+                    text = page_text(page)
                     if not text.strip() and _has_image(page):
                         image_pages += 1
                     if forms:
@@ -172,19 +136,6 @@ def _convert_locked(body: bytes, filename: str, offset: int) -> StructuredDocume
         warnings=warnings,
         metadata=metadata,
     )
-
-
-def _page_text(page: pdfium.PdfPage) -> str:
-    textpage = page.get_textpage()
-    try:
-        raw = textpage.get_text_range(errors="surrogatepass")
-    finally:
-        textpage.close()
-    raw = raw.replace("\r\n", "\n").replace("\r", "\n").replace("\f", "\n")
-    if any("\ud800" <= ch <= "\udfff" for ch in raw):
-        # Pair UTF-16 halves; lone halves become U+FFFD.
-        raw = raw.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
-    return clean_text(raw)
 
 
 def _has_image(page: pdfium.PdfPage) -> bool:

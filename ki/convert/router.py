@@ -2,34 +2,25 @@
 
 DESIGN.md "Converter routing": ki's own converters own plain text, mail, DOCX,
 RTF, HTML and PDFs with a text layer; Docling Serve (when configured) gets the
-rest. Detection uses the extension first, then the leading bytes, so a PDF with
-a junk prefix, a text file named ``.pdf`` or a mail without extension are routed
-by what they are.
+rest. Detection (:func:`ki.convert.formats.sniff_format`, re-exported here) uses
+the extension first, then the leading bytes.
 """
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from pathlib import PurePath
 
 from ki.config.settings import KiConfig
+from ki.convert.formats import sniff_format
 from ki.convert.model import StructuredDocument
 from ki.errors import UnsupportedDocument
 
 Converter = Callable[[bytes, str], StructuredDocument]
 Renew = Callable[[], object]
 
-TEXT_EXT = {".txt", ".text", ".md", ".csv", ".log", ".tsv"}
-MAIL_EXT = {".eml"}
-MSG_EXT = {".msg"}
-DOCX_EXT = {".docx", ".docm", ".dotx", ".dotm"}
-PDF_EXT = {".pdf"}
-HTML_EXT = {".html", ".htm", ".xhtml"}
-RTF_EXT = {".rtf"}
-IMAGE_EXT = {".png", ".jpg", ".jpeg", ".tif", ".tiff", ".bmp", ".gif", ".webp"}
-MBOX_EXT = {".mbox", ".mbx"}
-OFFICE_OTHER_EXT = {".pptx", ".xlsx", ".doc", ".xls", ".ppt", ".odt", ".ods", ".odp"}
+__all__ = ["sniff_format", "convert_bytes", "converter_for", "capabilities", "handles_reason",
+           "ocr_enabled", "docling_client"]
 
 BUILTIN_CAPABILITIES = frozenset({"text", "mail", "msg", "mbox", "docx", "pdf", "html", "rtf"})
 
@@ -62,50 +53,6 @@ def handles_reason(config: KiConfig, reason: str) -> bool:
     if reason == "unsupported_format":
         return "docling" in caps
     return False
-
-
-def sniff_format(data: bytes, filename: str) -> str:
-    """Detect a format name: txt, eml, msg, mbox, docx, pdf, html, rtf, image, office, or unknown.
-
-    The extension decides when it is one ki knows (a ``.pdf`` without ``%PDF-`` is a corrupt
-    PDF); unknown extensions are sniffed from the leading bytes.
-    """
-    ext = PurePath(filename).suffix.lower()
-    head = data[:2048]
-    if ext in PDF_EXT:
-        return "pdf"  # a ".pdf" that is no PDF is a corrupt PDF (quarantined), not silently text
-    for exts, name in (
-        (TEXT_EXT, "txt"), (MAIL_EXT, "eml"), (MSG_EXT, "msg"), (MBOX_EXT, "mbox"), (DOCX_EXT, "docx"),
-        (HTML_EXT, "html"), (RTF_EXT, "rtf"), (IMAGE_EXT, "image"), (OFFICE_OTHER_EXT, "office"),
-    ):
-        if ext in exts:
-            return name
-    return _sniff_bytes(head)
-
-
-def _sniff_bytes(head: bytes) -> str:
-    stripped = head.lstrip(b"\xef\xbb\xbf \t\r\n")
-    if b"%PDF-" in head[:1024]:
-        return "pdf"
-    if stripped.startswith(b"{\\rtf"):
-        return "rtf"
-    if head.startswith(b"PK\x03\x04"):
-        return "docx" if b"word/" in head else "office"
-    if head.startswith(b"\xd0\xcf\x11\xe0"):
-        return "office"
-    lower = stripped[:512].lower()
-    if lower.startswith((b"<!doctype html", b"<html")) or b"<body" in lower:
-        return "html"
-    if any(head.startswith(sig) for sig in (b"\x89PNG", b"\xff\xd8\xff", b"II*\x00", b"MM\x00*", b"GIF8")):
-        return "image"
-    if head.startswith(b"From ") and b"\n" in head and b":" in head.split(b"\n", 1)[0]:
-        return "mbox"
-    first = stripped.split(b"\n", 1)[0]
-    if b":" in first and first.split(b":", 1)[0].replace(b"-", b"").isalnum() and (
-        b"\nfrom:" in lower or lower.startswith((b"from:", b"received:", b"return-path:", b"message-id:"))
-    ):
-        return "eml"
-    return "txt"
 
 
 def converter_for(fmt: str, config: KiConfig) -> Converter:

@@ -8,10 +8,7 @@ An unknown clause fails ``test_every_clause_is_interpreted``.
 
 from __future__ import annotations
 
-import csv
-import functools
 import io
-import os
 import re
 import struct
 import time
@@ -21,9 +18,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
+from helpers.manifest import Manifest, document, quoted
 
-from ki.convert.docx import MAX_MEMBER_BYTES, convert_docx
+from ki.convert.docx import convert_docx
 from ki.convert.model import StructuredDocument
+from ki.convert.ooxml_package import MAX_MEMBER_BYTES
 from ki.errors import UnsupportedDocument
 
 FOLDER = "docx"
@@ -37,52 +36,7 @@ FILE_FACTS = ("zip member", "magic:", "namespace:", "password ", "decrypted text
 
 # (path, clause) -> why ki cannot meet it. Empty: every interpreted clause is met today.
 EXPECTED_UNMET: dict[tuple[str, str], str] = {}
-
-
-def _corpus_dir() -> Path:
-    """Same rule as ``tests/conftest.shared_dir`` (needed at collection time, before fixtures)."""
-    env = os.environ.get("KI_SHARED_DIR")
-    root = Path(env) if env else Path(__file__).resolve().parents[2].parent / "shared"
-    return root / "corpus" / "real"
-
-
-def _clauses(expected: str) -> list[str]:
-    return [c.strip() for c in re.findall(r'(?:[^;"]|"[^"]*")+', expected) if c.strip()]
-
-
-def _rows() -> list[dict[str, str]]:
-    manifest = _corpus_dir() / "MANIFEST.tsv"
-    if not manifest.is_file():
-        return []
-    with manifest.open(encoding="utf-8", newline="") as fh:
-        rows = csv.DictReader(fh, delimiter="\t", quoting=csv.QUOTE_NONE)
-        return [row for row in rows if row["path"].startswith(FOLDER + "/")]
-
-
-def _cases() -> list:
-    cases = []
-    for row in _rows():
-        for clause in _clauses(row["expected"]):
-            if clause.startswith(FILE_FACTS):
-                continue
-            marks = []
-            reason = EXPECTED_UNMET.get((row["path"], clause))
-            if reason:
-                marks.append(pytest.mark.xfail(strict=True, reason=reason))
-            cases.append(pytest.param(row["path"], clause, marks=marks, id=f"{Path(row['path']).name}|{clause}"))
-    return cases
-
-
-@functools.cache
-def _convert(path: Path) -> StructuredDocument | UnsupportedDocument:
-    try:
-        return convert_docx(path.read_bytes(), path.name)
-    except UnsupportedDocument as exc:
-        return exc
-
-
-def _quoted(clause: str) -> str:
-    return clause[clause.index('"') + 1 : clause.rindex('"')]
+MANIFEST = Manifest(FOLDER, convert_docx, file_facts=FILE_FACTS, expected_unmet=EXPECTED_UNMET)
 
 
 def _number(clause: str) -> int:
@@ -92,12 +46,6 @@ def _number(clause: str) -> int:
 def _names(clause: str) -> list[str]:
     """``authors: A | B`` → sorted names; an empty name (anonymous author) stays as ``""``."""
     return sorted(name.strip() for name in clause.split(":", 1)[1].split("|"))
-
-
-def _doc(result: StructuredDocument | UnsupportedDocument) -> StructuredDocument:
-    if isinstance(result, UnsupportedDocument):
-        pytest.fail(f"quarantined as {result.reason}: {result} {result.details}")
-    return result
 
 
 _PART_CLAUSES = {"header": "header", "footer": "footer", "footnote": "footnotes", "endnote": "endnotes"}
@@ -111,67 +59,63 @@ def check_clause(result: StructuredDocument | UnsupportedDocument, clause: str) 
         assert isinstance(result, UnsupportedDocument), "expected a quarantine"
         assert result.reason == clause.split(":", 1)[1].strip()
     elif clause.startswith(("text count", "original count")):
-        doc = _doc(result)
+        doc = document(result)
         text = doc.text if head == "text" else (doc.original_text or "")
-        assert text.count(_quoted(clause)) == _number(clause)
+        assert text.count(quoted(clause)) == _number(clause)
     elif clause.startswith("text contains"):
-        assert _quoted(clause) in _doc(result).text
+        assert quoted(clause) in document(result).text
     elif clause.startswith("text lacks"):
-        assert _quoted(clause) not in _doc(result).text
+        assert quoted(clause) not in document(result).text
     elif clause.startswith("original contains"):
-        assert _quoted(clause) in (_doc(result).original_text or "")
+        assert quoted(clause) in (document(result).original_text or "")
     elif clause.startswith("original lacks"):
-        assert _quoted(clause) not in (_doc(result).original_text or "")
+        assert quoted(clause) not in (document(result).original_text or "")
     elif clause.startswith("revisions:"):
         wanted = {k.strip(): int(v) for k, v in (item.split("=") for item in clause.split(":", 1)[1].split(","))}
-        assert dict(Counter(r.kind for r in _doc(result).revisions)) == wanted
+        assert dict(Counter(r.kind for r in document(result).revisions)) == wanted
     elif clause.startswith("revisions without date:"):
-        assert sum(r.date is None for r in _doc(result).revisions) == _number(clause)
+        assert sum(r.date is None for r in document(result).revisions) == _number(clause)
     elif clause.startswith("revision authors:"):
-        assert sorted({r.author or "" for r in _doc(result).revisions}) == _names(clause)
+        assert sorted({r.author or "" for r in document(result).revisions}) == _names(clause)
     elif clause.startswith("comments:"):
-        assert len(_doc(result).comments) == _number(clause)
+        assert len(document(result).comments) == _number(clause)
     elif clause.startswith("comment contains"):
-        assert any(_quoted(clause) in c.text for c in _doc(result).comments)
+        assert any(quoted(clause) in c.text for c in document(result).comments)
     elif clause.startswith("comment authors:"):
-        assert sorted({c.author or "" for c in _doc(result).comments}) == _names(clause)
+        assert sorted({c.author or "" for c in document(result).comments}) == _names(clause)
     elif clause.startswith("comment replies:"):
-        assert sum(c.parent_id is not None for c in _doc(result).comments) == _number(clause)
+        assert sum(c.parent_id is not None for c in document(result).comments) == _number(clause)
     elif clause.startswith("comments resolved:"):
-        assert sum(c.resolved for c in _doc(result).comments) == _number(clause)
+        assert sum(c.resolved for c in document(result).comments) == _number(clause)
     elif clause.startswith("comments without date:"):
-        assert sum(c.date is None for c in _doc(result).comments) == _number(clause)
+        assert sum(c.date is None for c in document(result).comments) == _number(clause)
     elif head in _PART_CLAUSES and clause.startswith(f"{head} contains"):
-        assert _quoted(clause) in _doc(result).parts.get(_PART_CLAUSES[head], "")
+        assert quoted(clause) in document(result).parts.get(_PART_CLAUSES[head], "")
     elif clause.startswith(tuple(_COUNTS)):
         key = next(v for k, v in _COUNTS.items() if clause.startswith(k))
-        assert _doc(result).metadata[key] == _number(clause)
+        assert document(result).metadata[key] == _number(clause)
     else:
         pytest.fail(f"uninterpreted clause {clause!r}")
 
 
-@pytest.mark.parametrize(("rel", "clause"), _cases())
+@pytest.mark.parametrize(("rel", "clause"), MANIFEST.cases())
 def test_manifest_clause(real_corpus: Path, rel: str, clause: str) -> None:
-    check_clause(_convert(real_corpus / rel), clause)
+    check_clause(MANIFEST.result(real_corpus / rel), clause)
 
 
 def test_every_clause_is_interpreted(real_corpus: Path) -> None:
-    rows = _rows()
-    assert len(rows) >= 29, "docx/ rows missing from MANIFEST.tsv"
     known = (
         "quarantine:", "text count", "original count", "text contains", "text lacks", "original contains",
         "original lacks", "revisions:", "revisions without date:", "revision authors:", "comments:",
         "comment contains", "comment authors:", "comment replies:", "comments resolved:", "comments without date:",
         "header contains", "footer contains", "footnote contains", "endnote contains", *_COUNTS,
     )  # fmt: skip
-    for row in rows:
-        for clause in _clauses(row["expected"]):
-            assert clause.startswith(FILE_FACTS + known), f"{row['path']}: uninterpreted clause {clause!r}"
+    MANIFEST.assert_interpreted(known, min_rows=29)
 
 
 def test_every_row_converts_or_quarantines_with_known_reason(real_corpus: Path) -> None:
-    for row in _rows():
-        result = _convert(real_corpus / row["path"])
+    for row in MANIFEST.rows():
+        result = MANIFEST.result(real_corpus / row["path"])
         if isinstance(result, UnsupportedDocument):
             assert result.reason in {"password_required", "corrupt"}, row["path"]
             continue
@@ -182,7 +126,7 @@ def test_every_row_converts_or_quarantines_with_known_reason(real_corpus: Path) 
 
 def test_corpus_converts_fast(real_corpus: Path) -> None:
     started = time.perf_counter()
-    for row in _rows():
+    for row in MANIFEST.rows():
         try:
             convert_docx((real_corpus / row["path"]).read_bytes(), row["path"])
         except UnsupportedDocument:
@@ -249,7 +193,7 @@ def test_r07_dangling_null_relationship_is_a_warning(cases_dir: Path) -> None:
 
 
 def test_2006ml_moves_pair_by_name_and_deleted_rows_leave_accepted_view(real_corpus: Path) -> None:
-    doc = _doc(_convert(real_corpus / "docx/tika_testWORD_2006ml.docx"))
+    doc = document(MANIFEST.result(real_corpus / "docx/tika_testWORD_2006ml.docx"))
     moves = [r for r in doc.revisions if r.kind in ("moveFrom", "moveTo", "para_moveFrom", "para_moveTo")]
     assert {r.move_name for r in moves} == {"move468187193"}
     assert [r.text for r in moves if r.kind in ("moveFrom", "moveTo")] == ["Second paragraph here"] * 2
@@ -265,7 +209,7 @@ def test_2006ml_moves_pair_by_name_and_deleted_rows_leave_accepted_view(real_cor
 
 
 def test_revisions_without_dates_and_nested_move(real_corpus: Path) -> None:
-    doc = _doc(_convert(real_corpus / "docx/tika_testWORD_missing_ooxml_bean1.docx"))
+    doc = document(MANIFEST.result(real_corpus / "docx/tika_testWORD_missing_ooxml_bean1.docx"))
     assert [(r.kind, r.move_name) for r in doc.revisions] == [
         ("del", None),
         ("moveTo", "move256509658"),
@@ -278,27 +222,27 @@ def test_revisions_without_dates_and_nested_move(real_corpus: Path) -> None:
 
 
 def test_comment_thread_and_resolved(real_corpus: Path) -> None:
-    thread = _doc(_convert(real_corpus / "docx/docxfix_comment-thread.docx")).comments
+    thread = document(MANIFEST.result(real_corpus / "docx/docxfix_comment-thread.docx")).comments
     assert [(c.comment_id, c.parent_id, c.text, c.resolved) for c in thread] == [
         ("0", None, "A comment.", False),
         ("1", "0", "A reply comment.", False),
     ]
     assert thread[0].anchor_text == "dolor sit amet"
-    (resolved,) = _doc(_convert(real_corpus / "docx/docxfix_resolved-comment.docx")).comments
+    (resolved,) = document(MANIFEST.result(real_corpus / "docx/docxfix_resolved-comment.docx")).comments
     assert resolved.resolved is True and resolved.date is None
 
 
 def test_text_boxes_read_once_and_strict_namespace(real_corpus: Path) -> None:
-    doc = _doc(_convert(real_corpus / "docx/tika_testWORD_text_box.docx"))
+    doc = document(MANIFEST.result(real_corpus / "docx/tika_testWORD_text_box.docx"))
     assert doc.text.split("\n") == [
         "This text is inside of a text box in the body of the document.",
         "This text is directly in the body of the document.",
     ]
-    assert _doc(_convert(real_corpus / "docx/docling_Strict.docx")).text == "Some text"
+    assert document(MANIFEST.result(real_corpus / "docx/docling_Strict.docx")).text == "Some text"
 
 
 def test_alt_chunk_is_reported(real_corpus: Path) -> None:
-    doc = _doc(_convert(real_corpus / "docx/tika_testAltChunkHTML.docx"))
+    doc = document(MANIFEST.result(real_corpus / "docx/tika_testAltChunkHTML.docx"))
     assert doc.metadata["alt_chunks"] == 1
     assert any("altChunk" in w and "word/htmlDoc.html" in w for w in doc.warnings)
 

@@ -9,13 +9,10 @@ would be listed in ``EXPECTED_UNMET`` (strict xfail). An unknown clause fails
 from __future__ import annotations
 
 import codecs
-import csv
-import functools
-import os
-import re
 from pathlib import Path
 
 import pytest
+from helpers.manifest import Manifest, document, quoted
 
 from ki.convert.html import convert_html, decode_html
 from ki.convert.model import StructuredDocument
@@ -30,60 +27,7 @@ FOLDER = "html"
 FILE_FACTS = ("meta charset:", "bom:", "raw contains", "magic:", "password ", "eof markers")
 
 EXPECTED_UNMET: dict[tuple[str, str], str] = {}
-
-
-def _corpus_dir() -> Path:
-    """Same rule as ``tests/conftest.shared_dir`` (needed at collection time, before fixtures)."""
-    env = os.environ.get("KI_SHARED_DIR")
-    root = Path(env) if env else Path(__file__).resolve().parents[2].parent / "shared"
-    return root / "corpus" / "real"
-
-
-def _clauses(expected: str) -> list[str]:
-    return [c.strip() for c in re.findall(r'(?:[^;"]|"[^"]*")+', expected) if c.strip()]
-
-
-def _rows() -> list[dict[str, str]]:
-    manifest = _corpus_dir() / "MANIFEST.tsv"
-    if not manifest.is_file():
-        return []
-    with manifest.open(encoding="utf-8", newline="") as fh:
-        rows = csv.DictReader(fh, delimiter="\t", quoting=csv.QUOTE_NONE)
-        return [row for row in rows if row["path"].startswith(FOLDER + "/")]
-
-
-def _cases() -> list:
-    cases = []
-    for row in _rows():
-        for clause in _clauses(row["expected"]):
-            if clause.startswith(FILE_FACTS):
-                continue
-            marks = []
-            reason = EXPECTED_UNMET.get((row["path"], clause))
-            if reason:
-                marks.append(pytest.mark.xfail(strict=True, reason=reason))
-            cases.append(
-                pytest.param(row["path"], clause, marks=marks, id=f"{Path(row['path']).name}|{clause}")
-            )
-    return cases
-
-
-@functools.cache
-def _convert(path: Path) -> StructuredDocument | UnsupportedDocument:
-    try:
-        return convert_html(path.read_bytes(), path.name)
-    except UnsupportedDocument as exc:
-        return exc
-
-
-def _doc(result: StructuredDocument | UnsupportedDocument) -> StructuredDocument:
-    if isinstance(result, UnsupportedDocument):
-        pytest.fail(f"quarantined as {result.reason}: {result} {result.details}")
-    return result
-
-
-def _quoted(clause: str) -> str:
-    return clause[clause.index('"') + 1 : clause.rindex('"')]
+MANIFEST = Manifest(FOLDER, convert_html, file_facts=FILE_FACTS, expected_unmet=EXPECTED_UNMET)
 
 
 def _codec(name: str) -> str:
@@ -98,52 +42,48 @@ def check_clause(result: StructuredDocument | UnsupportedDocument, clause: str) 
     elif clause == "text empty":
         assert isinstance(result, UnsupportedDocument) and result.reason == "empty_text"
     elif clause.startswith("text contains"):
-        assert _quoted(clause) in _doc(result).text
+        assert quoted(clause) in document(result).text
     elif clause.startswith("text lacks"):
-        assert _quoted(clause) not in _doc(result).text
+        assert quoted(clause) not in document(result).text
     elif clause.startswith("encoding:"):
-        assert _codec(_doc(result).encoding) == _codec(clause.split(":", 1)[1].strip())
+        assert _codec(document(result).encoding) == _codec(clause.split(":", 1)[1].strip())
     elif clause == "not utf-8":
-        assert _codec(_doc(result).encoding) != "utf-8"
+        assert _codec(document(result).encoding) != "utf-8"
     else:
         pytest.fail(f"uninterpreted clause {clause!r}")
 
 
-@pytest.mark.parametrize(("rel", "clause"), _cases())
+@pytest.mark.parametrize(("rel", "clause"), MANIFEST.cases())
 def test_manifest_clause(real_corpus: Path, rel: str, clause: str) -> None:
-    check_clause(_convert(real_corpus / rel), clause)
+    check_clause(MANIFEST.result(real_corpus / rel), clause)
 
 
 def test_every_clause_is_interpreted(real_corpus: Path) -> None:
-    rows = _rows()
-    assert rows, "no html/ rows in MANIFEST.tsv"
     known = ("quarantine:", "text empty", "text contains", "text lacks", "encoding:", "not utf-8")
-    for row in rows:
-        for clause in _clauses(row["expected"]):
-            assert clause.startswith(FILE_FACTS + known), f"{row['path']}: uninterpreted clause {clause!r}"
+    MANIFEST.assert_interpreted(known, min_rows=1)
 
 
 def test_every_row_converts(real_corpus: Path) -> None:
-    for row in _rows():
-        doc = _doc(_convert(real_corpus / row["path"]))
+    for row in MANIFEST.rows():
+        doc = document(MANIFEST.result(real_corpus / row["path"]))
         assert doc.format == "html" and doc.converter == "ki.html" and doc.encoding
         doc.text.encode("utf-8")
         assert "data:image" not in doc.text
 
 
 def test_titles_and_sources(real_corpus: Path) -> None:
-    arabic = _doc(_convert(real_corpus / "html/tika_testArabicMisleadingCharset.html"))
+    arabic = document(MANIFEST.result(real_corpus / "html/tika_testArabicMisleadingCharset.html"))
     assert arabic.title == "Test Arabic"
     assert arabic.metadata["encoding_source"] == "detected" and arabic.warnings
-    noisy = _doc(_convert(real_corpus / "html/tika_testHTMLNoisyMetaEncoding_3.html"))
+    noisy = document(MANIFEST.result(real_corpus / "html/tika_testHTMLNoisyMetaEncoding_3.html"))
     assert noisy.metadata == {"encoding_source": "meta", "declared_charset": "iso-8859-6"}
-    utf16 = _doc(_convert(real_corpus / "html/tika_testHTML_charset_utf16le.html"))
+    utf16 = document(MANIFEST.result(real_corpus / "html/tika_testHTML_charset_utf16le.html"))
     assert utf16.title == "Title" and utf16.metadata["encoding_source"] == "bom"
     assert "Title" not in utf16.text  # head content is not body text
 
 
 def test_rfc822_looking_fragment_is_html(real_corpus: Path) -> None:
-    doc = _doc(_convert(real_corpus / "html/tika_testBrokenHTMLContainingRFC822.html"))
+    doc = document(MANIFEST.result(real_corpus / "html/tika_testBrokenHTMLContainingRFC822.html"))
     assert "<br>" not in doc.text and "Subject: An exciting subject" in doc.text
 
 

@@ -11,15 +11,13 @@ fails ``test_every_clause_is_interpreted``). Not table-driven:
 
 from __future__ import annotations
 
-import csv
-import functools
-import os
 import re
 import time
 from email.message import EmailMessage
 from pathlib import Path
 
 import pytest
+from helpers.manifest import Manifest, document, quoted, split_clauses
 
 from ki.convert.mail import (
     MAX_HEADER_CHARS,
@@ -35,53 +33,13 @@ FOLDER = "eml"
 MBOX = "eml/tika_complex.mbox"
 _SURROGATES = re.compile("[\udc80-\udcff]")
 _NAME_ADDR = re.compile(r'^"((?:\\.|[^"\\])*)"\s*<([^<>]*)>$')
-
-
-def _corpus_dir() -> Path:
-    """Same rule as ``tests/conftest.shared_dir`` (needed at collection time, before fixtures)."""
-    env = os.environ.get("KI_SHARED_DIR")
-    root = Path(env) if env else Path(__file__).resolve().parents[2].parent / "shared"
-    return root / "corpus" / "real"
-
-
-def _clauses(expected: str) -> list[str]:
-    return [c.strip() for c in re.findall(r'(?:[^;"\\]|\\.|"(?:\\.|[^"\\])*")+', expected) if c.strip()]
-
-
-def _rows() -> list[dict[str, str]]:
-    manifest = _corpus_dir() / "MANIFEST.tsv"
-    if not manifest.is_file():
-        return []
-    with manifest.open(encoding="utf-8", newline="") as fh:
-        rows = csv.DictReader(fh, delimiter="\t", quoting=csv.QUOTE_NONE)
-        return [row for row in rows if row["path"].startswith(FOLDER + "/") and row["path"] != MBOX]
-
-
-def _cases() -> list:
-    return [
-        pytest.param(row["path"], clause, id=f"{Path(row['path']).name}|{clause}")
-        for row in _rows()
-        for clause in _clauses(row["expected"])
-    ]
-
-
-@functools.cache
-def _convert(path: Path) -> StructuredDocument | UnsupportedDocument:
-    try:
-        return convert_mail(path.read_bytes(), path.name)
-    except UnsupportedDocument as exc:
-        return exc
+MANIFEST = Manifest(FOLDER, convert_mail, exclude=frozenset({MBOX}))
 
 
 def _doc(result: StructuredDocument | UnsupportedDocument) -> StructuredDocument:
-    if isinstance(result, UnsupportedDocument):
-        pytest.fail(f"quarantined as {result.reason}: {result} {result.details}")
-    assert result.mail is not None
-    return result
-
-
-def _quoted(clause: str) -> str:
-    return clause[clause.index('"') + 1 : clause.rindex('"')]
+    doc = document(result)
+    assert doc.mail is not None
+    return doc
 
 
 def _address(spec: str) -> Address:
@@ -109,13 +67,13 @@ def check_clause(result: StructuredDocument | UnsupportedDocument, clause: str) 
     doc = _doc(result)
     mail = doc.mail
     if key in ("subject", "decoded subject"):
-        assert mail.subject == (None if value == "none" else _quoted(value))
+        assert mail.subject == (None if value == "none" else quoted(value))
     elif clause.startswith("subject contains"):
-        assert _quoted(clause) in mail.subject
+        assert quoted(clause) in mail.subject
     elif clause.startswith("subject length >="):
         assert len(mail.subject) >= int(clause.rsplit(">=", 1)[1])
     elif clause.startswith(("body contains", "text contains")):
-        assert _quoted(clause) in doc.text
+        assert quoted(clause) in doc.text
     elif key == "attachments":
         assert mail.attachments == [a.strip() for a in value.split("|")]
     elif key == "attachment count":
@@ -129,7 +87,7 @@ def check_clause(result: StructuredDocument | UnsupportedDocument, clause: str) 
     elif key == "from addresses":
         assert doc.metadata["from_addresses"] == int(value)
     elif clause.startswith("from raw latin-1 contains"):
-        assert _quoted(clause) in mail.sender.name
+        assert quoted(clause) in mail.sender.name
     elif key == "cc":
         assert mail.cc == [_address(a) for a in value.split(" | ")]
     elif key == "message-id":
@@ -152,17 +110,17 @@ def check_clause(result: StructuredDocument | UnsupportedDocument, clause: str) 
         pytest.fail(f"uninterpreted clause {clause!r}")
 
 
-@pytest.mark.parametrize(("rel", "clause"), _cases())
+@pytest.mark.parametrize(("rel", "clause"), MANIFEST.cases())
 def test_manifest_clause(real_corpus: Path, rel: str, clause: str) -> None:
-    check_clause(_convert(real_corpus / rel), clause)
+    check_clause(MANIFEST.result(real_corpus / rel), clause)
 
 
 def test_every_clause_is_interpreted(real_corpus: Path) -> None:
-    rows = _rows()
+    rows = MANIFEST.rows()
     assert len(rows) >= 30, "eml/ rows missing from MANIFEST.tsv"
     result = StructuredDocument(text="", format="eml", converter="x", mail=MailMeta())
     for row in rows:
-        for clause in _clauses(row["expected"]):
+        for clause in split_clauses(row["expected"]):
             try:
                 check_clause(result, clause)
             except pytest.fail.Exception as exc:
@@ -172,8 +130,8 @@ def test_every_clause_is_interpreted(real_corpus: Path) -> None:
 
 
 def test_every_row_is_utf8_safe(real_corpus: Path) -> None:
-    for row in _rows():
-        result = _convert(real_corpus / row["path"])
+    for row in MANIFEST.rows():
+        result = MANIFEST.result(real_corpus / row["path"])
         if isinstance(result, UnsupportedDocument):
             assert "quarantine:" in row["expected"], f"{row['path']}: {result.reason} {result}"
             continue
@@ -194,45 +152,45 @@ def test_hostile_mail_is_bounded(real_corpus: Path, name: str) -> None:
 
 
 def test_part_bomb_records_truncation(real_corpus: Path) -> None:
-    doc = _doc(_convert(real_corpus / "eml/flanker_enclosed-endless.eml"))
+    doc = _doc(MANIFEST.result(real_corpus / "eml/flanker_enclosed-endless.eml"))
     assert doc.metadata["parts_truncated"] and doc.metadata["parts_total"] > 3000
     assert any(d.startswith("parts:") for d in doc.mail.defects)
     assert "dudes... you're kicking ass." in doc.text
 
 
 def test_long_subject_is_truncated_with_defect(real_corpus: Path) -> None:
-    doc = _doc(_convert(real_corpus / "eml/flanker_long-header.eml"))
+    doc = _doc(MANIFEST.result(real_corpus / "eml/flanker_long-header.eml"))
     assert len(doc.mail.subject) == MAX_HEADER_CHARS
     assert doc.mail.subject.startswith("Die heiße Zypernsonne quälte Max und Victoria ja böse auf dem Weg")
     assert any(d.startswith("subject: truncated") for d in doc.mail.defects)
 
 
 def test_header_block_and_body(real_corpus: Path) -> None:
-    doc = _doc(_convert(real_corpus / "eml/docling_eml_with_attachment.eml"))
+    doc = _doc(MANIFEST.result(real_corpus / "eml/docling_eml_with_attachment.eml"))
     assert doc.text.startswith("Subject: Email with Attachment\nFrom: Alice Example <alice@example.com>\n")
     assert doc.title == "Email with Attachment"
-    html_only = _doc(_convert(real_corpus / "eml/tika_testLotusEml.eml"))
+    html_only = _doc(MANIFEST.result(real_corpus / "eml/tika_testLotusEml.eml"))
     assert html_only.text.endswith("\n\nMessage body\n") and "<html>" not in html_only.text
-    signed = _doc(_convert(real_corpus / "eml/flanker_signed.eml"))
+    signed = _doc(MANIFEST.result(real_corpus / "eml/flanker_signed.eml"))
     assert "a pöstal sign of our times" in signed.text
 
 
 def test_utf16_whole_file(real_corpus: Path) -> None:
-    doc = _doc(_convert(real_corpus / "eml/unstructured_fake-email-utf-16.eml"))
+    doc = _doc(MANIFEST.result(real_corpus / "eml/unstructured_fake-email-utf-16.eml"))
     assert doc.encoding == "utf-16-le"
     assert doc.mail.sender == Address(name="Matthew Robinson", address="mrobinson@unstructured.io")
     assert "This is a test email to use for unit tests." in doc.text
 
 
 def test_base64_encoded_attached_message_is_read(real_corpus: Path) -> None:
-    doc = _doc(_convert(real_corpus / "eml/tika_testGroupWiseEml.eml"))
+    doc = _doc(MANIFEST.result(real_corpus / "eml/tika_testGroupWiseEml.eml"))
     assert "Subject: test2" in doc.text and "TWltZS1" not in doc.text
 
 
 def test_raw_8bit_headers(real_corpus: Path) -> None:
-    doc = _doc(_convert(real_corpus / "eml/flanker_mailformed-headers.eml"))
+    doc = _doc(MANIFEST.result(real_corpus / "eml/flanker_mailformed-headers.eml"))
     assert doc.mail.sender.name.startswith("Юникод запрещен")
-    latin = _doc(_convert(real_corpus / "eml/flanker_from-encoding.eml"))
+    latin = _doc(MANIFEST.result(real_corpus / "eml/flanker_from-encoding.eml"))
     assert latin.mail.sender == Address(name="Ingo Lütkebohle", address="ingo@blank.pages.de")
 
 

@@ -2,38 +2,25 @@
 
 from __future__ import annotations
 
-import csv
 import re
 
 import pytest
-from conftest import shared_dir
+from helpers.manifest import Manifest, document
 
 from ki.convert.embedded import extract_embedded
 from ki.convert.msg import convert_msg
 from ki.errors import UnsupportedDocument
 
-MANIFEST = shared_dir() / "corpus" / "real" / "MANIFEST.tsv"
-ROWS = [r for r in csv.DictReader(MANIFEST.open(encoding="utf-8"), delimiter="\t") if r["path"].startswith("msg/")]
-
 # A PGP payload with no readable body is quarantined like the PGP/MIME .eml of the corpus; the
 # clauses of that row ("attachments: …", "body empty") then describe the file, not ki's output.
 QUARANTINED = {"msg/unstructured_fake-encrypted.msg": "encrypted"}
+# ``message_class raw:`` describes the raw property (trailing NUL); ki stores it stripped.
+MANIFEST = Manifest("msg", convert_msg, file_facts=("message_class raw:",), exclude=frozenset(QUARANTINED))
 
 
-def _clauses():
-    for row in ROWS:
-        if row["path"] in QUARANTINED:
-            continue
-        for clause in (c.strip() for c in row["expected"].split(" ; ")):
-            if clause.startswith("message_class raw:"):
-                continue  # describes the raw property (trailing NUL); ki stores it stripped
-            yield pytest.param(row["path"], clause, id=f"{row['path']}::{clause[:40]}")
-
-
-@pytest.mark.parametrize(("path", "clause"), list(_clauses()))
+@pytest.mark.parametrize(("path", "clause"), MANIFEST.cases())
 def test_manifest_clause(real_corpus, path, clause):
-    data = (real_corpus / path).read_bytes()
-    doc = convert_msg(data, path)
+    doc = document(MANIFEST.result(real_corpus / path))
     mail = doc.mail
     key, _, value = clause.partition(":")
     value = value.strip()

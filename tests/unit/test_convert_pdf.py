@@ -8,15 +8,13 @@ An unknown clause fails ``test_every_clause_is_interpreted``.
 
 from __future__ import annotations
 
-import csv
-import functools
 import io
-import os
 import re
 from pathlib import Path
 
 import pypdfium2 as pdfium
 import pytest
+from helpers.manifest import Manifest, document, quoted
 
 from ki.convert.model import StructuredDocument
 from ki.convert.pdf import PAGE_SEPARATOR, convert_pdf
@@ -40,64 +38,11 @@ EXPECTED_UNMET: dict[tuple[str, str], str] = {
     ("pdf/tika_testPDF_no_extract_no_accessibility_owner_user.pdf", 'text contains "Hello World"'): _LOCKED,
     ("pdf/tika_testPassword4Spaces.pdf", 'text contains "Just some text."'): _LOCKED,
 }
-
-
-def _corpus_dir() -> Path:
-    """Same rule as ``tests/conftest.shared_dir`` (needed at collection time, before fixtures)."""
-    env = os.environ.get("KI_SHARED_DIR")
-    root = Path(env) if env else Path(__file__).resolve().parents[2].parent / "shared"
-    return root / "corpus" / "real"
-
-
-def _clauses(expected: str) -> list[str]:
-    return [c.strip() for c in re.findall(r'(?:[^;"]|"[^"]*")+', expected) if c.strip()]
-
-
-def _rows() -> list[dict[str, str]]:
-    manifest = _corpus_dir() / "MANIFEST.tsv"
-    if not manifest.is_file():
-        return []
-    with manifest.open(encoding="utf-8", newline="") as fh:
-        rows = csv.DictReader(fh, delimiter="\t", quoting=csv.QUOTE_NONE)
-        return [row for row in rows if row["path"].startswith(FOLDER + "/")]
-
-
-def _cases() -> list:
-    cases = []
-    for row in _rows():
-        for clause in _clauses(row["expected"]):
-            if clause.startswith(FILE_FACTS):
-                continue
-            marks = []
-            reason = EXPECTED_UNMET.get((row["path"], clause))
-            if reason:
-                marks.append(pytest.mark.xfail(strict=True, reason=reason))
-            cases.append(
-                pytest.param(row["path"], clause, marks=marks, id=f"{Path(row['path']).name}|{clause}")
-            )
-    return cases
-
-
-@functools.cache
-def _convert(path: Path) -> StructuredDocument | UnsupportedDocument:
-    try:
-        return convert_pdf(path.read_bytes(), path.name)
-    except UnsupportedDocument as exc:
-        return exc
-
-
-def _quoted(clause: str) -> str:
-    return clause[clause.index('"') + 1 : clause.rindex('"')]
+MANIFEST = Manifest(FOLDER, convert_pdf, file_facts=FILE_FACTS, expected_unmet=EXPECTED_UNMET)
 
 
 def _number(clause: str) -> int:
     return int(re.search(r"(\d+)\s*$", clause).group(1))
-
-
-def _doc(result: StructuredDocument | UnsupportedDocument) -> StructuredDocument:
-    if isinstance(result, UnsupportedDocument):
-        pytest.fail(f"quarantined as {result.reason}: {result} {result.details}")
-    return result
 
 
 def check_clause(result: StructuredDocument | UnsupportedDocument, clause: str) -> None:
@@ -114,29 +59,27 @@ def check_clause(result: StructuredDocument | UnsupportedDocument, clause: str) 
         pages = result.details.get("pages") if isinstance(result, UnsupportedDocument) else result.pages
         assert pages == _number(clause)
     elif clause.startswith("text contains"):
-        assert _quoted(clause) in _doc(result).text
+        assert quoted(clause) in document(result).text
     elif clause.startswith("text lacks"):
-        assert _quoted(clause) not in _doc(result).text
+        assert quoted(clause) not in document(result).text
     elif clause == "encrypted: yes":
-        assert _doc(result).metadata["encrypted"] is True
+        assert document(result).metadata["encrypted"] is True
     elif clause == "opens without password":
-        _doc(result)
+        document(result)
     elif clause.startswith("form fields >="):
-        assert _doc(result).metadata["form_fields"] >= _number(clause)
+        assert document(result).metadata["form_fields"] >= _number(clause)
     elif clause.startswith("embedded files >="):
-        assert _doc(result).metadata["embedded_files"] >= _number(clause)
+        assert document(result).metadata["embedded_files"] >= _number(clause)
     else:
         pytest.fail(f"uninterpreted clause {clause!r}")
 
 
-@pytest.mark.parametrize(("rel", "clause"), _cases())
+@pytest.mark.parametrize(("rel", "clause"), MANIFEST.cases())
 def test_manifest_clause(real_corpus: Path, rel: str, clause: str) -> None:
-    check_clause(_convert(real_corpus / rel), clause)
+    check_clause(MANIFEST.result(real_corpus / rel), clause)
 
 
 def test_every_clause_is_interpreted(real_corpus: Path) -> None:
-    rows = _rows()
-    assert rows, "no pdf/ rows in MANIFEST.tsv"
     known = (
         "quarantine:",
         "needs_ocr",
@@ -149,14 +92,12 @@ def test_every_clause_is_interpreted(real_corpus: Path) -> None:
         "form fields >=",
         "embedded files >=",
     )
-    for row in rows:
-        for clause in _clauses(row["expected"]):
-            assert clause.startswith(FILE_FACTS + known), f"{row['path']}: uninterpreted clause {clause!r}"
+    MANIFEST.assert_interpreted(known, min_rows=1)
 
 
 def test_every_row_converts_or_quarantines_with_known_reason(real_corpus: Path) -> None:
-    for row in _rows():
-        result = _convert(real_corpus / row["path"])
+    for row in MANIFEST.rows():
+        result = MANIFEST.result(real_corpus / row["path"])
         if isinstance(result, UnsupportedDocument):
             assert result.reason in {"password_required", "corrupt", "needs_ocr", "empty_text"}, row["path"]
         else:
@@ -168,7 +109,7 @@ def test_every_row_converts_or_quarantines_with_known_reason(real_corpus: Path) 
 
 
 def test_pages_are_form_feed_separated_with_per_page_counts(real_corpus: Path) -> None:
-    doc = _doc(_convert(real_corpus / "pdf/docling_multi_page.pdf"))
+    doc = document(MANIFEST.result(real_corpus / "pdf/docling_multi_page.pdf"))
     pages = doc.text.split("\f")
     assert len(pages) == 5
     assert doc.metadata["page_chars"] == [len(p) for p in pages]
@@ -176,21 +117,21 @@ def test_pages_are_form_feed_separated_with_per_page_counts(real_corpus: Path) -
 
 
 def test_junk_before_header_is_skipped(real_corpus: Path) -> None:
-    ticket = _doc(_convert(real_corpus / "pdf/tika_test-pdf-with-print-ticket-header.pdf"))
+    ticket = document(MANIFEST.result(real_corpus / "pdf/tika_test-pdf-with-print-ticket-header.pdf"))
     assert ticket.metadata["header_offset"] > 0 and ticket.title == "Note"
-    bom = _doc(_convert(real_corpus / "pdf/tika_testPDF_bom.pdf"))
+    bom = document(MANIFEST.result(real_corpus / "pdf/tika_testPDF_bom.pdf"))
     assert bom.metadata["header_offset"] == 3
 
 
 def test_owner_only_encryption_is_flagged_and_plain_files_are_not(real_corpus: Path) -> None:
-    assert _doc(
-        _convert(real_corpus / "pdf/tika_testPDF_no_extract_yes_accessibility_owner_empty.pdf")
+    assert document(
+        MANIFEST.result(real_corpus / "pdf/tika_testPDF_no_extract_yes_accessibility_owner_empty.pdf")
     ).metadata["encrypted"]
-    assert _doc(_convert(real_corpus / "pdf/docling_multi_page.pdf")).metadata["encrypted"] is False
+    assert document(MANIFEST.result(real_corpus / "pdf/docling_multi_page.pdf")).metadata["encrypted"] is False
 
 
 def test_needs_ocr_details_carry_page_count(real_corpus: Path) -> None:
-    result = _convert(real_corpus / "pdf/docling_nemotron_multipage.pdf")
+    result = MANIFEST.result(real_corpus / "pdf/docling_nemotron_multipage.pdf")
     assert isinstance(result, UnsupportedDocument)
     assert result.details["pages"] == 4 and result.details["image_pages"] == 4
 

@@ -8,13 +8,10 @@ would be listed in ``EXPECTED_UNMET`` (strict xfail). An unknown clause fails
 
 from __future__ import annotations
 
-import csv
-import functools
-import os
-import re
 from pathlib import Path
 
 import pytest
+from helpers.manifest import Manifest, document, quoted
 
 from ki.convert.model import StructuredDocument
 from ki.convert.rtf import convert_rtf
@@ -28,60 +25,7 @@ FOLDER = "rtf"
 FILE_FACTS = ("raw contains", "magic:", "bom:", "meta charset:", "password ", "eof markers")
 
 EXPECTED_UNMET: dict[tuple[str, str], str] = {}
-
-
-def _corpus_dir() -> Path:
-    """Same rule as ``tests/conftest.shared_dir`` (needed at collection time, before fixtures)."""
-    env = os.environ.get("KI_SHARED_DIR")
-    root = Path(env) if env else Path(__file__).resolve().parents[2].parent / "shared"
-    return root / "corpus" / "real"
-
-
-def _clauses(expected: str) -> list[str]:
-    return [c.strip() for c in re.findall(r'(?:[^;"]|"[^"]*")+', expected) if c.strip()]
-
-
-def _rows() -> list[dict[str, str]]:
-    manifest = _corpus_dir() / "MANIFEST.tsv"
-    if not manifest.is_file():
-        return []
-    with manifest.open(encoding="utf-8", newline="") as fh:
-        rows = csv.DictReader(fh, delimiter="\t", quoting=csv.QUOTE_NONE)
-        return [row for row in rows if row["path"].startswith(FOLDER + "/")]
-
-
-def _cases() -> list:
-    cases = []
-    for row in _rows():
-        for clause in _clauses(row["expected"]):
-            if clause.startswith(FILE_FACTS):
-                continue
-            marks = []
-            reason = EXPECTED_UNMET.get((row["path"], clause))
-            if reason:
-                marks.append(pytest.mark.xfail(strict=True, reason=reason))
-            cases.append(
-                pytest.param(row["path"], clause, marks=marks, id=f"{Path(row['path']).name}|{clause}")
-            )
-    return cases
-
-
-@functools.cache
-def _convert(path: Path) -> StructuredDocument | UnsupportedDocument:
-    try:
-        return convert_rtf(path.read_bytes(), path.name)
-    except UnsupportedDocument as exc:
-        return exc
-
-
-def _doc(result: StructuredDocument | UnsupportedDocument) -> StructuredDocument:
-    if isinstance(result, UnsupportedDocument):
-        pytest.fail(f"quarantined as {result.reason}: {result} {result.details}")
-    return result
-
-
-def _quoted(clause: str) -> str:
-    return clause[clause.index('"') + 1 : clause.rindex('"')]
+MANIFEST = Manifest(FOLDER, convert_rtf, file_facts=FILE_FACTS, expected_unmet=EXPECTED_UNMET)
 
 
 def check_clause(result: StructuredDocument | UnsupportedDocument, clause: str) -> None:
@@ -92,34 +36,30 @@ def check_clause(result: StructuredDocument | UnsupportedDocument, clause: str) 
     elif clause == "text empty":
         assert isinstance(result, UnsupportedDocument) and result.reason == "empty_text"
     elif clause.startswith("text contains"):
-        assert _quoted(clause) in _doc(result).text
+        assert quoted(clause) in document(result).text
     elif clause.startswith("text lacks"):
-        assert _quoted(clause) not in _doc(result).text
+        assert quoted(clause) not in document(result).text
     elif clause == "no lone surrogates":
-        doc = _doc(result)
+        doc = document(result)
         for value in (doc.text, *doc.parts.values(), *(c.text for c in doc.comments)):
             value.encode("utf-8")
     else:
         pytest.fail(f"uninterpreted clause {clause!r}")
 
 
-@pytest.mark.parametrize(("rel", "clause"), _cases())
+@pytest.mark.parametrize(("rel", "clause"), MANIFEST.cases())
 def test_manifest_clause(real_corpus: Path, rel: str, clause: str) -> None:
-    check_clause(_convert(real_corpus / rel), clause)
+    check_clause(MANIFEST.result(real_corpus / rel), clause)
 
 
 def test_every_clause_is_interpreted(real_corpus: Path) -> None:
-    rows = _rows()
-    assert rows, "no rtf/ rows in MANIFEST.tsv"
     known = ("quarantine:", "text empty", "text contains", "text lacks", "no lone surrogates")
-    for row in rows:
-        for clause in _clauses(row["expected"]):
-            assert clause.startswith(FILE_FACTS + known), f"{row['path']}: uninterpreted clause {clause!r}"
+    MANIFEST.assert_interpreted(known, min_rows=1)
 
 
 def test_every_row_converts_or_is_empty_text(real_corpus: Path) -> None:
-    for row in _rows():
-        result = _convert(real_corpus / row["path"])
+    for row in MANIFEST.rows():
+        result = MANIFEST.result(real_corpus / row["path"])
         if isinstance(result, UnsupportedDocument):
             assert result.reason == "empty_text", row["path"]
         else:
@@ -128,13 +68,13 @@ def test_every_row_converts_or_is_empty_text(real_corpus: Path) -> None:
 
 
 def test_comment_goes_to_comments_not_text(real_corpus: Path) -> None:
-    doc = _doc(_convert(real_corpus / "rtf/tika_testComment.rtf"))
+    doc = document(MANIFEST.result(real_corpus / "rtf/tika_testComment.rtf"))
     assert "Here is a comment" not in doc.text
     assert [(c.author, c.text) for c in doc.comments] == [("Michael McCandless", "Here is a comment")]
 
 
 def test_header_footer_footnote_become_parts(real_corpus: Path) -> None:
-    doc = _doc(_convert(real_corpus / "rtf/tika_testRTFVarious.rtf"))
+    doc = document(MANIFEST.result(real_corpus / "rtf/tika_testRTFVarious.rtf"))
     assert "This is the header text" in doc.parts["header"]
     assert "This is the footer text" in doc.parts["footer"]
     assert "This is a footnote." in doc.parts["footnotes"]
@@ -142,26 +82,26 @@ def test_header_footer_footnote_become_parts(real_corpus: Path) -> None:
 
 
 def test_table_cells_are_tab_separated(real_corpus: Path) -> None:
-    doc = _doc(_convert(real_corpus / "rtf/tika_testRTFTableCellSeparation.rtf"))
+    doc = document(MANIFEST.result(real_corpus / "rtf/tika_testRTFTableCellSeparation.rtf"))
     assert doc.text.split("\n") == ["a\tb", "c\td", "ä\të", "ö\tü"]
     assert " ".join(doc.text.split()) == "a b c d ä ë ö ü"  # Tika's expectation
 
 
 def test_code_page_and_title_are_recorded(real_corpus: Path) -> None:
-    polish = _doc(_convert(real_corpus / "rtf/tika_testRTFWindowsCodepage1250.rtf"))
+    polish = document(MANIFEST.result(real_corpus / "rtf/tika_testRTFWindowsCodepage1250.rtf"))
     assert polish.encoding == "cp1250"
-    japanese = _doc(_convert(real_corpus / "rtf/tika_testRTF-ms932.rtf"))
+    japanese = document(MANIFEST.result(real_corpus / "rtf/tika_testRTF-ms932.rtf"))
     assert japanese.encoding == "cp932" and japanese.title == "タイトル"
 
 
 def test_embedded_objects_do_not_become_text(real_corpus: Path) -> None:
-    result = _convert(real_corpus / "rtf/tika_testRTFEmbeddedFiles.rtf")
+    result = MANIFEST.result(real_corpus / "rtf/tika_testRTFEmbeddedFiles.rtf")
     assert isinstance(result, UnsupportedDocument) and result.reason == "empty_text"
     assert result.details["objects"] == 14 and result.details["pictures"] == 28
 
 
 def test_bin_payload_is_skipped_in_real_file(real_corpus: Path) -> None:
-    result = _convert(real_corpus / "rtf/tika_testBinControlWord.rtf")
+    result = MANIFEST.result(real_corpus / "rtf/tika_testBinControlWord.rtf")
     assert isinstance(result, UnsupportedDocument) and result.reason == "empty_text"
     assert result.details["bin_bytes"] == 10
 

@@ -8,13 +8,10 @@ against ki's output (``bom:`` against ``metadata["bom"]``); an unknown clause fa
 from __future__ import annotations
 
 import codecs
-import csv
-import functools
-import os
-import re
 from pathlib import Path
 
 import pytest
+from helpers.manifest import Manifest, document, quoted
 
 from ki.convert.model import StructuredDocument
 from ki.convert.text import convert_text, decode_text, fix_surrogates, sniff_wide
@@ -22,52 +19,7 @@ from ki.errors import UnsupportedDocument
 
 FOLDER = "txt"
 KNOWN = ("quarantine:", "text contains", "encoding:", "not utf-8", "bom:")
-
-
-def _corpus_dir() -> Path:
-    """Same rule as ``tests/conftest.shared_dir`` (needed at collection time, before fixtures)."""
-    env = os.environ.get("KI_SHARED_DIR")
-    root = Path(env) if env else Path(__file__).resolve().parents[2].parent / "shared"
-    return root / "corpus" / "real"
-
-
-def _clauses(expected: str) -> list[str]:
-    return [c.strip() for c in re.findall(r'(?:[^;"]|"[^"]*")+', expected) if c.strip()]
-
-
-def _rows() -> list[dict[str, str]]:
-    manifest = _corpus_dir() / "MANIFEST.tsv"
-    if not manifest.is_file():
-        return []
-    with manifest.open(encoding="utf-8", newline="") as fh:
-        rows = csv.DictReader(fh, delimiter="\t", quoting=csv.QUOTE_NONE)
-        return [row for row in rows if row["path"].startswith(FOLDER + "/")]
-
-
-def _cases() -> list:
-    return [
-        pytest.param(row["path"], clause, id=f"{Path(row['path']).name}|{clause}")
-        for row in _rows()
-        for clause in _clauses(row["expected"])
-    ]
-
-
-@functools.cache
-def _convert(path: Path) -> StructuredDocument | UnsupportedDocument:
-    try:
-        return convert_text(path.read_bytes(), path.name)
-    except UnsupportedDocument as exc:
-        return exc
-
-
-def _doc(result: StructuredDocument | UnsupportedDocument) -> StructuredDocument:
-    if isinstance(result, UnsupportedDocument):
-        pytest.fail(f"quarantined as {result.reason}: {result} {result.details}")
-    return result
-
-
-def _quoted(clause: str) -> str:
-    return clause[clause.index('"') + 1 : clause.rindex('"')]
+MANIFEST = Manifest(FOLDER, convert_text)
 
 
 def _codec(name: str) -> str:
@@ -81,49 +33,45 @@ def check_clause(result: StructuredDocument | UnsupportedDocument, clause: str) 
         assert isinstance(result, UnsupportedDocument), "expected a quarantine"
         assert result.reason == value
     elif clause.startswith("text contains"):
-        assert _quoted(clause) in _doc(result).text
+        assert quoted(clause) in document(result).text
     elif clause.startswith("encoding:"):
-        assert _codec(_doc(result).encoding) == _codec(value)
+        assert _codec(document(result).encoding) == _codec(value)
     elif clause == "not utf-8":
-        assert _codec(_doc(result).encoding) != "utf-8"
+        assert _codec(document(result).encoding) != "utf-8"
     elif clause.startswith("bom:"):
-        bom = _doc(result).metadata["bom"]
+        bom = document(result).metadata["bom"]
         assert (bom is None) if value == "none" else _codec(bom) == _codec(value)
     else:
         pytest.fail(f"uninterpreted clause {clause!r}")
 
 
-@pytest.mark.parametrize(("rel", "clause"), _cases())
+@pytest.mark.parametrize(("rel", "clause"), MANIFEST.cases())
 def test_manifest_clause(real_corpus: Path, rel: str, clause: str) -> None:
-    check_clause(_convert(real_corpus / rel), clause)
+    check_clause(MANIFEST.result(real_corpus / rel), clause)
 
 
 def test_every_clause_is_interpreted() -> None:
-    rows = _rows()
-    assert len(rows) >= 8, "txt/ rows missing from MANIFEST.tsv"
-    for row in rows:
-        for clause in _clauses(row["expected"]):
-            assert clause.startswith(KNOWN), f"{row['path']}: uninterpreted clause {clause!r}"
+    MANIFEST.assert_interpreted(KNOWN, min_rows=8)
 
 
 def test_every_row_converts_or_quarantines_as_expected(real_corpus: Path) -> None:
-    for row in _rows():
-        result = _convert(real_corpus / row["path"])
+    for row in MANIFEST.rows():
+        result = MANIFEST.result(real_corpus / row["path"])
         if "quarantine:" in row["expected"]:
             assert isinstance(result, UnsupportedDocument)
             continue
-        doc = _doc(result)
+        doc = document(result)
         assert (doc.format, doc.converter) == ("txt", "ki.text")
         doc.text.encode("utf-8")
         assert "\r" not in doc.text and "\ufeff" not in doc.text and "\ufffd" not in doc.text
 
 
 def test_exact_decodings(real_corpus: Path) -> None:
-    russian = _doc(_convert(real_corpus / "txt/tika_russian.cp866.txt"))
+    russian = document(MANIFEST.result(real_corpus / "txt/tika_russian.cp866.txt"))
     assert russian.text.startswith("Однажды, в студеную зимнюю пору,")
-    latin = _doc(_convert(real_corpus / "txt/tika_multi-language.txt"))
+    latin = document(MANIFEST.result(real_corpus / "txt/tika_multi-language.txt"))
     assert "doação" in latin.text and "\x80" not in latin.text
-    utf16be = _doc(_convert(real_corpus / "txt/unstructured_fake-text-utf-16-be.txt"))
+    utf16be = document(MANIFEST.result(real_corpus / "txt/unstructured_fake-text-utf-16-be.txt"))
     assert utf16be.text.startswith("This is a test document to use for unit tests.")
     assert "\x00" not in utf16be.text
 

@@ -24,7 +24,7 @@ from types import SimpleNamespace
 import pypdfium2 as pdfium
 import pytest
 
-from ki.convert import ocr
+from ki.convert import ocr, ocr_engine, ocr_reading
 from ki.convert.ocr import ocr_available, ocr_image, ocr_pdf
 from ki.convert.pdf import convert_pdf
 from ki.errors import ClaimLost, UnsupportedDocument
@@ -302,8 +302,8 @@ def test_runs_offline_without_downloads(tmp_path: Path, real_corpus: Path) -> No
 # --------------------------------------------------------------------------- reading order
 
 
-def _box(text: str, x: float, y: float, w: float, h: float = 20, angle: float = 0.0) -> ocr._Box:
-    return ocr._Box(text=text, score=0.99, cx=x + w / 2, cy=y + h / 2, width=w, height=h, angle=angle)
+def _box(text: str, x: float, y: float, w: float, h: float = 20, angle: float = 0.0) -> ocr_reading.Box:
+    return ocr_reading.Box(text=text, score=0.99, cx=x + w / 2, cy=y + h / 2, width=w, height=h, angle=angle)
 
 
 def test_lines_top_to_bottom_left_to_right() -> None:
@@ -314,7 +314,7 @@ def test_lines_top_to_bottom_left_to_right() -> None:
         _box("second", 10, 130, 120),
         _box("line", 200, 128, 60),
     ]
-    assert ocr._lines(boxes) == "hello world\nsecond line\nthird line"
+    assert ocr_reading.lines(boxes) == "hello world\nsecond line\nthird line"
 
 
 def test_lines_undo_skew() -> None:
@@ -327,7 +327,7 @@ def test_lines_undo_skew() -> None:
             x = 50 + 400 * c
             y = 100 + 28 * r + math.tan(angle) * (x + 150)  # the line's baseline drops to the right
             boxes.append(_box(word, x, y, 300, angle=angle))
-    assert ocr._lines(list(reversed(boxes))) == "alpha beta gamma\ndelta epsilon zeta\neta theta iota"
+    assert ocr_reading.lines(list(reversed(boxes))) == "alpha beta gamma\ndelta epsilon zeta\neta theta iota"
 
 
 # --------------------------------------------------------------------------- budgets, lane, renewal (fake engine)
@@ -361,7 +361,7 @@ class FakeEngine:
 def fake(monkeypatch: pytest.MonkeyPatch):
     def install(**kwargs) -> FakeEngine:
         engine = FakeEngine(**kwargs)
-        monkeypatch.setattr(ocr, "_engine", lambda: engine)
+        monkeypatch.setattr(ocr_engine, "engine", lambda: engine)
         return engine
 
     return install

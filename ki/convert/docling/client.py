@@ -1,4 +1,4 @@
-"""Docling Serve client: the Parse stage's converter for everything ki does not convert itself.
+"""Docling Serve client (HTTP): the Parse stage's converter for everything ki does not convert itself.
 
 Spec: insertion-pipeline.md "Parse (convert)" (Docling Serve with OCR pinned to EasyOCR for
 German and English, accurate tables, a 270-second per-document budget, one structured_json per
@@ -32,6 +32,10 @@ task ``failure`` and no result (404): crashed     :class:`DoclingUnavailable`; a
                                                   ``UnsupportedDocument("conversion_failed")``
 ================================================  ===========================================
 
+Reading the result document is :mod:`ki.convert.docling.result`; format detection
+:mod:`ki.convert.docling.formats`; the 401/403 cooldown :mod:`ki.convert.docling.cooldown`; the
+startup canary file :mod:`ki.convert.docling.canary`.
+
 No exception escapes as a bare ``ValueError`` (pydantic's ``ValidationError`` and
 ``json.JSONDecodeError`` are ValueErrors, which :func:`ki.taxonomies.classify_error` would
 quarantine): server-side garbage is an outage, not a property of the file.
@@ -39,205 +43,31 @@ quarantine): server-side garbage is an outage, not a property of the file.
 
 from __future__ import annotations
 
-import io
 import json
-import mimetypes
-import os
 import threading
 import time
-import zipfile
-from pathlib import PurePath
 from typing import Any
 
 import httpx
 
-from ki.convert.model import StructuredDocument, clean_text
-from ki.errors import ConfigurationError, InfrastructureError, ProviderPermanentError, UnsupportedDocument
-
-CONVERTER_NAME = "ki.docling"
+from ki.convert.docling.canary import CANARY_MARKER, canary_docx
+from ki.convert.docling.cooldown import check_cooldown, start_cooldown
+from ki.convert.docling.formats import detect_format, mime_type
+from ki.convert.docling.result import build_document, raise_task_failure
+from ki.convert.model import StructuredDocument
+from ki.errors import (
+    ConfigurationError,
+    DoclingKeyRejected,
+    DoclingRequestRejected,
+    DoclingUnavailable,
+    UnsupportedDocument,
+)
 
 #: Task / document statuses that end polling (``ConversionStatus`` in docling).
 TERMINAL_STATUSES = frozenset({"success", "partial_success", "failure", "skipped"})
 
-#: Environment variable of the provider-fault cooldown (ProcessSettings.provider_fault_cooldown_seconds).
-COOLDOWN_ENV = "KI_PROVIDER_FAULT_COOLDOWN_SECONDS"
-DEFAULT_COOLDOWN_SECONDS = 60.0
-
 KEY_HINT = "set components.docling_api_key / KI_COMPONENTS__DOCLING_API_KEY"
-
-#: Docling ``InputFormat`` per file extension (docling ``FormatToExtensions``, the subset ki routes).
-EXTENSION_FORMATS: dict[str, str] = {
-    **dict.fromkeys(("docx", "dotx", "docm", "dotm"), "docx"),
-    **dict.fromkeys(("doc", "dot"), "doc"),
-    "rtf": "rtf",
-    **dict.fromkeys(("pptx", "potx", "ppsx", "pptm", "potm", "ppsm"), "pptx"),
-    **dict.fromkeys(("ppt", "pot", "pps"), "ppt"),
-    "pdf": "pdf",
-    **dict.fromkeys(("md", "markdown"), "md"),
-    **dict.fromkeys(("html", "htm", "xhtml"), "html"),
-    **dict.fromkeys(("mhtml", "mht"), "mhtml"),
-    **dict.fromkeys(("jpg", "jpeg", "png", "tif", "tiff", "bmp", "webp", "gif"), "image"),
-    **dict.fromkeys(("adoc", "asciidoc", "asc"), "asciidoc"),
-    "csv": "csv",
-    **dict.fromkeys(("xlsx", "xlsm", "xltx", "xltm"), "xlsx"),
-    **dict.fromkeys(("xls", "xlt"), "xls"),
-    **dict.fromkeys(("odt", "ott"), "odt"),
-    **dict.fromkeys(("ods", "ots"), "ods"),
-    **dict.fromkeys(("odp", "otp"), "odp"),
-    **dict.fromkeys(("eml", "msg"), "email"),
-    "epub": "epub",
-    **dict.fromkeys(("tex", "latex"), "latex"),
-    "vtt": "vtt",
-}
-
-
-class DoclingUnavailable(InfrastructureError):
-    """Docling Serve is down, slow, crashed on the task or answered garbage (never quarantines).
-
-    ``infrastructure`` is the short cause, e.g. ``"docling answered HTTP 504"``.
-    """
-
-
-class DoclingRequestRejected(ConfigurationError):
-    """Docling Serve refused the request's options (HTTP 422): a configuration error that stops the run.
-
-    Attributes:
-        detail: the server's validation detail (FastAPI/pydantic ``detail``), as parsed JSON or text.
-    """
-
-    def __init__(self, message: str, *, detail: Any = None):
-        super().__init__(message)
-        self.detail = detail
-
-
-class DoclingKeyRejected(ProviderPermanentError):
-    """Docling Serve refused the API key (HTTP 401/403); deterministic, with a process-wide cooldown."""
-
-
-# --- process-wide cooldown after 401/403 ------------------------------------------------------
-
-_cooldown_lock = threading.Lock()
-_cooldown_until = 0.0
-_cooldown_message: str | None = None
-
-
-def cooldown_seconds() -> float:
-    """The provider-fault cooldown in seconds: ``$KI_PROVIDER_FAULT_COOLDOWN_SECONDS`` or 60 (≥ 0)."""
-    raw = os.environ.get(COOLDOWN_ENV)
-    if raw is None or not raw.strip():
-        return DEFAULT_COOLDOWN_SECONDS
-    try:
-        return max(0.0, float(raw))
-    except ValueError:
-        return DEFAULT_COOLDOWN_SECONDS
-
-
-def reset_cooldown() -> None:
-    """Forget a 401/403 cooldown (tests, and the quarantine retry after the key was fixed)."""
-    global _cooldown_until, _cooldown_message
-    with _cooldown_lock:
-        _cooldown_until = 0.0
-        _cooldown_message = None
-
-
-def cooldown_remaining() -> float:
-    """Seconds left in the current 401/403 cooldown (0.0 when none is active)."""
-    with _cooldown_lock:
-        return max(0.0, _cooldown_until - time.monotonic()) if _cooldown_message else 0.0
-
-
-def _start_cooldown(message: str) -> None:
-    global _cooldown_until, _cooldown_message
-    with _cooldown_lock:
-        _cooldown_until = time.monotonic() + cooldown_seconds()
-        _cooldown_message = message
-
-
-def _check_cooldown() -> None:
-    with _cooldown_lock:
-        active = _cooldown_message is not None and time.monotonic() < _cooldown_until
-        message = _cooldown_message
-    if active and message:
-        raise DoclingKeyRejected(message)
-
-
-# --- format detection -------------------------------------------------------------------------
-
-_CANONICAL_EXT = {"docx": "docx", "pptx": "pptx", "xlsx": "xlsx", "pdf": "pdf", "html": "html", "rtf": "rtf",
-                  "odt": "odt", "ods": "ods", "odp": "odp", "epub": "epub"}
-_IMAGE_MAGIC = ((b"\x89PNG", "png"), (b"\xff\xd8\xff", "jpg"), (b"II*\x00", "tif"), (b"MM\x00*", "tif"),
-                (b"GIF8", "gif"), (b"BM", "bmp"))
-_ODF_MIMETYPES = {b"application/vnd.oasis.opendocument.text": "odt",
-                  b"application/vnd.oasis.opendocument.spreadsheet": "ods",
-                  b"application/vnd.oasis.opendocument.presentation": "odp",
-                  b"application/epub+zip": "epub"}
-
-
-def detect_format(data: bytes, filename: str) -> tuple[str, str]:
-    """Docling's input format for a file, and the filename to upload it under.
-
-    The extension decides (docling's own extension table); a file without a known extension is
-    recognised by its leading bytes (PDF, PNG/JPEG/TIFF/GIF/BMP/WebP, OOXML/ODF/EPUB zips, RTF,
-    HTML) and uploaded with the matching extension appended, because Docling Serve skips a file
-    whose name does not match ``from_formats`` (conversion.md section 9, row 12).
-
-    Returns:
-        ``(format, upload_filename)``, e.g. ``("pptx", "deck.pptx")``.
-    Raises:
-        UnsupportedDocument: reason ``unsupported_format`` when neither tells a format Docling reads
-            (e.g. an OLE2 container without extension).
-    """
-    name = PurePath(filename).name or "document"
-    ext = PurePath(name).suffix.lower().lstrip(".")
-    if ext in EXTENSION_FORMATS:
-        return EXTENSION_FORMATS[ext], name
-    fmt, new_ext = _sniff(data)
-    if fmt is None:
-        raise UnsupportedDocument(
-            f"{name}: Docling Serve cannot tell this file's format (extension {ext or 'none'!r}, "
-            "leading bytes not recognised)",
-            reason="unsupported_format",
-            details={"extension": ext},
-        )
-    return fmt, f"{name}.{new_ext}"
-
-
-def _sniff(data: bytes) -> tuple[str | None, str]:
-    head = data[:2048]
-    if b"%PDF-" in data[:1024]:
-        return "pdf", "pdf"
-    for magic, ext in _IMAGE_MAGIC:
-        if head.startswith(magic):
-            return "image", ext
-    if head.startswith(b"RIFF") and head[8:12] == b"WEBP":
-        return "image", "webp"
-    if head.startswith(b"PK\x03\x04"):
-        try:
-            with zipfile.ZipFile(io.BytesIO(data)) as archive:
-                names = archive.namelist()
-                if "mimetype" in names:
-                    odf = _ODF_MIMETYPES.get(archive.read("mimetype").strip())
-                    if odf:
-                        return odf, _CANONICAL_EXT[odf]
-        except (zipfile.BadZipFile, OSError, KeyError, RuntimeError):
-            return None, ""
-        for prefix, fmt in (("word/", "docx"), ("ppt/", "pptx"), ("xl/", "xlsx")):
-            if any(n.startswith(prefix) for n in names):
-                return fmt, fmt
-        return None, ""
-    stripped = head.lstrip(b"\xef\xbb\xbf \t\r\n").lower()
-    if stripped.startswith(b"{\\rtf"):
-        return "rtf", "rtf"
-    if stripped.startswith((b"<!doctype html", b"<html")):
-        return "html", "html"
-    return None, ""
-
-
-def _mime_type(upload_name: str) -> str:
-    return mimetypes.guess_type(upload_name)[0] or "application/octet-stream"
-
-
-# --- the client -------------------------------------------------------------------------------
+CANARY_FILENAME = "ki-docling-canary.docx"
 
 
 class DoclingClient:
@@ -352,12 +182,12 @@ class DoclingClient:
                 non-JSON answers, a task-level failure, and a task still unfinished after
                 ``client_timeout_seconds``.
         """
-        _check_cooldown()
+        check_cooldown()
         from_format, upload_name = detect_format(data, filename)
         deadline = time.monotonic() + self.client_timeout_seconds
         versions = self._server_versions(deadline)
 
-        files = {"files": (upload_name, data, _mime_type(upload_name))}
+        files = {"files": (upload_name, data, mime_type(upload_name))}
         status = self._request_json(
             "POST", "/v1/convert/file/async", deadline, what="submit", name=upload_name, files=files,
             data=_form_dict(self.form_options(from_format)),
@@ -376,8 +206,8 @@ class DoclingClient:
                                     name=upload_name, floor_seconds=min(5.0, self.client_timeout_seconds),
                                     missing_ok=status.get("task_status") == "failure")
         if result is None:
-            self._raise_task_failure(task_id, status, upload_name)
-        return self._build_document(result, from_format, upload_name, task_id, versions)
+            raise_task_failure(task_id, status, upload_name)
+        return build_document(result, from_format, upload_name, task_id, versions)
 
     def health(self) -> bool:
         """``GET /health`` → True when it answers HTTP 200 ``{"status": "ok"}``; never raises.
@@ -411,7 +241,7 @@ class DoclingClient:
                 means the server cannot convert: models or OCR missing).
         """
         try:
-            doc = self.convert(canary_docx(), "ki-docling-canary.docx")
+            doc = self.convert(canary_docx(), CANARY_FILENAME)
         except UnsupportedDocument as exc:
             raise DoclingUnavailable(
                 f"Docling Serve canary conversion failed ({exc.reason}): {exc}",
@@ -525,7 +355,7 @@ class DoclingClient:
             message = (
                 f"Docling Serve refused the API key ({sent}HTTP {code} on {request}: {_quote(detail)}): {KEY_HINT}"
             )
-            _start_cooldown(message)
+            start_cooldown(message)
             raise DoclingKeyRejected(message)
         if code == 422:
             raise DoclingRequestRejected(
@@ -549,116 +379,6 @@ class DoclingClient:
             f"Docling Serve answered HTTP {code} on {what} ({request}): {_quote(detail)}",
             infrastructure=f"docling answered HTTP {code}",
         )
-
-    def _raise_task_failure(self, task_id: str, status: dict[str, Any], name: str) -> None:
-        failure = status.get("failure") if isinstance(status.get("failure"), dict) else {}
-        message = failure.get("message") or status.get("error_message") or "no reason given"
-        category = failure.get("category")
-        details = {"status": "failure", "task_id": task_id, "failure": failure or None,
-                   "error_message": status.get("error_message")}
-        if category == "policy" and failure.get("retryable") is False:
-            # Admission refused *this file* (size, page count, format policy): the file's property.
-            raise UnsupportedDocument(
-                f"{name}: Docling Serve refused the document ({category}): {message}",
-                reason="conversion_failed",
-                details={**details, "errors": [{"category": category, "page_no": None,
-                                                "module_name": failure.get("phase"), "error_message": message}]},
-            )
-        raise DoclingUnavailable(
-            f"Docling Serve task {task_id} for {name} failed server-side "
-            f"(category {category or 'unknown'}, phase {failure.get('phase') or 'unknown'}): {message}",
-            infrastructure=f"docling task failed ({category or 'unknown'})",
-        )
-
-    def _build_document(
-        self, result: dict[str, Any], from_format: str, name: str, task_id: str, versions: dict[str, Any] | None,
-    ) -> StructuredDocument:
-        if "document" not in result and isinstance(result.get("failure"), dict):  # TaskFailureResult
-            self._raise_task_failure(task_id, {"failure": result["failure"]}, name)
-        document = result.get("document") or result.get("content") or {}
-        if not isinstance(document, dict):
-            document = {}
-        status = result.get("status")
-        errors = [_error_item(e) for e in result.get("errors") or [] if isinstance(e, dict)]
-        evidence = {"status": status, "errors": errors, "task_id": task_id, "filename": name}
-        if status == "skipped":
-            categories = sorted({e["category"] for e in errors if e.get("category")})
-            raise UnsupportedDocument(
-                f"{name}: Docling Serve skipped the file ({_errors_text(errors)}); the format "
-                f"{from_format!r} is not allowed or not recognised",
-                reason="unsupported_format",
-                details={**evidence, "categories": categories},
-            )
-        if status in ("partial_success", "failure"):
-            what = "converted only part of" if status == "partial_success" else "could not convert"
-            raise UnsupportedDocument(
-                f"{name}: Docling Serve {what} the document ({status}: {_errors_text(errors)})",
-                reason="conversion_failed",
-                details=evidence,
-            )
-        if status != "success":
-            raise DoclingUnavailable(
-                f"Docling Serve returned an unknown document status {status!r} for {name}",
-                infrastructure="docling answered an unknown status",
-            )
-
-        warnings: list[str] = []
-        raw_json = document.get("json_content")
-        doc = None
-        if isinstance(raw_json, dict):
-            doc, problem = _rehydrate(raw_json)
-            if problem:
-                warnings.append(problem)
-        elif raw_json is not None:
-            warnings.append(f"docling json_content is a {type(raw_json).__name__}, not an object; ignored")
-            raw_json = None
-
-        text, source = _pick_text(doc, document)
-        if text is None:
-            raise DoclingUnavailable(
-                f"Docling Serve reported success for {name} but returned no text, markdown or "
-                "readable DoclingDocument although they were requested",
-                infrastructure="docling answered success without content",
-            )
-        if not text.strip():
-            raise UnsupportedDocument(
-                f"{name}: Docling Serve converted the document but it has no text; OCR is the likely "
-                "cause (a scan or image whose OCR read nothing: check the EasyOCR models and languages), "
-                "or the document is empty",
-                reason="empty_text",
-                details={"status": status, "errors": errors, "task_id": task_id, "from_format": from_format},
-            )
-        if errors:
-            warnings.append(f"docling reported success with errors: {_errors_text(errors)}")
-
-        metadata: dict[str, Any] = {
-            "docling_json": raw_json,
-            "docling_status": status,
-            "docling_errors": errors,
-            "docling_task_id": task_id,
-            "from_format": from_format,
-            "text_source": source,
-            "processing_time": result.get("processing_time"),
-        }
-        if result.get("confidence") is not None:
-            metadata["confidence"] = result.get("confidence")
-        if versions:
-            metadata["docling_versions"] = versions
-        if isinstance(raw_json, dict) and raw_json.get("version"):
-            metadata["docling_schema_version"] = raw_json.get("version")
-        return StructuredDocument(
-            text=text,
-            format=from_format,
-            converter=CONVERTER_NAME,
-            converter_version=_serve_version(versions) or "unknown",
-            title=_title(doc, raw_json),
-            pages=_pages(doc, raw_json),
-            warnings=warnings,
-            metadata=metadata,
-        )
-
-
-# --- helpers ----------------------------------------------------------------------------------
 
 
 def _number(value: float) -> str:
@@ -705,133 +425,3 @@ def _quote(detail: Any) -> str:
 
 def _short(body: Any) -> str:
     return json.dumps(body, ensure_ascii=False, default=str)[:200]
-
-
-def _error_item(item: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "category": item.get("category") or "unknown",
-        "page_no": item.get("page_no"),
-        "module_name": item.get("module_name"),
-        "error_message": clean_text(str(item.get("error_message") or "")),
-    }
-
-
-def _errors_text(errors: list[dict[str, Any]]) -> str:
-    if not errors:
-        return "no error details"
-    parts = []
-    for e in errors[:5]:
-        page = f" page {e['page_no']}" if e.get("page_no") is not None else ""
-        parts.append(f"{e['category']}{page}: {e['error_message'][:160]}")
-    more = f" (+{len(errors) - 5} more)" if len(errors) > 5 else ""
-    return "; ".join(parts) + more
-
-
-def _rehydrate(raw: dict[str, Any]) -> tuple[Any, str | None]:
-    """``DoclingDocument.model_validate(raw)`` or ``(None, warning)``; never raises."""
-    try:
-        from docling_core.types.doc import DoclingDocument
-    except ImportError as exc:  # pragma: no cover - docling-core is a dependency
-        return None, f"docling-core is not installed; kept the raw DoclingDocument JSON ({exc})"
-    try:
-        return DoclingDocument.model_validate(raw), None
-    except Exception as exc:  # pydantic ValidationError (a ValueError) or a schema bug
-        try:
-            from importlib.metadata import version
-
-            sdk = version("docling-core")
-        except Exception:  # pragma: no cover
-            sdk = "?"
-        first = str(exc).strip().splitlines()
-        reason = " ".join(line.strip() for line in first[:3])[:300]
-        return None, (
-            f"docling_json (schema {raw.get('version')!r}) could not be re-hydrated with docling-core {sdk}: "
-            f"{reason}; kept the raw JSON and the server's text"
-        )
-
-
-def _pick_text(doc: Any, document: dict[str, Any]) -> tuple[str | None, str]:
-    """The document's text and where it came from.
-
-    Preferred: the re-hydrated DoclingDocument exported with picture children (OCR of full-page
-    scans). Fallbacks, in order: ``text_content``, ``md_content`` — also when the export is blank
-    but the server's text is not (an exporter difference must not look like an empty scan).
-    """
-    exported = None
-    if doc is not None:
-        try:
-            exported = doc.export_to_text(traverse_pictures=True)
-        except Exception:  # an exporter bug must not lose the server's own text
-            exported = None
-        if exported is not None and exported.strip():
-            return exported, "docling_json"
-    for key in ("text_content", "md_content"):
-        value = document.get(key)
-        if isinstance(value, str) and (value.strip() or exported is None):
-            return value, key
-    if exported is not None:
-        return exported, "docling_json"
-    return None, "none"
-
-
-def _pages(doc: Any, raw: Any) -> int | None:
-    pages = getattr(doc, "pages", None) if doc is not None else (raw or {}).get("pages")
-    return len(pages) if pages else None
-
-
-def _title(doc: Any, raw: Any) -> str | None:
-    texts = [(t.label.value if hasattr(t.label, "value") else t.label, t.text) for t in doc.texts] if doc else [
-        (t.get("label"), t.get("text")) for t in (raw or {}).get("texts", []) if isinstance(t, dict)
-    ]
-    for label, text in texts:
-        if label == "title" and isinstance(text, str) and text.strip():
-            return text.strip()
-    return None
-
-
-def _serve_version(versions: dict[str, Any] | None) -> str | None:
-    if not versions:
-        return None
-    for key in ("docling-serve", "docling_serve", "version"):
-        value = versions.get(key)
-        if isinstance(value, str) and value:
-            return value
-    return None
-
-
-# --- canary -----------------------------------------------------------------------------------
-
-CANARY_MARKER = "ki docling canary"
-
-
-def canary_docx() -> bytes:
-    """A minimal valid DOCX (one paragraph, :data:`CANARY_MARKER`), built in memory (~1 KB)."""
-    ns = "http://schemas.openxmlformats.org/wordprocessingml/2006/main"
-    parts = {
-        "[Content_Types].xml": (
-            '<?xml version="1.0" encoding="UTF-8" standalone="yes"?>'
-            '<Types xmlns="http://schemas.openxmlformats.org/package/2006/content-types">'
-            '<Default Extension="rels" ContentType="application/vnd.openxmlformats-package.relationships+xml"/>'
-            '<Default Extension="xml" ContentType="application/xml"/>'
-            '<Override PartName="/word/document.xml" '
-            'ContentType="application/vnd.openxmlformats-officedocument.wordprocessingml.document.main+xml"/>'
-            "</Types>"
-        ),
-        "_rels/.rels": (
-            '<?xml version="1.0" encoding="UTF-8" standalone="yes"?>'
-            '<Relationships xmlns="http://schemas.openxmlformats.org/package/2006/relationships">'
-            '<Relationship Id="rId1" Target="word/document.xml" '
-            'Type="http://schemas.openxmlformats.org/officeDocument/2006/relationships/officeDocument"/>'
-            "</Relationships>"
-        ),
-        "word/document.xml": (
-            f'<?xml version="1.0" encoding="UTF-8" standalone="yes"?><w:document xmlns:w="{ns}"><w:body>'
-            f"<w:p><w:r><w:t>{CANARY_MARKER.capitalize()}: Prüfung / check.</w:t></w:r></w:p>"
-            "</w:body></w:document>"
-        ),
-    }
-    out = io.BytesIO()
-    with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as archive:
-        for part, xml in parts.items():
-            archive.writestr(part, xml)
-    return out.getvalue()
