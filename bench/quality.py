@@ -15,18 +15,29 @@ PostgreSQL, stopped at the end), then ``ki export --json``, and scores the expor
 * Extract metadata / Extract decisions: type accuracy, party F1 (with roles), entity duplicates,
   doc_date accuracy, decision recall — see ``bench/quality_metadata.py`` (its targets join ``--check``).
 
+* dates: ``doc_date`` accuracy split by where the date came from — content (``label``, ``place_date``, …)
+  or the file's mtime — and the share of non-mail files dated from content (target ≥ 0.9).
+
+The firm's settings come from truth.json: ``firm.name`` / ``aliases``, and when the estate states them
+``firm.matter_reference_patterns`` and ``firm.date_order``. With ``--matter-list`` the estate's
+practice-management list (``practice_management.csv`` beside truth.json, else one written from
+``truth["matters"]``) is imported (``ki matters import``) before ``ki insert``.
+
 Usage::
 
-    .venv/bin/python bench/quality.py ../shared/corpus/estate-dev [--workers 4] [--json] [--check]
+    .venv/bin/python bench/quality.py ../shared/corpus/estate-dev [--matter-list] [--workers 4] [--json] [--check]
+    KI_SHARED_DIR=../shared .venv/bin/python bench/quality.py --suite [--workers 4]
 
-``--check`` exits 1 unless the targets hold (matter ≥ 0.95, duplicate precision 1.0, version-pair
-F1 ≥ 0.9, thread F1 ≥ 0.95, relation F1 ≥ 0.8). Other seeds: generate with
-``python3 ../shared/tools/make_estate.py --seed 2 --matters 12 --out /tmp/estate-s2``.
+``--suite`` scores every estate of the issue-16 measurement — the dev estate, ``make_estate.py`` seeds 2–4
+(generated from ``$KI_SHARED_DIR/tools``), the English DMS firm and the Dutch firm (``bench/estates``, seeds 1
+and 2) — each without and with the matter list, and prints one table (``--estates`` picks some by name).
+``--check`` exits 1 unless the targets hold (:data:`TARGETS`, :data:`SUITE_TARGETS`).
 """
 
 from __future__ import annotations
 
 import argparse
+import csv
 import itertools
 import json
 import os
@@ -41,10 +52,14 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench.quality_metadata import print_scores as print_metadata_scores  # noqa: E402
-from bench.quality_metadata import score_metadata  # noqa: E402
 
 TARGETS = {"matter_accuracy": 0.95, "duplicate_precision": 1.0, "version_pair_f1": 0.9, "thread_f1": 0.95,
            "relation_f1": 0.8}
+#: Issue 16 "Measure": with the matter list imported, and (matter only) without it.
+SUITE_TARGETS = {"matter_accuracy": 0.95, "version_pair_f1": 0.9, "thread_f1": 0.95, "relation_f1": 0.8,
+                 "doc_type_accuracy": 0.9, "party_f1": 0.9, "doc_date_accuracy": 0.95, "content_date_share": 0.9}
+SUITE_TARGETS_NO_LIST = {"matter_accuracy": 0.9}
+MATTER_LIST = "practice_management.csv"
 
 
 def _prf(pred: set, true: set) -> dict[str, float]:
@@ -130,26 +145,82 @@ def score(truth: dict[str, Any], rows: list[dict[str, Any]]) -> dict[str, Any]:
     for kind in truth.get("relation_types", []):
         by_type[kind] = _prf({x for x in p_len if x[1] == kind}, {x for x in t_len if x[1] == kind})["f1"]
     out["relation_f1_by_type"] = by_type
+    out.update(score_dates(files, pred))
     out["targets_met"] = {k: out[k] >= v for k, v in TARGETS.items()}
     return out
 
 
+def score_dates(files: dict[str, Any], pred: dict[str, Any]) -> dict[str, Any]:
+    """``doc_date`` accuracy by source: content (anything but ``mtime``) vs mtime, and the share of non-mail
+    files dated from content (issue 16 item 6)."""
+    groups: dict[str, list[bool]] = defaultdict(list)
+    non_mail = content = 0
+    misses = []
+    for p, t in files.items():
+        row = pred.get(p) or {}
+        source = row.get("doc_date_source") or "none"
+        group = "mail" if source == "mail" else "mtime" if source == "mtime" else "none" if source == "none" \
+            else "content"
+        ok = row.get("doc_date") == t["doc_date"]
+        groups[group].append(ok)
+        if t["format"] != "eml":
+            non_mail += 1
+            content += group == "content"
+        if not ok:
+            misses.append(f"{p}: {row.get('doc_date')} ({source}) truth {t['doc_date']}")
+    return {"date_sources": {g: {"files": len(v), "accuracy": sum(v) / len(v)} for g, v in sorted(groups.items())},
+            "content_date_share": content / non_mail if non_mail else 1.0, "date_misses": sorted(misses)}
+
+
+def firm_env(truth: dict[str, Any]) -> dict[str, str]:
+    """``KI_FIRM__…`` settings from truth.json's ``firm`` (name, aliases, and the reference patterns and date
+    order when the estate states them)."""
+    firm = truth["firm"]
+    env = {"KI_FIRM__NAME": firm["name"], "KI_FIRM__ALIASES": json.dumps(firm["aliases"])}
+    if firm.get("matter_reference_patterns"):
+        env["KI_FIRM__MATTER_REFERENCE_PATTERNS"] = json.dumps(firm["matter_reference_patterns"])
+    if firm.get("date_order"):
+        env["KI_FIRM__DATE_ORDER"] = firm["date_order"]
+    return env
+
+
+def matter_list_of(estate: Path, truth: dict[str, Any], into: Path) -> Path:
+    """The estate's practice-management list, or one written from ``truth["matters"]`` into ``into``."""
+    own = estate / MATTER_LIST
+    if own.exists():
+        return own
+    path = into / MATTER_LIST
+    with path.open("w", encoding="utf-8", newline="") as fh:
+        w = csv.writer(fh)
+        w.writerow(["reference", "title", "client", "opened", "practice_area", "responsible"])
+        for m in truth["matters"]:
+            w.writerow([m["reference"], m["title"], m["client"]["name"], m.get("opened") or "",
+                        m.get("practice_area") or "", (m.get("lawyers") or [""])[0]])
+    return path
+
+
 def run_estate(estate: Path, *, workers: int = 4, keep: bool = False, ki: str | None = None,
-               extra_env: dict[str, str] | None = None) -> list[dict]:
+               extra_env: dict[str, str] | None = None, matter_list: bool = False) -> list[dict]:
     """``ki insert`` the estate into a fresh data directory and return ``ki export --json`` rows.
 
-    The estate's own ontology (``truth.json``) is the active one (``pipeline.ontology_file``); ``extra_env``
-    adds ``KI_…`` settings."""
+    The estate's own ontology (``truth.json``) is the active one (``pipeline.ontology_file``); the firm's
+    settings come from truth.json (:func:`firm_env`); ``extra_env`` adds ``KI_…`` settings; ``matter_list``
+    imports the practice-management list first (:func:`matter_list_of`)."""
     ki = ki or str(Path(sys.executable).with_name("ki"))
     truth = json.loads((estate / "truth.json").read_text(encoding="utf-8"))
     data = Path(tempfile.mkdtemp(prefix="ki-quality-"))
     os.chmod(data, 0o755)
     env = {k: v for k, v in os.environ.items() if not k.startswith("KI_") or k == "KI_SHARED_DIR"}
     env.update({"KI_DATA_DIR": str(data), "KI_WORKERS": str(workers), "KI_INSERT_WAIT_RETRY_SECONDS": "60",
-                "KI_FIRM__NAME": truth["firm"]["name"], "KI_FIRM__ALIASES": json.dumps(truth["firm"]["aliases"]),
-                "KI_PIPELINE__ONTOLOGY_FILE": str((estate / "truth.json").resolve()), **(extra_env or {})})
+                **firm_env(truth), "KI_PIPELINE__ONTOLOGY_FILE": str((estate / "truth.json").resolve()),
+                **(extra_env or {})})
     try:
         started = time.monotonic()
+        if matter_list:
+            imp = subprocess.run([ki, "matters", "import", str(matter_list_of(estate, truth, data))], env=env,
+                                 capture_output=True, text=True)
+            if imp.returncode != 0:
+                raise RuntimeError(f"ki matters import failed ({imp.returncode}):\n{imp.stdout}\n{imp.stderr}")
         ins = subprocess.run([ki, "insert", str(estate / "estate")], env=env, capture_output=True, text=True)
         if ins.returncode != 0:
             raise RuntimeError(f"ki insert failed ({ins.returncode}):\n{ins.stdout}\n{ins.stderr}")
@@ -165,37 +236,51 @@ def run_estate(estate: Path, *, workers: int = 4, keep: bool = False, ki: str | 
             shutil.rmtree(data, ignore_errors=True)
 
 
+def print_single(name: str, scores: dict[str, Any], metadata: dict[str, Any], *, misses: bool) -> None:
+    """The long report of one estate run."""
+    print(f"estate {name} ({scores['files']} files)")
+    for key in ("matter_accuracy", "duplicate_precision", "duplicate_recall", "version_pair_f1",
+                "version_order_accuracy", "redline_accuracy", "thread_f1", "relation_f1", "content_date_share"):
+        target = TARGETS.get(key, SUITE_TARGETS.get(key))
+        mark = "" if target is None else (" ok" if scores[key] >= target else f" BELOW {target}")
+        print(f"  {key:<24} {scores[key]:.3f}{mark}")
+    print(f"  relation strict F1       {scores['relation_strict']['f1']:.3f}   by type (lenient): "
+          + ", ".join(f"{k} {v:.2f}" for k, v in scores["relation_f1_by_type"].items()))
+    print("  doc_date by source       " + ", ".join(f"{g} {v['files']} files {v['accuracy']:.3f}"
+                                                    for g, v in scores["date_sources"].items()))
+    if misses:
+        for line in scores["matter_misses"]:
+            print(f"    matter miss: {line}")
+        for line in scores["date_misses"]:
+            print(f"    date miss: {line}")
+    print_metadata_scores(metadata, misses=misses)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Command line: run, score, print; exit 1 with --check when a target is missed."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("estate", type=Path, help="folder holding estate/ and truth.json")
+    ap.add_argument("estate", type=Path, nargs="*", help="folders holding estate/ and truth.json")
+    ap.add_argument("--suite", action="store_true", help="the issue-16 estates (see the module doc)")
+    ap.add_argument("--estates", default="", help="with --suite: comma-separated names to run (default all)")
+    ap.add_argument("--matter-list", choices=["no", "yes", "both"], default=None,
+                    help="import the practice-management list first (default: no; with --suite: both)")
     ap.add_argument("--workers", type=int, default=4)
     ap.add_argument("--json", action="store_true", help="print the scores as JSON")
     ap.add_argument("--check", action="store_true", help="exit 1 unless every target is met")
     ap.add_argument("--keep", action="store_true", help="keep the data directory")
-    ap.add_argument("--misses", action="store_true", help="list the files whose matter is wrong")
+    ap.add_argument("--misses", action="store_true", help="list the files whose matter or date is wrong")
     args = ap.parse_args(argv)
-    truth = json.loads((args.estate / "truth.json").read_text(encoding="utf-8"))
-    rows = run_estate(args.estate, workers=args.workers, keep=args.keep)
-    scores = score(truth, rows)
-    metadata = score_metadata(truth, rows)  # Extract metadata / Extract decisions (bench/quality_metadata.py)
-    if args.json:
-        print(json.dumps(scores | {"metadata": metadata}, indent=2, default=str))
-    else:
-        print(f"estate {args.estate} ({scores['files']} files)")
-        for key in ("matter_accuracy", "duplicate_precision", "duplicate_recall", "version_pair_f1",
-                    "version_order_accuracy", "redline_accuracy", "thread_f1", "relation_f1"):
-            target = TARGETS.get(key)
-            mark = "" if target is None else (" ok" if scores[key] >= target else f" BELOW {target}")
-            print(f"  {key:<24} {scores[key]:.3f}{mark}")
-        print(f"  relation strict F1       {scores['relation_strict']['f1']:.3f}   by type (lenient): "
-              + ", ".join(f"{k} {v:.2f}" for k, v in scores["relation_f1_by_type"].items()))
-        if args.misses:
-            for line in scores["matter_misses"]:
-                print(f"    matter miss: {line}")
-        print_metadata_scores(metadata, misses=args.misses)
-    met = all(scores["targets_met"].values()) and all(metadata["targets_met"].values())
-    return 0 if not args.check or met else 1
+    from bench.quality_suite import run_suite, suite_estates
+
+    with tempfile.TemporaryDirectory(prefix="ki-quality-estates-") as tmp:
+        estates = list(suite_estates(Path(tmp), only=args.estates)) if args.suite else \
+            [(str(e), e) for e in args.estate]
+        if not estates:
+            ap.error("name an estate folder or use --suite")
+        lists = {"no": [False], "yes": [True], "both": [False, True]}[args.matter_list or
+                                                                      ("both" if args.suite else "no")]
+        return run_suite(estates, lists=lists, workers=args.workers, keep=args.keep, as_json=args.json,
+                         check=args.check, misses=args.misses, long=not args.suite)
 
 
 if __name__ == "__main__":

@@ -184,8 +184,10 @@ class Estate:
             return "thread"
         if s.evidence_hint:
             return s.evidence_hint
-        names = [v for v in m.client.variants if len(v) > 3]
-        if any(n in s.text for n in names):
+        # the parties decide when the client and the other side are both named, or the client has one matter
+        named = any(v in s.text for v in m.client.variants if len(v) > 3)
+        other = m.cp is not None and any(v in s.text for v in m.cp.variants if len(v) > 3)
+        if named and (other or sum(1 for x in self.matters if x.client is m.client) == 1):
             return "parties"
         return "none"
 

@@ -42,7 +42,7 @@ class PlanMixin:
                "contact_full": m.client.people[0].full, "application": d - dt.timedelta(days=21),
                "hearing": d + dt.timedelta(days=45), "cited": self.texts.CITED.get(m.kind, ""),
                "target_address": (m.target or m.cp or m.client).address,
-               "note_ref": "x" if self.rng.random() < 0.6 else ""}
+               "note_ref": "x" if self.rng.random() < 0.6 else "", "case_known": "x" if m.case_numbers else ""}
         for key in ("demand", "claim", "defence", "et1"):
             if key in x:
                 out[f"{key}_date"] = x[key].date
@@ -94,7 +94,7 @@ class PlanMixin:
         lines = self.texts.MAILS[key]
         if isinstance(lines, dict):
             lines = lines[self.m.kind]
-        write(self, doc, lines, doc_title=spec.title.lower() if spec else "")
+        write(self, doc, lines, **self.values(self.t, doc_title=spec.title.lower() if spec else ""))
 
     def mail_subject(self, key: str, spec: FileSpec) -> str:
         return self.texts.subject_tag(self, self.texts.SUBJECTS[key].format(doc_title=spec.title))

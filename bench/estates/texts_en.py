@@ -69,7 +69,7 @@ MAILS = {
     "send_reply": ["Thank you.", "", "We have no further comments at this stage. Please go ahead."],
     "forward": ["See below – for the file."],
     "forward_court": ["Dear {contact},", "", "We attach the {doc_title} served on us today. We will send you our "
-                      "comments shortly."],
+                      "comments shortly.", "?case_known Claim no. {case} – our ref. {ref}"],
 }
 
 HEADS = {
@@ -81,15 +81,15 @@ HEADS = {
 DOCS: dict[str, dict[str, Any]] = {
     "claim": {"title": "Particulars of Claim", "doc_type": "statement_of_claim", "head": "court", "lines": [
         "=PARTICULARS OF CLAIM", "1. By an agreement dated {k1:ordinal} the Defendant engaged the Claimant.",
-        "2. The Claimant claims £{amount:,} together with interest.", "Solicitors for the Claimant: {firm}",
-        "Dated {d:ordinal}"]},
+        "2. The Claimant claims £{amount:,} together with interest.",
+        "Solicitors for the Claimant: {firm} (ref. {ref})", "Dated {d:ordinal}"]},
     "defence": {"title": "Defence", "doc_type": "statement_of_defence", "head": "court", "lines": [
         "=DEFENCE", "1. The Defendant responds to the Particulars of Claim dated {claim_date}.",
         "2. It is denied that the Claimant is entitled to the sum claimed or at all.",
         "Solicitors for the Defendant: {oc}", "Dated {d:ordinal}"]},
     "reply": {"title": "Reply to Defence", "doc_type": "brief", "head": "court", "lines": [
         "=REPLY TO DEFENCE", "1. The Claimant replies to the Defence dated {defence_date}.",
-        "Solicitors for the Claimant: {firm}", "Dated {d:ordinal}"]},
+        "Solicitors for the Claimant: {firm} (ref. {ref})", "Dated {d:ordinal}"]},
     "order": {"title": "Order", "doc_type": "court_order", "head": "court", "lines": [
         "=ORDER", "UPON the Claimant's application dated {application}",
         "IT IS ORDERED THAT the parties shall exchange witness statements within 28 days.", "Dated {d:plain}"]},

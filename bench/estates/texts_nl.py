@@ -77,7 +77,7 @@ MAILS = {
     "send_reply": ["Dank je.", "", "Wij hebben op dit moment geen verdere opmerkingen. Ga je gang."],
     "forward": ["Zie hieronder – ter informatie voor het dossier."],
     "forward_court": ["Beste {contact},", "", "Bijgaand de {doc_title} die wij vandaag hebben ontvangen. Wij komen er "
-                      "spoedig bij je op terug."],
+                      "spoedig bij je op terug.", "?case_known Zaaknummer {case} – ons kenmerk {ref}"],
 }
 
 HEADS = {
@@ -97,7 +97,7 @@ DOCS: dict[str, dict[str, Any]] = {
         "2. Gedaagde betwist de vordering.", "Advocaat van gedaagde: {oc}", "{d}"]},
     "reply": {"title": "Conclusie van repliek", "doc_type": "brief", "head": "court", "lines": [
         "=CONCLUSIE VAN REPLIEK", "1. Eiseres reageert op de conclusie van antwoord van {defence_date}.",
-        "Advocaat van eiseres: {firm}", "{d}"]},
+        "Advocaat van eiseres: {firm} (kenmerk {ref})", "{d}"]},
     "order": {"title": "Tussenvonnis", "doc_type": "court_order", "head": "court", "lines": [
         "=TUSSENVONNIS", "De rechtbank bepaalt dat een mondelinge behandeling zal plaatsvinden.",
         "Dit vonnis is gewezen en in het openbaar uitgesproken op {d}."]},

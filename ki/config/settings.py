@@ -119,10 +119,30 @@ class PipelineConfig(BaseModel):
 
 
 class FirmConfig(BaseModel):
-    """``firm.*``: whose appliance this is."""
+    """``firm.*``: whose appliance this is, and how it writes its matter references and dates.
+
+    ``matter_reference_patterns``: the firm's matter-reference formats as templates (``YYYY-NNNN``,
+    ``NNNNNN-NNNN``, ``CODE-YYYY-NNN``, ``re:<regex>``; see :mod:`ki.matters.patterns`); empty: the
+    shipped defaults. ``date_order``: how numeric dates read (``dmy`` 05/07/2022 = 5 July, ``mdy`` =
+    May 7); None: from the document's language (``mdy`` nowhere by default).
+    """
 
     name: str = ""
     aliases: list[str] = Field(default_factory=list)
+    matter_reference_patterns: list[str] = Field(default_factory=list)
+    date_order: Literal["dmy", "mdy"] | None = None
+
+    @field_validator("matter_reference_patterns")
+    @classmethod
+    def _patterns_compile(cls, value: list[str]) -> list[str]:
+        from ki.matters.patterns import PatternError, template_regex
+
+        for pattern in value:
+            try:
+                template_regex(pattern)
+            except PatternError as exc:
+                raise ValueError(str(exc)) from exc
+        return value
 
 
 class RetrievalConfig(BaseModel):

@@ -2,7 +2,8 @@
 :class:`ki.matters.evidence.Corpus`).
 
 Each query runs on its own short connection (no transaction is held across a model call) and
-reads only converted text (the ``structured_json`` artifact), never other files' classification,
+reads only converted text (the ``structured_json`` artifact: the mail subject, every part, the body —
+:func:`evidence_text`), never other files' classification,
 so the evidence is the same whichever order workers classify in. Paths are relative to the
 source root; an embedded object's path is its container's followed by `` » name``.
 """
@@ -20,8 +21,15 @@ MAX_ROWS = 2000
 #: An object's path relative to its source root.
 REL_PATH = "substr(so.path, length(rtrim(s.root, '/')) + 2)"
 
+#: The text a file's evidence is read from: the mail subject, every other part (headers, footers, notes …),
+#: then the body — a reference may be in any of them.
+EVIDENCE_TEXT = """concat_ws(E'\\n', a.body->'mail'->>'subject',
+    (SELECT string_agg(p.value, E'\\n' ORDER BY p.key) FROM jsonb_each_text(
+        CASE WHEN jsonb_typeof(a.body->'parts') = 'object' THEN a.body->'parts' ELSE '{}'::jsonb END) p),
+    a.body->>'text')"""
+
 _BASE = f"""
-SELECT {REL_PATH} AS rel, left(a.body->>'text', :head) AS head, a.body->'mail' AS mail
+SELECT {REL_PATH} AS rel, left({EVIDENCE_TEXT}, :head) AS head, a.body->'mail' AS mail
 FROM source_object so
 JOIN source s ON s.id = so.source_id
 JOIN artifact a ON a.content_hash = so.content_hash AND a.kind = 'structured_json'
@@ -65,6 +73,14 @@ class DbCorpus:
                  OR a.body->'mail'->>'in_reply_to' = ANY(:ids)
                  OR (jsonb_typeof(a.body->'mail'->'references') = 'array'
                      AND (a.body->'mail'->'references') ?| CAST(:ids AS text[])))""", {"ids": message_ids})
+
+
+def evidence_text(body: dict) -> str:
+    """A ``structured_json`` body's evidence text, as :data:`EVIDENCE_TEXT` reads it in SQL: the mail
+    subject, the other parts, then the body text."""
+    parts = body.get("parts") if isinstance(body.get("parts"), dict) else {}
+    subject = (body.get("mail") or {}).get("subject")
+    return "\n".join(x for x in [subject, *(str(parts[k]) for k in sorted(parts)), body.get("text") or ""] if x)
 
 
 def _mail(value) -> dict | None:

@@ -18,6 +18,7 @@ from typing import Any
 from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
+from ki.matters.references import KnownReferences
 from ki.store.db import Database
 from ki.store.locks import lock_key
 
@@ -57,7 +58,8 @@ def get_or_create_matter(db: Database, *, project_id: int, reference: str, title
 
     Runs in its own transaction under ``pg_advisory_xact_lock`` on (project, reference), so workers
     classifying documents of the same matter at the same moment converge on one row and see it as
-    soon as this returns. A missing ``folder`` is filled in when one is given.
+    soon as this returns. A missing ``folder`` is filled in when one is given. A reference that is an
+    imported matter's alias finds that matter.
 
     Returns: (the matter, whether this call created it).
     Raises: ValueError for an empty reference.
@@ -69,7 +71,8 @@ def get_or_create_matter(db: Database, *, project_id: int, reference: str, title
         conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": lock_key("matter", f"{project_id}:{ref}")})
         row = conn.execute(
             text("SELECT id, project_id, reference, title, placeholder, folder FROM matter "
-                 "WHERE project_id = :p AND reference = :r"), {"p": project_id, "r": ref}).first()
+                 "WHERE project_id = :p AND (reference = :r OR :r = ANY(aliases)) "
+                 "ORDER BY reference = :r DESC LIMIT 1"), {"p": project_id, "r": ref}).first()
         created = False
         if row is None:
             row = conn.execute(
@@ -109,7 +112,9 @@ text_hits AS (
     WHERE :q <> '' AND c.tsv @@ q.query AND NOT c.is_deleted
     GROUP BY ma.matter_id
 )
-SELECT m.id, m.reference, m.title, m.placeholder, m.identifiers, coalesce(t.rank, 0) AS text_rank
+SELECT m.id, m.reference, m.title, m.placeholder, m.identifiers || m.aliases AS identifiers,
+       coalesce(m.client_name, '') AS client_name, coalesce(m.client_number, '') AS client_number,
+       coalesce(t.rank, 0) AS text_rank
 FROM matter m LEFT JOIN text_hits t ON t.matter_id = m.id
 WHERE m.project_id = :p
 """)
@@ -123,8 +128,9 @@ def search_matters(conn: Connection, *, project_id: int, query: str, limit: int 
                    ) -> dict[str, Any]:
     """Rank every matter of the project for ``query``, then cut the page.
 
-    Score: reference named in the query (100), a case number / identifier named (50), title words
-    (up to 20), full-text match over the matter's indexed chunks (up to 10). An empty query lists
+    Score: reference named in the query (100), a case number / identifier / alias named (50), the
+    client number (30), title and client-name words (up to 20), full-text match over the matter's
+    indexed chunks (up to 10). An empty query lists
     every matter by reference. Returns ``{"results": [{matter_id, reference, title, score, why}],
     "page": {offset, limit, total, has_more}}``; ``total`` counts every matter that scored, so an
     offset walks the same ranking.
@@ -145,7 +151,10 @@ def search_matters(conn: Connection, *, project_id: int, query: str, limit: int 
             if any(i.casefold() in q_fold for i in r.identifiers or []):
                 score += 50
                 why.append("identifier")
-            t_words = set(_words(r.title))
+            if r.client_number and re.search(rf"(?<!\w){re.escape(r.client_number.casefold())}(?!\w)", q_fold):
+                score += 30
+                why.append("client_number")
+            t_words = set(_words(r.title)) | set(_words(r.client_name))
             if q_words and t_words:
                 overlap = len(q_words & t_words) / len(q_words)
                 if overlap:
@@ -248,3 +257,115 @@ def recorded_classification(conn: Connection, content_hash: str, source_object_i
                             "WHERE content_hash = :h AND kind = :k"),
                        {"h": content_hash, "k": CLASSIFICATION, "o": str(source_object_id)}).first()
     return row.entry if row and row.entry else None
+
+
+# ------------------------------------------------------------ practice-management import (issue 16 item 1)
+UPSERT_IMPORTED_SQL = text("""
+INSERT INTO matter (project_id, reference, title, client_name, client_number, opened, closed, practice_area, kind,
+                    responsible, aliases, imported)
+VALUES (:p, :r, :t, :cn, :cno, :o, :c, :pa, :k, :resp, :al, true)
+ON CONFLICT (project_id, reference) DO UPDATE
+SET title = EXCLUDED.title, client_name = EXCLUDED.client_name, client_number = EXCLUDED.client_number,
+    opened = EXCLUDED.opened, closed = EXCLUDED.closed, practice_area = EXCLUDED.practice_area,
+    kind = coalesce(EXCLUDED.kind, matter.kind), responsible = EXCLUDED.responsible, aliases = EXCLUDED.aliases,
+    imported = true, placeholder = false, updated_at = now()
+WHERE (matter.title, matter.client_name, matter.client_number, matter.opened, matter.closed, matter.practice_area,
+       matter.responsible, matter.aliases, matter.imported)
+      IS DISTINCT FROM (EXCLUDED.title, EXCLUDED.client_name, EXCLUDED.client_number, EXCLUDED.opened,
+                        EXCLUDED.closed, EXCLUDED.practice_area, EXCLUDED.responsible, EXCLUDED.aliases, true)
+   OR (EXCLUDED.kind IS NOT NULL AND matter.kind IS DISTINCT FROM EXCLUDED.kind)
+RETURNING (xmax = 0) AS inserted
+""")
+
+
+@dataclass
+class ImportReport:
+    """What ``ki matters import`` did: counts, and the rows it refused (line, message)."""
+
+    created: int = 0
+    updated: int = 0
+    unchanged: int = 0
+    refused: list[tuple[int, str]] | None = None
+
+
+def import_matters(db: Database, *, project_id: int, rows: list[tuple[int, Any]]) -> ImportReport:
+    """Create or update the imported matters (``rows``: (line, :class:`~ki.matters.matter_list.ImportedMatter`)).
+
+    Idempotent: a matter is found by its normalised reference (one row per reference, so re-importing
+    updates and never duplicates); an unchanged row is not written. A row is refused when its reference
+    or an alias is already another matter's reference or alias, or repeats an earlier row of the list.
+    One transaction, under the same advisory locks as :func:`get_or_create_matter`.
+    """
+    report = ImportReport(refused=[])
+    seen: dict[str, int] = {}
+    with db.engine.begin() as conn:
+        for line, row in rows:
+            ref = normalise_reference(row.reference)
+            aliases = sorted({normalise_reference(a) for a in row.aliases} - {ref})
+            clash = next((s for s in [ref, *aliases] if s in seen), None)
+            if clash is not None:
+                report.refused.append((line, f"{clash} is already on line {seen[clash]} of the list"))
+                continue
+            for spelling in [ref, *aliases]:
+                conn.execute(text("SELECT pg_advisory_xact_lock(:k)"),
+                             {"k": lock_key("matter", f"{project_id}:{spelling}")})
+            other = conn.execute(text("""
+                SELECT reference FROM matter WHERE project_id = :p AND reference <> :r
+                  AND (reference = ANY(:all) OR aliases && :all) LIMIT 1"""),
+                {"p": project_id, "r": ref, "all": [ref, *aliases]}).first()
+            if other is not None:
+                report.refused.append((line, f"{ref}: a reference or alias of it is matter {other.reference}'s"))
+                continue
+            seen.update({s: line for s in [ref, *aliases]})
+            done = conn.execute(UPSERT_IMPORTED_SQL, {
+                "p": project_id, "r": ref, "t": (row.title or ref)[:500], "cn": row.client,
+                "cno": row.client_number, "o": row.opened, "c": row.closed, "pa": row.practice_area, "k": row.kind,
+                "resp": row.responsible, "al": aliases}).first()
+            if done is None:
+                report.unchanged += 1
+            elif done.inserted:
+                report.created += 1
+            else:
+                report.updated += 1
+    return report
+
+
+def list_matters(conn: Connection, *, project_id: int) -> list[dict[str, Any]]:
+    """Every matter of the project with its facts and file count, by reference."""
+    rows = conn.execute(text("""
+        SELECT m.reference, m.title, m.client_name, m.client_number, m.opened, m.closed, m.practice_area, m.kind,
+               m.responsible, m.aliases, m.imported, m.placeholder, m.folder,
+               (SELECT count(*) FROM matter_assignment ma JOIN source_object so ON so.id = ma.source_object_id
+                 AND so.deleted_at IS NULL WHERE ma.matter_id = m.id) AS files
+        FROM matter m WHERE m.project_id = :p ORDER BY m.placeholder, m.reference"""), {"p": project_id})
+    return [{"reference": r.reference, "title": r.title, "client": r.client_name, "client_number": r.client_number,
+             "opened": r.opened.isoformat() if r.opened else None, "closed": r.closed.isoformat() if r.closed else None,
+             "practice_area": r.practice_area, "kind": r.kind, "responsible": r.responsible,
+             "aliases": list(r.aliases or []), "imported": r.imported, "placeholder": r.placeholder,
+             "folder": r.folder, "files": int(r.files)} for r in rows]
+
+
+_KNOWN_CACHE: dict[tuple, KnownReferences] = {}
+
+
+def known_references(conn: Connection, project_id: int) -> KnownReferences:
+    """The imported matters of the project as :class:`~ki.matters.references.KnownReferences` (cached per
+    project until an import changes them)."""
+    version = conn.execute(text("SELECT count(*), max(updated_at) FROM matter WHERE project_id = :p AND imported"),
+                           {"p": project_id}).one()
+    key = (id(conn.engine), project_id, int(version[0]), version[1])
+    cached = _KNOWN_CACHE.get(key)
+    if cached is not None:
+        return cached
+    known = KnownReferences()
+    for r in conn.execute(text("SELECT reference, aliases, client_number, client_name FROM matter "
+                               "WHERE project_id = :p AND imported ORDER BY reference"), {"p": project_id}):
+        known.add(r.reference, r.aliases or [], r.client_number, r.client_name)
+    _KNOWN_CACHE.clear()
+    _KNOWN_CACHE[key] = known
+    return known
+
+
+def default_project_id(conn: Connection) -> int:
+    """The ``default`` project's id (the one ``ki insert`` registers sources in)."""
+    return int(conn.execute(text("SELECT id FROM project WHERE name = 'default'")).scalar_one())

@@ -1,5 +1,5 @@
-"""Classify's tools and its answer: ``search_matters``, ``peek_matter``, ``list_folder``, ``create_matter``;
-:class:`ClassifyResult` and its validators.
+"""Classify's tools: ``search_matters``, ``peek_matter``, ``list_folder``, ``create_matter``; the validators of
+its answer (:class:`~ki.matters.schema.ClassifyResult`).
 
 Spec: insertion-pipeline.md "Classify: what the model is given" (tools, descriptions, the rule
 that a full page with ``has_more`` is not grounds for a new matter) and the result validator
@@ -13,55 +13,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from pydantic import BaseModel, Field
-
 from ki.agents.loop import AgentState, Tool, ToolError
 from ki.matters.references import is_placeholder
+from ki.matters.schema import ClassifyResult, CreateMatterArgs, ListFolderArgs, PeekMatterArgs, SearchMattersArgs
 from ki.matters.store import get_matter, get_or_create_matter, peek_matter, search_matters
 from ki.store.db import Database
-
-
-class SearchMattersArgs(BaseModel):
-    """Arguments of ``search_matters``."""
-
-    query: str = Field(default="", max_length=500, description="reference number, client or party name, subject")
-    limit: int = Field(default=8, ge=1, le=50)
-    offset: int = Field(default=0, ge=0)
-
-
-class PeekMatterArgs(BaseModel):
-    """Arguments of ``peek_matter``."""
-
-    matter_id: int
-
-
-class ListFolderArgs(BaseModel):
-    """``list_folder`` takes no arguments (it shows the file's neighbourhood)."""
-
-
-class CreateMatterArgs(BaseModel):
-    """Arguments of ``create_matter``."""
-
-    reference_number: str = Field(min_length=1, max_length=64, description="the firm's reference, e.g. 2024-0153")
-    title: str = Field(default="", max_length=300)
-
-
-class ClassifyResult(BaseModel):
-    """Classify's answer.
-
-    Attributes:
-        matter_id: a matter id exactly as a tool returned it; null when no matter fits.
-        confidence: 0..1; below the stage's abstain threshold the answer counts as null.
-        evidence: what decided it (a reference in the path or text, the thread, the folder, a party).
-        practice_area / matter_kind: facet nodes (only when those facets are active; else null).
-    """
-
-    matter_id: int | None = Field(description="id from search_matters / peek_matter / create_matter, or null")
-    confidence: float = Field(default=0.9, ge=0.0, le=1.0)
-    evidence: str = Field(default="", max_length=1000)
-    practice_area: str | None = None
-    matter_kind: str | None = None
-
 
 SEARCH_DESCRIPTION = (
     "Rank the firm's existing matters for a query: reference-number match, title words, and text of documents "

@@ -4,7 +4,8 @@ Spec: issue 4 item 6 ("once the metadata issue lands: doc_type, language, doc_da
 (name, role, entity id, identifiers), decisions (before text, after text, kind)"). Per source object:
 
 * ``doc_type`` (node id or None), ``doc_type_ancestors`` (root → node), ``ontology_fingerprint``;
-* ``language``, ``doc_date`` (ISO date), ``title``, ``identifiers`` (``[{type, value[, issuer]}]``);
+* ``language``, ``doc_date`` (ISO date), ``doc_date_source`` (where it came from: ``mail``, ``label``, …,
+  ``mtime``), ``title``, ``identifiers`` (``[{type, value[, issuer]}]``);
 * ``parties``: ``[{name, role, role_basis, entity_id, entity_name, kind, identifiers}]``;
 * ``decisions``: ``[{kind, before, after, locus, change_summary, rationale_category, rationale,
   generalizability, author, date}]`` (empty when the version records none).
@@ -19,7 +20,8 @@ from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
 EMPTY: dict[str, Any] = {"doc_type": None, "doc_type_ancestors": [], "ontology_fingerprint": None, "language": None,
-                         "doc_date": None, "title": None, "identifiers": [], "parties": [], "decisions": []}
+                         "doc_date": None, "doc_date_source": None, "title": None, "identifiers": [], "parties": [],
+                         "decisions": []}
 
 
 def empty_fields() -> dict[str, Any]:
@@ -31,12 +33,13 @@ def metadata_fields(conn: Connection) -> dict[int, dict[str, Any]]:
     """source object id → the export fields above, for every object with metadata or decisions."""
     out: dict[int, dict[str, Any]] = defaultdict(empty_fields)
     for r in conn.execute(text("""
-        SELECT source_object_id, doc_type, doc_type_ancestors, ontology_fingerprint, language, doc_date, title,
-               identifiers FROM document_metadata""")):
+        SELECT source_object_id, doc_type, doc_type_ancestors, ontology_fingerprint, language, doc_date,
+               doc_date_source, title, identifiers FROM document_metadata""")):
         out[r.source_object_id].update({
             "doc_type": r.doc_type, "doc_type_ancestors": list(r.doc_type_ancestors or []),
             "ontology_fingerprint": r.ontology_fingerprint, "language": r.language,
-            "doc_date": r.doc_date.isoformat() if r.doc_date else None, "title": r.title,
+            "doc_date": r.doc_date.isoformat() if r.doc_date else None, "doc_date_source": r.doc_date_source,
+            "title": r.title,
             "identifiers": r.identifiers or []})
     for r in conn.execute(text("""
         SELECT p.source_object_id, p.name, p.role, p.role_basis, p.entity_id, e.name AS entity_name, e.kind,

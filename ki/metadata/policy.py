@@ -68,14 +68,14 @@ class Reading:
 
 
 def read_document(body: dict[str, Any], rel_path: str, mtime_ns: int | None, *, firm_names: list[str],
-                  known: list[KnownName]) -> Reading:
-    """Read a ``structured_json`` body (see :class:`Reading`). Pure."""
+                  known: list[KnownName], date_order: str | None = None) -> Reading:
+    """Read a ``structured_json`` body (see :class:`Reading`); ``date_order``: ``firm.date_order``. Pure."""
     title = document_title(body, rel_path)
     text = mention_text(body)
     found = find_identifiers(text)
     mentions = find_mentions(text, firm_names=firm_names, known=known, found=found)
     add_role_hints(text, mentions, title=title, mail=body.get("mail"), firm_names=firm_names)
-    doc_date, source = document_date(body, mtime_ns)
+    doc_date, source = document_date(body, mtime_ns, date_order=date_order)
     lines = (body.get("text") or "").split("\n")
     clauses = []
     for i, heading in headings(body.get("text") or ""):

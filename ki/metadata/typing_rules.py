@@ -146,8 +146,8 @@ def _court_leaf(title: str, court_roots: set[str], walk: Walk) -> str | None:
     for root in sorted(court_roots):
         for child in walk("children", root):
             view = walk("node", child["id"])
-            terms = [view["label"].get("de", ""), view["label"].get("en", "")]
-            terms += [*view["synonyms"].get("de", []), *view["synonyms"].get("en", [])]
+            terms = [str(v) for v in view["label"].values() if v]  # every language the node is named in
+            terms += [str(x) for vs in view["synonyms"].values() for x in (vs if isinstance(vs, list) else [vs])]
             for term in terms:
                 toks = [t for t in tokens(term) if t not in TERM_STOPWORDS]
                 found = _overlap(toks, title_toks)

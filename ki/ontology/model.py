@@ -27,20 +27,25 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from pydantic import BaseModel, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from ki.ontology.terms import TermMatch, find_term, tokens
 
 
 class Labels(BaseModel):
-    """German and English text of a node (either may be empty)."""
+    """German and English text of a node (either may be empty); other languages (``nl``, ``fr`` …) are kept
+    as extra fields and name the node too."""
+
+    model_config = ConfigDict(extra="allow")
 
     de: str = ""
     en: str = ""
 
 
 class Synonyms(BaseModel):
-    """German and English synonyms of a node."""
+    """German and English synonyms of a node; other languages as extra fields (lists of strings)."""
+
+    model_config = ConfigDict(extra="allow")
 
     de: list[str] = Field(default_factory=list)
     en: list[str] = Field(default_factory=list)
@@ -63,7 +68,10 @@ class OntologyNode(BaseModel):
     def terms(self) -> list[tuple[str, str]]:
         """Every (language, term) naming the node: labels first, then synonyms."""
         out = [("de", self.label.de), ("en", self.label.en)]
+        out += [(lang, str(v)) for lang, v in sorted((self.label.model_extra or {}).items()) if v]
         out += [("de", s) for s in self.synonyms.de] + [("en", s) for s in self.synonyms.en]
+        out += [(lang, str(v)) for lang, vs in sorted((self.synonyms.model_extra or {}).items())
+                for v in (vs if isinstance(vs, list) else [vs]) if v]
         seen: set[str] = set()
         result = []
         for lang, term in out:

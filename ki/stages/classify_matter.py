@@ -21,9 +21,10 @@ from sqlalchemy import text
 from ki.agents.loop import AgentResult
 from ki.context import StageContext, StageOutcome
 from ki.errors import RetryableStageError
-from ki.matters.corpus import REL_PATH, DbCorpus
+from ki.matters.corpus import REL_PATH, DbCorpus, evidence_text
 from ki.matters.evidence import infer_reference
 from ki.matters.neighbourhood import folder_of, neighbourhood
+from ki.matters.policy import ClassifyRulesPolicy, classify_knowledge
 from ki.matters.references import (
     case_numbers_in,
     is_placeholder,
@@ -31,6 +32,7 @@ from ki.matters.references import (
     placeholder_reference,
     title_from_folder,
 )
+from ki.matters.schema import ClassifyResult
 from ki.matters.store import (
     add_identifiers,
     get_matter,
@@ -40,8 +42,7 @@ from ki.matters.store import (
     recorded_classification,
     write_assignment,
 )
-from ki.matters.tools import ClassifyResult, classify_tools, classify_validators
-from ki.policies.classify_rules import ClassifyRulesPolicy
+from ki.matters.tools import classify_tools, classify_validators
 from ki.stages.agentic import run_agent
 from ki.store.artifacts import STRUCTURED_JSON, get_artifact
 
@@ -103,6 +104,7 @@ def handle(ctx: StageContext) -> StageOutcome:
         body = get_artifact(conn, content_hash, STRUCTURED_JSON) if content_hash else None
         project_id = project_of_source(conn, ctx.obj.source_id)
         recorded = recorded_classification(conn, content_hash, ctx.obj.id) if content_hash else None
+        kb = classify_knowledge(conn, project_id, ctx.config.firm.matter_reference_patterns)
     if body is None:
         raise RetryableStageError("no structured_json artifact for this content: convert has not completed")
     version = ctx.config.pipeline.producer_version(ctx.stage)
@@ -111,16 +113,16 @@ def handle(ctx: StageContext) -> StageOutcome:
         with db.engine.connect() as conn:
             matter = get_matter(conn, int(recorded["matter_id"]))
         if matter is not None:  # completed before (e.g. a crash after the artifact): never redone
-            return _commit(ctx, project_id, matter.id, matter.reference, recorded, body, rel_path)
+            return _commit(ctx, project_id, matter.id, matter.reference, recorded, body, rel_path, policy=None)
 
-    own_text = body.get("text") or ""
+    own_text = evidence_text(body)
     parent_text, parent_mail = _container_context(ctx)
     mail = body.get("mail") or parent_mail
     corpus = DbCorpus(db, project_id=project_id, source_id=ctx.obj.source_id)
     firm = [ctx.config.firm.name, *ctx.config.firm.aliases]
     hood = functools.cache(lambda: neighbourhood(db, ctx.obj.source_id, rel_path))
     policy = ClassifyRulesPolicy(rel_path=rel_path, text=own_text + ("\n" + parent_text if parent_text else ""),
-                                 mail=mail, corpus=corpus, firm_names=firm)
+                                 mail=mail, corpus=corpus, firm_names=firm, formats=kb.formats, known=kb.known)
     result: AgentResult = run_agent(
         ctx, system=SYSTEM,
         user=lambda: json.dumps(build_payload(rel_path=rel_path, hood=hood(), text_=own_text), ensure_ascii=False),
@@ -141,14 +143,15 @@ def handle(ctx: StageContext) -> StageOutcome:
     decision["reference"] = matter.reference
     if answer.practice_area or answer.matter_kind:  # facet values: the first valid one wins, imported stay
         decision.update(practice_area=answer.practice_area, matter_kind=answer.matter_kind)
-    return _commit(ctx, project_id, matter.id, matter.reference, decision, body, rel_path)
+    return _commit(ctx, project_id, matter.id, matter.reference, decision, body, rel_path, policy=policy)
 
 
 def _fallback(ctx: StageContext, project_id: int, rel_path: str, text_: str, mail, corpus, firm, policy,
               decision: dict[str, Any]):
     """The reference-number scan (already done when the rules decided), then the placeholder matter."""
     db = ctx.pipeline.db
-    ev = policy.evidence if policy.scanned else infer_reference(rel_path, text_, mail, corpus, firm_names=firm)
+    ev = policy.evidence if policy.scanned else infer_reference(rel_path, text_, mail, corpus, firm_names=firm,
+                                                                formats=policy.formats, known=policy.known)
     if ev is not None:
         folder = ev.detail if ev.how in ("path", "folder") else None
         matter, _ = get_or_create_matter(db, project_id=project_id, reference=ev.reference,
@@ -164,7 +167,7 @@ def _fallback(ctx: StageContext, project_id: int, rel_path: str, text_: str, mai
 
 
 def _commit(ctx: StageContext, project_id: int, matter_id: int, reference: str, decision: dict[str, Any],
-            body: dict[str, Any], rel_path: str) -> StageOutcome:
+            body: dict[str, Any], rel_path: str, *, policy: ClassifyRulesPolicy | None) -> StageOutcome:
     from ki.relate.intents import replay_intents
 
     db = ctx.pipeline.db
@@ -179,7 +182,7 @@ def _commit(ctx: StageContext, project_id: int, matter_id: int, reference: str, 
                          {"pa": decision.get("practice_area"), "k": decision.get("matter_kind"), "id": matter_id})
         if not is_placeholder(reference):
             add_identifiers(conn, matter_id, case_numbers_in((body.get("text") or "")[:TEXT_CHARS]))
-            own = path_reference(rel_path)
+            own = path_reference(rel_path, policy.formats if policy else None, policy.known if policy else None)
             if own is not None and own.reference == reference and own.folder:
                 conn.execute(text("UPDATE matter SET folder = :f WHERE id = :id AND folder IS NULL"),
                              {"f": own.folder, "id": matter_id})

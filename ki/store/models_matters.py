@@ -7,13 +7,14 @@ Spec: insertion-pipeline.md "Classify (classify_matter)" and "Relate (relate)". 
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import date, datetime
 from typing import Any
 
 from sqlalchemy import (
     BigInteger,
     Boolean,
     CheckConstraint,
+    Date,
     DateTime,
     ForeignKey,
     Index,
@@ -37,7 +38,9 @@ class Matter(Base):
     """A client matter: ``reference`` is unique per project (``2024-0153``, ``HARB-2023-017``,
     or a placeholder ``UNASSIGNED-<slug>`` with ``placeholder`` set).
 
-    ``imported``: from practice management (its practice area and kind stay authoritative).
+    ``imported``: from practice management (its practice area and kind stay authoritative), with
+    ``client_name``, ``client_number``, ``opened``, ``closed``, ``responsible`` and ``aliases`` (other
+    spellings of the reference; migration ``0009_matter_import``).
     ``folder``: the matter's folder when a path names it. ``identifiers``: court case numbers and
     other references seen on its documents.
     """
@@ -53,9 +56,18 @@ class Matter(Base):
     placeholder: Mapped[bool] = mapped_column(Boolean, server_default=sa_text("false"))
     folder: Mapped[str | None] = mapped_column(Text)
     identifiers: Mapped[list[str]] = mapped_column(ARRAY(Text), server_default=sa_text("'{}'::text[]"))
+    client_name: Mapped[str | None] = mapped_column(Text)
+    client_number: Mapped[str | None] = mapped_column(Text)
+    opened: Mapped[date | None] = mapped_column(Date)
+    closed: Mapped[date | None] = mapped_column(Date)
+    responsible: Mapped[str | None] = mapped_column(Text)
+    aliases: Mapped[list[str]] = mapped_column(ARRAY(Text), server_default=sa_text("'{}'::text[]"))
     created_at: Mapped[datetime] = mapped_column(TZ, server_default=func.now())
     updated_at: Mapped[datetime] = mapped_column(TZ, server_default=func.now())
-    __table_args__ = (UniqueConstraint("project_id", "reference", name="uq_matter_project_reference"),)
+    __table_args__ = (UniqueConstraint("project_id", "reference", name="uq_matter_project_reference"),
+                      Index("ix_matter_aliases", "aliases", postgresql_using="gin"),
+                      Index("ix_matter_client_number", "project_id", "client_number",
+                            postgresql_where=sa_text("client_number IS NOT NULL")))
 
 
 class MatterAssignment(Base):

@@ -1,4 +1,4 @@
-"""The pure rules behind Classify and Relate: references, file facts, citations, threads, decisions.
+"""The pure rules behind Relate: file facts, citations, threads, decisions (Classify's: test_matter_references).
 
 Spec: insertion-pipeline.md "Classify", "Relate" and "Agentic stages"; the rules must generalise
 (estates of other seeds score as well), so these tests use invented text, not corpus files.
@@ -8,86 +8,12 @@ from __future__ import annotations
 
 import datetime as dt
 
-from ki.matters.evidence import CorpusFile, infer_reference, organisation_names
-from ki.matters.references import (
-    case_numbers_in,
-    content_reference,
-    own_reference,
-    path_reference,
-    placeholder_reference,
-    references_in,
-    title_from_folder,
-)
 from ki.relate.cues import citation_score, citations, words_match
 from ki.relate.dates import dates_in, dates_in_name
 from ki.relate.facts import FileFacts
 from ki.relate.policy_decide import canonical, decide
 from ki.relate.similarity import jaccard
 from ki.relate.threads import is_reply_subject, quoted_header, subject_key
-
-# --- references -------------------------------------------------------------------------------
-
-
-def test_firm_reference_styles_and_what_is_not_one():
-    text = ("Unser Zeichen: 2024-0153 · Our ref: HARB-2023-017 · Rechnung RE-2023-00146 · Az. 27 O 83/24 · "
-            "Stand 2023-03-20 · Rechnung 2024-512 · Ihr Zeichen 828/24 TP")
-    assert references_in(text) == ["2024-0153", "HARB-2023-017"]
-    assert case_numbers_in("Geschäftsnummer: 27 O 83/24, Aktenzeichen 16 Ca 9417/24") == ["27 O 83/24",
-                                                                                          "16 Ca 9417/24"]
-
-
-def test_text_beats_path_and_labels_beat_mentions():
-    misfiled = "Mandate/2024-0095 Juniper gg. Feldmann/01 Korrespondenz/Status update.pdf"
-    assert own_reference(misfiled, "Our ref: PLAM-2022-052\nDear Mr Pfeiffer").reference == "PLAM-2022-052"
-    assert own_reference(misfiled, "no reference here").reference == "2024-0095"
-    assert path_reference(misfiled).folder == "Mandate/2024-0095 Juniper gg. Feldmann"
-    labelled = content_reference("re 2024-0001 and 2024-0001\nIhr Zeichen: 2021-0056")
-    assert (labelled.reference, labelled.source) == ("2021-0056", "content_label")
-    assert content_reference("2024-0001 or 2024-0002") is None  # a tie decides nothing
-    assert content_reference("Invoice 2024-0117\nAmount due: EUR 1,350.00") is None  # an invoice number
-
-
-def test_placeholder_and_titles():
-    assert placeholder_reference("E-Mail-Ablage/x.eml") == "UNASSIGNED-e-mail-ablage"
-    assert placeholder_reference("Kanzleibroschüre.pdf") == "UNASSIGNED-root"
-    assert title_from_folder("Clients/HARB-2023-017 Share Purchase", "HARB-2023-017") == "Share Purchase"
-
-
-class MemoryCorpus:
-    def __init__(self, files: list[CorpusFile]):
-        self.files = files
-
-    def files_under(self, folder):
-        return [f for f in self.files if f.path.startswith(folder + "/")]
-
-    def files_containing(self, needle):
-        return [f for f in self.files if needle.lower() in f.text.lower()]
-
-    def emails_linked(self, ids):
-        return [f for f in self.files if f.mail and (f.mail.get("message_id") in ids
-                                                     or f.mail.get("in_reply_to") in ids)]
-
-
-def test_evidence_order_thread_case_number_folder_party():
-    corpus = MemoryCorpus([
-        CorpusFile("Akten/2024/Keller - Miete/Mandatsvereinbarung.pdf", "Unser Zeichen: 2024-0153"),
-        CorpusFile("Akten/2024/Keller - Miete/Rechnung.pdf", "Unser Zeichen: 2024-0153"),
-        CorpusFile("Akten/2024/Keller - Miete/E-Mails/a.eml", "Mietvertrag", {"message_id": "m1@x"}),
-        CorpusFile("Akten/2024/Other/Brief.pdf", "Unser Zeichen: 2024-0200 Az. 3 O 7/24 Oakmont Industries AB"),
-        CorpusFile("Scans/Scan_1.pdf", "Unser Zeichen: 2021-0001"),
-    ])
-    folder = infer_reference("Akten/2024/Keller - Miete/Entwurf.docx", "Mietvertrag Entwurf", None, corpus)
-    assert (folder.reference, folder.how) == ("2024-0153", "folder")
-    thread = infer_reference("E-Mail-Ablage/AW_ a.eml", "quoted", {"message_id": "m2@x", "in_reply_to": "m1@x"},
-                             corpus)
-    assert (thread.reference, thread.how) == ("2024-0153", "thread")
-    case = infer_reference("Scans/Scan_2.pdf", "Landgericht\nGeschäftsnummer: 3 O 7/24", None, corpus)
-    assert (case.reference, case.how) == ("2024-0200", "case_number")
-    party = infer_reference("Eingang/Fax.pdf", "TELEFAX\nFrom: Oakmont Industries AB, James", None, corpus)
-    assert (party.reference, party.how) == ("2024-0200", "party")
-    assert infer_reference("Vorlagen/Muster.docx", "Our ref: [Matter No.]", None, corpus) is None
-    assert organisation_names("KESSLER CLAUSSEN Rechtsanwälte PartG mbB\nFrom: Nordwind AG, Jan") == ["Nordwind AG"]
-
 
 # --- facts, dates, similarity, cues -------------------------------------------------------------
 

@@ -1,11 +1,13 @@
-"""The Classify rules policy: a matter from reference numbers, the thread, case numbers, the folder, parties.
+"""The Classify rules policy: a matter from the references the firm knows, client numbers, the thread, case
+numbers, the folder, client names, and the firm's reference formats.
 
-DESIGN.md "Two deployments"; spec: insertion-pipeline.md "Classify" and "Agentic stages". The
-evidence comes from :func:`ki.matters.evidence.infer_reference` (order-independent: it reads
-converted text, never other files' classification); the decision goes through the same tools as
-the model (``search_matters`` to find the matter's id, ``create_matter`` for a reference no matter
-has yet) and is judged by the same validators. No evidence → ``matter_id = null`` (the stage then
-falls back to the reference-number scan and the ``UNASSIGNED-<slug>`` placeholder).
+DESIGN.md "Two deployments"; spec: insertion-pipeline.md "Classify" and "Agentic stages"; issue 16
+items 1–2. The evidence comes from :func:`ki.matters.evidence.infer_reference` (order-independent: it
+reads converted text and the imported matters, never other files' classification); the decision goes
+through the same tools as the model (``search_matters`` to find the matter's id, ``create_matter`` for
+a reference no matter has yet) and is judged by the same validators. No evidence → ``matter_id =
+null`` (the stage then falls back to the reference-number scan and the ``UNASSIGNED-<slug>``
+placeholder).
 """
 
 from __future__ import annotations
@@ -15,13 +17,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ki.agents.loop import AgentState, Tool
-from ki.matters.evidence import Corpus, Evidence, infer_reference
-from ki.matters.references import title_from_folder
-from ki.matters.tools import ClassifyResult
+from ki.matters.evidence import Corpus, Evidence, Knowledge, infer_reference
+from ki.matters.patterns import ReferenceFormats, formats_for
+from ki.matters.references import KnownReferences, title_from_folder
+from ki.matters.schema import ClassifyResult
 
 #: Confidence the rules give each kind of evidence (the stage abstains below its threshold).
-CONFIDENCE = {"content_label": 0.95, "path": 0.95, "content": 0.85, "thread": 0.8, "case_number": 0.8,
-              "folder": 0.75, "party": 0.6}
+CONFIDENCE = {"content_label": 0.95, "path": 0.95, "content": 0.85, "client_number": 0.85, "thread": 0.8,
+              "case_number": 0.8, "folder": 0.75, "client_name": 0.7, "party": 0.6}
 
 
 @dataclass
@@ -34,6 +37,8 @@ class ClassifyRulesPolicy:
         mail: mail headers (an attachment: its container's), or None.
         corpus: evidence queries over the project's converted files.
         firm_names: the firm's own names (``firm.name`` and ``firm.aliases``), never a client.
+        formats: the firm's reference formats (``firm.matter_reference_patterns``; None: the defaults).
+        known: the imported matters (None: none imported).
     """
 
     rel_path: str
@@ -41,6 +46,8 @@ class ClassifyRulesPolicy:
     mail: dict[str, Any] | None
     corpus: Corpus
     firm_names: Sequence[str] = ()
+    formats: ReferenceFormats | None = None
+    known: KnownReferences | None = None
     evidence: Evidence | None = field(default=None, init=False)
     scanned: bool = field(default=False, init=False)
 
@@ -48,7 +55,7 @@ class ClassifyRulesPolicy:
         """One round: find the evidence once, then resolve its reference to a matter id through the tools."""
         if not self.scanned:
             self.evidence = infer_reference(self.rel_path, self.text, self.mail, self.corpus,
-                                            firm_names=self.firm_names)
+                                            firm_names=self.firm_names, formats=self.formats, known=self.known)
             self.scanned = True
         ev = self.evidence
         if ev is None:
@@ -66,3 +73,11 @@ class ClassifyRulesPolicy:
         detail = f" ({ev.detail})" if ev.detail else ""
         return ClassifyResult(matter_id=matter_id, confidence=CONFIDENCE.get(ev.how, 0.5),
                               evidence=f"{ev.how}: {ev.reference}{detail}")
+
+
+def classify_knowledge(conn: Any, project_id: int, patterns: Sequence[str] | None) -> Knowledge:
+    """The firm's reference formats (``firm.matter_reference_patterns``; empty: the defaults) and the project's
+    imported matters, for :class:`ClassifyRulesPolicy` and the stage's fallback scan."""
+    from ki.matters.store import known_references
+
+    return Knowledge(formats_for(tuple(patterns) if patterns else None), known_references(conn, project_id))

@@ -1,0 +1,66 @@
+"""``ki matters import FILE`` / ``ki matters list``: the firm's matters from practice management (issue 16 item 1)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import typer
+
+from ki.cli.common import console, open_context, out
+
+group = typer.Typer(no_args_is_help=True, help="Import and list the firm's matters")
+
+
+@group.command("import")
+def matters_import(
+    file: Path = typer.Argument(..., help="CSV with a header row, or JSON lines (one matter per line)"),
+) -> None:
+    """Import matters from practice management: reference, title, client, client_number, opened, closed,
+    practice_area, responsible, aliases. Re-importing updates, never duplicates; imported matters are
+    authoritative for classification. Import before `ki insert` (files classified earlier keep their matter)."""
+    from ki.errors import ConfigurationError
+    from ki.matters.matter_list import read_matter_list
+    from ki.matters.store import default_project_id, import_matters
+
+    try:
+        rows, errors = read_matter_list(file.expanduser())
+    except ConfigurationError as exc:
+        console.print(f"[red]{exc}[/]")
+        raise typer.Exit(2) from exc
+    ctx = open_context()
+    with ctx.db.engine.connect() as conn:
+        project_id = default_project_id(conn)
+    report = import_matters(ctx.db, project_id=project_id, rows=rows)
+    for line, message in [(e.line, e.message) for e in errors] + list(report.refused or []):
+        console.print(f"[yellow]line {line}:[/] {message}", markup=True, highlight=False)
+    refused = len(errors) + len(report.refused or [])
+    out.print(f"{report.created} created, {report.updated} updated, {report.unchanged} unchanged, "
+              f"{refused} refused ({file})")
+    if refused and not (report.created or report.updated or report.unchanged):
+        raise typer.Exit(1)
+
+
+@group.command("list")
+def matters_list(as_json: bool = typer.Option(False, "--json", help="one JSON object per matter, per line")) -> None:
+    """The matters: reference, client, title, files on it; imported ones marked."""
+    from ki.matters.store import default_project_id, list_matters
+
+    ctx = open_context()
+    with ctx.db.engine.connect() as conn:
+        rows = list_matters(conn, project_id=default_project_id(conn))
+    if as_json:
+        for r in rows:
+            out.print(json.dumps(r, ensure_ascii=False), markup=False, highlight=False, soft_wrap=True)
+        return
+    if not rows:
+        out.print("no matters (import them with `ki matters import FILE`, or run `ki insert`)")
+    for r in rows:
+        mark = "imported" if r["imported"] else "placeholder" if r["placeholder"] else "found"
+        out.print(f"{r['reference']:<20} {mark:<11} {r['files']:>6} files  {r['client'] or '':<34.34} {r['title']}",
+                  markup=False, highlight=False)
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``ki matters``."""
+    app.add_typer(group, name="matters")
