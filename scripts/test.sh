@@ -14,7 +14,7 @@ fi
 
 # Outside services the tests use for real (each script is idempotent and caches its build
 # outside the repository, under ${KI_CACHE_DIR:-$HOME/.cache/ki}).
-for installer in .ci/install_hatchet.sh .ci/install_opensearch.sh; do
+for installer in .ci/install_hatchet.sh .ci/install_opensearch.sh .ci/install_chromium.sh; do
   if [ -f "$installer" ]; then
     bash "$installer"
   fi

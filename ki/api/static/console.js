@@ -44,7 +44,8 @@ const stageName = (stage) => (S.config.stages.find((s) => s.stage === stage) || 
 function labelOf(key) {
   const m = key.match(/^pipeline\.stages\.(\w+)\.(\w+)$/);
   if (m) {
-    const what = { enabled: "On", max_attempts: "Attempts before quarantine", rerun_token: "Re-run marker" }[m[2]] || m[2];
+    if (m[2] === "enabled") return stageName(m[1]);
+    const what = { max_attempts: "Attempts before quarantine", rerun_token: "Re-run marker" }[m[2]] || m[2];
     return `${stageName(m[1])}: ${what}`;
   }
   const s = RUN_SETTINGS.find((r) => r.key === key);
@@ -158,6 +159,12 @@ function catalogChip(stage) {
     h("span", { class: warn ? "chip warn" : "chip", title: e.reason || text }, h("span", { class: "mono" }, text)));
 }
 
+function versionLabel(version) {
+  const code = version.split("+")[0];
+  return h("span", { class: "muted small version", title: `producer_version ${version}` }, "Version ",
+    h("span", { class: "mono" }, code));
+}
+
 function stageCard(st, i) {
   const s = st.stage;
   const enabledKey = `pipeline.stages.${s}.enabled`;
@@ -197,8 +204,8 @@ function stageCard(st, i) {
         af.env_var ? lockBadge(af.env_var, `lock-${attemptsId}`) : null, attempts),
       S.fieldErrors[attemptsKey] ? h("p", { class: "field-error", id: `err-${attemptsId}` }, S.fieldErrors[attemptsKey].join(" ")) : null,
       S.fieldErrors[enabledKey] ? h("p", { class: "field-error" }, S.fieldErrors[enabledKey].join(" ")) : null,
-      h("div", { class: "setting" },
-        h("span", { class: "muted small" }, `Version ${S.config.stages.find((x) => x.stage === s).producer_version}`),
+      h("div", { class: "setting stage-foot" },
+        versionLabel(S.config.stages.find((x) => x.stage === s).producer_version),
         h("button", { type: "button", class: "link", disabled: !canWrite || !enabled,
           title: enabled ? null : "Switch the stage on to re-run it",
           onclick: () => openRerunDialog(s, { stageName, version: () => S.config.version, afterRun }) },
@@ -223,12 +230,14 @@ function renderSettings() {
     const described = [`help-${id}`, f.env_var ? `lock-${id}` : null, err ? `err-${id}` : null].filter(Boolean).join(" ");
     let control;
     if (f.type === "boolean") {
-      control = h("label", { class: "switch", for: id },
-        h("input", { type: "checkbox", role: "switch", id, checked: value, class: changed, disabled: !f.editable || !canWrite,
-          "aria-describedby": described, onchange: (ev) => edit(r.key, ev.target.checked) }),
-        h("span", {}, r.label));
+      control = h("div", {}, h("div", { class: "setting-title", id: `title-${id}` }, r.label),
+        h("label", { class: "switch", for: id },
+          h("input", { type: "checkbox", role: "switch", id, checked: value, class: changed,
+            disabled: !f.editable || !canWrite, "aria-labelledby": `title-${id}`, "aria-describedby": described,
+            onchange: (ev) => edit(r.key, ev.target.checked) }),
+          h("span", { "aria-hidden": "true" }, value ? "On" : "Off")));
     } else {
-      control = h("div", {}, h("label", { for: id }, r.label), h("div", {},
+      control = h("div", {}, h("label", { for: id, class: "setting-title" }, r.label), h("div", {},
         h("input", { type: "number", id, value, min: f.minimum ?? f.exclusive_minimum, max: f.maximum,
           step: f.type === "integer" ? 1 : "any", disabled: !f.editable || !canWrite,
           class: [changed, err ? "invalid" : ""].join(" "), "aria-invalid": err ? "true" : null,
@@ -272,7 +281,8 @@ function renderBanner() {
   replace(el, h("div", { class: "banner-row" },
     h("div", {}, h("h2", { id: "banner-title" }, "No run is active"),
       h("p", { class: "muted small", style: { margin: ".2rem 0 0" } }, last
-        ? `Last run ${last.id} ${last.status} ${when(last.finished_at || last.started_at)}: ${num(last.processed)} stage executions` +
+        ? `Last run ${last.id} ${last.status} ${when(last.finished_at || last.started_at)}: ` +
+          plural(last.processed, "stage execution", "stage executions") +
           (last.duration_seconds !== null ? ` in ${duration(last.duration_seconds)}` : "") +
           (last.quarantined ? `, ${num(last.quarantined)} quarantined` : "") + "."
         : "No run has been started yet.")),

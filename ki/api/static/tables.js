@@ -5,7 +5,7 @@ import { duration, h, money, num, plural, replace, when } from "./dom.js";
 const STAGES = ["fetch", "convert", "classify_matter", "relate", "extract_metadata", "extract_decisions", "index"];
 
 function td(label, content, cls) {
-  return h("td", { "data-label": label, class: cls || null }, content);
+  return h("td", { "data-label": label, class: cls || null }, h("div", {}, content));
 }
 
 export function renderRuns(el, page) {
@@ -64,7 +64,8 @@ export function renderQuarantine(el, page, { filter, canWrite, onFilter, afterRe
         onclick: (ev) => retryFile(ev.currentTarget, q, afterRetry) }, "Retry"),
       h("span", { class: "tiptext", role: "tooltip", id: tipId }, tipText));
     return h("tr", {},
-      td("File", h("span", { class: "mono" }, q.path), "path"),
+      td("File", [h("span", { class: "file-name" }, q.path.split("/").pop()),
+        h("span", { class: "file-dir mono", title: q.path }, q.path.slice(0, q.path.lastIndexOf("/") + 1))], "path"),
       td("Stage", q.name),
       td("Error", [h("span", { class: "err-class" }, q.error.reason || q.error.class || "error"),
         q.error.class && q.error.reason ? h("span", { class: "muted" }, ` · ${q.error.class}`) : null,
@@ -94,7 +95,7 @@ async function retryFile(button, q, afterRetry) {
   button.textContent = "Retrying…";
   try {
     const res = await api("POST", `/api/quarantine/${q.source_object_id}/retry?stage=${encodeURIComponent(q.stage)}`);
-    let note = `Released ${q.path} at ${res.released_stage} with ${plural(res.max_attempts, "attempt", "attempts")}` +
+    let note = `Released ${q.path.split("/").pop()} at ${res.released_stage} with ${plural(res.max_attempts, "attempt", "attempts")}` +
       (res.invalidated_stages.length ? `; ${res.invalidated_stages.length} later stages wait again` : "") + ".";
     if (res.run) note += ` Run ${res.run.id} ${res.follow_up ? "is active; another run follows it" : "started"}.`;
     if (res.warning) note += ` Note: ${res.warning}.`;
@@ -165,7 +166,7 @@ export async function openRerunDialog(stage, { stageName, version, afterRun }) {
       h("dt", {}, `Spent on ${p.name} so far`), h("dd", {}, `${money(p.spent_usd)} (${plural(p.spent_calls, "model call", "model calls")})`),
       h("dt", {}, "Estimated cost"), h("dd", {}, money(p.estimate_usd)),
       h("dt", {}, "Estimated time"), h("dd", {}, p.estimate_seconds === null ? "unknown" : `about ${duration(p.estimate_seconds)}`)),
-    perStage,
+    h("details", {}, h("summary", {}, "Cost per stage"), perStage),
     p.notes.map((n) => h("p", { class: "small muted" }, n)),
   ], [cancel, confirm]);
   confirm.focus();
