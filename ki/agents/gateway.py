@@ -459,7 +459,7 @@ class GatewayClient:
             return None
         if response.status_code >= 300:
             detail = _error_detail(response)
-            if response.status_code in INFRASTRUCTURE_STATUSES:
+            if response.status_code in INFRASTRUCTURE_HTTP_STATUSES:
                 raise GatewayUnavailable(f"model gateway answered HTTP {response.status_code} for {path}: {detail}",
                                          infrastructure=f"gateway answered HTTP {response.status_code}",
                                          status=response.status_code)

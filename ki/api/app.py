@@ -28,6 +28,7 @@ from starlette.types import ASGIApp
 from ki.api.errors import install_error_handlers
 from ki.api.launcher import RunLauncher
 from ki.api.state import ServerState
+from ki.api.status_cache import BucketCache
 from ki.context import PipelineContext
 
 STATIC_DIR = Path(__file__).parent / "static"
@@ -50,11 +51,12 @@ def create_app(ctx: PipelineContext | None = None, *, extra_routers: Sequence[AP
     from ki.api import health, page, routes_admin, routes_config, routes_costs, routes_pipeline, routes_quarantine
 
     ctx = ctx or PipelineContext.open()
-    state = ServerState(ctx=ctx, launcher=RunLauncher(ctx))
+    state = ServerState(ctx=ctx, launcher=RunLauncher(ctx), buckets=BucketCache(ctx.db.engine))
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         async with contextlib.AsyncExitStack() as stack:
+            stack.callback(state.buckets.stop)
             for enter in lifespans:
                 await stack.enter_async_context(enter(app))
             yield

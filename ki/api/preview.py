@@ -42,7 +42,8 @@ def _estimate(stage: str, executions: int, spend: SpendRow | None, config: KiCon
     entry = stage_entry(config, stage, models) if stage in MODEL_STAGES or stage == "index" else None
     calls_model = entry is not None and entry.kind == "gateway"
     if not calls_model:
-        basis = CONTENT_CACHED.get(stage) or (_NO_MODEL.get(entry.kind, entry.reason or "") if entry else "no model call")
+        fallback = _NO_MODEL.get(entry.kind, entry.reason or "") if entry else "no model call"
+        basis = CONTENT_CACHED.get(stage) or fallback
         return StageEstimate(stage=stage, executions=executions, cache_hits=hits, tokens_per_document=None,
                              cost_usd=0.0, basis=basis)
     if billable == 0:

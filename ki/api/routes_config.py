@@ -60,6 +60,7 @@ def put_config(body: ConfigUpdate, state: ServerState = Depends(server_state),
     reasons = list(dict.fromkeys(r for k in changed if (r := requires_run(k, before.get(k), after.get(k)))))
     if not dry_run:
         state.config()  # reload now: the next status read shows the new enabled set
+        state.buckets.invalidate()
         with state.ctx.db.engine.begin() as conn:
             audit.record_audit(conn, actor=identity.name, action="config_update", details={
                 "changes": {k: {"from": before.get(k), "to": after.get(k)} for k in changed},

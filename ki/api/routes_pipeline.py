@@ -18,7 +18,6 @@ from ki.api.schemas import ActiveRun, LaunchOut, RunOut, RunsPage, StageStatus, 
 from ki.api.scopes import READ_PIPELINE, WRITE_PIPELINE
 from ki.api.state import ServerState, server_state
 from ki.store import audit, runs
-from ki.store.claims import bucket_counts
 from ki.store.runs import RunRow
 from ki.taxonomies import PIPELINE_STAGE_ORDER, STAGE_CONSOLE_NAMES
 
@@ -38,8 +37,9 @@ def get_status(state: ServerState = Depends(server_state),
                _: Identity = Depends(require_scope(READ_PIPELINE))) -> StatusOut:
     """Per-stage bucket counts (one query) and the active runs with progress; starts an opportunistic sweep."""
     config = state.config()
+    snapshot = state.buckets.get()
+    counts = snapshot.counts
     with state.ctx.db.engine.connect() as conn:
-        counts = bucket_counts(conn)
         active = runs.active_runs(conn)
     state.sweep_soon()
     enabled = {s: config.pipeline.stage(s).enabled for s in PIPELINE_STAGE_ORDER}
@@ -53,7 +53,7 @@ def get_status(state: ServerState = Depends(server_state),
         rate = r.processed / elapsed if r.processed else None
         out.append(ActiveRun(**r.model_dump(), total=r.processed + owed, rate_per_second=rate,
                              eta_seconds=owed / rate if rate else None))
-    return StatusOut(stages=stages, runs=out, generated_at=now)
+    return StatusOut(stages=stages, runs=out, generated_at=snapshot.at)
 
 
 RUN_KINDS = ("insertion", "access_refresh", "sync")
@@ -74,6 +74,7 @@ def get_runs(state: ServerState = Depends(server_state), _: Identity = Depends(r
 
 def launch_run(state: ServerState, *, trigger: str) -> tuple[RunOut | None, bool]:
     """Start a run through the launcher; (the run, whether it is a follow-up behind an active one)."""
+    state.buckets.invalidate()
     try:
         launch = state.launcher.launch(trigger=trigger)
     except TimeoutError as exc:

@@ -49,7 +49,9 @@ class ActiveRun(RunRow):
 
 
 class StatusOut(BaseModel):
-    """``GET /api/status``: per-stage buckets (the one bucket query) and active runs."""
+    """``GET /api/status``: per-stage buckets (the one bucket query, counted at ``generated_at``:
+    shared by every reader, at most about a second old; see :mod:`ki.api.status_cache`) and the
+    active runs (read now)."""
 
     stages: list[StageStatus]
     runs: list[ActiveRun]

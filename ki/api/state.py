@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from fastapi import Request
 
 from ki.api.launcher import RunLauncher
+from ki.api.status_cache import BucketCache
 from ki.config.edits import config_version
 from ki.config.settings import KiConfig
 from ki.context import PipelineContext
@@ -27,10 +28,12 @@ SWEEP_CHECK_SECONDS = 10.0
 
 @dataclass
 class ServerState:
-    """The context every route uses (``ctx.db``, ``ctx.settings``), the launcher, and the config cache."""
+    """The context every route uses (``ctx.db``, ``ctx.settings``), the launcher, the shared bucket
+    counts (:mod:`ki.api.status_cache`) and the config cache."""
 
     ctx: PipelineContext
     launcher: RunLauncher
+    buckets: BucketCache
     _version: str = ""
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _sweeping: threading.Event = field(default_factory=threading.Event)

@@ -52,7 +52,8 @@ def served(make_ctx, db_url, data_dir, shared, tmp_path):
     with Extract decisions switched off (its rows parked as disabled); yields (base URL, token, ctx)."""
     if not Path(CHROMIUM).exists():
         pytest.fail(f"{CHROMIUM} is missing: install Debian's chromium (scripts/test.sh does) or set KI_CHROMIUM")
-    (data_dir / "config.json").write_text(json.dumps({"pipeline": {"stages": {"extract_decisions": {"enabled": False}}}}))
+    off = {"pipeline": {"stages": {"extract_decisions": {"enabled": False}}}}
+    (data_dir / "config.json").write_text(json.dumps(off))
     root = small_estate(shared, tmp_path)
     for i in range(EXTRA_FILES):
         note = root / "Notizen" / f"Aktennotiz {i:02d}.txt"
@@ -162,8 +163,8 @@ def test_console_in_a_real_browser(served, browser_page, tmp_path):
 
     def legend(stage: str) -> dict[str, int]:
         items = page.locator(f'li.stage[data-stage="{stage}"] .legend li')
-        return {items.nth(i).locator(".label").inner_text(): int(items.nth(i).locator("b").inner_text().replace(",", ""))
-                for i in range(items.count())}
+        return {items.nth(i).locator(".label").inner_text():
+                int(items.nth(i).locator("b").inner_text().replace(",", "")) for i in range(items.count())}
 
     fetch = legend("fetch")
     assert list(fetch) == ["queued", "running", "done", "awaiting retry", "waiting on the stage before",
@@ -255,8 +256,9 @@ def test_console_in_a_real_browser(served, browser_page, tmp_path):
     # a narrow screen, and an error a person can act on (the session ends when the token is revoked)
     page.set_viewport_size({"width": 390, "height": 844})
     wide = page.evaluate("""() => [...document.querySelectorAll('main *')].filter(
-        (el) => el.getBoundingClientRect().right > document.documentElement.clientWidth + 1 && el.offsetParent !== null
-                && getComputedStyle(el).position !== 'absolute').map((el) => el.tagName + '.' + el.className).slice(0, 5)""")
+        (el) => el.getBoundingClientRect().right > document.documentElement.clientWidth + 1
+                && el.offsetParent !== null && getComputedStyle(el).position !== 'absolute')
+        .map((el) => el.tagName + '.' + el.className).slice(0, 5)""")
     assert page.evaluate("document.documentElement.scrollWidth") <= 390, wide  # reflows: no sideways scrolling
     page.fill("#attempts-index", "4")
     page.press("#attempts-index", "Tab")
