@@ -13,6 +13,7 @@ What runs
 * A real ``ki serve`` (its own process, uvicorn) on that data directory; a token from
   ``ki.api.tokens.create_token``; sequential requests over loopback HTTP with httpx (after a warm-up),
   latency measured on the client: authentication, the query, JSON and the network stack included.
+* The bucket query alone (in-process, no cache), for what one shared count costs.
 * Page load: Debian's chromium (Playwright, ``executable_path``) opens ``/`` signed in; reported are
   the document's response end, first contentful paint and the moment the seven stage cards exist
   (the page renders from the answers embedded in its HTML, no extra round trip).
@@ -143,6 +144,22 @@ def timed(client, path: str, n: int, headers: dict[str, str]) -> list[float]:
     return out
 
 
+def bucket_query_ms(n: int = 20) -> tuple[float, float, float]:
+    """p50, p95 and max ms of the one bucket query run directly (what the shared count costs each interval)."""
+    from ki.context import PipelineContext
+    from ki.store.claims import bucket_counts
+
+    ctx = PipelineContext.open()
+    ms = []
+    with ctx.db.engine.connect() as conn:
+        for _ in range(n):
+            t0 = time.perf_counter()
+            bucket_counts(conn)
+            ms.append((time.perf_counter() - t0) * 1000)
+    ctx.db.dispose()
+    return percentile(ms, 50), percentile(ms, 95), max(ms)
+
+
 def page_load(base: str, token: str, repeat: int = 8) -> dict[str, float]:
     """Median ms of response end, first contentful paint and seven stage cards, over ``repeat`` loads."""
     from playwright.sync_api import sync_playwright
@@ -222,6 +239,8 @@ def main() -> None:
             for path, p50, p95, mx, target in rows:
                 verdict = "" if target is None else f"<= {target} ms {'ok' if p95 <= target else 'MISSED'}"
                 print(f"{path:<58} {p50:>8.1f} {p95:>8.1f} {mx:>8.1f}  {verdict}")
+            print(f"{'(the bucket query itself, uncached, in-process)':<58} " + "{:>8.1f} {:>8.1f} {:>8.1f}".format(
+                *bucket_query_ms()))
             if not args.no_browser:
                 pl = page_load(base, token)
                 print(f"\npage load (median of 8, chromium): response end {pl['response_end']:.0f} ms, first "

@@ -194,6 +194,27 @@ def test_active_run_progress_in_status(console, shared, tmp_path):
     assert 2.0 < run["rate_per_second"] < 3.5
 
 
+def test_status_counts_are_shared_and_stay_fresh(console):
+    client, tokens, ctx = console
+    from tests.conftest import insert_objects
+
+    oids = insert_objects(ctx, 3)
+    with ctx.db.engine.begin() as conn:
+        conn.execute(text("INSERT INTO processing_state (source_object_id, stage, status) "
+                          "SELECT unnest(CAST(:o AS bigint[])), 'fetch', 'pending'"), {"o": oids})
+    rd = tokens.header("reader")
+    first = client.get("/api/status", headers=rd).json()
+    assert first["stages"][0]["buckets"]["pending"] == 3
+    with ctx.db.engine.begin() as conn:  # another process finishes the rows
+        conn.execute(text("UPDATE processing_state SET status = 'done'"))
+    started = time.monotonic()
+    while client.get("/api/status", headers=rd).json()["stages"][0]["buckets"]["done"] != 3:
+        assert time.monotonic() - started < 5, "the shared count did not refresh"
+        time.sleep(0.1)
+    later = client.get("/api/status", headers=rd).json()
+    assert later["generated_at"] > first["generated_at"]
+
+
 # --- configuration --------------------------------------------------------------------------------------
 
 

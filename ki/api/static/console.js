@@ -306,7 +306,6 @@ async function afterRun(note) {
 // --- polling -----------------------------------------------------------------------------------------------
 
 let timer = null;
-let wasActive = S.status.runs.length > 0;
 
 function schedule(ms) {
   clearTimeout(timer);
@@ -318,9 +317,7 @@ export async function tick() {
   try {
     S.status = await api("GET", "/api/status", undefined, { quiet: true });
     clearMessage("network");
-    const active = S.status.runs.length > 0;
-    if (wasActive !== active || !active) await refreshLists();
-    wasActive = active;
+    await refreshLists();  // the run ledger and quarantine move with the counts
     renderStages();
     renderBanner();
     schedule();
