@@ -11,12 +11,12 @@
 #   knn/*.jar                jars unpacked from org.opensearch.plugin:opensearch-knn:2.19.1.0 (zip)
 #   classpath.txt            one line: launcher jar, Maven dependency jars (in ~/.m2), knn jars
 #   node.jsa                 AppCDS archive from one training start (optional: the node starts ~30-40 %
-#                            faster with it; tests/opensearch_node.py uses it when present)
+#                            faster with it; tests/helpers/opensearch_node.py uses it when present)
 #   BUILD_KEY                hash of pom.xml + src/ (+ this layout's version); written last
 # Maven's local repository stays at its default (~/.m2), so a rebuild downloads nothing new.
 # Env: KI_CACHE_DIR, MVN (default mvn), KI_MVN_ARGS (extra Maven arguments, e.g. -o),
 #      KI_OPENSEARCH_CDS=0 (skip the CDS training start).
-# tests/opensearch_node.py starts the node from this cache (or from $KI_OPENSEARCH_HOME).
+# tests/helpers/opensearch_node.py starts the node from this cache (or from $KI_OPENSEARCH_HOME).
 # Notes: docs/opensearch-node.md.
 set -euo pipefail
 
@@ -133,7 +133,7 @@ train_cds() {
   local train="$staging/train" pid port i rc=0
   mkdir -p "$train"
   mkfifo "$train/stdin"
-  # Same heap and GC flags as tests/opensearch_node.py (CDS needs matching GC / compressed-oops mode).
+  # Same heap and GC flags as tests/helpers/opensearch_node.py (CDS needs matching GC / compressed-oops mode).
   java -Xms512m -Xmx1g -XX:+UseG1GC -Djava.locale.providers=SPI,COMPAT -Dlog4j.shutdownHookEnabled=false \
     -XX:ArchiveClassesAtExit="$cache/node.jsa.tmp" -cp "$(cat "$cache/classpath.txt")" ki.search.KiOpenSearchNode \
     --home "$train/home" --ports-file "$train/http.port" --exit-on-stdin-eof <"$train/stdin" >"$train/node.log" 2>&1 &

@@ -10,7 +10,7 @@ What runs (all real, on this machine):
   ``hatchet``), one for the Hatchet engine, so their load is measured apart;
 * ``local``: ``ki insert``'s steps in this process (register, scan, ``launch_insertion`` with
   ``KI_WORKERS`` threads, default 4);
-* ``hatchet``: hatchet-lite v0.105.0 (``tests/hatchet_engine.py``, with ki's recommended
+* ``hatchet``: hatchet-lite v0.105.0 (``tests/helpers/hatchet_engine.py``, with ki's recommended
   concurrency-polling tuning), ``--workers`` ``ki worker`` processes (``tests/helpers/hatchet_worker.py``)
   with ``--slots`` each, ``KI_HATCHET_DOCUMENT_CONCURRENCY`` = ``--document-concurrency``; then the same
   steps with provider ``hatchet`` and a wait for the run to complete.
@@ -64,9 +64,16 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(ROOT))
 
-from _common import DEFAULT_BENCH_STAGES, embedded_server, libpq_kwargs, pin_stages, resolve_stages, temp_workdir  # noqa: E402
+from _common import (  # noqa: E402
+    DEFAULT_BENCH_STAGES,
+    embedded_server,
+    libpq_kwargs,
+    pin_stages,
+    resolve_stages,
+    shared_dir,
+    temp_workdir,
+)
 
-ESTATE = Path("/work/shared/corpus/estate-dev/estate")
 HELPER = ROOT / "tests" / "helpers" / "hatchet_worker.py"
 TARGET_RATIO = 0.3
 ENGINE_TUNING = {"SCHEDULER_CONCURRENCY_POLLING_MIN_INTERVAL": "100ms",
@@ -278,7 +285,7 @@ def run_hatchet(work: Path, engine, ki_uri: str, ki_pg: Path, eng_uri: str, eng_
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--estate", type=Path, default=ESTATE)
+    ap.add_argument("--estate", type=Path, default=None, help="default: $KI_SHARED_DIR/corpus/estate-dev/estate")
     ap.add_argument("--workers", type=int, default=2, help="ki worker processes")
     ap.add_argument("--slots", type=int, default=16, help="task slots per worker")
     ap.add_argument("--document-concurrency", default="16,64",
@@ -294,6 +301,7 @@ def main() -> None:
                     help="load pg_stat_statements into the engine's PostgreSQL and print its N costliest statements")
     ap.add_argument("--keep", action="store_true")
     args = ap.parse_args()
+    args.estate = args.estate or shared_dir() / "corpus" / "estate-dev" / "estate"
     stages = resolve_stages(args.stages)
     concurrencies = [int(c) for c in str(args.document_concurrency).split(",") if c.strip()]
     n_files = sum(1 for p in args.estate.rglob("*") if p.is_file())
@@ -302,7 +310,7 @@ def main() -> None:
     if args.local_workers:
         os.environ["KI_WORKERS"] = str(args.local_workers)
 
-    from tests.hatchet_engine import hatchet_database_url, start_hatchet_engine
+    from tests.helpers.hatchet_engine import hatchet_database_url, start_hatchet_engine
 
     with temp_workdir(keep=args.keep, prefix="ki-bench-hatchet-") as work:
         ki_pg, eng_pg = work / "ki-pg", work / "hatchet-pg"

@@ -66,12 +66,15 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import embedded_server, percentile, temp_workdir  # noqa: E402
+from _common import REPO, embedded_server, percentile, shared_dir, temp_workdir  # noqa: E402
 
-REPO = Path(__file__).resolve().parents[1]
-SHARED = Path(os.environ.get("KI_SHARED_DIR", REPO.parent / "shared"))
-ESTATE_DEV = SHARED / "corpus" / "estate-dev"
 VENV_BIN = Path(sys.executable).parent
+
+
+def estate_dev() -> Path:
+    """``corpus/estate-dev`` of the shared folder (``KI_SHARED_DIR``, as the tests find it)."""
+    return shared_dir() / "corpus" / "estate-dev"
+
 TARGETS = {"embedded_p95_ms": 50.0, "opensearch_p95_ms": 30.0, "opensearch_chunks_per_s": 2000.0,
            "title_hit_rate": 0.9}
 GROUPS = [f"group:g{i:02d}" for i in range(40)]
@@ -98,7 +101,7 @@ def estate_texts() -> list[str]:
 
     config = KiConfig()
     texts = []
-    for path in sorted((ESTATE_DEV / "estate").rglob("*")):
+    for path in sorted((estate_dev() / "estate").rglob("*")):
         if path.is_file():
             try:
                 texts.append(convert_bytes(path.read_bytes(), path.name, config).text)
@@ -306,7 +309,7 @@ def embedded_half(args: argparse.Namespace, then: Callable[[dict[str, Any]], Non
 
 
 def opensearch_half(args: argparse.Namespace, data: dict[str, Any]) -> dict[str, Any]:
-    """The same corpus on the OpenSearch backend (a real 2.19.1 node, tests/opensearch_node.py, unless
+    """The same corpus on the OpenSearch backend (a real 2.19.1 node, tests/helpers/opensearch_node.py, unless
     ``--opensearch-url``): bulk-sync throughput (``OpenSearchBackend.sync`` of precomputed rows from
     ``--workers`` threads, 500 documents (2,500 rows) per call; embedding and the PostgreSQL record write excluded —
     the embedded half measured that), then the same hybrid queries (embed + both halves on OpenSearch +
@@ -320,10 +323,10 @@ def opensearch_half(args: argparse.Namespace, data: dict[str, Any]) -> dict[str,
     url = args.opensearch_url
     work = None
     if not url:
-        sys.path.insert(0, str(REPO / "tests"))
+        sys.path.insert(0, str(REPO))  # tests.helpers
         import tempfile
 
-        from opensearch_node import DEFAULT_JVM_OPTS, start_opensearch_node
+        from tests.helpers.opensearch_node import DEFAULT_JVM_OPTS, start_opensearch_node
 
         work = Path(tempfile.mkdtemp(prefix="ki-bench-os-"))
         opts = tuple(o for o in DEFAULT_JVM_OPTS if not o.startswith(("-Xms", "-Xmx"))) + ("-Xms2g", "-Xmx2g")
@@ -493,7 +496,7 @@ def _ki_insert(data_dir: Path, model: str) -> tuple[float, str]:
     env = {k: v for k, v in os.environ.items() if k not in ("KI_DATABASE_URL",)}
     env |= {"KI_DATA_DIR": str(data_dir), "KI_RETRIEVAL__EMBEDDING_MODEL": model}
     t = time.perf_counter()
-    proc = subprocess.run([str(VENV_BIN / "ki"), "insert", str(ESTATE_DEV / "estate")], env=env,
+    proc = subprocess.run([str(VENV_BIN / "ki"), "insert", str(estate_dev() / "estate")], env=env,
                           capture_output=True, text=True, timeout=6 * 3600)
     wall = time.perf_counter() - t
     if proc.returncode != 0:
@@ -509,8 +512,8 @@ def quality(args: argparse.Namespace) -> list[dict[str, Any]]:
     from ki.index.search import search
     from ki.store.db import stop_embedded_server
 
-    truth = json.loads((ESTATE_DEV / "truth.json").read_text())
-    root = str((ESTATE_DEV / "estate").resolve())
+    truth = json.loads((estate_dev() / "truth.json").read_text())
+    root = str((estate_dev() / "estate").resolve())
     sha_of = {p: f["sha256"] for p, f in truth["files"].items()}
     titles = title_queries(truth)
     paraphrases = paraphrase_queries(truth)

@@ -2,21 +2,24 @@
 
 from __future__ import annotations
 
+import itertools
 import os
+import uuid
 from pathlib import Path
 
 import pytest
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
+from tests.helpers.paths import shared_dir
+from tests.helpers.postgres import admin_connection
 
 
-def shared_dir() -> Path:
-    """The project's shared folder (corpus, cases): ``$KI_SHARED_DIR`` or ``../shared`` beside the repo."""
-    env = os.environ.get("KI_SHARED_DIR")
-    path = Path(env) if env else REPO_ROOT.parent / "shared"
-    if not (path / "corpus").is_dir():
-        raise RuntimeError(f"shared corpus not found at {path}; set KI_SHARED_DIR")
-    return path
+@pytest.fixture(autouse=True)
+def _fresh_services():
+    """Every test starts without shared clients, cooldowns or parsed settings of an earlier one."""
+    from ki import services
+
+    yield
+    services.reset()
 
 
 @pytest.fixture(scope="session")
@@ -38,9 +41,6 @@ def cases_dir(shared: Path) -> Path:
 # One embedded PostgreSQL 18 server per test session (or KI_TEST_DATABASE_URL, a libpq URI of a
 # server where we may create databases). The schema is migrated once into a template database;
 # each test gets its own database cloned from it.
-
-import itertools  # noqa: E402
-import uuid  # noqa: E402
 
 _db_counter = itertools.count()
 
@@ -67,32 +67,13 @@ def pg_server_uri(tmp_path_factory) -> str:
         shutil.rmtree(base, ignore_errors=True)
 
 
-def _admin(uri: str):
-    import psycopg
-    from sqlalchemy.engine import make_url
-
-    from ki.store.db import sqlalchemy_url
-
-    url = make_url(sqlalchemy_url(uri))
-    kwargs = {"dbname": "postgres", "user": url.username or "postgres", "autocommit": True}
-    if url.password:
-        kwargs["password"] = url.password
-    if url.query.get("host"):
-        kwargs["host"] = url.query["host"]
-    elif url.host:
-        kwargs["host"] = url.host
-    if url.port:
-        kwargs["port"] = url.port
-    return psycopg.connect(**kwargs)
-
-
 @pytest.fixture(scope="session")
 def template_db(pg_server_uri) -> str:
     """Name of a database migrated to head, used as the template of each test database."""
     from ki.store.db import open_database, sqlalchemy_url
 
     name = f"ki_template_{uuid.uuid4().hex[:8]}"
-    with _admin(pg_server_uri) as conn:
+    with admin_connection(pg_server_uri) as conn:
         conn.execute(f'CREATE DATABASE "{name}"')
     db = open_database(sqlalchemy_url(pg_server_uri, name), pool_size=1)
     db.dispose()
@@ -105,7 +86,7 @@ def db_url(pg_server_uri, template_db) -> str:
     from ki.store.db import sqlalchemy_url
 
     name = f"ki_t{os.getpid()}_{next(_db_counter)}"
-    with _admin(pg_server_uri) as conn:
+    with admin_connection(pg_server_uri) as conn:
         conn.execute(f'DROP DATABASE IF EXISTS "{name}"')
         conn.execute(f'CREATE DATABASE "{name}" TEMPLATE "{template_db}"')
     yield sqlalchemy_url(pg_server_uri, name)
@@ -149,31 +130,13 @@ def ctx(make_ctx):
     return make_ctx()
 
 
-def insert_objects(ctx, n: int, *, root: str = "/objects") -> list[int]:
-    """Insert a ``local`` source at ``root`` with ``n`` bare source objects (``f1`` .. ``fn``, paths
-    ``<root>/f<i>.txt``; nothing on disk, no processing rows); return their ids. A source's
-    root is unique per kind: a second call in one test needs another ``root``."""
-    from sqlalchemy import text
-
-    with ctx.db.engine.begin() as conn:
-        sid = conn.execute(text("INSERT INTO source (project_id, kind, root) VALUES (1, 'local', :root) RETURNING id"),
-                           {"root": root}).scalar_one()
-        return list(conn.execute(text(
-            "INSERT INTO source_object (source_id, external_id, path) "
-            "SELECT :s, 'f' || g, CAST(:dir AS text) || 'f' || g || '.txt' FROM generate_series(1, :n) g RETURNING id"),
-            {"s": sid, "n": n, "dir": root.rstrip("/") + "/"}).scalars())
-
-
-# --- OpenSearch: one real node per test session (tests/opensearch_node.py) -----------------------------
+# --- OpenSearch: one real node per test session (tests/helpers/opensearch_node.py) ---------------------
 
 
 @pytest.fixture(scope="session")
 def opensearch_node(tmp_path_factory):
     """A real OpenSearch 2.19.1 node shared by the whole session (built by .ci/install_opensearch.sh)."""
-    import sys
-
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from opensearch_node import start_opensearch_node
+    from tests.helpers.opensearch_node import start_opensearch_node
 
     node = start_opensearch_node(tmp_path_factory.mktemp("opensearch"))
     try:

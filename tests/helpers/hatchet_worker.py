@@ -25,11 +25,7 @@ from __future__ import annotations
 import argparse
 import logging
 import os
-import sys
 import time
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 
 def _install_faults() -> None:

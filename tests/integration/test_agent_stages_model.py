@@ -1,4 +1,4 @@
-"""Classify and Relate through the model path, against the loopback gateway (``tests/gateway_stub.py``).
+"""Classify and Relate through the model path, against the loopback gateway (``tests/helpers/gateway_stub.py``).
 
 Spec: insertion-pipeline.md "Agentic stages: Classify and Relate": scripted tool calls; a model that
 invents a matter id (or cites a file it never opened) is corrected by the validator; every call of
@@ -11,12 +11,12 @@ from __future__ import annotations
 import json
 
 import pytest
-from gateway_stub import GatewayStub, submit, tool_call
 from sqlalchemy import text
 
 from ki.matters.store import get_or_create_matter
 from ki.orchestration.execute import run_stage_for_object
 from ki.sources.scan import register_local_source, scan_source
+from tests.helpers.gateway_stub import GatewayStub, submit, tool_call
 
 FOLDER = "Mandate/2024-0153 Keller gg. Nordwind"
 BODY = ("§ 1 Die Klägerin liefert Waren aus dem Rahmenliefervertrag. § 2 Die Beklagte schuldet EUR 48.000,00. "

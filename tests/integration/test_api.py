@@ -394,7 +394,7 @@ def test_rerun_preview_counts_and_rerun(inserted):
 def test_costs_against_scripted_usage(console):
     client, tokens, ctx = console
     from ki.agents.usage import record_usage
-    from tests.conftest import insert_objects
+    from tests.helpers.postgres import insert_objects
 
     a, b, c = insert_objects(ctx, 3)
     with ctx.db.engine.begin() as conn:

@@ -8,26 +8,14 @@ task with a scripted duration and answers with genuine DoclingDocument JSON.
 from __future__ import annotations
 
 import math
-import sys
 import time
 from pathlib import Path
 
 import httpx
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from docling_stub import (  # noqa: E402
-    DEFAULT_PARTIAL_ERRORS,
-    FIXTURES,
-    DoclingStub,
-    Scenario,
-    fixture_text,
-    load_fixture,
-)
-
-from ki.convert import docling as docling_mod  # noqa: E402
-from ki.convert.docling import (  # noqa: E402
+from ki.convert import docling as docling_mod
+from ki.convert.docling import (
     CANARY_MARKER,
     DoclingClient,
     DoclingKeyRejected,
@@ -37,8 +25,16 @@ from ki.convert.docling import (  # noqa: E402
     detect_format,
     reset_cooldown,
 )
-from ki.errors import ConfigurationError, InfrastructureError, ProviderPermanentError, UnsupportedDocument  # noqa: E402
-from ki.retry import Treatment, classify_error  # noqa: E402
+from ki.errors import ConfigurationError, InfrastructureError, ProviderPermanentError, UnsupportedDocument
+from ki.retry import Treatment, classify_error
+from tests.helpers.docling_stub import (
+    DEFAULT_PARTIAL_ERRORS,
+    FIXTURES,
+    DoclingStub,
+    Scenario,
+    fixture_text,
+    load_fixture,
+)
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -184,7 +180,7 @@ def test_api_key_is_sent(monkeypatch):
 
 
 def _unreadable_empty_doc() -> dict:
-    from docling_stub import empty_document
+    from tests.helpers.docling_stub import empty_document
 
     payload = empty_document("scan.pdf")
     payload["version"] = "1.99.0"  # forces the text_content path

@@ -9,13 +9,13 @@ from __future__ import annotations
 import shutil
 
 import pytest
-from docling_stub import DoclingStub, Scenario
 from sqlalchemy import text
 
 from ki.config.loader import set_config_value
 from ki.convert import docling as docling_mod
 from ki.orchestration.insertion import launch_insertion
 from ki.sources.scan import register_local_source, scan_source
+from tests.helpers.docling_stub import DoclingStub, Scenario
 
 pytestmark = pytest.mark.timeout(120)
 

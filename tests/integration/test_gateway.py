@@ -3,7 +3,7 @@
 Spec: insertion-pipeline.md "Retry policy and quarantine" (error table, ProviderPermanentError
 note and cooldown), "Agentic stages: Classify and Relate" (submit_result, feedback, trace ids)
 and "Failure modes"; DESIGN.md "Model gateway" (tests run a real HTTP server on loopback).
-The stub (tests/gateway_stub.py) is a real server; the database is a real PostgreSQL.
+The stub (tests/helpers/gateway_stub.py) is a real server; the database is a real PostgreSQL.
 """
 
 from __future__ import annotations
@@ -14,25 +14,6 @@ from decimal import Decimal
 from pathlib import Path
 
 import pytest
-from gateway_stub import (
-    GatewayStub,
-    Reply,
-    forbidden,
-    insufficient_quota,
-    malformed,
-    model_not_found,
-    rate_limited,
-    server_error,
-    sleep,
-    status,
-    submit,
-    text,
-    tool_call,
-    tool_calls,
-    unauthorized,
-    unavailable,
-    vector_for,
-)
 from pydantic import BaseModel, Field
 from sqlalchemy import text as sql_text
 
@@ -58,16 +39,28 @@ from ki.orchestration.insertion import launch_insertion
 from ki.retry import Treatment, classify_error
 from ki.sources.scan import register_local_source, scan_source
 from ki.taxonomies import PIPELINE_STAGE_ORDER
+from tests.helpers.gateway_stub import (
+    GatewayStub,
+    Reply,
+    forbidden,
+    insufficient_quota,
+    malformed,
+    model_not_found,
+    rate_limited,
+    server_error,
+    sleep,
+    status,
+    submit,
+    text,
+    tool_call,
+    tool_calls,
+    unauthorized,
+    unavailable,
+    vector_for,
+)
 
 API_KEY = "sk-test-0123456789abcdefWXYZ"
 MODEL = "stub-model"
-
-
-@pytest.fixture(autouse=True)
-def _no_cooldowns():
-    reset_cooldowns()
-    yield
-    reset_cooldowns()
 
 
 @pytest.fixture

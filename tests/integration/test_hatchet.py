@@ -41,7 +41,7 @@ from ki.orchestration.providers.hatchet import hatchet_client, ki_workflows, wai
 from ki.sources.scan import register_local_source, scan_source
 from ki.store.db import open_database
 from ki.taxonomies import MODEL_STAGES, PIPELINE_STAGE_ORDER
-from tests.hatchet_engine import engine_version, hatchet_binary, hatchet_database_url, start_hatchet_engine
+from tests.helpers.hatchet_engine import engine_version, hatchet_binary, hatchet_database_url, start_hatchet_engine
 
 # Engine-backed scenarios run in CI on every submission and must pass (they were xfail while the
 # provider was unfinished); each is bounded so a stuck one cannot eat CI.
@@ -251,10 +251,10 @@ def execute(ctx: PipelineContext, sql: str, **params) -> None:
 def new_database(pg_server_uri: str, template_db: str) -> str:
     """A second fresh migrated database on the test server (SQLAlchemy URL)."""
     from ki.store.db import sqlalchemy_url
-    from tests.conftest import _admin
+    from tests.helpers.postgres import admin_connection
 
     name = f"ki_hx_{uuid.uuid4().hex[:8]}"
-    with _admin(pg_server_uri) as conn:
+    with admin_connection(pg_server_uri) as conn:
         conn.execute(f'CREATE DATABASE "{name}" TEMPLATE "{template_db}"')
     return sqlalchemy_url(pg_server_uri, name)
 

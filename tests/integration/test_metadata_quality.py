@@ -11,18 +11,13 @@ an idle machine); the duration is printed, not asserted, so a loaded CI box does
 from __future__ import annotations
 
 import json
-import sys
 import time
 
-from conftest import REPO_ROOT
-
+from bench.quality_metadata import TARGETS, score_metadata
 from ki.config.loader import set_config_value
 from ki.export import export_rows
 from ki.orchestration.runner import PipelineRunner
 from ki.sources.scan import register_local_source, scan_source
-
-sys.path.insert(0, str(REPO_ROOT))
-from bench.quality_metadata import TARGETS, score_metadata  # noqa: E402
 
 
 def test_metadata_quality_on_estate_dev(make_ctx, shared):

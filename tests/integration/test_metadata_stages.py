@@ -13,7 +13,6 @@ import threading
 from pathlib import Path
 
 import pytest
-from gateway_stub import GatewayStub, submit, tool_call
 from sqlalchemy import text
 
 from ki.config.loader import set_config_value
@@ -25,6 +24,7 @@ from ki.ontology.requeue import requeue_ontology_outdated
 from ki.orchestration.execute import run_stage_for_object
 from ki.sources.scan import register_local_source, scan_source
 from ki.taxonomies import PIPELINE_STAGE_ORDER, WAITING_FOR_PREVIOUS_STAGE
+from tests.helpers.gateway_stub import GatewayStub, submit, tool_call
 
 ESTATE = Path("corpus/estate-dev")
 THALBACH = "Akten/2023/Thalbach Immobilien GmbH & Co. KG - Gewerbemietvertrag Büroflächen 4. OG"

@@ -14,12 +14,11 @@ import http.client
 import json
 import threading
 import uuid
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from urllib.parse import urlsplit
 
 import numpy as np
 import pytest
-from conftest import insert_objects
 
 from ki.access.projection import AccessProjection, principal_set
 from ki.errors import InfrastructureError
@@ -28,6 +27,8 @@ from ki.index.embeddings import EmbedderIdentity, HashingEmbedder
 from ki.index.opensearch import OpenSearchBackend
 from ki.index.opensearch_bulk import BulkOptions, DocumentRejected, IndexReadOnly
 from ki.retry import Treatment, classify_error
+from tests.helpers.loopback import LoopbackServer, QuietHandler
+from tests.helpers.postgres import insert_objects
 
 pytestmark = pytest.mark.opensearch
 opensearchpy = pytest.importorskip("opensearchpy")
@@ -36,7 +37,7 @@ EMB = HashingEmbedder(32)
 IDENTITY = EmbedderIdentity(EMB.name, EMB.dimension)
 
 
-class FaultProxy:
+class FaultProxy(LoopbackServer):
     """Forwards HTTP to the node; bulk requests (``/_bulk``) can be refused or rewritten.
 
     Attributes (set by tests): ``refuse_above_bytes`` (413 for bigger bulk bodies), ``reject_items``
@@ -45,7 +46,10 @@ class FaultProxy:
     ``bulk_log``: (body bytes, status answered) of every bulk request.
     """
 
+    thread_name = "opensearch-fault-proxy"
+
     def __init__(self, target: str):
+        super().__init__()
         self.target = urlsplit(target)
         self.refuse_above_bytes: int | None = None
         self.reject_items = 0
@@ -53,25 +57,18 @@ class FaultProxy:
         self.corrupt_ids: set[str] = set()
         self.bulk_log: list[tuple[int, int]] = []
         self.lock = threading.Lock()
+
+    def handler_class(self) -> type[BaseHTTPRequestHandler]:
         proxy = self
 
-        class Handler(BaseHTTPRequestHandler):
+        class Handler(QuietHandler):
             protocol_version = "HTTP/1.1"
 
-            def log_message(self, *args):  # quiet
-                pass
-
             def _send(self, status: int, payload: bytes) -> None:
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json; charset=UTF-8")
-                self.send_header("Content-Length", str(len(payload)))
-                self.end_headers()
-                if self.command != "HEAD":
-                    self.wfile.write(payload)
+                self.send_bytes(status, payload, "application/json; charset=UTF-8")
 
             def _handle(self) -> None:
-                length = int(self.headers.get("Content-Length") or 0)
-                body = self.rfile.read(length) if length else b""
+                body = self.read_body()
                 if urlsplit(self.path).path.endswith("/_bulk"):
                     reply = proxy.bulk_fault(body)
                     if reply is not None:
@@ -92,13 +89,7 @@ class FaultProxy:
 
             do_GET = do_POST = do_PUT = do_DELETE = do_HEAD = _handle
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.server.server_address[1]}"
+        return Handler
 
     @staticmethod
     def actions(body: bytes) -> list[tuple[str, dict]]:
@@ -152,12 +143,7 @@ class FaultProxy:
             return len(self.bulk_log)
 
     def __enter__(self) -> FaultProxy:
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+        return self.start()
 
 
 @pytest.fixture

@@ -1,4 +1,4 @@
-"""Smoke tests of the real OpenSearch 2.19.1 test node (tests/opensearch_node.py) with opensearch-py.
+"""Smoke tests of the real OpenSearch 2.19.1 test node (tests/helpers/opensearch_node.py) with opensearch-py.
 
 One node per test session (session fixture ``opensearch_node`` in tests/conftest.py); the node is built by
 ``.ci/install_opensearch.sh``. What is checked (docs/opensearch-node.md, shared notes §1.4):
@@ -13,16 +13,12 @@ from __future__ import annotations
 import json
 import math
 import random
-import sys
 import uuid
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from opensearch_node import OPENSEARCH_VERSION, OpenSearchNode  # noqa: E402
+from tests.helpers.opensearch_node import OPENSEARCH_VERSION, OpenSearchNode
 
 pytestmark = pytest.mark.opensearch
 

@@ -11,11 +11,10 @@ from __future__ import annotations
 import importlib.util
 import json
 
-from conftest import REPO_ROOT
-
 from ki.export import export_rows
 from ki.orchestration.insertion import launch_insertion
 from ki.sources.scan import register_local_source, scan_source
+from tests.helpers.paths import REPO_ROOT
 
 
 def _bench_quality():

@@ -11,12 +11,12 @@ import csv
 import shutil
 
 import pytest
-from conftest import shared_dir
 from sqlalchemy import text
 
 from ki.convert.router import capabilities
 from ki.orchestration.insertion import launch_insertion
 from ki.sources.scan import register_local_source, scan_source
+from tests.helpers.paths import shared_dir
 
 pytestmark = pytest.mark.timeout(900)
 
@@ -51,14 +51,13 @@ def corpus_run(tmp_path_factory, pg_server_uri, template_db):
     """Insert the whole real corpus once (module scope) and return (ctx, convert rows by path)."""
     import os
 
-    from conftest import _admin
-
     from ki.config.loader import ProcessSettings
     from ki.context import PipelineContext
     from ki.store.db import open_database, sqlalchemy_url
+    from tests.helpers.postgres import admin_connection
 
     name = f"ki_real_{os.getpid()}"
-    with _admin(pg_server_uri) as conn:
+    with admin_connection(pg_server_uri) as conn:
         conn.execute(f'DROP DATABASE IF EXISTS "{name}"')
         conn.execute(f'CREATE DATABASE "{name}" TEMPLATE "{template_db}"')
     url = sqlalchemy_url(pg_server_uri, name)

@@ -24,7 +24,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import insert_objects
 from sqlalchemy import text
 
 import ki.index.embedding_cache as cache_module
@@ -39,6 +38,7 @@ from ki.index.postgres import PostgresBackend
 from ki.index.search import backend_for, search
 from ki.orchestration.insertion import launch_insertion
 from ki.sources.scan import register_local_source, scan_source
+from tests.helpers.postgres import insert_objects
 
 PRINCIPALS = ["user:anna", "user:bob", "user:carl", "user:dora", "group:lit", "group:corp"]
 MODES = ("lexical", "vector", "hybrid")
@@ -562,7 +562,7 @@ def test_duplicates_are_embedded_once_and_keep_their_own_permissions(ctx, tmp_pa
 
 
 def test_gateway_embeddings_and_their_outage(ctx, tmp_path, monkeypatch):
-    from gateway_stub import GatewayStub, unavailable
+    from tests.helpers.gateway_stub import GatewayStub, unavailable
 
     with GatewayStub() as stub:
         monkeypatch.setenv("KI_LLM_BASE_URL", stub.url)

@@ -18,12 +18,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
-from helpers.manifest import Manifest, document, quoted
 
 from ki.convert.docx import convert_docx
 from ki.convert.model import StructuredDocument
 from ki.convert.ooxml_package import MAX_MEMBER_BYTES
 from ki.errors import UnsupportedDocument
+from tests.helpers.manifest import Manifest, document, quoted
 
 FOLDER = "docx"
 

@@ -12,11 +12,11 @@ import codecs
 from pathlib import Path
 
 import pytest
-from helpers.manifest import Manifest, document, quoted
 
 from ki.convert.html import convert_html, decode_html
 from ki.convert.model import StructuredDocument
 from ki.errors import UnsupportedDocument
+from tests.helpers.manifest import Manifest, document, quoted
 
 FOLDER = "html"
 

@@ -17,7 +17,6 @@ from email.message import EmailMessage
 from pathlib import Path
 
 import pytest
-from helpers.manifest import Manifest, document, quoted, split_clauses
 
 from ki.convert.mail import (
     MAX_HEADER_CHARS,
@@ -28,6 +27,7 @@ from ki.convert.mail import (
 )
 from ki.convert.model import Address, MailMeta, StructuredDocument
 from ki.errors import UnsupportedDocument
+from tests.helpers.manifest import Manifest, document, quoted, split_clauses
 
 FOLDER = "eml"
 MBOX = "eml/tika_complex.mbox"

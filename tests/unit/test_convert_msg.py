@@ -5,11 +5,11 @@ from __future__ import annotations
 import re
 
 import pytest
-from helpers.manifest import Manifest, document
 
 from ki.convert.embedded import extract_embedded
 from ki.convert.msg import convert_msg
 from ki.errors import UnsupportedDocument
+from tests.helpers.manifest import Manifest, document
 
 # A PGP payload with no readable body is quarantined like the PGP/MIME .eml of the corpus; the
 # clauses of that row ("attachments: …", "body empty") then describe the file, not ki's output.

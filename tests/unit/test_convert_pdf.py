@@ -14,11 +14,11 @@ from pathlib import Path
 
 import pypdfium2 as pdfium
 import pytest
-from helpers.manifest import Manifest, document, quoted
 
 from ki.convert.model import StructuredDocument
 from ki.convert.pdf import PAGE_SEPARATOR, convert_pdf
 from ki.errors import UnsupportedDocument
+from tests.helpers.manifest import Manifest, document, quoted
 
 FOLDER = "pdf"
 

@@ -11,11 +11,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from helpers.manifest import Manifest, document, quoted
 
 from ki.convert.model import StructuredDocument
 from ki.convert.rtf import convert_rtf
 from ki.errors import UnsupportedDocument
+from tests.helpers.manifest import Manifest, document, quoted
 
 FOLDER = "rtf"
 

@@ -11,11 +11,11 @@ import codecs
 from pathlib import Path
 
 import pytest
-from helpers.manifest import Manifest, document, quoted
 
 from ki.convert.model import StructuredDocument
 from ki.convert.text import convert_text, decode_text, fix_surrogates, sniff_wide
 from ki.errors import UnsupportedDocument
+from tests.helpers.manifest import Manifest, document, quoted
 
 FOLDER = "txt"
 KNOWN = ("quarantine:", "text contains", "encoding:", "not utf-8", "bom:")

@@ -30,18 +30,16 @@ import base64
 import contextlib
 import json
 import os
-import signal
-import socket
 import subprocess
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
+from tests.helpers.process import ManagedProcess, cache_dir, free_ports, http_ok, tcp_open
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
 VERSIONS_FILE = REPO_ROOT / ".ci" / "hatchet-versions.env"
 INSTALL_SCRIPT = ".ci/install_hatchet.sh"
 
@@ -67,8 +65,7 @@ def engine_version() -> str:
 
 
 def default_bin_dir() -> Path:
-    cache = os.environ.get("KI_CACHE_DIR") or str(Path.home() / ".cache" / "ki")
-    return Path(cache) / "hatchet" / engine_version() / "bin"
+    return cache_dir() / "hatchet" / engine_version() / "bin"
 
 
 def hatchet_binary() -> Path:
@@ -139,40 +136,6 @@ def _engine_db_url(database_url: str) -> str:
 # --------------------------------------------------------------------------- helpers
 
 
-def _free_ports(n: int) -> list[int]:
-    socks = []
-    try:
-        for _ in range(n):
-            s = socket.socket()
-            s.bind(("127.0.0.1", 0))
-            socks.append(s)
-        return [s.getsockname()[1] for s in socks]
-    finally:
-        for s in socks:
-            s.close()
-
-
-def _http_ok(url: str, timeout: float = 1.0) -> bool:
-    try:
-        with urllib.request.urlopen(url, timeout=timeout) as resp:
-            return 200 <= resp.status < 300
-    except (urllib.error.URLError, OSError, ValueError):
-        return False
-
-
-def _tcp_open(port: int) -> bool:
-    with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=1.0):
-        return True
-    return False
-
-
-def _tail(path: Path, lines: int = 40) -> str:
-    try:
-        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
-    except OSError:
-        return "(no log)"
-
-
 def jwt_claims(token: str) -> dict[str, Any]:
     payload = token.split(".")[1]
     return json.loads(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)))
@@ -182,8 +145,10 @@ def jwt_claims(token: str) -> dict[str, Any]:
 
 
 @dataclass
-class HatchetEngine:
+class HatchetEngine(ManagedProcess):
     """A running ``hatchet-lite``. Build with :func:`start_hatchet_engine`."""
+
+    name = "hatchet-lite"
 
     workdir: Path
     database_url: str
@@ -217,10 +182,6 @@ class HatchetEngine:
         return str(jwt_claims(self.token).get("sub", DEFAULT_TENANT_ID))
 
     @property
-    def pid(self) -> int | None:
-        return self.process.pid if self.process else None
-
-    @property
     def log_path(self) -> Path:
         return self.workdir / "engine.log"
 
@@ -235,9 +196,6 @@ class HatchetEngine:
         }
 
     # -- lifecycle -----------------------------------------------------------------
-    def is_running(self) -> bool:
-        return self.process is not None and self.process.poll() is None
-
     def _server_env(self) -> dict[str, str]:
         p = self.ports
         env = {k: v for k, v in os.environ.items() if not k.startswith("HATCHET_CLIENT_")}
@@ -365,20 +323,8 @@ class HatchetEngine:
         self._prepare()
         if self.expire_stale_partitions:
             self._expire_stale_partitions()
-        log = open(self.log_path, "ab")  # noqa: SIM115 - owned by the child
-        try:
-            self.process = subprocess.Popen(
-                [str(self.binary), "--config", str(self.workdir / "config")],
-                env=self._server_env(),
-                cwd=self.workdir,
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )
-        finally:
-            log.close()
-        self._wait_ready()
+        self.launch([str(self.binary), "--config", str(self.workdir / "config")], ready=self._wait_ready,
+                    timeout=self.ready_timeout, env=self._server_env(), cwd=self.workdir)
         self.last_start_seconds = time.monotonic() - t0
         return self
 
@@ -414,59 +360,21 @@ class HatchetEngine:
             return False
         return row is not None and row[0] == 0
 
-    def _wait_ready(self) -> None:
-        deadline = time.monotonic() + self.ready_timeout
-        checks = {
-            "engine /ready": lambda: _http_ok(f"{self.health_url}/ready"),
-            "REST /api/ready": lambda: _http_ok(f"{self.api_url}/api/ready"),
-            "gRPC port": lambda: _tcp_open(self.ports["grpc"]),
+    def _wait_ready(self, deadline: float) -> None:
+        pending = {
+            "engine /ready": lambda: http_ok(f"{self.health_url}/ready"),
+            "REST /api/ready": lambda: http_ok(f"{self.api_url}/api/ready"),
+            "gRPC port": lambda: tcp_open(self.ports["grpc"]),
             "tenant on live partitions": self._tenants_assigned,
         }
-        pending = dict(checks)
-        while pending:
-            assert self.process is not None
-            if self.process.poll() is not None:
-                raise RuntimeError(
-                    f"hatchet-lite exited with {self.process.returncode} during startup; "
-                    f"log {self.log_path}:\n{_tail(self.log_path)}"
-                )
+
+        def all_passed() -> bool:
             for name, check in list(pending.items()):
                 if check():
                     del pending[name]
-            if not pending:
-                return
-            if time.monotonic() > deadline:
-                self.kill()
-                raise TimeoutError(
-                    f"hatchet-lite not ready after {self.ready_timeout:.0f}s (waiting for "
-                    f"{', '.join(pending)}); log {self.log_path}:\n{_tail(self.log_path)}"
-                )
-            time.sleep(0.2)
+            return not pending
 
-    def _signal_group(self, sig: int) -> None:
-        if self.process is not None and self.process.poll() is None:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(self.process.pid, sig)
-
-    def stop(self, timeout: float = 30.0) -> None:
-        """Graceful stop (SIGTERM, then SIGKILL after ``timeout``)."""
-        if self.process is None:
-            return
-        self._signal_group(signal.SIGTERM)
-        try:
-            self.process.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            self.kill()
-        self.process = None
-
-    def kill(self) -> None:
-        """SIGKILL the engine (crash simulation); :meth:`restart` brings it back."""
-        if self.process is None:
-            return
-        self._signal_group(signal.SIGKILL)
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            self.process.wait(timeout=10)
-        self.process = None
+        self.wait_until(all_passed, deadline, lambda: ", ".join(pending))
 
     def restart(self, graceful: bool = True) -> HatchetEngine:
         """Stop (or kill) and start again on the same ports, config and token."""
@@ -476,21 +384,8 @@ class HatchetEngine:
             self.kill()
         return self.start()
 
-    def rss_bytes(self) -> int:
-        """Resident memory of the engine process (Linux ``/proc``); 0 when not running."""
-        if not self.is_running():
-            return 0
-        assert self.process is not None
-        for line in Path(f"/proc/{self.process.pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) * 1024
-        return 0
-
     def __enter__(self) -> HatchetEngine:
         return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
 
 
 def start_hatchet_engine(
@@ -513,7 +408,7 @@ def start_hatchet_engine(
     if ports_file.is_file():
         ports = json.loads(ports_file.read_text())
     else:
-        ports = dict(zip(_PORT_NAMES, _free_ports(len(_PORT_NAMES)), strict=True))
+        ports = dict(zip(_PORT_NAMES, free_ports(len(_PORT_NAMES)), strict=True))
         ports_file.write_text(json.dumps(ports))
     engine = HatchetEngine(
         workdir=workdir,

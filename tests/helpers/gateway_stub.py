@@ -33,8 +33,10 @@ import uuid
 from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
+
+from tests.helpers.loopback import LoopbackServer, QuietHandler
 
 SUBMIT = "submit_result"
 EMBED_DIM = 8
@@ -155,9 +157,11 @@ def vector_for(text_: str) -> list[float]:
     return [round(b / 255.0, 6) for b in digest[:EMBED_DIM]]
 
 
-@dataclass
-class GatewayStub:
+@dataclass(eq=False)
+class GatewayStub(LoopbackServer):
     """The loopback gateway. ``url`` is its root (``http://127.0.0.1:<port>``)."""
+
+    thread_name = "gateway-stub"
 
     script: Iterable[Reply] = ()
     default: Reply | Callable[[RecordedRequest], Reply] | None = None
@@ -166,13 +170,11 @@ class GatewayStub:
     requests: list[RecordedRequest] = field(default_factory=list)
 
     def __post_init__(self) -> None:
+        LoopbackServer.__init__(self)
         self._queue: deque[Reply] = deque(self.script)
         self._lock = threading.Lock()
         self._fail_left = 0
         self._fail_reply: Reply | None = None
-        self._stopping = threading.Event()
-        self._server: ThreadingHTTPServer | None = None
-        self._thread: threading.Thread | None = None
 
     # -- control -----------------------------------------------------------------------------
 
@@ -188,12 +190,6 @@ class GatewayStub:
             self._fail_reply = reply or unavailable()
 
     @property
-    def url(self) -> str:
-        assert self._server is not None, "stub not started"
-        host, port = self._server.server_address[:2]
-        return f"http://{host}:{port}"
-
-    @property
     def count(self) -> int:
         with self._lock:
             return len(self.requests)
@@ -202,58 +198,28 @@ class GatewayStub:
         with self._lock:
             return [r for r in self.requests if r.path.endswith("/chat/completions")]
 
-    def start(self) -> GatewayStub:
+    def handler_class(self) -> type[BaseHTTPRequestHandler]:
         stub = self
 
-        class Handler(BaseHTTPRequestHandler):
+        class Handler(QuietHandler):
             protocol_version = "HTTP/1.0"
 
-            def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - quiet
-                pass
-
             def do_POST(self) -> None:  # noqa: N802 - http.server API
-                length = int(self.headers.get("Content-Length") or 0)
-                raw = self.rfile.read(length) if length else b""
+                raw = self.read_body()
                 try:
                     body = json.loads(raw) if raw else None
                 except json.JSONDecodeError:
                     body = None
                 req = RecordedRequest("POST", self.path, {k.lower(): v for k, v in self.headers.items()}, body, raw)
                 reply = stub._next(req)
-                if reply.delay and stub._stopping.wait(reply.delay):
+                if reply.delay and stub.pause(reply.delay):
                     return
-                code, payload = stub._render(reply, req)
-                try:
-                    self.send_response(code)
-                    self.send_header("Content-Type", "application/json")
-                    self.send_header("Content-Length", str(len(payload)))
-                    self.end_headers()
-                    self.wfile.write(payload)
-                except (BrokenPipeError, ConnectionResetError):
-                    pass  # the client gave up (a timeout test)
+                self.send_bytes(*stub._render(reply, req))
 
-        server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        server.daemon_threads = True
-        server.block_on_close = False
-        self._server = server
-        self._thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05},
-                                        name="gateway-stub", daemon=True)
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        self._stopping.set()
-        if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
-        if self._thread is not None:
-            self._thread.join(timeout=5)
+        return Handler
 
     def __enter__(self) -> GatewayStub:
         return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
 
     # -- answering -----------------------------------------------------------------------------
 

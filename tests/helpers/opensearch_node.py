@@ -26,9 +26,7 @@ import contextlib
 import json
 import os
 import shutil
-import signal
 import subprocess
-import time
 import urllib.error
 import urllib.request
 from collections.abc import Mapping, Sequence
@@ -36,7 +34,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
+from tests.helpers.process import ManagedProcess, cache_dir
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
 OPENSEARCH_VERSION = "2.19.1"
 INSTALL_SCRIPT = ".ci/install_opensearch.sh"
 MAIN_CLASS = "ki.search.KiOpenSearchNode"
@@ -64,8 +64,7 @@ DEFAULT_JVM_OPTS: tuple[str, ...] = (
 
 def default_home() -> Path:
     """The install script's cache directory for this OpenSearch version."""
-    cache = os.environ.get("KI_CACHE_DIR") or str(Path.home() / ".cache" / "ki")
-    return Path(cache) / "opensearch" / OPENSEARCH_VERSION
+    return cache_dir() / "opensearch" / OPENSEARCH_VERSION
 
 
 def opensearch_home() -> Path:
@@ -110,21 +109,17 @@ def java_binary() -> str:
     return found
 
 
-def _tail(path: Path, lines: int = 60) -> str:
-    try:
-        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
-    except OSError:
-        return "(no log)"
-
-
 def _get_json(url: str, timeout: float = 5.0) -> Any:
     with urllib.request.urlopen(url, timeout=timeout) as resp:
         return json.loads(resp.read())
 
 
 @dataclass
-class OpenSearchNode:
+class OpenSearchNode(ManagedProcess):
     """A running test node. Build with :func:`start_opensearch_node`."""
+
+    name = "OpenSearch node"
+    log_tail_lines = 60
 
     workdir: Path
     classpath: str
@@ -159,14 +154,7 @@ class OpenSearchNode:
     def ports_file(self) -> Path:
         return self.workdir / "http.port"
 
-    @property
-    def pid(self) -> int | None:
-        return self.process.pid if self.process else None
-
     # -- lifecycle -----------------------------------------------------------------
-    def is_running(self) -> bool:
-        return self.process is not None and self.process.poll() is None
-
     def command(self) -> list[str]:
         cmd = [
             self.java,
@@ -204,118 +192,37 @@ class OpenSearchNode:
             return self
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.ports_file.unlink(missing_ok=True)
-        t0 = time.monotonic()
-        log = open(self.log_path, "ab")  # noqa: SIM115 - owned by the child
-        try:
-            self.process = subprocess.Popen(
-                self.command(),
-                cwd=self.workdir,
-                stdin=subprocess.PIPE,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )
-        finally:
-            log.close()
-        try:
-            self._wait_ready(t0 + self.ready_timeout)
-        except BaseException:
-            self.kill()
-            raise
-        self.start_seconds = time.monotonic() - t0
+        # stdin is a pipe held here: the launcher exits by itself when this process dies
+        self.start_seconds = self.launch(self.command(), ready=self._wait_ready, timeout=self.ready_timeout,
+                                         cwd=self.workdir, stdin=subprocess.PIPE)
         self.start_rss_bytes = self.rss_bytes()
         return self
 
-    def _check_alive(self) -> None:
-        assert self.process is not None
-        if self.process.poll() is not None:
-            raise RuntimeError(
-                f"OpenSearch node exited with {self.process.returncode} during startup; "
-                f"log {self.log_path}:\n{_tail(self.log_path)}"
-            )
+    def _read_port(self) -> bool:
+        text = self.ports_file.read_text().strip() if self.ports_file.is_file() else ""
+        if text.isdigit():
+            self.port = int(text)
+        return text.isdigit()
 
     def _wait_ready(self, deadline: float) -> None:
-        while True:
-            self._check_alive()
-            text = self.ports_file.read_text().strip() if self.ports_file.is_file() else ""
-            if text.isdigit():
-                self.port = int(text)
-                break
-            if time.monotonic() > deadline:
-                raise TimeoutError(
-                    f"OpenSearch node bound no HTTP port within {self.ready_timeout:.0f}s; "
-                    f"log {self.log_path}:\n{_tail(self.log_path)}"
-                )
-            time.sleep(0.2)
-        status = "?"
-        while True:
-            self._check_alive()
+        self.wait_until(self._read_port, deadline, lambda: "its HTTP port")
+        status = ["?"]
+
+        def healthy() -> bool:
             with contextlib.suppress(urllib.error.URLError, OSError, ValueError):
                 health = _get_json(f"{self.url}/_cluster/health?wait_for_status=yellow&timeout=2s", timeout=5)
-                status = health.get("status", "?")
-                if status in ("green", "yellow"):
-                    return
-            if time.monotonic() > deadline:
-                raise TimeoutError(
-                    f"OpenSearch node at {self.url} not green/yellow within {self.ready_timeout:.0f}s "
-                    f"(last status {status}); log {self.log_path}:\n{_tail(self.log_path)}"
-                )
-            time.sleep(0.2)
+                status[0] = health.get("status", "?")
+            return status[0] in ("green", "yellow")
 
-    def _signal_group(self, sig: int) -> None:
-        if self.process is not None and self.process.poll() is None:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(self.process.pid, sig)
-
-    def _close_stdin(self) -> None:
-        if self.process is not None and self.process.stdin is not None:
-            with contextlib.suppress(OSError):
-                self.process.stdin.close()
-
-    def stop(self, timeout: float = 30.0) -> None:
-        """Graceful stop (SIGTERM: the launcher's shutdown hook closes the node), SIGKILL after ``timeout``."""
-        if self.process is None:
-            return
-        self._signal_group(signal.SIGTERM)
-        try:
-            self.process.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            self._signal_group(signal.SIGKILL)
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                self.process.wait(timeout=10)
-        self._close_stdin()
-        self.process = None
-
-    def kill(self) -> None:
-        """SIGKILL the node (crash simulation)."""
-        if self.process is None:
-            return
-        self._signal_group(signal.SIGKILL)
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            self.process.wait(timeout=10)
-        self._close_stdin()
-        self.process = None
+        self.wait_until(healthy, deadline, lambda: f"cluster health green/yellow at {self.url}, last {status[0]}")
 
     def restart(self) -> OpenSearchNode:
         """Stop gracefully and start again on the same data (a new HTTP port)."""
         self.stop()
         return self.start()
 
-    def rss_bytes(self) -> int:
-        """Resident memory of the JVM (Linux ``/proc``); 0 when not running."""
-        if not self.is_running():
-            return 0
-        assert self.process is not None
-        for line in Path(f"/proc/{self.process.pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) * 1024
-        return 0
-
     def __enter__(self) -> OpenSearchNode:
         return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
 
 
 def start_opensearch_node(

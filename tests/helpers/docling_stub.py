@@ -37,12 +37,14 @@ import time
 import uuid
 import zipfile
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-FIXTURES = Path(__file__).resolve().parent / "fixtures" / "docling"
+from tests.helpers.loopback import LoopbackServer, QuietHandler
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "docling"
 
 SERVE_VERSIONS = {
     "docling-serve": "1.38.2",
@@ -319,59 +321,33 @@ class _Task:
     fetched: int = 0
 
 
-class DoclingStub:
+class DoclingStub(LoopbackServer):
     """The loopback server. Use as a context manager or call :meth:`start` / :meth:`stop`.
 
     Args:
         api_key: when set, every endpoint but ``/health`` requires ``X-Api-Key`` (401 otherwise).
     """
 
+    thread_name = "docling-stub"
+
     def __init__(self, api_key: str | None = None):
+        super().__init__()
         self.api_key = api_key
         self.scenario = Scenario()
         self.requests: list[RecordedRequest] = []
         self.tasks: dict[str, _Task] = {}
         self._lock = threading.Lock()
-        self._stopping = threading.Event()
-        self._server: ThreadingHTTPServer | None = None
-        self._thread: threading.Thread | None = None
 
-    # -- lifecycle --
-
-    def start(self) -> DoclingStub:
+    def handler_class(self) -> type[BaseHTTPRequestHandler]:
         stub = self
 
         class Handler(_Handler):
             owner = stub
 
-        server = _QuietServer(("127.0.0.1", 0), Handler)
-        server.daemon_threads = True
-        server.block_on_close = False
-        self._server = server
-        self._thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05},
-                                        name="docling-stub", daemon=True)
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        self._stopping.set()
-        if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
-        if self._thread is not None:
-            self._thread.join(timeout=5)
+        return Handler
 
     def __enter__(self) -> DoclingStub:
         return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
-
-    @property
-    def url(self) -> str:
-        assert self._server is not None, "stub not started"
-        host, port = self._server.server_address[:2]
-        return f"http://{host}:{port}"
 
     # -- inspection --
 
@@ -390,12 +366,6 @@ class DoclingStub:
     def _record(self, request: RecordedRequest) -> None:
         with self._lock:
             self.requests.append(request)
-
-    def _sleep(self, seconds: float) -> bool:
-        """Wait up to ``seconds`` (interrupted by :meth:`stop`); True when the stub is stopping."""
-        if seconds <= 0:
-            return self._stopping.is_set()
-        return self._stopping.wait(min(seconds, 3600.0))
 
     def _task_done(self, task: _Task) -> bool:
         return time.monotonic() - task.created >= task.scenario.task_seconds
@@ -495,23 +465,11 @@ def _safe_export(export, payload: dict[str, Any]) -> str | None:
             return None
 
 
-class _QuietServer(ThreadingHTTPServer):
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        """A client that gave up (timeout tests) closes its socket: not worth a traceback."""
-        import sys
-
-        if not isinstance(sys.exc_info()[1], (ConnectionError, OSError)):
-            super().handle_error(request, client_address)
-
-
-class _Handler(BaseHTTPRequestHandler):
+class _Handler(QuietHandler):
     owner: DoclingStub
     protocol_version = "HTTP/1.1"
     server_version = "uvicorn"
     sys_version = ""
-
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - keep test output quiet
-        return
 
     # -- plumbing --
 
@@ -527,20 +485,10 @@ class _Handler(BaseHTTPRequestHandler):
         return path.strip("/") or "root"
 
     def _send_json(self, code: int, body: Any) -> None:
-        data = json.dumps(body).encode("utf-8")
-        self.send_response(code)
-        self.send_header("content-type", "application/json")
-        self.send_header("content-length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
+        self.send_bytes(code, json.dumps(body).encode("utf-8"))
 
     def _send_text(self, code: int, text: str) -> None:
-        data = text.encode("utf-8")
-        self.send_response(code)
-        self.send_header("content-type", "text/plain; charset=utf-8")
-        self.send_header("content-length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
+        self.send_bytes(code, text.encode("utf-8"), "text/plain; charset=utf-8")
 
     def _send_http_error(self, code: int, detail: Any = None) -> None:
         if detail is None and code in (500, 502):
@@ -560,10 +508,6 @@ class _Handler(BaseHTTPRequestHandler):
         except OSError:
             pass
 
-    def _read_body(self) -> bytes:
-        length = int(self.headers.get("content-length") or 0)
-        return self.rfile.read(length) if length else b""
-
     # -- dispatch --
 
     def do_GET(self) -> None:  # noqa: N802 - http.server API
@@ -576,7 +520,7 @@ class _Handler(BaseHTTPRequestHandler):
         stub = self.owner
         split = urlsplit(self.path)
         path = split.path
-        body = self._read_body() if method == "POST" else b""
+        body = self.read_body() if method == "POST" else b""
         record = RecordedRequest(method, path, parse_qs(split.query), {k.lower(): v for k, v in self.headers.items()})
         endpoint = self._endpoint(path)
         if method == "POST" and endpoint in ("submit", "sync"):
@@ -587,7 +531,7 @@ class _Handler(BaseHTTPRequestHandler):
         stub._record(record)
         sc = stub.scenario
         applies = sc.on in ("any", endpoint)
-        if applies and sc.delay and stub._sleep(sc.delay):
+        if applies and sc.delay and stub.pause(sc.delay):
             self._reset()
             return
         if applies and sc.outcome == "reset":
@@ -642,7 +586,7 @@ class _Handler(BaseHTTPRequestHandler):
         # sync: wait for the task up to max_sync_wait, then 504 (the task keeps running)
         waited = 0.0
         while not stub._task_done(task) and waited < task.scenario.max_sync_wait:
-            if stub._sleep(0.02):
+            if stub.pause(0.02):
                 return
             waited += 0.02
         if not stub._task_done(task):
@@ -667,7 +611,7 @@ class _Handler(BaseHTTPRequestHandler):
             return
         end = time.monotonic() + max(0.0, wait)
         while not stub._task_done(task) and time.monotonic() < end:
-            if stub._sleep(min(0.02, end - time.monotonic())):
+            if stub.pause(min(0.02, end - time.monotonic())):
                 return
         self._send_json(200, stub.status_body(task))
 
