@@ -26,10 +26,9 @@ Nothing here touches the database; token usage goes to an optional ``usage_sink`
 
 from __future__ import annotations
 
+import copy
 import json
 import logging
-import os
-import threading
 import time
 import uuid
 from collections.abc import Callable, Sequence
@@ -39,6 +38,9 @@ from typing import Any
 
 import httpx
 
+from ki.config.process import LlmSettings, current
+from ki.cooldown import PROVIDER_COOLDOWNS
+from ki.cooldown import cooldown_seconds as cooldown_seconds_setting
 from ki.errors import ConfigurationError, InfrastructureError, KiError, ModelOutputInvalid, ProviderPermanentError
 from ki.retry import INFRASTRUCTURE_HTTP_STATUSES
 
@@ -159,23 +161,13 @@ def model_for_stage(config: Any, stage: str) -> str:
     stages = getattr(getattr(config, "pipeline", None), "stages", None) or {}
     stage_cfg = stages.get(stage)
     model = getattr(stage_cfg, "model", None) if stage_cfg is not None else None
-    model = (model or os.environ.get(ENV_MODEL) or "").strip()
+    model = (model or current(LlmSettings).model or "").strip()
     if not model:
         raise ConfigurationError(
             f"no model is assigned to stage {stage}: set pipeline.stages.{stage}.model "
             f"(Models & services) or the default {ENV_MODEL}"
         )
     return model
-
-
-def _cooldown_default() -> float:
-    raw = os.environ.get(ENV_COOLDOWN)
-    if raw is None or not raw.strip():
-        return 60.0
-    try:
-        return max(0.0, float(raw))
-    except ValueError as exc:
-        raise ConfigurationError(f"{ENV_COOLDOWN} must be a number of seconds, not {raw!r}") from exc
 
 
 def _api_root(base_url: str) -> str:
@@ -195,32 +187,26 @@ def _key_hint(api_key: str | None) -> str:
     return f"the key ending …{api_key[-4:]}"
 
 
-# --- process-wide provider-fault cooldown -----------------------------------------------------------
+# --- provider-fault cooldown (ki.cooldown, key ("gateway", api root, model)) -------------------------
 
-_cooldown_lock = threading.Lock()
-_cooldowns: dict[tuple[str, str], tuple[float, str]] = {}  # (api root, model) → (monotonic until, message)
+COOLDOWN_PROVIDER = "gateway"
 
 
 def reset_cooldowns(base_url: str | None = None, model: str | None = None) -> int:
-    """Forget provider-fault cooldowns (all, or those matching ``base_url`` and/or ``model``).
+    """Forget gateway provider-fault cooldowns (all, or those matching ``base_url`` and/or ``model``).
 
-    Call it from tests and when an operator retries quarantined files after fixing the account
-    (spec: "After the account is fixed, the quarantine retry releases the files").
+    Call it when an operator retries quarantined files after fixing the account (spec: "After the
+    account is fixed, the quarantine retry releases the files"); tests call ``ki.services.reset()``.
     Returns: how many cooldowns were dropped.
     """
     root = _api_root(base_url) if base_url is not None else None
-    with _cooldown_lock:
-        keys = [k for k in _cooldowns if (root is None or k[0] == root) and (model is None or k[1] == model)]
-        for k in keys:
-            del _cooldowns[k]
-    return len(keys)
+    return PROVIDER_COOLDOWNS.reset(lambda k: k[0] == COOLDOWN_PROVIDER and (root is None or k[1] == root)
+                                    and (model is None or k[2] == model))
 
 
 def active_cooldowns() -> dict[tuple[str, str], float]:
     """(api root, model) → seconds of cooldown left, for status displays and tests."""
-    now = time.monotonic()
-    with _cooldown_lock:
-        return {k: until - now for k, (until, _) in _cooldowns.items() if until > now}
+    return {(str(k[1]), str(k[2])): left for k, left in PROVIDER_COOLDOWNS.remaining(COOLDOWN_PROVIDER).items()}
 
 
 # --- the client ------------------------------------------------------------------------------------
@@ -259,7 +245,7 @@ class GatewayClient:
         api_key: sent as ``Authorization: Bearer``; None/empty sends no header.
         timeout_seconds: per-request read/write/pool timeout (connect is capped at 10 s).
         transport: an httpx transport (tests: ``httpx.MockTransport``); None = real network.
-        cooldown_seconds: provider-fault cooldown; None = ``$KI_PROVIDER_FAULT_COOLDOWN_SECONDS`` (60).
+        cooldown_seconds: provider-fault cooldown (s); None = ``KI_PROVIDER_FAULT_COOLDOWN_SECONDS`` (60).
         usage_sink: called with a :class:`UsageRecord` after every successful call; its own
             failures are logged, never raised (a paid answer is not thrown away over the ledger).
         send_metadata: also tag the body's ``user`` and ``metadata`` fields (headers are always sent);
@@ -285,7 +271,7 @@ class GatewayClient:
         self.api_key = api_key or None
         self.timeout_seconds = float(timeout_seconds)
         self.transport = transport
-        self.cooldown_seconds = _cooldown_default() if cooldown_seconds is None else max(0.0, cooldown_seconds)
+        self.cooldown_seconds = cooldown_seconds_setting() if cooldown_seconds is None else max(0.0, cooldown_seconds)
         self.usage_sink = usage_sink
         self.send_metadata = send_metadata
         headers = {"Accept": "application/json", "User-Agent": "ki-gateway-client"}
@@ -293,6 +279,7 @@ class GatewayClient:
             headers["Authorization"] = f"Bearer {self.api_key}"
         timeout = httpx.Timeout(self.timeout_seconds, connect=min(10.0, self.timeout_seconds))
         self._http = httpx.Client(base_url=self.base_url, headers=headers, timeout=timeout, transport=transport)
+        self._owns_pool = True
 
     def __repr__(self) -> str:
         return f"GatewayClient({self.base_url!r}, timeout_seconds={self.timeout_seconds:g})"
@@ -302,16 +289,27 @@ class GatewayClient:
         """A client on ``$KI_LLM_BASE_URL`` with ``$KI_LLM_API_KEY``; ``kwargs`` as for the constructor.
 
         Raises:
-            ConfigurationError: ``KI_LLM_BASE_URL`` is unset.
+            ConfigurationError: ``KI_LLM_BASE_URL`` is unset, or a ``KI_`` variable is invalid.
         """
-        base = os.environ.get(ENV_BASE_URL, "").strip()
-        if not base:
+        llm = current(LlmSettings)
+        if not llm.configured:
             raise ConfigurationError(f"no model gateway is configured: set {ENV_BASE_URL} (and {ENV_API_KEY})")
-        return cls(base, os.environ.get(ENV_API_KEY) or None, **kwargs)
+        return cls(llm.base_url.strip(), llm.key(), **kwargs)
+
+    def with_usage_sink(self, usage_sink: UsageSink | None) -> GatewayClient:
+        """This client (same connection pool, timeouts and cooldowns) reporting usage to ``usage_sink``.
+
+        The view's :meth:`close` does nothing: the pool belongs to this client (``ki.services.gateway``).
+        """
+        view = copy.copy(self)
+        view.usage_sink = usage_sink
+        view._owns_pool = False
+        return view
 
     def close(self) -> None:
-        """Close the connection pool."""
-        self._http.close()
+        """Close the connection pool (a :meth:`with_usage_sink` view leaves it open)."""
+        if self._owns_pool:
+            self._http.close()
 
     def __enter__(self) -> GatewayClient:
         return self
@@ -510,24 +508,15 @@ class GatewayClient:
         return data, latency_ms
 
     def _check_cooldown(self, model: str) -> None:
-        key = (self.base_url, model)
-        with _cooldown_lock:
-            entry = _cooldowns.get(key)
-            if entry is not None and entry[0] <= time.monotonic():
-                del _cooldowns[key]
-                entry = None
-        if entry is not None:
-            left = entry[0] - time.monotonic()
+        active = PROVIDER_COOLDOWNS.active((COOLDOWN_PROVIDER, self.base_url, model))
+        if active is not None:
             raise ProviderPermanentError(
-                f"{entry[1]} [failing fast without contacting the gateway: provider-fault cooldown, "
-                f"{left:.0f} s left of {ENV_COOLDOWN}]"
+                f"{active.message} [failing fast without contacting the gateway: provider-fault cooldown, "
+                f"{active.seconds_left:.0f} s left of {ENV_COOLDOWN}]"
             )
 
     def _start_cooldown(self, model: str, message: str) -> None:
-        if self.cooldown_seconds <= 0:
-            return
-        with _cooldown_lock:
-            _cooldowns[(self.base_url, model)] = (time.monotonic() + self.cooldown_seconds, message)
+        PROVIDER_COOLDOWNS.start((COOLDOWN_PROVIDER, self.base_url, model), message, self.cooldown_seconds)
 
     def _status_error(self, response: httpx.Response, *, path: str, model: str, stage: str | None) -> Exception:
         code = response.status_code

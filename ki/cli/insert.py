@@ -44,7 +44,7 @@ def insert(
     enabled = [s for s in PIPELINE_STAGE_ORDER if ctx.config.pipeline.stage(s).enabled]
     progress = Progress(TextColumn("{task.description:<18}"), BarColumn(), MofNCompleteColumn(),
                         TextColumn("{task.fields[note]}"), TimeElapsedColumn(), console=console,
-                        disable=not console.is_terminal and not _force_progress())
+                        disable=not console.is_terminal and not ctx.settings.progress)
     tasks = {s: progress.add_task(STAGE_CONSOLE_NAMES[s], total=None, note="") for s in enabled}
     last = [0.0]
 
@@ -90,12 +90,6 @@ def insert(
     if summary.status != "completed":
         console.print(f"[red]run failed:[/] {summary.error}")
         raise typer.Exit(1)
-
-
-def _force_progress() -> bool:
-    import os
-
-    return os.environ.get("KI_PROGRESS") == "1"
 
 
 def register(app: typer.Typer) -> None:

@@ -1,4 +1,4 @@
-"""Loading, pinning and saving the configuration; process-level settings.
+"""Loading, pinning and saving the configuration (the process-level settings are :mod:`ki.config.process`).
 
 Spec: insertion-pipeline.md "Configuration" (env pins refuse edits with 409) and
 "producer_version semantics" (a saved producer_version is discarded).
@@ -11,47 +11,16 @@ import os
 from pathlib import Path
 from typing import Any
 
-import platformdirs
 from pydantic import Field
 from pydantic_settings import BaseSettings, EnvSettingsSource, PydanticBaseSettingsSource, SettingsConfigDict
 
+from ki.config.process import ProcessSettings
 from ki.config.settings import ComponentsConfig, FirmConfig, KiConfig, PipelineConfig, RetrievalConfig
 from ki.errors import ConfigurationError, EnvPinnedError
 
+__all__ = ["ProcessSettings", "config_path", "env_pinned_fields", "load_config", "set_config_value"]
+
 CONFIG_FILE_NAME = "config.json"
-
-
-class ProcessSettings(BaseSettings):
-    """Flat process-level settings (DESIGN.md "Defaults"): not saved, env only.
-
-    Attributes (env var = ``KI_`` + upper-case name):
-        data_dir: where the embedded database, blobs and saved config live.
-        database_url: an external PostgreSQL; unset → the embedded one under ``data_dir``.
-        infrastructure_retry_max_seconds: cap of infrastructure backoff (s).
-        provider_fault_cooldown_seconds: ProviderPermanentError cooldown (s).
-        run_sweep_seconds / run_silent_minutes / run_abandoned_hours: sweeper (issue 7).
-        hatchet_document_concurrency / relate_model_concurrency / hatchet_sync_concurrency.
-        workers: local provider pool size (8: stages wait mostly on commits and I/O, not CPU; bench/insert.py
-            measured 32 documents/s with 4 and 58 with 8 on 2 cores).
-        worker_slots: concurrent tasks of one ``ki worker`` process (Hatchet slots; ``--slots``).
-        insert_wait_retry_seconds: how long ``ki insert`` waits for retries falling due.
-    """
-
-    model_config = SettingsConfigDict(env_prefix="KI_", extra="ignore")
-
-    data_dir: Path = Field(default_factory=lambda: Path(platformdirs.user_data_dir("ki")))
-    database_url: str | None = None
-    infrastructure_retry_max_seconds: float = Field(default=300, ge=0)
-    provider_fault_cooldown_seconds: float = Field(default=60, ge=0)
-    run_sweep_seconds: int = Field(default=300, ge=0)
-    run_silent_minutes: float = Field(default=15, ge=0)
-    run_abandoned_hours: float = Field(default=7, ge=0)
-    hatchet_document_concurrency: int = Field(default=16, ge=1, le=1024)
-    relate_model_concurrency: int = Field(default=16, ge=1, le=256)
-    hatchet_sync_concurrency: int = Field(default=4, ge=1, le=64)
-    workers: int = Field(default=8, ge=1, le=64)
-    worker_slots: int = Field(default=8, ge=1, le=1000)
-    insert_wait_retry_seconds: float = Field(default=120, ge=0)
 
 
 class _EnvKiConfig(BaseSettings, KiConfig):

@@ -31,13 +31,10 @@ from importlib import metadata as importlib_metadata
 from pathlib import Path
 from typing import Any
 
+from ki.config.process import OcrSettings, current
 from ki.errors import ClaimLost, UnsupportedDocument
 
-# The onnxruntime Linux wheel (1.32.0 measured) ships Microsoft 1DS telemetry: at import it writes
-# ~/.cache/Microsoft/DeveloperTools/.onnxruntime/{deviceid,onnxruntime.db} and tries to reach
-# mobile.events.data.microsoft.com. Only this variable, set before the first import, stops it
-# (onnxruntime.disable_telemetry_events() after import does not).
-os.environ.setdefault("ORT_DISABLE_TELEMETRY", "1")
+# onnxruntime's telemetry is switched off by ki/__init__.py (ORT_DISABLE_TELEMETRY before any import).
 
 MAX_SIDE = 2000  # RapidOCR's Global.max_side_len: larger inputs are shrunk to this
 WAIT_SLICE = 10.0  # seconds between renew() calls while waiting for the lane or a page
@@ -99,9 +96,9 @@ def threads() -> int:
 
     One lane of one thread keeps OCR to one core. A second thread bought little wall time
     on a busy 2-core host and doubled the CPU seconds per page (workers spin-wait).
+    Raises: ConfigurationError naming the variable when it is not a whole number ≥ 1.
     """
-    env = os.environ.get("KI_OCR_THREADS", "").strip()
-    return int(env) if env.isdigit() and int(env) > 0 else 1
+    return current(OcrSettings).threads
 
 
 _ENGINE_LOCK = threading.Lock()
@@ -138,13 +135,9 @@ def engine() -> Any:
 # --------------------------------------------------------------------------- lane
 
 
-def _env_concurrency() -> int:
-    env = os.environ.get("KI_OCR_CONCURRENCY", "").strip()
-    return int(env) if env.isdigit() and int(env) > 0 else 1
-
-
-_lane = threading.BoundedSemaphore(_env_concurrency())
-_lane_size = _env_concurrency()
+_lane: threading.BoundedSemaphore | None = None  # made on first use, KI_OCR_CONCURRENCY wide
+_lane_size = 0
+_LANE_LOCK = threading.Lock()
 
 
 def set_ocr_concurrency(size: int) -> None:
@@ -152,11 +145,26 @@ def set_ocr_concurrency(size: int) -> None:
     global _lane, _lane_size
     if size < 1:
         raise ValueError("OCR concurrency must be at least 1")
-    _lane, _lane_size = threading.BoundedSemaphore(size), size
+    with _LANE_LOCK:
+        _lane, _lane_size = threading.BoundedSemaphore(size), size
+
+
+def _current_lane() -> threading.BoundedSemaphore:
+    """The process-wide OCR lane (``KI_OCR_CONCURRENCY`` pages at once, 1 by default), made on first use.
+
+    Raises: ConfigurationError naming the variable when it is not a whole number ≥ 1.
+    """
+    global _lane, _lane_size
+    with _LANE_LOCK:
+        if _lane is None:
+            _lane_size = current(OcrSettings).concurrency
+            _lane = threading.BoundedSemaphore(_lane_size)
+        return _lane
 
 
 def ocr_concurrency() -> int:
     """How many pages this process OCRs at once."""
+    _current_lane()
     return _lane_size
 
 
@@ -176,7 +184,7 @@ def run_in_lane(job: Callable[[], Any], timeout: float, renew: Renew | None) -> 
     Waiting for the lane is not counted. The worker releases the lane itself, so a job
     abandoned after ``timeout`` still bounds concurrency until it really ends.
     """
-    lane = _lane
+    lane = _current_lane()
     while not lane.acquire(timeout=WAIT_SLICE):
         renew_claim(renew)
     box: dict[str, Any] = {}

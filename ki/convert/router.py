@@ -8,9 +8,9 @@ the extension first, then the leading bytes.
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable
 
+from ki import services
 from ki.config.settings import KiConfig
 from ki.convert.formats import sniff_format
 from ki.convert.model import StructuredDocument
@@ -102,24 +102,9 @@ def converter_for(fmt: str, config: KiConfig) -> Converter:
     )
 
 
-_DOCLING_CLIENTS: dict[tuple[str, str | None, float, float], object] = {}
-_DOCLING_LOCK = threading.Lock()
-
-
 def docling_client(config: KiConfig):
-    """The process-wide Docling Serve client for ``components.docling_url`` (one connection pool)."""
-    from ki.convert.docling import DoclingClient
-
-    c = config.components
-    key = (c.docling_url, c.docling_api_key, c.docling_document_timeout_seconds, c.docling_client_timeout_seconds)
-    with _DOCLING_LOCK:
-        client = _DOCLING_CLIENTS.get(key)
-        if client is None:
-            client = DoclingClient(c.docling_url, api_key=c.docling_api_key,
-                                   document_timeout_seconds=c.docling_document_timeout_seconds,
-                                   client_timeout_seconds=c.docling_client_timeout_seconds)
-            _DOCLING_CLIENTS[key] = client
-    return client
+    """The process-wide Docling Serve client for ``components.docling_url`` (:func:`ki.services.docling`)."""
+    return services.docling(config.components)
 
 
 #: Formats only Docling Serve converts (images go to OCR first when it is available).

@@ -9,7 +9,6 @@ filter inside ``knn.filter``, never a post-filter).
 
 from __future__ import annotations
 
-import os
 import re
 import threading
 from typing import Any
@@ -18,7 +17,9 @@ import numpy as np
 from sqlalchemy import Engine, text
 from sqlalchemy.engine import Connection
 
+from ki import services
 from ki.access.projection import AccessProjection
+from ki.config.process import OpenSearchSettings, current
 from ki.index.backend import WEBSEARCH_SYNTAX, ChunkRow, IndexDocument, SearchFilters
 from ki.index.embeddings import EmbedderIdentity, normalise_rows
 
@@ -104,26 +105,33 @@ def index_body(identity: EmbedderIdentity | None) -> dict[str, Any]:
         meta |= {"embedder": identity.embedder, "dimension": int(identity.dimension)}
     settings: dict[str, Any] = {"knn": True, "number_of_shards": 1, "number_of_replicas": 0,
                                 "search.concurrent_segment_search.mode": CONCURRENT_SEGMENT_SEARCH}
-    settings["refresh_interval"] = os.environ.get("KI_OPENSEARCH_REFRESH_INTERVAL") or REFRESH_INTERVAL
+    settings["refresh_interval"] = current(OpenSearchSettings).refresh_interval or REFRESH_INTERVAL
     return {"settings": {"index": settings},
             "mappings": {"dynamic": "strict", "_meta": meta, "properties": props}}
 
 
 def index_name_for(engine: Engine) -> str:
     """``$KI_OPENSEARCH_INDEX``, else ``ki-chunks-<database name>`` (lower case, ``[a-z0-9_-]``)."""
-    env = os.environ.get("KI_OPENSEARCH_INDEX")
-    if env:
-        return env
+    configured = current(OpenSearchSettings).index
+    if configured:
+        return configured
     name = re.sub(r"[^a-z0-9_-]+", "-", str(engine.url.database or "ki").lower()).strip("-_")
     return f"ki-chunks-{name or 'ki'}"
 
 
-_CLIENTS: dict[str, Any] = {}
 #: (url, index) → the identity the index records (key present: the index exists). Shared with the backend.
 KNOWN_IDENTITIES: dict[tuple[str, str], EmbedderIdentity | None] = {}
 #: (url, index) → its vector field's space type as last read (how to read its k-NN scores).
 SPACES: dict[tuple[str, str], str] = {}
 LOCK = threading.Lock()
+
+
+@services.on_reset
+def forget_index_state() -> None:
+    """Forget what the indices were last seen to record (``ki.services.reset``)."""
+    with LOCK:
+        KNOWN_IDENTITIES.clear()
+        SPACES.clear()
 
 
 def _serializer() -> Any:
@@ -152,13 +160,9 @@ def client_for(url: str) -> Any:
     timeouts twice, 30 s per request; orjson serializer)."""
     from opensearchpy import OpenSearch
 
-    with LOCK:
-        client = _CLIENTS.get(url)
-        if client is None:
-            client = _CLIENTS[url] = OpenSearch(hosts=[url], timeout=30, max_retries=2, retry_on_timeout=True,
-                                                retry_on_status=(502, 503, 504), pool_maxsize=16,
-                                                serializer=_serializer())
-        return client
+    return services.shared("opensearch", url, lambda: OpenSearch(
+        hosts=[url], timeout=30, max_retries=2, retry_on_timeout=True, retry_on_status=(502, 503, 504),
+        pool_maxsize=16, serializer=_serializer()))
 
 
 def as_array(value: Any) -> np.ndarray:

@@ -14,7 +14,6 @@ written them — the document id, version order, matter reference and document t
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Sequence
 from datetime import date
 from typing import Any
@@ -22,9 +21,10 @@ from typing import Any
 from pydantic import BaseModel, Field
 from sqlalchemy import Engine, text
 
+from ki import services
 from ki.access.projection import principal_set
 from ki.index.backend import SearchBackend, SearchFilters
-from ki.index.embeddings import Embedder, EmbedderIdentity, embedder_for_identity
+from ki.index.embeddings import Embedder, EmbedderIdentity
 from ki.index.facts import fact_sources
 from ki.index.hybrid import FusedHit, hybrid_search
 
@@ -73,19 +73,9 @@ class SearchResponse(BaseModel):
     embedder: str | None = None
 
 
-_EMBEDDERS: dict[EmbedderIdentity, Embedder] = {}
-_EMBEDDERS_LOCK = threading.Lock()
-
-
 def query_embedder(identity: EmbedderIdentity | None) -> Embedder | None:
-    """The (process-cached) embedder of an index identity; None when the index has no vectors."""
-    if identity is None:
-        return None
-    with _EMBEDDERS_LOCK:
-        emb = _EMBEDDERS.get(identity)
-        if emb is None:
-            emb = _EMBEDDERS[identity] = embedder_for_identity(identity)
-    return emb
+    """The process's embedder of an index identity (:func:`ki.services.query_embedder`); None without vectors."""
+    return services.query_embedder(identity)
 
 
 def backend_for(db: Any, config: Any = None) -> SearchBackend:

@@ -7,14 +7,15 @@ and validators). The gateway is configured by ``KI_LLM_BASE_URL``; its usage goe
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 
 from pydantic import BaseModel
 
-from ki.agents.gateway import ENV_BASE_URL, GatewayClient, model_for_stage
+from ki import services
+from ki.agents.gateway import model_for_stage
 from ki.agents.loop import AgentResult, AgentState, Policy, Tool, chat_agent, run_policy
 from ki.agents.usage import ledger_sink
+from ki.config.process import LlmSettings, current
 from ki.context import StageContext
 
 Validator = Callable[[BaseModel, AgentState], "str | None"]
@@ -22,7 +23,7 @@ Validator = Callable[[BaseModel, AgentState], "str | None"]
 
 def gateway_configured() -> bool:
     """Whether a model gateway is configured (``KI_LLM_BASE_URL`` set and not empty)."""
-    return bool(os.environ.get(ENV_BASE_URL, "").strip())
+    return current(LlmSettings).configured
 
 
 def run_agent(ctx: StageContext, *, system: str, user: str | Callable[[], str], tools: list[Tool],
@@ -42,6 +43,6 @@ def run_agent(ctx: StageContext, *, system: str, user: str | Callable[[], str], 
         return run_policy(policy, tools, result_model, validators, doc_id=ctx.obj.id, stage=ctx.stage)
     model = model_for_stage(ctx.config, ctx.stage)
     user = user() if callable(user) else user
-    with GatewayClient.from_env(usage_sink=ledger_sink(ctx.pipeline.db, default_stage=ctx.stage)) as client:
-        return chat_agent(client, model=model, system=system, user=user, tools=tools, result_model=result_model,
-                          validators=validators, max_turns=max_turns, doc_id=ctx.obj.id, stage=ctx.stage)
+    client = services.gateway(ledger_sink(ctx.pipeline.db, default_stage=ctx.stage))
+    return chat_agent(client, model=model, system=system, user=user, tools=tools, result_model=result_model,
+                      validators=validators, max_turns=max_turns, doc_id=ctx.obj.id, stage=ctx.stage)

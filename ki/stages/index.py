@@ -27,20 +27,19 @@ stops, nothing written); the embedder's errors (gateway outage = infrastructure)
 
 from __future__ import annotations
 
-import os
-import threading
 from pathlib import PurePath
 from typing import Any
 
 from sqlalchemy import text
 
+from ki import services
 from ki.access.load import object_projection
 from ki.context import StageContext, StageOutcome
 from ki.errors import RetryableStageError
 from ki.index.backend import PROFILE_ORDINAL, ChunkRow, IndexDocument
 from ki.index.chunking import chunk_text
 from ki.index.embedding_cache import embed_rows
-from ki.index.embeddings import context_header, embedding_input, identity_of, make_embedder
+from ki.index.embeddings import context_header, embedding_input, identity_of
 from ki.index.facts import fact_sources
 from ki.index.search import backend_for
 from ki.store.artifacts import STRUCTURED_JSON, get_artifact
@@ -121,31 +120,9 @@ def profile_text(title: str | None, doc_type: str | None, matter: str | None, te
     return "\n".join(p for p in (title, doc_type, matter, opening) if p)
 
 
-_EMBEDDERS: dict[tuple[str | None, int, str], Any] = {}
-_EMBEDDERS_LOCK = threading.Lock()
-
-
 def stage_embedder(ctx: StageContext) -> Any:
-    """The process's embedder for ``retrieval.embedding_model`` (None for ``none``).
-
-    Kept per (setting, batch size, gateway URL), so a gateway model's dimension is probed once per
-    process and its calls go to the usage ledger (stage ``index``).
-    """
-    retrieval = ctx.config.retrieval
-    key = (retrieval.embedding_model, retrieval.embedding_batch_size, os.environ.get("KI_LLM_BASE_URL", ""))
-    with _EMBEDDERS_LOCK:
-        if key not in _EMBEDDERS:
-            db = ctx.pipeline.db
-
-            def client() -> Any:
-                from ki.agents.gateway import GatewayClient
-                from ki.agents.usage import ledger_sink
-
-                return GatewayClient.from_env(usage_sink=ledger_sink(db, default_stage="index"))
-
-            _EMBEDDERS[key] = make_embedder(retrieval.embedding_model, batch_size=retrieval.embedding_batch_size,
-                                            gateway_client=client)
-        return _EMBEDDERS[key]
+    """The process's embedder for ``retrieval.embedding_model`` (:func:`ki.services.stage_embedder`)."""
+    return services.stage_embedder(ctx.config.retrieval, ctx.pipeline.db)
 
 
 def _index(ctx: StageContext, backend: Any) -> StageOutcome:

@@ -102,8 +102,69 @@ def test_process_settings_are_flat_env_variables(monkeypatch):
 )
 def test_process_settings_ranges(monkeypatch, var, value):
     monkeypatch.setenv(var, value)
-    with pytest.raises(ValidationError):
+    with pytest.raises(ConfigurationError, match=f"{var}='{value}'"):
         ProcessSettings()
+
+
+@pytest.mark.parametrize(
+    ("var", "value", "why"),
+    [("KI_WORKERS", "abc", "valid integer"), ("KI_WORKERS", "0", "greater than or equal to 1"),
+     ("KI_PROVIDER_FAULT_COOLDOWN_SECONDS", "soon", "valid number"),
+     ("KI_PROVIDER_FAULT_COOLDOWN_SECONDS", "-5", "greater than or equal to 0"),
+     ("KI_LLM_API_KEY", None, None), ("KI_OCR_THREADS", "two", "valid integer"),
+     ("KI_OCR_CONCURRENCY", "0", "greater than or equal to 1"), ("KI_SERVE_PORT", "70000", "less than or equal"),
+     ("KI_PROGRESS", "sometimes", "valid boolean")],
+)
+def test_a_bad_process_variable_is_a_configuration_error_naming_it(monkeypatch, var, value, why):
+    if value is None:  # a secret never shows up in the message
+        monkeypatch.setenv("KI_SERVE_PORT", "x")
+        monkeypatch.setenv(var, "sk-secret-key")
+        with pytest.raises(ConfigurationError) as info:
+            ProcessSettings()
+        assert "sk-secret" not in str(info.value) and "KI_SERVE_PORT='x'" in str(info.value)
+        return
+    monkeypatch.setenv(var, value)
+    with pytest.raises(ConfigurationError, match=f"{var}='{value}': .*{why}"):
+        ProcessSettings()
+
+
+def test_process_sections_keep_their_documented_variables(monkeypatch):
+    for var, value in {"KI_LLM_BASE_URL": "http://gw:4000", "KI_LLM_API_KEY": "sk-1", "KI_LLM_MODEL": "m1",
+                       "KI_OCR_THREADS": "2", "KI_OCR_CONCURRENCY": "3", "KI_OPENSEARCH_INDEX": "ix",
+                       "KI_OPENSEARCH_REFRESH_INTERVAL": "1s", "HATCHET_CLIENT_TOKEN": "tok",
+                       "HATCHET_CLIENT_NAMESPACE": "ns", "KI_SERVE_HOST": "0.0.0.0", "KI_SERVE_PORT": "9000",
+                       "KI_PROGRESS": "1"}.items():
+        monkeypatch.setenv(var, value)
+    s = ProcessSettings()
+    assert (s.llm.base_url, s.llm.key(), s.llm.model, s.llm.configured) == ("http://gw:4000", "sk-1", "m1", True)
+    assert "sk-1" not in repr(s)
+    assert (s.ocr.threads, s.ocr.concurrency) == (2, 3)
+    assert (s.opensearch.index, s.opensearch.refresh_interval) == ("ix", "1s")
+    assert s.hatchet.identity() == ("tok", None, None, "ns", None)
+    assert (s.server.host, s.server.port, s.progress) == ("0.0.0.0", 9000, True)
+    assert ProcessSettings.variables()["KI_SERVE_PORT"] == "server.port"
+
+
+def test_process_defaults_and_empty_variables(monkeypatch):
+    monkeypatch.setenv("KI_LLM_BASE_URL", "")
+    monkeypatch.setenv("KI_WORKERS", "")
+    s = ProcessSettings()
+    assert (s.server.host, s.server.port) == ("127.0.0.1", 8470)
+    assert (s.ocr.threads, s.ocr.concurrency, s.workers) == (1, 1, 8)
+    assert not s.llm.configured and s.llm.key() is None and s.hatchet.token is None
+
+
+def test_current_settings_follow_the_environment(monkeypatch):
+    from ki.config.process import LlmSettings, current
+
+    monkeypatch.setenv("KI_LLM_MODEL", "first")
+    first = current(LlmSettings)
+    assert first.model == "first" and current(LlmSettings) is first  # parsed once while nothing changes
+    monkeypatch.setenv("KI_LLM_MODEL", "second")
+    assert current(LlmSettings).model == "second"
+    monkeypatch.setenv("KI_WORKERS", "many")
+    with pytest.raises(ConfigurationError, match="KI_WORKERS"):
+        current(ProcessSettings)
 
 
 def test_code_stage_versions_are_the_spec_values():
@@ -356,3 +417,32 @@ def test_unreadable_saved_file_is_a_configuration_error(cfg_dir):
 def test_kiconfig_round_trip():
     cfg = KiConfig()
     assert KiConfig.model_validate(cfg.model_dump()) == cfg
+
+
+def test_no_environment_reads_outside_ki_config():
+    """Every variable ki reads goes through a settings model (ki/config/); ki/__init__.py only sets
+    ORT_DISABLE_TELEMETRY for onnxruntime before anything imports it."""
+    import ast
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2] / "ki"
+    found = []
+    for path in root.rglob("*.py"):
+        rel = path.relative_to(root.parent).as_posix()
+        if rel.startswith("ki/config/"):
+            continue
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        allowed = set()
+        for node in ast.walk(tree):  # os.environ.setdefault("ORT_DISABLE_TELEMETRY", ...) in ki/__init__.py
+            if (rel == "ki/__init__.py" and isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                    and node.func.attr == "setdefault" and node.args
+                    and isinstance(node.args[0], ast.Constant) and node.args[0].value == "ORT_DISABLE_TELEMETRY"):
+                allowed.add(id(node.func.value))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Attribute) and node.attr in ("environ", "getenv", "environb") \
+                    and id(node) not in allowed:
+                found.append(f"{rel}:{node.lineno}")
+            elif isinstance(node, ast.ImportFrom) and node.module == "os" \
+                    and any(a.name in ("environ", "getenv") for a in node.names):
+                found.append(f"{rel}:{node.lineno}")
+    assert not found, f"environment read outside ki/config: {found}"

@@ -29,7 +29,6 @@ cause; members already triggered still run and their rows stay the truth).
 from __future__ import annotations
 
 import logging
-import os
 import threading
 import time
 from collections.abc import Callable
@@ -38,6 +37,7 @@ from typing import Any
 
 from sqlalchemy import text
 
+from ki.config.process import HatchetClientSettings, current
 from ki.context import PipelineContext
 from ki.errors import OrchestratorUnavailable
 from ki.orchestration.providers import batches
@@ -83,8 +83,7 @@ def hatchet_client(*, lookup: bool = False) -> Any:
     Raises:
         OrchestratorUnavailable: no ``HATCHET_CLIENT_TOKEN``, or the SDK refuses the configuration.
     """
-    env = tuple(os.environ.get(f"HATCHET_CLIENT_{v}") for v in ("TOKEN", "HOST_PORT", "SERVER_URL", "NAMESPACE",
-                                                                 "TLS_STRATEGY"))
+    env = current(HatchetClientSettings).identity()
     key = ("lookup" if lookup else "trigger", env)
     with _clients_lock:
         if key in _clients:

@@ -1,0 +1,260 @@
+"""Process-level settings: read from the environment only, never saved (DESIGN.md "Defaults").
+
+The flat variables the spec names stay flat (``KI_WORKERS``, ``KI_INFRASTRUCTURE_RETRY_MAX_SECONDS``,
+``KI_HATCHET_*``, ``KI_RUN_*``, ``KI_PROVIDER_FAULT_COOLDOWN_SECONDS``, ...: :class:`ProcessSettings`).
+The outside parts' settings are sections of their own, each with the variable prefix it always had:
+
+========================  ===========================  ==========================================
+section                   variables                    for
+========================  ===========================  ==========================================
+``llm``                   ``KI_LLM_*``                 the model gateway (:class:`LlmSettings`)
+``ocr``                   ``KI_OCR_*``                 the built-in OCR's threads and lane
+``opensearch``            ``KI_OPENSEARCH_*``          the OpenSearch index name and refresh
+``hatchet``               ``HATCHET_CLIENT_*``         the Hatchet client (the SDK reads them too)
+``server``                ``KI_SERVE_*``               ``ki serve``: host and port
+========================  ===========================  ==========================================
+
+An empty variable counts as unset. A value that does not parse or is out of range raises
+:class:`ki.errors.ConfigurationError` naming the variable (``KI_WORKERS='abc': Input should be a
+valid integer ...``). :func:`current` gives a section as the environment holds it now, parsed once
+per distinct environment (cheap enough for every stage execution; a test that changes a variable
+sees the change).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from pathlib import Path
+from typing import Any, TypeVar
+
+import platformdirs
+from pydantic import Field, SecretStr, ValidationError
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from ki.errors import ConfigurationError
+
+Section = TypeVar("Section", bound="EnvSettings")
+
+
+class EnvSettings(BaseSettings):
+    """Base of every process settings model: environment only (prefix in ``model_config``), empty
+    variables unset; a bad value raises :class:`~ki.errors.ConfigurationError` naming the variable."""
+
+    model_config = SettingsConfigDict(extra="ignore", env_ignore_empty=True)
+
+    def __init__(self, **values: Any) -> None:
+        try:
+            super().__init__(**values)
+        except ValidationError as exc:
+            raise ConfigurationError(describe_errors(type(self), exc)) from exc
+
+    @classmethod
+    def variable(cls, field: str) -> str:
+        """The environment variable of ``field`` (``workers`` → ``KI_WORKERS``)."""
+        return f"{cls.model_config.get('env_prefix', '')}{field}".upper()
+
+
+def describe_errors(model: type[EnvSettings], exc: ValidationError) -> str:
+    """One line per invalid value, naming its variable: ``KI_WORKERS='abc': Input should be ...``."""
+    parts = []
+    for error in exc.errors(include_url=False):
+        field = str(error["loc"][0]) if error["loc"] else ""
+        where = model.variable(field) if field else model.__name__
+        value = error.get("input")
+        shown = f"={value!r}" if isinstance(value, str | int | float) else ""
+        parts.append(f"{where}{shown}: {error['msg']}")
+    return "invalid environment variable " + "; ".join(parts)
+
+
+class LlmSettings(EnvSettings):
+    """The model gateway (DESIGN.md "Defaults"): ``KI_LLM_BASE_URL``, ``KI_LLM_API_KEY``, ``KI_LLM_MODEL``.
+
+    Attributes:
+        base_url: the OpenAI-compatible gateway root (with or without ``/v1``); None: no gateway, the
+            model stages run their rules policies.
+        api_key: sent as a bearer token; never printed.
+        model: the default model of every model stage (``pipeline.stages.<stage>.model`` overrides).
+    """
+
+    model_config = SettingsConfigDict(env_prefix="KI_LLM_", extra="ignore", env_ignore_empty=True)
+
+    base_url: str | None = None
+    api_key: SecretStr | None = None
+    model: str | None = None
+
+    @property
+    def configured(self) -> bool:
+        """Whether a gateway is configured (a non-blank base URL)."""
+        return bool(self.base_url and self.base_url.strip())
+
+    def key(self) -> str | None:
+        """The API key in clear (for the ``Authorization`` header only), or None."""
+        return self.api_key.get_secret_value() if self.api_key else None
+
+
+class OcrSettings(EnvSettings):
+    """The built-in OCR's process resources (``KI_OCR_*``; what it reads is ``pipeline.ocr.*``).
+
+    Attributes:
+        threads: onnxruntime intra-op threads per OCR lane (``KI_OCR_THREADS``, 1: one core per lane).
+        concurrency: pages this process OCRs at once (``KI_OCR_CONCURRENCY``, 1).
+    """
+
+    model_config = SettingsConfigDict(env_prefix="KI_OCR_", extra="ignore", env_ignore_empty=True)
+
+    threads: int = Field(default=1, ge=1, le=256)
+    concurrency: int = Field(default=1, ge=1, le=256)
+
+
+class OpenSearchSettings(EnvSettings):
+    """The OpenSearch index (``KI_OPENSEARCH_*``; the node's URL is ``components.opensearch_url``).
+
+    Attributes:
+        index: the index name (``KI_OPENSEARCH_INDEX``); None: ``ki-chunks-<database name>``.
+        refresh_interval: the index's refresh interval when ki creates it (``KI_OPENSEARCH_REFRESH_INTERVAL``,
+            an OpenSearch time value such as ``250ms``); None: ki's default.
+    """
+
+    model_config = SettingsConfigDict(env_prefix="KI_OPENSEARCH_", extra="ignore", env_ignore_empty=True)
+
+    index: str | None = None
+    refresh_interval: str | None = None
+
+
+class HatchetClientSettings(EnvSettings):
+    """The Hatchet client's connection (``HATCHET_CLIENT_*``, the SDK's own variables, which it reads itself).
+
+    ki reads them to refuse early without a token and to keep one client per connection.
+
+    Attributes:
+        token: the worker/API token (a JWT); None: no engine configured.
+        host_port / server_url / namespace / tls_strategy: as the SDK documents them.
+    """
+
+    model_config = SettingsConfigDict(env_prefix="HATCHET_CLIENT_", extra="ignore", env_ignore_empty=True)
+
+    token: SecretStr | None = None
+    host_port: str | None = None
+    server_url: str | None = None
+    namespace: str | None = None
+    tls_strategy: str | None = None
+
+    def identity(self) -> tuple[str | None, ...]:
+        """What tells two connections apart (token, address, REST URL, namespace, TLS strategy)."""
+        token = self.token.get_secret_value() if self.token else None
+        return (token, self.host_port, self.server_url, self.namespace, self.tls_strategy)
+
+
+class ServerSettings(EnvSettings):
+    """``ki serve`` (``KI_SERVE_*``).
+
+    Attributes:
+        host: the address to listen on (``KI_SERVE_HOST``, 127.0.0.1: this machine only).
+        port: the TCP port (``KI_SERVE_PORT``, 8470).
+    """
+
+    model_config = SettingsConfigDict(env_prefix="KI_SERVE_", extra="ignore", env_ignore_empty=True)
+
+    host: str = "127.0.0.1"
+    port: int = Field(default=8470, ge=1, le=65535)
+
+
+class ProcessSettings(EnvSettings):
+    """Process-level settings: the flat ``KI_`` variables, then one section per outside part.
+
+    Attributes (env var = ``KI_`` + upper-case name):
+        data_dir: where the embedded database, blobs and saved config live.
+        database_url: an external PostgreSQL; unset → the embedded one under ``data_dir``.
+        infrastructure_retry_max_seconds: cap of infrastructure backoff (s).
+        provider_fault_cooldown_seconds: how long a rejected account or key fails fast without a request,
+            for the gateway and Docling Serve alike (s; :mod:`ki.cooldown`).
+        run_sweep_seconds / run_silent_minutes / run_abandoned_hours: sweeper (issue 7).
+        hatchet_document_concurrency / relate_model_concurrency / hatchet_sync_concurrency.
+        workers: local provider pool size (8: stages wait mostly on commits and I/O, not CPU; bench/insert.py
+            measured 32 documents/s with 4 and 58 with 8 on 2 cores).
+        worker_slots: concurrent tasks of one ``ki worker`` process (Hatchet slots; ``--slots``).
+        insert_wait_retry_seconds: how long ``ki insert`` waits for retries falling due.
+        progress: ``ki insert`` draws its progress bars even when stderr is not a terminal (``KI_PROGRESS=1``).
+        llm / ocr / opensearch / hatchet / server: the sections (module docstring).
+    """
+
+    model_config = SettingsConfigDict(env_prefix="KI_", extra="ignore", env_ignore_empty=True)
+
+    data_dir: Path = Field(default_factory=lambda: Path(platformdirs.user_data_dir("ki")))
+    database_url: str | None = None
+    infrastructure_retry_max_seconds: float = Field(default=300, ge=0)
+    provider_fault_cooldown_seconds: float = Field(default=60, ge=0)
+    run_sweep_seconds: int = Field(default=300, ge=0)
+    run_silent_minutes: float = Field(default=15, ge=0)
+    run_abandoned_hours: float = Field(default=7, ge=0)
+    hatchet_document_concurrency: int = Field(default=16, ge=1, le=1024)
+    relate_model_concurrency: int = Field(default=16, ge=1, le=256)
+    hatchet_sync_concurrency: int = Field(default=4, ge=1, le=64)
+    workers: int = Field(default=8, ge=1, le=64)
+    worker_slots: int = Field(default=8, ge=1, le=1000)
+    insert_wait_retry_seconds: float = Field(default=120, ge=0)
+    progress: bool = False
+    llm: LlmSettings = Field(default_factory=LlmSettings)
+    ocr: OcrSettings = Field(default_factory=OcrSettings)
+    opensearch: OpenSearchSettings = Field(default_factory=OpenSearchSettings)
+    hatchet: HatchetClientSettings = Field(default_factory=HatchetClientSettings)
+    server: ServerSettings = Field(default_factory=ServerSettings)
+
+    @classmethod
+    def variables(cls) -> dict[str, str]:
+        """Every environment variable of the process settings → its dotted field
+        (``KI_WORKERS`` → ``workers``, ``KI_LLM_BASE_URL`` → ``llm.base_url``)."""
+        out: dict[str, str] = {}
+        for name, info in cls.model_fields.items():
+            section = info.annotation
+            if isinstance(section, type) and issubclass(section, EnvSettings):
+                out.update({section.variable(f): f"{name}.{f}" for f in section.model_fields})
+            else:
+                out[cls.variable(name)] = name
+        return out
+
+    def value(self, dotted: str) -> Any:
+        """The value of a dotted field as :meth:`variables` names it (``llm.model``)."""
+        node: Any = self
+        for part in dotted.split("."):
+            node = getattr(node, part)
+        return node
+
+
+#: The variable prefixes each section reads (what :func:`current` compares to decide whether to parse again).
+_PREFIXES: dict[type[EnvSettings], tuple[str, ...]] = {
+    ProcessSettings: ("KI_", "HATCHET_CLIENT_"),
+}
+_parsed: dict[type[EnvSettings], tuple[tuple[tuple[str, str], ...], EnvSettings]] = {}
+_parsed_lock = threading.Lock()
+
+
+def _environment(prefixes: tuple[str, ...]) -> tuple[tuple[str, str], ...]:
+    return tuple(sorted((k, v) for k, v in os.environ.items() if k.upper().startswith(prefixes)))
+
+
+def current(section: type[Section]) -> Section:
+    """``section()`` as the environment holds it now (a cached instance while the variables stay the same).
+
+    Args:
+        section: :class:`ProcessSettings` or one of its section classes.
+    Raises:
+        ConfigurationError: a variable of the section does not parse or is out of range.
+    """
+    prefixes = _PREFIXES.get(section) or (str(section.model_config.get("env_prefix", "")).upper(),)
+    snapshot = _environment(prefixes)
+    with _parsed_lock:
+        hit = _parsed.get(section)
+        if hit is not None and hit[0] == snapshot:
+            return hit[1]  # type: ignore[return-value]
+    value = section()
+    with _parsed_lock:
+        _parsed[section] = (snapshot, value)
+    return value
+
+
+def forget_parsed() -> None:
+    """Drop the instances :func:`current` cached (``ki.services.reset`` calls it)."""
+    with _parsed_lock:
+        _parsed.clear()
