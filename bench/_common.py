@@ -19,6 +19,18 @@ from urllib.parse import parse_qs, urlparse
 
 warnings.filterwarnings("ignore", message=".*XDG_RUNTIME_DIR.*")
 
+#: The repository's root.
+REPO = Path(__file__).resolve().parents[1]
+
+
+def shared_dir() -> Path:
+    """The project's shared material (corpus, cases, tools) as the tests find it: ``$KI_SHARED_DIR``,
+    else ``../shared`` beside the repository. Raises SystemExit with a clear message when it is missing."""
+    path = Path(os.environ.get("KI_SHARED_DIR") or REPO.parent / "shared")
+    if not (path / "corpus").is_dir():
+        raise SystemExit(f"the shared corpus is not at {path}: set KI_SHARED_DIR to the project's shared folder")
+    return path
+
 
 def percentile(values: Sequence[float], p: float) -> float:
     """Nearest-rank percentile (p in 0..100) of ``values``; NaN when empty."""

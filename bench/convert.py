@@ -53,9 +53,11 @@ from pathlib import Path
 
 from lxml import etree
 
-DEFAULT_REAL = Path("/work/shared/corpus/real/docx")
-DEFAULT_ESTATE = Path("/work/shared/corpus/estate-dev/estate")
-DEFAULT_R05 = Path("/work/shared/cases/R05-docx-tracked-changes/input.docx")
+#: The project's shared material, found as the tests find it ($KI_SHARED_DIR, else ../shared beside the repo).
+SHARED = Path(os.environ.get("KI_SHARED_DIR") or Path(__file__).resolve().parents[2] / "shared")
+DEFAULT_REAL = SHARED / "corpus/real/docx"
+DEFAULT_ESTATE = SHARED / "corpus/estate-dev/estate"
+DEFAULT_R05 = SHARED / "cases/R05-docx-tracked-changes/input.docx"
 W_P = "{http://schemas.openxmlformats.org/wordprocessingml/2006/main}p"
 DELETION_KINDS = {"del", "para_del", "row_del", "cell_del"}
 

@@ -44,10 +44,10 @@ from _common import (  # noqa: E402
     pin_stages,
     resolve_stages,
     server_settings,
+    shared_dir,
     temp_workdir,
 )
 
-MAKE_ESTATE = Path("/work/shared/tools/make_estate.py")
 VENV_BIN = Path(sys.executable).parent
 TARGETS = {"docs_per_s": 40.0, "rss_mb": 400.0, "status_query_ms": 200.0, "ki_status_s": 1.0}
 
@@ -61,7 +61,8 @@ def verdict(ok: bool) -> str:
 
 def make_estate(out: Path, seed: int, matters: int) -> Path:
     t = time.perf_counter()
-    subprocess.run([sys.executable, str(MAKE_ESTATE), "--seed", str(seed), "--matters", str(matters),
+    make_estate_py = shared_dir() / "tools" / "make_estate.py"
+    subprocess.run([sys.executable, str(make_estate_py), "--seed", str(seed), "--matters", str(matters),
                     "--out", str(out), "--quiet"], check=True)
     root = out / "estate"
     files = sum(1 for p in root.rglob("*") if p.is_file())

@@ -39,7 +39,7 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-ESTATE = Path(os.environ.get("KI_SHARED_DIR", REPO.parent / "shared")) / "corpus/estate-dev/estate"
+ESTATE = Path(os.environ.get("KI_SHARED_DIR") or REPO.parent / "shared") / "corpus/estate-dev/estate"
 PAGES = [
     "Akten/2023/Thalbach Immobilien GmbH & Co. KG - Gewerbemietvertrag Büroflächen 4. OG/"
     "2023-03-20 Mietvertrag unterzeichnet.pdf",
