@@ -222,28 +222,32 @@ class ProcessSettings(EnvSettings):
         return node
 
 
-#: The variable prefixes each section reads (what :func:`current` compares to decide whether to parse again).
-_PREFIXES: dict[type[EnvSettings], tuple[str, ...]] = {
-    ProcessSettings: ("KI_", "HATCHET_CLIENT_"),
-}
-_parsed: dict[type[EnvSettings], tuple[tuple[tuple[str, str], ...], EnvSettings]] = {}
+_parsed: dict[type[EnvSettings], tuple[tuple[str | None, ...], EnvSettings]] = {}
+_variables: dict[type[EnvSettings], tuple[str, ...]] = {}
 _parsed_lock = threading.Lock()
 
 
-def _environment(prefixes: tuple[str, ...]) -> tuple[tuple[str, str], ...]:
-    return tuple(sorted((k, v) for k, v in os.environ.items() if k.upper().startswith(prefixes)))
+def _variables_of(section: type[EnvSettings]) -> tuple[str, ...]:
+    names = _variables.get(section)
+    if names is None:
+        if section is ProcessSettings:
+            names = tuple(ProcessSettings.variables())
+        else:
+            names = tuple(section.variable(f) for f in section.model_fields)
+        _variables[section] = names
+    return names
 
 
 def current(section: type[Section]) -> Section:
-    """``section()`` as the environment holds it now (a cached instance while the variables stay the same).
+    """``section()`` as the environment holds it now (a cached instance while its variables, spelt in
+    upper case, keep their values: one ``os.environ.get`` per variable, no parsing).
 
     Args:
         section: :class:`ProcessSettings` or one of its section classes.
     Raises:
         ConfigurationError: a variable of the section does not parse or is out of range.
     """
-    prefixes = _PREFIXES.get(section) or (str(section.model_config.get("env_prefix", "")).upper(),)
-    snapshot = _environment(prefixes)
+    snapshot = tuple(os.environ.get(name) for name in _variables_of(section))
     with _parsed_lock:
         hit = _parsed.get(section)
         if hit is not None and hit[0] == snapshot:
