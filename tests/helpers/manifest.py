@@ -29,7 +29,7 @@ _CLAUSE = re.compile(r'(?:[^;"\\]|\\.|"(?:\\.|[^"\\])*")+')
 
 
 def corpus_dir() -> Path:
-    """``$KI_SHARED_DIR/corpus/real`` (else ``../shared`` beside the repository), as ``tests/conftest.shared_dir``.
+    """``$KI_SHARED_DIR/corpus/real`` (else ``../shared`` beside the repository), as ``tests.helpers.paths.shared_dir``.
 
     Needed at collection time, before fixtures exist; a missing corpus yields no rows here and the
     ``real_corpus`` fixture reports it.

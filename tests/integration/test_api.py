@@ -196,7 +196,7 @@ def test_active_run_progress_in_status(console, shared, tmp_path):
 
 def test_status_counts_are_shared_and_stay_fresh(console):
     client, tokens, ctx = console
-    from tests.conftest import insert_objects
+    from tests.helpers.postgres import insert_objects
 
     oids = insert_objects(ctx, 3)
     with ctx.db.engine.begin() as conn:

@@ -31,11 +31,11 @@ def fuzz_app(pg_server_uri, template_db, tmp_path_factory, shared):
     from ki.config.loader import ProcessSettings
     from ki.context import PipelineContext
     from ki.store.db import open_database, sqlalchemy_url
-    from tests.conftest import _admin
     from tests.helpers.console import insert_estate, small_estate
+    from tests.helpers.postgres import admin_connection
 
     name = f"ki_fuzz_{uuid.uuid4().hex[:8]}"
-    with _admin(pg_server_uri) as conn:
+    with admin_connection(pg_server_uri) as conn:
         conn.execute(f'CREATE DATABASE "{name}" TEMPLATE "{template_db}"')
     url = sqlalchemy_url(pg_server_uri, name)
     data_dir = tmp_path_factory.mktemp("fuzz-data")
