@@ -123,9 +123,10 @@ def setup_ki(uri: str, dbname: str, workdir: Path, docs: int, concurrency: int, 
 
     from ki.config.loader import ProcessSettings, load_config
     from ki.context import PipelineContext
-    from ki.sources.scan import register_local_source, seed_rows
+    from ki.sources.scan import register_local_source
     from ki.store.blobs import BlobStore
     from ki.store.db import Database, ensure_database, open_database, sqlalchemy_url
+    from ki.store.requeue import seed_rows
 
     ensure_database(uri, dbname)
     if log_statements:
@@ -185,7 +186,7 @@ def run_ki(ctx, concurrency: int, uri: str, dbname: str) -> KiResult:
     from sqlalchemy import text
 
     from ki.orchestration.runner import PipelineRunner
-    from ki.store.claims import bucket_counts
+    from ki.store.status import bucket_counts
 
     with ctx.db.engine.begin() as conn:
         run_id = conn.execute(text(

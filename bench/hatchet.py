@@ -144,7 +144,7 @@ def scan(ctx, estate: Path) -> float:
 
 
 def buckets(ctx) -> dict:
-    from ki.store.claims import bucket_counts
+    from ki.store.status import bucket_counts
 
     with ctx.db.engine.connect() as conn:
         return bucket_counts(conn)

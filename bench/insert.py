@@ -112,8 +112,8 @@ def insert_in_process(data_dir: Path, estate: Path, workers: int | None, uri: st
     from ki.context import PipelineContext
     from ki.orchestration.insertion import launch_insertion
     from ki.sources.scan import register_local_source, scan_source
-    from ki.store.claims import bucket_counts
     from ki.store.db import DATABASE_NAME, ensure_database, sqlalchemy_url
+    from ki.store.status import bucket_counts
 
     proc = psutil.Process()
     rss_before = proc.memory_info().rss / 2**20
@@ -359,7 +359,7 @@ def add_synthetic_documents(uri: str, target_docs: int) -> tuple[int, float]:
 
 
 def time_bucket_counts(db, runs: int) -> list[float]:
-    from ki.store.claims import bucket_counts
+    from ki.store.status import bucket_counts
 
     out = []
     for _ in range(runs):
@@ -380,7 +380,7 @@ ALT_STATUS_QUERIES = [
 def time_alternatives(db, runs: int) -> list[tuple[str, list[float]]]:
     from sqlalchemy import text
 
-    from ki.store.claims import BUCKET_COUNTS_SQL
+    from ki.store.status import BUCKET_COUNTS_SQL
 
     out = []
     for label, sql, setup in ALT_STATUS_QUERIES:
@@ -400,7 +400,7 @@ def time_alternatives(db, runs: int) -> list[tuple[str, list[float]]]:
 def explain_bucket_counts(uri: str) -> list[str]:
     import psycopg
 
-    from ki.store.claims import BUCKET_COUNTS_SQL
+    from ki.store.status import BUCKET_COUNTS_SQL
 
     with psycopg.connect(**libpq_kwargs(uri, "ki")) as conn:
         rows = conn.execute("EXPLAIN (ANALYZE, BUFFERS) " + str(BUCKET_COUNTS_SQL)).fetchall()
@@ -427,7 +427,7 @@ T["open_database (connect + schema-is-current check; ensure_database only on a f
     time.perf_counter() - t; t = time.perf_counter()
 load_config(s.data_dir)
 T["load_config"] = time.perf_counter() - t; t = time.perf_counter()
-from ki.store.claims import bucket_counts
+from ki.store.status import bucket_counts
 with db.engine.connect() as conn:
     counts = bucket_counts(conn)
 T["bucket_counts"] = time.perf_counter() - t; t = time.perf_counter()

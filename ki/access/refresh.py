@@ -8,40 +8,17 @@ Spec: insertion-pipeline.md "Index" (a sync that sees only an ACL change marks t
 
 from __future__ import annotations
 
-import json
 import logging
 
-from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
 from ki.access.load import load_source_access
 from ki.access.projection import AccessProjection
 from ki.errors import AclReadError
-from ki.taxonomies import ACCESS_ONLY_REINDEX
+from ki.store.requeue import indexed_access, mark_access_only_reindex
 
 log = logging.getLogger(__name__)
 
-# -- name: mark_access_only_reindex --
-# A done index row whose object's grants changed (and nothing else) goes back to pending with the
-# durable marker; its attempt budget starts afresh. Rows in any other state are left alone: a
-# pending/failed full index compiles the current grants anyway.
-MARK_ACCESS_ONLY_SQL = text("""
-UPDATE processing_state
-SET status = 'pending', attempts = 0, last_error = CAST(:marker AS jsonb), next_retry_at = NULL,
-    claim_token = NULL, claimed_by = NULL, heartbeat_at = NULL, updated_at = now()
-WHERE stage = 'index' AND status = 'done' AND source_object_id = ANY(CAST(:ids AS bigint[]))
-RETURNING source_object_id
-""")
-
-# Live objects of a source whose index row is done, with the projection their chunks carry now.
-INDEXED_ACCESS_SQL = text("""
-SELECT so.id, c.allowed_principals, c.denied_principals
-FROM source_object so
-JOIN processing_state ps ON ps.source_object_id = so.id AND ps.stage = 'index' AND ps.status = 'done'
-JOIN LATERAL (SELECT allowed_principals, denied_principals FROM chunk
-              WHERE chunk.source_object_id = so.id ORDER BY ordinal LIMIT 1) c ON true
-WHERE so.source_id = :sid AND so.deleted_at IS NULL
-""")
 
 
 def mark_access_changes(conn: Connection, source_id: int) -> list[int]:
@@ -54,7 +31,7 @@ def mark_access_changes(conn: Connection, source_id: int) -> list[int]:
 
     Returns: the ids of the objects marked ``access_only_reindex``.
     """
-    rows = conn.execute(INDEXED_ACCESS_SQL, {"sid": source_id}).fetchall()
+    rows = indexed_access(conn, source_id)
     if not rows:
         return []
     try:
@@ -76,8 +53,4 @@ def mark_access_changes(conn: Connection, source_id: int) -> list[int]:
                                       tuple(sorted(r.denied_principals or [])))
             if current != stored:
                 changed.append(r.id)
-    if not changed:
-        return []
-    marked = conn.execute(MARK_ACCESS_ONLY_SQL, {"ids": changed,
-                                                 "marker": json.dumps({ACCESS_ONLY_REINDEX: True})}).fetchall()
-    return [r.source_object_id for r in marked]
+    return mark_access_only_reindex(conn, changed)

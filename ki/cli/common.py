@@ -35,7 +35,7 @@ def open_context() -> Any:
 
 def bucket_counts(ctx: Any) -> dict[str, dict[str, int]]:
     """stage → bucket → rows (every stage and bucket present)."""
-    from ki.store.claims import bucket_counts as counts
+    from ki.store.status import bucket_counts as counts
 
     with ctx.db.engine.connect() as conn:
         return counts(conn)

@@ -16,32 +16,15 @@ from __future__ import annotations
 
 import logging
 
-from sqlalchemy import text
-
 from ki.context import PipelineContext
 from ki.ontology.load import active_ontology
-from ki.store.claims import _REQUEUE_TAIL, _STAGE_CTE, _stage_table
-from ki.taxonomies import PIPELINE_STAGE_ORDER, WAITING_FOR_PREVIOUS_STAGE
+from ki.store import requeue
+from ki.taxonomies import PIPELINE_STAGE_ORDER
 
 log = logging.getLogger(__name__)
 
-STAGE = "extract_metadata"
+STAGE = requeue.ONTOLOGY_STAGE
 
-# -- name: requeue_ontology_outdated --
-REQUEUE_ONTOLOGY_SQL = text(f"""
-WITH {_STAGE_CTE},
-picked AS (
-    SELECT ps.source_object_id, ps.stage, e.ord
-    FROM processing_state ps
-    JOIN eff e ON e.stage = ps.stage
-    JOIN source_object so ON so.id = ps.source_object_id AND so.deleted_at IS NULL
-    JOIN document_metadata dm ON dm.source_object_id = ps.source_object_id
-    WHERE ps.stage = '{STAGE}' AND ps.status IN ('done', 'skipped') AND ps.producer_version IS NOT NULL
-      AND ((dm.doc_type IS NOT NULL AND NOT (dm.doc_type = ANY(CAST(:visible AS text[]))))
-           OR (dm.doc_type IS NULL AND dm.ontology_fingerprint <> :fingerprint))
-),
-{_REQUEUE_TAIL}
-""")
 
 
 def requeue_ontology_outdated(ctx: PipelineContext) -> tuple[int, int]:
@@ -54,11 +37,9 @@ def requeue_ontology_outdated(ctx: PipelineContext) -> tuple[int, int]:
         return 0, 0
     onto = active_ontology(ctx.config)
     versions = {s: ctx.config.pipeline.producer_version(s) for s in PIPELINE_STAGE_ORDER}
-    params = _stage_table(versions) | {"waiting_reason": WAITING_FOR_PREVIOUS_STAGE,
-                                       "visible": sorted(onto.visible_ids), "fingerprint": onto.fingerprint}
     with ctx.db.engine.begin() as conn:
-        row = conn.execute(REQUEUE_ONTOLOGY_SQL, params).one()
-    requeued, parked = int(row.requeued), int(row.parked)
+        requeued, parked = requeue.requeue_ontology_outdated(conn, versions, visible=sorted(onto.visible_ids),
+                                                             fingerprint=onto.fingerprint)
     if requeued:
         log.info("ontology scope %s (%s): %d document(s) re-typed, %d downstream row(s) parked",
                  onto.fingerprint, onto.version, requeued, parked)

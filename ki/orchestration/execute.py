@@ -190,19 +190,10 @@ def execute_claim(ctx: PipelineContext, claim: Claim, *, keeper: ClaimKeeper | N
     return _record_outcome(ctx, claim, outcome, version, conn)
 
 
-RELEASE_SQL = """
-UPDATE processing_state SET status = 'pending', attempts = greatest(attempts - 1, 0), claim_token = NULL,
-    claimed_by = NULL, heartbeat_at = NULL, updated_at = now()
-WHERE id = :row_id AND claim_token = :token AND status = 'running'
-"""
-
-
 def _release_claim(ctx: PipelineContext, claim: Claim) -> None:
     """Give a claim back untouched (pending, the attempt not counted)."""
-    from sqlalchemy import text
-
     with ctx.db.engine.begin() as conn:
-        conn.execute(text(RELEASE_SQL), {"row_id": claim.row_id, "token": claim.token})
+        q.release_claim(conn, claim)
 
 
 def _record_outcome(ctx: PipelineContext, claim: Claim, outcome: StageOutcome, version: str,

@@ -10,19 +10,10 @@ from __future__ import annotations
 import logging
 import threading
 
-from sqlalchemy import text
-
-from ki.store.claims import Claim
+from ki.store.claims import Claim, renew_claims
 from ki.store.db import Database
 
 log = logging.getLogger(__name__)
-
-RENEW_MANY_SQL = text("""
-UPDATE processing_state SET heartbeat_at = now()
-WHERE status = 'running'
-  AND (id, claim_token) IN (SELECT * FROM unnest(CAST(:ids AS bigint[]), CAST(:tokens AS uuid[])))
-""")
-
 
 class ClaimKeeper:
     """Renews registered claims every ``interval_seconds`` until stopped.
@@ -66,10 +57,7 @@ class ClaimKeeper:
         if not claims:
             return 0
         with self.db.engine.begin() as conn:
-            result = conn.execute(
-                RENEW_MANY_SQL, {"ids": [c.row_id for c in claims], "tokens": [c.token for c in claims]}
-            )
-            return result.rowcount
+            return renew_claims(conn, claims)
 
     def _loop(self) -> None:
         while not self._stop.wait(self.interval_seconds):

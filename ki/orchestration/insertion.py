@@ -15,11 +15,10 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from sqlalchemy import text
-
 from ki.context import PipelineContext
 from ki.errors import OrchestratorUnavailable
 from ki.orchestration.runner import PipelineRunner, RunCounters, RunnerStatus
+from ki.store import runs
 
 log = logging.getLogger(__name__)
 
@@ -37,32 +36,18 @@ class RunSummary:
 def _create_run(ctx: PipelineContext, *, trigger: str, source_id: int | None, label: str,
                 status: str = "running") -> int:
     with ctx.db.engine.begin() as conn:
-        return int(conn.execute(
-            text("""INSERT INTO pipeline_runs (kind, label, provider, status, source_id, trigger)
-                    VALUES ('insertion', :label, :provider, :status, :sid, :trigger) RETURNING id"""),
-            {"label": label, "provider": ctx.config.components.orchestrator_provider, "sid": source_id,
-             "trigger": trigger, "status": status},
-        ).scalar_one())
+        return runs.create_run(conn, kind=runs.KIND_INSERTION, label=label, status=status, source_id=source_id,
+                               provider=ctx.config.components.orchestrator_provider, trigger=trigger)
 
 
 def _finish_run(ctx: PipelineContext, run_id: int, counters: RunCounters, status: str, error: str | None) -> None:
     with ctx.db.engine.begin() as conn:
-        conn.execute(
-            text("""UPDATE pipeline_runs SET status = :st, processed = :p, done = :d, skipped = :s, retried = :r,
-                    quarantined = :qn, error = :e, finished_at = now(), updated_at = now() WHERE id = :id"""),
-            {"st": status, "p": counters.processed, "d": counters.done, "s": counters.skipped,
-             "r": counters.retried, "qn": counters.quarantined, "e": error, "id": run_id},
-        )
+        runs.finish_run(conn, run_id, counters, status, error)
 
 
 def _write_progress(ctx: PipelineContext, run_id: int, counters: RunCounters) -> None:
     with ctx.db.engine.begin() as conn:
-        conn.execute(
-            text("""UPDATE pipeline_runs SET processed = :p, done = :d, skipped = :s, retried = :r,
-                    quarantined = :qn, updated_at = now() WHERE id = :id"""),
-            {"p": counters.processed, "d": counters.done, "s": counters.skipped, "r": counters.retried,
-             "qn": counters.quarantined, "id": run_id},
-        )
+        runs.write_progress(conn, run_id, counters)
 
 
 def launch_insertion(

@@ -11,12 +11,11 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
-from sqlalchemy import text
-
 from ki.context import PipelineContext
 from ki.errors import CAPABILITY_REASONS
 from ki.ontology.requeue import requeue_ontology_outdated
 from ki.store import claims as q
+from ki.store import requeue
 from ki.taxonomies import PIPELINE_STAGE_ORDER
 
 log = logging.getLogger(__name__)
@@ -51,23 +50,14 @@ def requeue_outdated_stages(ctx: PipelineContext) -> tuple[int, int]:
     """Requeue each object's earliest outdated stage and park its downstream. Returns (requeued, parked)."""
     versions = {s: ctx.config.pipeline.producer_version(s) for s in PIPELINE_STAGE_ORDER}
     with ctx.db.engine.begin() as conn:
-        return q.requeue_outdated_stages(conn, versions)
+        return requeue.requeue_outdated_stages(conn, versions)
 
 
 def requeue_newly_enabled_stages(ctx: PipelineContext) -> tuple[int, int]:
     """Turn ``disabled_by_configuration`` rows of enabled stages back to pending. Returns (requeued, parked)."""
     enabled = [s for s in PIPELINE_STAGE_ORDER if ctx.config.pipeline.stage(s).enabled]
     with ctx.db.engine.begin() as conn:
-        return q.requeue_newly_enabled_stages(conn, enabled)
-
-
-RELEASE_CAPABILITY_SQL = text("""
-UPDATE processing_state ps
-SET status = 'pending', attempts = 0, last_error = NULL, next_retry_at = NULL, updated_at = now()
-WHERE ps.status = 'quarantined' AND ps.reason = ANY(:reasons)
-  AND NOT (coalesce(ps.last_error->'capabilities', '[]'::jsonb) @> CAST(:current AS jsonb))
-RETURNING ps.id
-""")
+        return requeue.requeue_newly_enabled_stages(conn, enabled)
 
 
 def release_capability_quarantines(ctx: PipelineContext) -> int:
@@ -77,8 +67,6 @@ def release_capability_quarantines(ctx: PipelineContext) -> int:
     include every capability available now, and now some converter handles that
     reason. Returns rows released (fresh attempt budget, pending).
     """
-    import json
-
     from ki.convert.router import capabilities, handles_reason
 
     current = sorted(capabilities(ctx.config))
@@ -86,10 +74,10 @@ def release_capability_quarantines(ctx: PipelineContext) -> int:
     if not reasons:
         return 0
     with ctx.db.engine.begin() as conn:
-        rows = conn.execute(RELEASE_CAPABILITY_SQL, {"reasons": reasons, "current": json.dumps(current)}).fetchall()
-    if rows:
-        log.info("released %d quarantined row(s): a converter for them is now configured", len(rows))
-    return len(rows)
+        n = requeue.release_capability_quarantines(conn, reasons=reasons, current=current)
+    if n:
+        log.info("released %d quarantined row(s): a converter for them is now configured", n)
+    return n
 
 
 def run_prepare_steps(ctx: PipelineContext) -> PrepareReport:

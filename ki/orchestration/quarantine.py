@@ -16,7 +16,8 @@ from pydantic import BaseModel
 from sqlalchemy import text
 
 from ki.context import PipelineContext
-from ki.store.claims import WAITING_JSON
+from ki.store.requeue import release_quarantined
+from ki.store.status import quarantine_page
 from ki.taxonomies import PIPELINE_STAGE_ORDER
 
 
@@ -47,18 +48,10 @@ class RetryResponse(BaseModel):
 def list_quarantine(ctx: PipelineContext, *, limit: int = 1000) -> list[QuarantineEntry]:
     """Quarantined rows, newest first, without tracebacks (they are on the row)."""
     with ctx.db.engine.connect() as conn:
-        rows = conn.execute(
-            text("""SELECT ps.source_object_id, so.path, ps.stage, ps.attempts, ps.last_error, ps.updated_at
-                    FROM processing_state ps JOIN source_object so ON so.id = ps.source_object_id
-                    WHERE ps.status = 'quarantined' ORDER BY ps.updated_at DESC, ps.id LIMIT :n"""),
-            {"n": limit},
-        ).fetchall()
-    out = []
-    for r in rows:
-        err = {k: v for k, v in (r.last_error or {}).items() if k != "traceback"}
-        out.append(QuarantineEntry(source_object_id=r.source_object_id, path=r.path, stage=r.stage,
-                                   attempts=r.attempts, error=err, updated_at=r.updated_at.isoformat()))
-    return out
+        rows, _ = quarantine_page(conn, limit=limit)
+    return [QuarantineEntry(source_object_id=r.source_object_id, path=r.path, stage=r.stage, attempts=r.attempts,
+                            error=r.error, updated_at=r.updated_at.isoformat())
+            for r in rows]
 
 
 def retry_quarantined(ctx: PipelineContext, source_object_id: int, *, stage: str | None = None,
@@ -72,36 +65,16 @@ def retry_quarantined(ctx: PipelineContext, source_object_id: int, *, stage: str
     if stage is not None and stage not in PIPELINE_STAGE_ORDER:
         raise ValueError(f"unknown stage {stage!r}; stages are {', '.join(PIPELINE_STAGE_ORDER)}")
     with ctx.db.engine.begin() as conn:
-        rows = conn.execute(
-            text("""SELECT stage, last_error FROM processing_state
-                    WHERE source_object_id = :id AND status = 'quarantined' FOR UPDATE"""),
-            {"id": source_object_id},
-        ).fetchall()
-        if not rows:
+        released = release_quarantined(conn, source_object_id)
+        if released is None:
             raise LookupError(f"source object {source_object_id} has no quarantined stage")
-        earliest = min(rows, key=lambda r: PIPELINE_STAGE_ORDER.index(r.stage))
-        released = earliest.stage
-        downstream = list(PIPELINE_STAGE_ORDER[PIPELINE_STAGE_ORDER.index(released) + 1:])
-        conn.execute(
-            text("""UPDATE processing_state SET status = 'pending', attempts = 0, last_error = NULL,
-                    next_retry_at = NULL, claim_token = NULL, updated_at = now()
-                    WHERE source_object_id = :id AND stage = :stage"""),
-            {"id": source_object_id, "stage": released},
-        )
-        conn.execute(
-            text("""UPDATE processing_state SET status = 'skipped', last_error = CAST(:w AS jsonb),
-                    producer_version = NULL, attempts = 0, next_retry_at = NULL, claim_token = NULL,
-                    updated_at = now()
-                    WHERE source_object_id = :id AND stage = ANY(:stages)"""),
-            {"id": source_object_id, "stages": downstream, "w": WAITING_JSON},
-        )
-        previous = dict(earliest.last_error or {})
+        previous = released.previous_error
         response = RetryResponse(
             source_object_id=source_object_id,
-            released_stage=released,
+            released_stage=released.stage,
             requested_stage=stage,
-            invalidated_stages=downstream,
-            max_attempts=ctx.config.pipeline.stage(released).max_attempts,
+            invalidated_stages=released.invalidated_stages,
+            max_attempts=ctx.config.pipeline.stage(released.stage).max_attempts,
             previous_error={k: v for k, v in previous.items() if k != "traceback"},
             deterministic=bool(previous.get("deterministic")),
         )

@@ -27,6 +27,7 @@ from ki.orchestration.heartbeat import ClaimKeeper
 from ki.orchestration.prepare import PrepareReport, recover_stale_claims, run_prepare_steps
 from ki.store import claims as q
 from ki.store.claims import Claim
+from ki.store.status import idle_snapshot
 
 log = logging.getLogger(__name__)
 
@@ -190,7 +191,7 @@ class PipelineRunner:
         if active:
             return status
         with self.ctx.db.engine.connect() as conn:
-            left = q.idle_snapshot(conn)
+            left = idle_snapshot(conn)
         if left.eligible:
             return status
         if left.running:

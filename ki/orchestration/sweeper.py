@@ -12,7 +12,7 @@ Verdicts, in order, for each active run:
    ``processing_state.updated_at`` of its documents; silent for less than
    ``KI_RUN_SILENT_MINUTES`` → not examined.
 2. **completed** — a batch whose documents are all terminal (no pending/running/failed row) is
-   completed by the pipeline's own aggregation (``batches.complete_if_terminal``, the same path
+   completed by the pipeline's own aggregation (``runs.complete_if_terminal``, the same path
    as the final task).
 3. Otherwise Hatchet is asked about the recorded ``workflow_run_id``:
 
@@ -49,7 +49,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Literal
 
 from ki.context import PipelineContext
-from ki.orchestration.providers import batches
+from ki.store import runs
 
 log = logging.getLogger(__name__)
 
@@ -115,10 +115,10 @@ def _supersede(ctx: PipelineContext, run_id: int, *, since: datetime) -> int:
     return supersede_stalled(ctx, run_id, since=since)
 
 
-def _stalled(st: batches.BatchState) -> bool:
+def _stalled(st: runs.BatchState) -> bool:
     """Nothing of the batch is claimed and no retry is pending, yet documents are unfinished."""
     now = datetime.now(UTC)
-    return (st.kind != batches.KIND_SYNC and st.unfinished_members > 0 and st.running_rows == 0
+    return (st.kind != runs.KIND_SYNC and st.unfinished_members > 0 and st.running_rows == 0
             and (st.next_retry_at is None or st.next_retry_at <= now))
 
 
@@ -136,18 +136,18 @@ def sweep_runs(ctx: PipelineContext, *, run_ids: Sequence[int] | None = None,
     resume = resume or _supersede
     settings = ctx.settings
     with ctx.db.engine.connect() as conn:
-        ids = list(run_ids) if run_ids is not None else batches.active_run_ids(conn, provider="hatchet")
-        states = [s for s in batches.batch_states(conn, ids)
-                  if s.status in batches.ACTIVE_RUN_STATUSES and s.provider == "hatchet"]
+        ids = list(run_ids) if run_ids is not None else runs.active_run_ids(conn, provider="hatchet")
+        states = [s for s in runs.batch_states(conn, ids)
+                  if s.status in runs.ACTIVE_RUN_STATUSES and s.provider == "hatchet"]
     out: list[SweepVerdict] = []
     for st in states:
         silent = st.seconds_silent
         if silent < settings.run_silent_minutes * 60:
             out.append(SweepVerdict(st.run_id, st.kind, "alive", f"active {_minutes(silent)} ago", silent))
             continue
-        if st.kind != batches.KIND_SYNC and st.non_terminal_objects == 0:
+        if st.kind != runs.KIND_SYNC and st.non_terminal_objects == 0:
             with ctx.db.engine.begin() as conn:
-                status = batches.complete_if_terminal(conn, st.run_id)
+                status = runs.complete_if_terminal(conn, st.run_id)
             if status is not None:
                 out.append(SweepVerdict(st.run_id, st.kind, "completed" if status == "completed" else "failed",
                                         "every document of the batch is terminal", silent))
@@ -165,17 +165,17 @@ def sweep_runs(ctx: PipelineContext, *, run_ids: Sequence[int] | None = None,
                                        f"it running: superseded {n} document DAG(s)", silent)
         if verdict.verdict == "failed":
             with ctx.db.engine.begin() as conn:
-                if not batches.fail_run(conn, st.run_id, verdict.reason):
+                if not runs.fail_run(conn, st.run_id, verdict.reason):
                     continue  # finished meanwhile
             log.warning("sweeper failed run %s: %s", st.run_id, verdict.reason)
         out.append(verdict)
     return out
 
 
-def _ask(st: batches.BatchState, lookup: Lookup, silent: float, abandoned_hours: float
+def _ask(st: runs.BatchState, lookup: Lookup, silent: float, abandoned_hours: float
          ) -> tuple[SweepVerdict, Answer | None]:
     """The orchestrator's verdict on an examined run: (verdict, what the orchestrator answered)."""
-    what = "sync run" if st.kind == batches.KIND_SYNC else "batch"
+    what = "sync run" if st.kind == runs.KIND_SYNC else "batch"
     if not st.workflow_run_id:
         return SweepVerdict(st.run_id, st.kind, "failed",
                             f"sweeper: no workflow run was ever recorded for this {what} (silent "
@@ -184,7 +184,7 @@ def _ask(st: batches.BatchState, lookup: Lookup, silent: float, abandoned_hours:
     return _verdict(st, answer, detail, silent, abandoned_hours, what), answer
 
 
-def _verdict(st: batches.BatchState, answer: Answer, detail: str, silent: float, abandoned_hours: float,
+def _verdict(st: runs.BatchState, answer: Answer, detail: str, silent: float, abandoned_hours: float,
              what: str) -> SweepVerdict:
     age = (datetime.now(UTC) - st.started_at).total_seconds()
     if answer == "absent" and age < LOOKUP_GRACE_SECONDS:
@@ -194,7 +194,7 @@ def _verdict(st: batches.BatchState, answer: Answer, detail: str, silent: float,
         return SweepVerdict(st.run_id, st.kind, "failed",
                             f"sweeper: no such workflow run: {detail} (the orchestrator forgot this {what}; silent "
                             f"{_minutes(silent)}, {st.non_terminal_objects} document(s) unfinished)", silent)
-    if answer == "terminal" and st.kind == batches.KIND_SYNC:
+    if answer == "terminal" and st.kind == runs.KIND_SYNC:
         return SweepVerdict(st.run_id, st.kind, "failed",
                             f"sweeper: workflow run {st.workflow_run_id} ended {detail} without finishing the sync "
                             f"run (silent {_minutes(silent)})", silent)

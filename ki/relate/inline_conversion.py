@@ -15,9 +15,8 @@ import threading
 import time
 from typing import Literal
 
-from sqlalchemy import text
-
 from ki.context import PipelineContext
+from ki.store.status import StageRow, rows_by_stage
 
 ReadyStatus = Literal["ok", "busy", "in_progress", "quarantined", "failed", "deleted", "not_found"]
 STAGES = ("fetch", "convert")
@@ -35,12 +34,9 @@ def slots(n: int) -> threading.BoundedSemaphore:
         return _slots[n]
 
 
-def _row(ctx: PipelineContext, oid: int, stage: str):
+def _row(ctx: PipelineContext, oid: int, stage: str) -> StageRow | None:
     with ctx.db.engine.connect() as conn:
-        return conn.execute(text("""
-            SELECT ps.status, ps.reason, ps.next_retry_at <= now() AS due, so.deleted_at IS NOT NULL AS deleted
-            FROM processing_state ps JOIN source_object so ON so.id = ps.source_object_id
-            WHERE ps.source_object_id = :o AND ps.stage = :s"""), {"o": oid, "s": stage}).first()
+        return rows_by_stage(conn, oid).get(stage)
 
 
 def ensure_source_object_ready(ctx: PipelineContext, oid: int, *, budget_seconds: float | None = None,

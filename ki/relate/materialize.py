@@ -40,7 +40,7 @@ from ki.relate.documents import (
 )
 from ki.relate.facts import FileFacts
 from ki.relate.thread_store import attach_message
-from ki.store.claims import Claim
+from ki.store.claims import Claim, claim_held
 from ki.store.locks import lock_key
 
 MAX_CONTENDED_ROUNDS = 40
@@ -106,9 +106,7 @@ def park(conn: Connection, *, from_oid: int, to_oid: int, kind: str, content_has
 
 def _revalidate(conn: Connection, claim: Claim | None, plan: RelatePlan) -> None:
     if claim is not None:
-        held = conn.execute(text("SELECT 1 FROM processing_state WHERE id = :r AND claim_token = :t "
-                                 "AND status = 'running'"), {"r": claim.row_id, "t": claim.token}).first()
-        if held is None:
+        if not claim_held(conn, claim):
             raise RetryableStageError("the relate claim was lost while the agent ran; nothing was written")
     row = conn.execute(text("SELECT content_hash, deleted_at FROM source_object WHERE id = :o"),
                        {"o": plan.oid}).first()

@@ -17,7 +17,7 @@ from ki.context import PipelineContext, SourceObjectView
 from ki.convert.embedded import EmbeddedPart, extract_embedded
 from ki.errors import ArtifactTooLarge, UnsupportedDocument
 from ki.index.postgres import delete_object_chunks
-from ki.sources.scan import requeue_from_fetch, seed_rows
+from ki.store.requeue import requeue_from_fetch, seed_rows
 
 SEP = " » "
 

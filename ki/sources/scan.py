@@ -27,8 +27,7 @@ from sqlalchemy.engine import Connection
 from ki.access.refresh import mark_access_changes
 from ki.context import PipelineContext
 from ki.sources.local import LocalFolderConnector
-from ki.store.claims import WAITING_JSON
-from ki.taxonomies import PIPELINE_STAGE_ORDER
+from ki.store.requeue import requeue_from_fetch, seed_rows
 
 log = logging.getLogger(__name__)
 
@@ -80,39 +79,6 @@ def _sha256_file(path: Path) -> str:
         for block in iter(lambda: fh.read(1 << 20), b""):
             digest.update(block)
     return digest.hexdigest()
-
-
-SEED_ROWS_SQL = text("""
-INSERT INTO processing_state (source_object_id, stage, status, last_error)
-SELECT o.id, s.stage,
-       CASE WHEN s.stage = :first THEN 'pending' ELSE 'skipped' END,
-       CASE WHEN s.stage = :first THEN NULL ELSE CAST(:waiting AS jsonb) END
-FROM unnest(CAST(:ids AS bigint[])) AS o(id) CROSS JOIN unnest(CAST(:stages AS text[])) AS s(stage)
-ON CONFLICT (source_object_id, stage) DO NOTHING
-""")
-
-REQUEUE_FROM_FETCH_SQL = text("""
-UPDATE processing_state
-SET status = CASE WHEN stage = :first THEN 'pending' ELSE 'skipped' END,
-    last_error = CASE WHEN stage = :first THEN NULL ELSE CAST(:waiting AS jsonb) END,
-    attempts = 0, producer_version = NULL, next_retry_at = NULL, claim_token = NULL, claimed_by = NULL,
-    heartbeat_at = NULL, updated_at = now()
-WHERE source_object_id = ANY(CAST(:ids AS bigint[]))
-""")
-
-
-def seed_rows(conn: Connection, ids: list[int]) -> None:
-    """Insert the seven stage rows of each new object (fetch pending, the rest waiting)."""
-    if ids:
-        conn.execute(SEED_ROWS_SQL, {"ids": ids, "stages": list(PIPELINE_STAGE_ORDER),
-                                     "first": PIPELINE_STAGE_ORDER[0], "waiting": WAITING_JSON})
-
-
-def requeue_from_fetch(conn: Connection, ids: list[int]) -> None:
-    """Reset every stage row of ``ids``: fetch pending, the rest waiting, fresh attempt budgets."""
-    if ids:
-        conn.execute(REQUEUE_FROM_FETCH_SQL, {"ids": ids, "first": PIPELINE_STAGE_ORDER[0],
-                                              "waiting": WAITING_JSON})
 
 
 def scan_source(ctx: PipelineContext, source_id: int) -> ScanReport:

@@ -57,11 +57,9 @@ def handle(ctx: StageContext) -> StageOutcome:
     db = ctx.pipeline.db
     backend = backend_for(db, ctx.config)
     with db.engine.connect() as conn:
-        last_error = conn.execute(text("SELECT last_error FROM processing_state WHERE id = :id"),
-                                  {"id": ctx.claim.row_id}).scalar()
         indexed_hashes = set(conn.execute(text("SELECT DISTINCT content_hash FROM chunk WHERE source_object_id = :o"),
                                           {"o": ctx.obj.id}).scalars())
-    if has_access_only_marker(last_error) and indexed_hashes == {ctx.obj.content_hash}:
+    if has_access_only_marker(ctx.claim.last_error) and indexed_hashes == {ctx.obj.content_hash}:
         return _refresh_access(ctx, backend)
     return _index(ctx, backend)
 

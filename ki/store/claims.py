@@ -1,9 +1,10 @@
-"""Every statement of the durable state machine, named, in one place.
+"""The lease on a ``processing_state`` row: claim, complete, fail, renew, release, recover.
 
-Each function runs one statement on a connection the caller owns (so the caller
-chooses the transaction). Spec: insertion-pipeline.md "Processing states and
-console buckets" (claim query, _unlock_next), "Retry policy and quarantine",
-"Stale claims", "producer_version semantics"; DESIGN.md "Leases with fencing".
+Each function runs one statement on a connection the caller owns (so the caller chooses the
+transaction). Spec: insertion-pipeline.md "Processing states and console buckets" (claim query,
+_unlock_next), "Retry policy and quarantine", "Stale claims"; DESIGN.md "Leases with fencing".
+The other state statements are in :mod:`ki.store.requeue` (seeding and every requeue/park/release),
+:mod:`ki.store.status` (the reads) and :mod:`ki.store.runs` (the run ledger).
 """
 
 from __future__ import annotations
@@ -11,7 +12,6 @@ from __future__ import annotations
 import json
 import uuid
 from dataclasses import dataclass, field
-from datetime import datetime
 from typing import Any
 
 from sqlalchemy import text
@@ -20,7 +20,6 @@ from sqlalchemy.engine import Connection
 from ki.taxonomies import (
     DISABLED_BY_CONFIGURATION,
     PIPELINE_STAGE_ORDER,
-    STAGE_BUCKET_SQL,
     WAITING_FOR_PREVIOUS_STAGE,
 )
 
@@ -38,6 +37,8 @@ class Claim:
         token: the fencing token; completions commit only while the row holds it.
         object_row: the object's columns (:data:`OBJECT_COLUMNS` order) when the claim statement
             returned them, so the executor needs no second read; None otherwise.
+        last_error: the row's ``last_error`` as it was when claimed (e.g. the ``access_only_reindex``
+            marker, or the previous failure); None for a fresh row.
     """
 
     row_id: int
@@ -46,26 +47,28 @@ class Claim:
     attempts: int
     token: uuid.UUID
     object_row: tuple[Any, ...] | None = field(default=None, compare=False, repr=False)
+    last_error: dict[str, Any] | None = field(default=None, compare=False, repr=False)
 
 
 #: What an executor needs of the claimed row's object and source (``SourceObjectView`` field order).
 OBJECT_COLUMNS = """so.id, so.source_id, s.kind, s.root, so.external_id, so.path, so.size, so.mtime_ns,
        so.content_hash, so.deleted_at, s.config, so.parent_id, so.embedded_index, so.scanned_hash"""
-_N_CLAIM_COLUMNS = 4
+_N_CLAIM_COLUMNS = 5
 
 
 _CLAIM_SET = """
     status = 'running', attempts = ps.attempts + 1, claim_token = :token, claimed_by = :worker,
     claimed_at = now(), heartbeat_at = now(), updated_at = now(), run_id = :run_id, next_retry_at = NULL
 """
-_ELIGIBLE = "(status = 'pending' OR (status = 'failed' AND next_retry_at <= now()))"
+#: A row a claim may take now: pending, or failed with its retry due.
+ELIGIBLE_SQL = "(status = 'pending' OR (status = 'failed' AND next_retry_at <= now()))"
 
 # The claim returns the object with the row (one statement instead of claim + read).
 _CLAIM_FROM = """
 FROM next, source_object so JOIN source s ON s.id = so.source_id
 WHERE ps.id = next.id AND so.id = ps.source_object_id
 """
-_CLAIM_RETURNING = f"RETURNING ps.id, ps.source_object_id, ps.stage, ps.attempts, {OBJECT_COLUMNS}"
+_CLAIM_RETURNING = f"RETURNING ps.id, ps.source_object_id, ps.stage, ps.attempts, ps.last_error, {OBJECT_COLUMNS}"
 
 # -- name: claim_next --
 # Claim the oldest eligible row (pending, or failed with its retry due) by updated_at.
@@ -75,7 +78,7 @@ _CLAIM_RETURNING = f"RETURNING ps.id, ps.source_object_id, ps.stage, ps.attempts
 CLAIM_NEXT_SQL = text(f"""
 WITH next AS (
     SELECT id FROM processing_state
-    WHERE {_ELIGIBLE}
+    WHERE {ELIGIBLE_SQL}
     ORDER BY updated_at
     LIMIT :limit
     FOR UPDATE SKIP LOCKED
@@ -92,7 +95,7 @@ UPDATE processing_state ps SET {_CLAIM_SET}
 CLAIM_NEXT_SHUFFLED_SQL = text(f"""
 WITH next AS (
     SELECT id FROM processing_state
-    WHERE {_ELIGIBLE}
+    WHERE {ELIGIBLE_SQL}
     ORDER BY md5(id::text || ':' || CAST(:seed AS text))
     LIMIT :limit
     FOR UPDATE SKIP LOCKED
@@ -107,7 +110,7 @@ UPDATE processing_state ps SET {_CLAIM_SET}
 CLAIM_ROW_SQL = text(f"""
 WITH next AS (
     SELECT id FROM processing_state
-    WHERE source_object_id = :source_object_id AND stage = :stage AND {_ELIGIBLE}
+    WHERE source_object_id = :source_object_id AND stage = :stage AND {ELIGIBLE_SQL}
     FOR UPDATE SKIP LOCKED
 )
 UPDATE processing_state ps SET {_CLAIM_SET}
@@ -116,7 +119,7 @@ UPDATE processing_state ps SET {_CLAIM_SET}
 
 
 def _claim(row: Any, token: uuid.UUID) -> Claim:
-    return Claim(row[0], row[1], row[2], row[3], token, tuple(row[_N_CLAIM_COLUMNS:]))
+    return Claim(row[0], row[1], row[2], row[3], token, tuple(row[_N_CLAIM_COLUMNS:]), row[4])
 
 
 def claim_next(conn: Connection, *, worker: str, run_id: int | None, limit: int = 1,
@@ -301,6 +304,50 @@ def renew_claim(conn: Connection, claim: Claim) -> bool:
     return conn.execute(RENEW_SQL, {"row_id": claim.row_id, "token": claim.token}).first() is not None
 
 
+# -- name: renew_claims --
+# One process renews every claim it holds in one statement (ki.orchestration.heartbeat).
+RENEW_MANY_SQL = text("""
+UPDATE processing_state SET heartbeat_at = now()
+WHERE status = 'running'
+  AND (id, claim_token) IN (SELECT * FROM unnest(CAST(:ids AS bigint[]), CAST(:tokens AS uuid[])))
+""")
+
+
+def renew_claims(conn: Connection, claims: list[Claim]) -> int:
+    """Refresh the heartbeat of every claim still held among ``claims``. Returns rows refreshed."""
+    if not claims:
+        return 0
+    return conn.execute(RENEW_MANY_SQL, {"ids": [c.row_id for c in claims],
+                                         "tokens": [c.token for c in claims]}).rowcount
+
+
+# -- name: claim_held --
+# Whether the row still holds this claim (a handler checks before it writes its results).
+CLAIM_HELD_SQL = text("""
+SELECT 1 FROM processing_state WHERE id = :row_id AND claim_token = :token AND status = 'running'
+""")
+
+
+def claim_held(conn: Connection, claim: Claim) -> bool:
+    """True while the row is running under ``claim``'s token (read on the caller's transaction)."""
+    return conn.execute(CLAIM_HELD_SQL, {"row_id": claim.row_id, "token": claim.token}).first() is not None
+
+
+# -- name: release_claim --
+# Give a claim back untouched: pending again, the attempt not counted (a configuration error is
+# neither the file's fault nor an outage).
+RELEASE_SQL = text("""
+UPDATE processing_state SET status = 'pending', attempts = greatest(attempts - 1, 0), claim_token = NULL,
+    claimed_by = NULL, heartbeat_at = NULL, updated_at = now()
+WHERE id = :row_id AND claim_token = :token AND status = 'running'
+""")
+
+
+def release_claim(conn: Connection, claim: Claim) -> bool:
+    """Release ``claim`` (pending, attempt given back). False when the claim was no longer held."""
+    return conn.execute(RELEASE_SQL, {"row_id": claim.row_id, "token": claim.token}).rowcount > 0
+
+
 # -- name: skip_downstream --
 # A handler verdict that ends the document (e.g. source_object_deleted) skips every later stage.
 SKIP_DOWNSTREAM_SQL = text("""
@@ -353,136 +400,3 @@ def recover_stale_claims(conn: Connection, *, timeout_seconds: float, max_attemp
         {"stages": stages, "limits": [max_attempts[s] for s in stages], "timeout": float(timeout_seconds)},
     ).fetchall()
     return len(rows)
-
-
-def _stage_table(versions: dict[str, str]) -> dict[str, Any]:
-    stages = list(PIPELINE_STAGE_ORDER)
-    return {
-        "stages": stages,
-        "versions": [versions.get(s, "") for s in stages],
-        "ords": list(range(len(stages))),
-        "waiting": WAITING_JSON,
-    }
-
-
-_STAGE_CTE = """
-eff(stage, version, ord) AS (
-    SELECT * FROM unnest(CAST(:stages AS text[]), CAST(:versions AS text[]), CAST(:ords AS int[]))
-)"""
-
-_REQUEUE_TAIL = """
-requeued AS (
-    UPDATE processing_state ps
-    SET status = 'pending', attempts = 0, last_error = NULL, next_retry_at = NULL, claim_token = NULL,
-        claimed_by = NULL, updated_at = now()
-    FROM picked p WHERE ps.source_object_id = p.source_object_id AND ps.stage = p.stage
-    RETURNING ps.id
-),
-parked AS (
-    UPDATE processing_state ps
-    SET status = 'skipped', last_error = CAST(:waiting AS jsonb), producer_version = NULL, next_retry_at = NULL,
-        claim_token = NULL, claimed_by = NULL, updated_at = now()
-    FROM picked p JOIN eff e2 ON e2.ord > p.ord
-    WHERE ps.source_object_id = p.source_object_id AND ps.stage = e2.stage AND ps.status <> 'quarantined'
-      AND NOT (ps.status = 'skipped' AND ps.reason = :waiting_reason)
-    RETURNING ps.id
-)
-SELECT (SELECT count(*) FROM requeued) AS requeued, (SELECT count(*) FROM parked) AS parked
-"""
-
-# -- name: requeue_outdated_stages --
-# Each object's earliest done/skipped stage whose recorded version differs from the
-# effective one is requeued (fresh attempts); every later stage is parked back to waiting.
-REQUEUE_OUTDATED_SQL = text(f"""
-WITH {_STAGE_CTE},
-picked AS (
-    SELECT DISTINCT ON (ps.source_object_id) ps.source_object_id, ps.stage, e.ord
-    FROM processing_state ps
-    JOIN eff e ON e.stage = ps.stage
-    JOIN source_object so ON so.id = ps.source_object_id AND so.deleted_at IS NULL
-    WHERE ps.status IN ('done', 'skipped') AND ps.producer_version IS NOT NULL
-      AND ps.producer_version <> e.version AND ps.reason IS DISTINCT FROM '{DISABLED_BY_CONFIGURATION}'
-    ORDER BY ps.source_object_id, e.ord
-),
-{_REQUEUE_TAIL}
-""")
-
-# -- name: requeue_newly_enabled_stages --
-# disabled_by_configuration rows of enabled stages go back to pending; later stages wait again.
-REQUEUE_ENABLED_SQL = text(f"""
-WITH {_STAGE_CTE},
-picked AS (
-    SELECT DISTINCT ON (ps.source_object_id) ps.source_object_id, ps.stage, e.ord
-    FROM processing_state ps
-    JOIN eff e ON e.stage = ps.stage
-    JOIN source_object so ON so.id = ps.source_object_id AND so.deleted_at IS NULL
-    WHERE ps.status = 'skipped' AND ps.reason = '{DISABLED_BY_CONFIGURATION}' AND ps.stage = ANY(:enabled)
-    ORDER BY ps.source_object_id, e.ord
-),
-{_REQUEUE_TAIL}
-""")
-
-
-def requeue_outdated_stages(conn: Connection, versions: dict[str, str]) -> tuple[int, int]:
-    """Apply ``requeue_outdated_stages`` for the effective ``versions`` (stage → producer_version).
-
-    Returns (rows requeued, rows parked back to waiting).
-    """
-    params = _stage_table(versions) | {"waiting_reason": WAITING_FOR_PREVIOUS_STAGE}
-    row = conn.execute(REQUEUE_OUTDATED_SQL, params).one()
-    return int(row.requeued), int(row.parked)
-
-
-def requeue_newly_enabled_stages(conn: Connection, enabled: list[str]) -> tuple[int, int]:
-    """Apply ``requeue_newly_enabled_stages`` for the ``enabled`` stages. Returns (requeued, parked)."""
-    params = _stage_table({}) | {"enabled": enabled, "waiting_reason": WAITING_FOR_PREVIOUS_STAGE}
-    row = conn.execute(REQUEUE_ENABLED_SQL, params).one()
-    return int(row.requeued), int(row.parked)
-
-
-# -- name: bucket_counts --
-# Exact per-stage bucket counts (GET /api/status, ki status): stage_bucket() in SQL.
-BUCKET_COUNTS_SQL = text(f"""
-SELECT stage, {STAGE_BUCKET_SQL} AS bucket, count(*) AS n
-FROM processing_state
-GROUP BY stage, bucket
-""")
-
-
-def bucket_counts(conn: Connection) -> dict[str, dict[str, int]]:
-    """Per-stage bucket counts: ``{stage: {bucket: n}}`` with every stage and bucket present."""
-    from ki.taxonomies import BUCKETS
-
-    out = {s: dict.fromkeys(BUCKETS, 0) for s in PIPELINE_STAGE_ORDER}
-    for row in conn.execute(BUCKET_COUNTS_SQL):
-        if row.stage in out:
-            out[row.stage][row.bucket] = int(row.n)
-    return out
-
-
-# -- name: idle_snapshot --
-# Whether a runner has anything left, in one statement so one snapshot: a row that moves from
-# running to done while unlocking the next (pending) one cannot slip between two reads.
-IDLE_SQL = text(f"""
-SELECT EXISTS (SELECT 1 FROM processing_state WHERE {_ELIGIBLE}) AS eligible,
-       (SELECT count(*) FROM processing_state WHERE status = 'running') AS running,
-       (SELECT min(next_retry_at) FROM processing_state WHERE status = 'failed') AS due,
-       (SELECT count(*) FROM processing_state WHERE status = 'failed') AS failed
-""")
-
-
-@dataclass(frozen=True)
-class IdleSnapshot:
-    """What is left: ``eligible`` (a row claimable now), ``running`` rows (any process), the
-    earliest ``due`` retry (None when no row failed) and the number of ``failed`` rows."""
-
-    eligible: bool
-    running: int
-    due: datetime | None
-    failed: int
-
-
-def idle_snapshot(conn: Connection) -> IdleSnapshot:
-    """Read :class:`IdleSnapshot` in one statement (spec: "In-process provider": run until idle)."""
-    row = conn.execute(IDLE_SQL).one()
-    return IdleSnapshot(bool(row.eligible), int(row.running), row.due, int(row.failed))

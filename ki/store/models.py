@@ -19,7 +19,6 @@ from sqlalchemy import (
     BigInteger,
     Boolean,
     Computed,
-    DateTime,
     ForeignKey,
     Index,
     Integer,
@@ -32,13 +31,9 @@ from sqlalchemy import (
     text as sa_text,
 )
 from sqlalchemy.dialects.postgresql import ARRAY, JSONB, TSVECTOR, UUID
-from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+from sqlalchemy.orm import Mapped, mapped_column
 
-TZ = DateTime(timezone=True)
-
-
-class Base(DeclarativeBase):
-    """Declarative base of every ki table."""
+from ki.store.base import TZ, Base
 
 
 class Project(Base):
@@ -229,7 +224,7 @@ class Chunk(Base):
     )
 
 
-# Tables defined in their own modules register on the same metadata.
+# Tables defined in their own modules register on the same metadata (``Base.metadata`` from here is complete).
 import ki.store.models_api  # noqa: E402, F401
 import ki.store.models_batches  # noqa: E402, F401
 import ki.store.models_matters  # noqa: E402, F401

@@ -12,7 +12,7 @@ from sqlalchemy import text as sa_text
 from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.orm import Mapped, mapped_column
 
-from ki.store.models import Base
+from ki.store.base import Base
 
 
 class ApiToken(Base):

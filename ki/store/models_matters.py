@@ -28,7 +28,7 @@ from sqlalchemy import text as sa_text
 from sqlalchemy.dialects.postgresql import ARRAY, JSONB
 from sqlalchemy.orm import Mapped, mapped_column
 
-from ki.store.models import Base
+from ki.store.base import Base
 
 TZ = DateTime(timezone=True)
 _OBJ = "source_object.id"

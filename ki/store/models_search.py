@@ -16,7 +16,7 @@ from sqlalchemy import BigInteger, CheckConstraint, DateTime, ForeignKey, Index,
 from sqlalchemy import text as sa_text
 from sqlalchemy.orm import Mapped, mapped_column
 
-from ki.store.models import Base
+from ki.store.base import Base
 
 TZ = DateTime(timezone=True)
 

@@ -15,7 +15,7 @@ from sqlalchemy import BigInteger, DateTime, Index, Integer, Numeric, Text, func
 from sqlalchemy import text as sa_text
 from sqlalchemy.orm import Mapped, mapped_column
 
-from ki.store.models import Base
+from ki.store.base import Base
 
 
 class ModelUsage(Base):

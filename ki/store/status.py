@@ -1,9 +1,12 @@
-"""Reads of ``processing_state`` the console serves: the quarantine list, one object's rows, re-run counts.
+"""The reads of the durable state: bucket counts, the idle snapshot, an object's rows, the quarantine list.
 
-Spec: insertion-pipeline.md "Processing states and console buckets", "What quarantine records"
-(GET /api/quarantine returns path, stage, attempts and the error object), "What save re-runs and
-what it does not" (the "Re-run all files" count covers the done, skipped and disabled buckets).
-Every function runs one statement on a connection the caller owns.
+What ``ki status``, the runner's idle verdict, a Hatchet task, an inline conversion and the console
+API read from ``processing_state``. Each function runs on a connection the caller owns.
+
+Spec: insertion-pipeline.md "Processing states and console buckets" (``stage_bucket`` and the
+counts), "In-process provider" (run until idle), "What quarantine records" (GET /api/quarantine
+returns path, stage, attempts and the error object), "What save re-runs and what it does not" (the
+"Re-run all files" count covers the done, skipped and disabled buckets).
 """
 
 from __future__ import annotations
@@ -15,7 +18,53 @@ from typing import Any
 from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
-from ki.taxonomies import STAGE_BUCKET_SQL, WAITING_FOR_PREVIOUS_STAGE
+from ki.store.claims import ELIGIBLE_SQL
+from ki.taxonomies import BUCKETS, PIPELINE_STAGE_ORDER, STAGE_BUCKET_SQL, WAITING_FOR_PREVIOUS_STAGE, stage_bucket
+
+# -- name: bucket_counts --
+# Exact per-stage bucket counts (GET /api/status, ki status): stage_bucket() in SQL.
+BUCKET_COUNTS_SQL = text(f"""
+SELECT stage, {STAGE_BUCKET_SQL} AS bucket, count(*) AS n
+FROM processing_state
+GROUP BY stage, bucket
+""")
+
+
+def bucket_counts(conn: Connection) -> dict[str, dict[str, int]]:
+    """Per-stage bucket counts: ``{stage: {bucket: n}}`` with every stage and bucket present."""
+    out = {s: dict.fromkeys(BUCKETS, 0) for s in PIPELINE_STAGE_ORDER}
+    for row in conn.execute(BUCKET_COUNTS_SQL):
+        if row.stage in out:
+            out[row.stage][row.bucket] = int(row.n)
+    return out
+
+
+# -- name: idle_snapshot --
+# Whether a runner has anything left, in one statement so one snapshot: a row that moves from
+# running to done while unlocking the next (pending) one cannot slip between two reads.
+IDLE_SQL = text(f"""
+SELECT EXISTS (SELECT 1 FROM processing_state WHERE {ELIGIBLE_SQL}) AS eligible,
+       (SELECT count(*) FROM processing_state WHERE status = 'running') AS running,
+       (SELECT min(next_retry_at) FROM processing_state WHERE status = 'failed') AS due,
+       (SELECT count(*) FROM processing_state WHERE status = 'failed') AS failed
+""")
+
+
+@dataclass(frozen=True)
+class IdleSnapshot:
+    """What is left: ``eligible`` (a row claimable now), ``running`` rows (any process), the
+    earliest ``due`` retry (None when no row failed) and the number of ``failed`` rows."""
+
+    eligible: bool
+    running: int
+    due: datetime | None
+    failed: int
+
+
+def idle_snapshot(conn: Connection) -> IdleSnapshot:
+    """Read :class:`IdleSnapshot` in one statement (spec: "In-process provider": run until idle)."""
+    row = conn.execute(IDLE_SQL).one()
+    return IdleSnapshot(bool(row.eligible), int(row.running), row.due, int(row.failed))
 
 
 @dataclass(frozen=True)
@@ -78,7 +127,14 @@ def quarantine_facets(conn: Connection) -> dict[str, dict[str, int]]:
 
 @dataclass(frozen=True)
 class StageRow:
-    """One stage row of an object, with its bucket and the whole error object (traceback included)."""
+    """One stage row of an object, with its bucket and the whole error object (traceback included).
+
+    Attributes:
+        stage, status, attempts, producer_version, last_error, next_retry_at, updated_at: the row.
+        bucket: its console bucket (``stage_bucket``); reason: ``last_error.reason``.
+        due: a failed row's retry is due now (by the server clock).
+        deleted: the object is tombstoned.
+    """
 
     stage: str
     status: str
@@ -88,17 +144,35 @@ class StageRow:
     last_error: dict[str, Any] | None
     next_retry_at: datetime | None
     updated_at: datetime
+    reason: str | None = None
+    due: bool = False
+    deleted: bool = False
+
+
+OBJECT_ROWS_SQL = text("""
+SELECT so.path, so.deleted_at IS NOT NULL AS deleted, ps.stage, ps.status,
+       ps.attempts, ps.producer_version, ps.last_error, ps.next_retry_at, ps.updated_at, ps.reason,
+       coalesce(ps.next_retry_at <= now(), false) AS due
+FROM source_object so LEFT JOIN processing_state ps ON ps.source_object_id = so.id
+WHERE so.id = :id
+""")
 
 
 def object_rows(conn: Connection, source_object_id: int) -> tuple[str | None, list[StageRow]]:
-    """An object's path (None when it does not exist) and its stage rows in no particular order."""
-    path = conn.execute(text("SELECT path FROM source_object WHERE id = :id"), {"id": source_object_id}).scalar()
-    rows = conn.execute(text(f"""
-        SELECT stage, status, {STAGE_BUCKET_SQL} AS bucket, attempts, producer_version, last_error,
-               next_retry_at, updated_at
-        FROM processing_state WHERE source_object_id = :id"""), {"id": source_object_id}).fetchall()
-    return path, [StageRow(r.stage, r.status, r.bucket, int(r.attempts), r.producer_version, r.last_error,
-                           r.next_retry_at, r.updated_at) for r in rows]
+    """An object's path (None when it does not exist) and its stage rows in no particular order
+    (one statement)."""
+    rows = conn.execute(OBJECT_ROWS_SQL, {"id": source_object_id}).fetchall()
+    if not rows:
+        return None, []
+    return rows[0].path, [
+        StageRow(r.stage, r.status, stage_bucket(r.status, r.reason), int(r.attempts), r.producer_version,
+                 r.last_error, r.next_retry_at, r.updated_at, r.reason, bool(r.due), bool(r.deleted))
+        for r in rows if r.stage is not None]
+
+
+def rows_by_stage(conn: Connection, source_object_id: int) -> dict[str, StageRow]:
+    """``{stage: StageRow}`` of one object (empty when it has no rows or does not exist)."""
+    return {r.stage: r for r in object_rows(conn, source_object_id)[1]}
 
 
 RERUN_COUNTS_SQL = text(f"""

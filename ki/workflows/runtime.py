@@ -37,13 +37,12 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import text
-
 from ki.context import PipelineContext
 from ki.orchestration.execute import run_stage_for_object
 from ki.orchestration.heartbeat import ClaimKeeper
 from ki.orchestration.prepare import recover_stale_claims
-from ki.orchestration.providers import batches
+from ki.store import runs
+from ki.store.status import StageRow, rows_by_stage
 from ki.taxonomies import PIPELINE_STAGE_ORDER, stage_bucket
 
 log = logging.getLogger(__name__)
@@ -113,23 +112,9 @@ class TaskCancelled(Exception):  # noqa: N818 - Hatchet's word
     """The orchestrator cancelled the task while it waited."""
 
 
-@dataclass(frozen=True)
-class _Row:
-    stage: str
-    status: str
-    reason: str | None
-    next_retry_at: datetime | None
-
-
-ROWS_SQL = text("""
-SELECT stage, status, reason, next_retry_at FROM processing_state WHERE source_object_id = :oid
-""")
-
-
-def _rows(ctx: PipelineContext, oid: int) -> dict[str, _Row]:
+def _rows(ctx: PipelineContext, oid: int) -> dict[str, StageRow]:
     with ctx.db.engine.connect() as conn:
-        return {r.stage: _Row(r.stage, r.status, r.reason, r.next_retry_at)
-                for r in conn.execute(ROWS_SQL, {"oid": oid})}
+        return rows_by_stage(conn, oid)
 
 
 def _sleep(seconds: float, cancelled: Callable[[], bool]) -> None:
@@ -166,7 +151,7 @@ def drive_stage(rt: WorkerRuntime, run_id: int, oid: int, stage: str, *,
         rows = _rows(ctx, oid)
         if not rows:
             return {"stage": stage, "object": oid, "status": "missing", "executions": executions}
-        target: _Row | None = None
+        target: StageRow | None = None
         for s in PIPELINE_STAGE_ORDER[: upto + 1]:
             row = rows.get(s)
             if row is None:
@@ -207,25 +192,25 @@ def stage_task(stage: str, run_id: int, oid: int, *, final: bool,
     """The body of every stage task: drive the row, refresh the batch's progress, and (final
     task) record the document's end, which completes the run when it was the last document.
     After ``convert``, embedded objects the container registered (attachments) join the batch
-    and get DAGs of their own (``batches.adopt_children``), as the local runner would run them."""
+    and get DAGs of their own (``runs.adopt_children``), as the local runner would run them."""
     rt = worker_runtime()
     rt.fresh_config()
     out = drive_stage(rt, run_id, oid, stage, cancelled=cancelled)
     if stage == "convert":  # embedded objects the container registered join its batch
         with rt.ctx.db.engine.begin() as conn:
-            children = batches.adopt_children(conn, run_id, oid)
+            children = runs.adopt_children(conn, run_id, oid)
         if children:
             from ki.orchestration.providers.hatchet import trigger_members
 
             out["children_triggered"] = trigger_members(rt.ctx, run_id, children)
     with rt.ctx.db.engine.begin() as conn:
         if final:
-            outcome = batches.document_outcome(conn, oid)
-            finished = batches.finish_member(conn, run_id, oid, "requeued" if outcome == "unfinished" else outcome)
+            outcome = runs.document_outcome(conn, oid)
+            finished = runs.finish_member(conn, run_id, oid, "requeued" if outcome == "unfinished" else outcome)
             if finished:
                 out["run_status"] = finished
         else:
-            batches.refresh_progress(conn, run_id, force=False)
+            runs.refresh_progress(conn, run_id, force=False)
     return out
 
 
@@ -241,10 +226,9 @@ def failure_hook(run_id: int, oid: int, errors: dict[str, str], *, workflow_run_
     message = "; ".join(f"{k}: {v}" for k, v in sorted(errors.items()))[:1500] or "task failed"
     with rt.ctx.db.engine.begin() as conn:
         if workflow_run_id is not None:
-            current = conn.execute(text("SELECT workflow_run_id FROM pipeline_run_object WHERE run_id = :r "
-                                        "AND source_object_id = :o"), {"r": run_id, "o": oid}).scalar()
+            current = runs.member_workflow_run(conn, run_id, oid)
             if current is not None and current != workflow_run_id:
                 return {"object": oid, "outcome": "superseded"}
-        status = batches.finish_member(conn, run_id, oid, batches.OUTCOME_ORCHESTRATION_FAILED,
+        status = runs.finish_member(conn, run_id, oid, runs.OUTCOME_ORCHESTRATION_FAILED,
                                        error=f"object {oid}: {message}")
-    return {"object": oid, "outcome": batches.OUTCOME_ORCHESTRATION_FAILED, "run_status": status}
+    return {"object": oid, "outcome": runs.OUTCOME_ORCHESTRATION_FAILED, "run_status": status}

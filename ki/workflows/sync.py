@@ -17,7 +17,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
-from sqlalchemy import text
+
+from ki.store import runs
 
 if TYPE_CHECKING:
     from hatchet_sdk import Hatchet
@@ -48,21 +49,16 @@ def run_sync(run_id: int, source_id: int) -> dict[str, Any]:
     ctx = worker_runtime().ctx
     ctx.reload_config()
     with ctx.db.engine.begin() as conn:
-        conn.execute(text("UPDATE pipeline_runs SET status = 'running', updated_at = now() WHERE id = :id "
-                          "AND status = 'queued'"), {"id": run_id})
+        runs.start_sync(conn, run_id)
     try:
         report = scan_source(ctx, source_id)
     except Exception as exc:  # noqa: BLE001 - the cause is recorded on the run row
         with ctx.db.engine.begin() as conn:
-            conn.execute(text("UPDATE pipeline_runs SET status = 'failed', error = :e, finished_at = now(), "
-                              "updated_at = now() WHERE id = :id AND status IN ('queued', 'running')"),
-                         {"e": f"{type(exc).__name__}: {exc}"[:2000], "id": run_id})
+            runs.fail_sync(conn, run_id, f"{type(exc).__name__}: {exc}")
         return {"run_id": run_id, "status": "failed", "error": f"{type(exc).__name__}: {exc}"[:500]}
     changed = report.new + report.changed + report.reappeared + report.access_changed
     with ctx.db.engine.begin() as conn:
-        conn.execute(text("UPDATE pipeline_runs SET status = 'completed', processed = :n, done = :c, "
-                          "finished_at = now(), updated_at = now() WHERE id = :id AND status IN ('queued', 'running')"),
-                     {"n": report.listed, "c": changed, "id": run_id})
+        runs.complete_sync(conn, run_id, listed=report.listed, changed=changed)
     insertion = None
     if changed and ctx.config.pipeline.auto_insert_after_sync:
         insertion = launch_insertion(ctx, trigger="sync", source_id=source_id).run_id

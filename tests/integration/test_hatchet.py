@@ -35,10 +35,10 @@ from sqlalchemy import text
 from ki.config.loader import ProcessSettings, set_config_value
 from ki.context import PipelineContext
 from ki.orchestration.insertion import launch_insertion
-from ki.orchestration.providers import batches
 from ki.orchestration.providers import hatchet as provider
 from ki.orchestration.providers.hatchet import hatchet_client, ki_workflows, wait_for_run
 from ki.sources.scan import register_local_source, scan_source
+from ki.store import runs as batches
 from ki.store.db import open_database
 from ki.taxonomies import MODEL_STAGES, PIPELINE_STAGE_ORDER
 from tests.helpers.hatchet_engine import engine_version, hatchet_binary, hatchet_database_url, start_hatchet_engine

@@ -24,7 +24,7 @@ from ki.errors import SourceUnavailable
 from ki.orchestration.insertion import launch_insertion
 from ki.sources.scan import register_local_source, scan_source
 from ki.stages import STAGE_HANDLERS
-from ki.store import claims as q
+from ki.store.status import bucket_counts
 from ki.taxonomies import PIPELINE_STAGE_ORDER, stage_bucket
 
 # The outage is injected into fetch; the model stages are switched off so the assertions are about
@@ -172,7 +172,7 @@ def test_outage_during_fetch_quarantines_nothing(make_ctx, tmp_path, monkeypatch
     assert seen_infrastructure <= {infrastructure}
 
     with ctx.db.engine.connect() as conn:
-        counts = q.bucket_counts(conn)
+        counts = bucket_counts(conn)
         run = conn.execute(text("SELECT status, processed, retried, quarantined FROM pipeline_runs WHERE id = :id"),
                            {"id": summary.run_id}).one()
         chunks = conn.execute(text("SELECT count(DISTINCT source_object_id) FROM chunk")).scalar()

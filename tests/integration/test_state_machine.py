@@ -43,6 +43,7 @@ from ki.sources.scan import register_local_source, scan_source
 from ki.stages import STAGE_HANDLERS
 from ki.store import claims as q
 from ki.store.db import open_database
+from ki.store.status import bucket_counts
 from ki.taxonomies import (
     DISABLED_BY_CONFIGURATION,
     INPUT_STAGE_DISABLED,
@@ -193,7 +194,7 @@ def test_scan_seeds_fetch_pending_and_every_later_stage_waiting(ctx, src):
             assert r[stage]["attempts"] == 0
             assert r[stage]["producer_version"] is None
     with ctx.db.engine.connect() as conn:
-        counts = q.bucket_counts(conn)
+        counts = bucket_counts(conn)
     assert counts["fetch"]["pending"] == 3
     for stage in AFTER_FETCH:
         assert counts[stage]["waiting"] == 3
@@ -304,7 +305,7 @@ def test_bucket_counts_equal_stage_bucket_in_python(ctx, src, monkeypatch):
     table = all_rows(ctx)
     python = Counter((r["stage"], stage_bucket(r["status"], r["reason"])) for r in table)
     with ctx.db.engine.connect() as conn:
-        counts = q.bucket_counts(conn)
+        counts = bucket_counts(conn)
         # the same CASE expression as text (GET /api/status uses it) agrees row by row
         per_row = {
             r.id: r.bucket for r in conn.execute(text(f"SELECT id, {STAGE_BUCKET_SQL} AS bucket FROM processing_state"))
@@ -752,7 +753,7 @@ def test_disabled_stage_parks_rows_and_later_stages_still_run(ctx, src, monkeypa
             "skipped", INPUT_STAGE_DISABLED, 1)
         assert r["index"]["last_error"]["details"] == {"disabled_inputs": ["convert"]}
     with ctx.db.engine.connect() as conn:
-        counts = q.bucket_counts(conn)
+        counts = bucket_counts(conn)
     assert counts["convert"]["disabled"] == 3
     assert counts["classify_matter"]["disabled"] == 3
 

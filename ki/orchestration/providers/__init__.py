@@ -2,7 +2,7 @@
 
 Spec: insertion-pipeline.md "Orchestration": ``components.orchestrator_provider`` selects the
 executor, ``hatchet`` (:mod:`ki.orchestration.providers.hatchet`, with the batch ledger in
-:mod:`ki.orchestration.providers.batches`) or ``local`` (``PipelineRunner`` in
+:mod:`ki.store.runs`) or ``local`` (``PipelineRunner`` in
 :mod:`ki.orchestration.insertion`). Any other value fails closed.
 """
 

@@ -5,7 +5,7 @@ the sweeper) and "Failure modes". ``launch_insertion`` creates the ledger row an
 :func:`trigger_insertion`, which
 
 1. runs the same prepare steps as the local provider (``run_prepare_steps``);
-2. reserves the batch (:func:`ki.orchestration.providers.batches.reserve_batch`): under a global
+2. reserves the batch (:func:`ki.store.runs.reserve_batch`): under a global
    advisory lock, every non-deleted object with a pending/running/failed row that no other active
    batch owns becomes a member of this run, so two concurrent launches never start a second DAG
    for the same document; a batch of only ``access_only_reindex`` index rows is relabelled
@@ -35,12 +35,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import text
-
 from ki.config.process import HatchetClientSettings, current
 from ki.context import PipelineContext
 from ki.errors import OrchestratorUnavailable
-from ki.orchestration.providers import batches
+from ki.store import runs
 
 log = logging.getLogger(__name__)
 
@@ -178,10 +176,10 @@ def trigger_insertion(ctx: PipelineContext, run_id: int) -> TriggerReport:
 
     run_prepare_steps(ctx)
     with ctx.db.engine.begin() as conn:
-        reservation = batches.reserve_batch(conn, run_id)
+        reservation = runs.reserve_batch(conn, run_id)
     if not reservation.object_ids:
         with ctx.db.engine.begin() as conn:
-            batches.complete_if_terminal(conn, run_id)
+            runs.complete_if_terminal(conn, run_id)
         return TriggerReport(run_id, 0, False, 0)
     started = time.perf_counter()
     recorded = 0
@@ -194,14 +192,14 @@ def trigger_insertion(ctx: PipelineContext, run_id: int) -> TriggerReport:
         for i in range(0, len(ids), TRIGGER_CHUNK):
             pairs, any_id = _trigger_chunk(wf, run_id, ids[i:i + TRIGGER_CHUNK])
             with ctx.db.engine.begin() as conn:
-                batches.record_workflow_runs(conn, run_id, pairs, first=any_id)
+                runs.record_workflow_runs(conn, run_id, pairs, first=any_id)
             recorded += len(pairs)
     except Exception as exc:  # noqa: BLE001 - any trigger failure fails the run with its cause
         cause = f"{type(exc).__name__}: {exc}"
         log.error("run %s: bulk trigger failed after %d of %d documents: %s", run_id, recorded,
                   len(reservation.object_ids), cause)
         with ctx.db.engine.begin() as conn:
-            batches.fail_run(conn, run_id, f"trigger failed after {recorded} of {len(reservation.object_ids)} "
+            runs.fail_run(conn, run_id, f"trigger failed after {recorded} of {len(reservation.object_ids)} "
                                            f"documents: {cause}")
         if isinstance(exc, OrchestratorUnavailable):
             raise
@@ -225,16 +223,9 @@ def trigger_members(ctx: PipelineContext, run_id: int, oids: list[int]) -> int:
     for i in range(0, len(oids), TRIGGER_CHUNK):
         pairs, _ = _trigger_chunk(wf, run_id, oids[i:i + TRIGGER_CHUNK])
         with ctx.db.engine.begin() as conn:
-            batches.record_workflow_runs(conn, run_id, pairs)
+            runs.record_workflow_runs(conn, run_id, pairs)
         done += len(pairs)
     return done
-
-
-STALLED_MEMBERS_SQL = text("""
-SELECT m.source_object_id, m.workflow_run_id FROM pipeline_run_object m
-WHERE m.run_id = :r AND m.finished_at IS NULL AND m.workflow_run_id = ANY(:wids)
-ORDER BY m.source_object_id
-""")
 
 
 def supersede_stalled(ctx: PipelineContext, run_id: int, *, since: Any) -> int:
@@ -275,33 +266,28 @@ def supersede_stalled(ctx: PipelineContext, run_id: int, *, since: Any) -> int:
     if not stalled:
         return 0
     with ctx.db.engine.connect() as conn:
-        found = conn.execute(STALLED_MEMBERS_SQL, {"r": run_id, "wids": sorted(stalled)}).fetchall()
-        kind = conn.execute(text("SELECT kind FROM pipeline_runs WHERE id = :r"), {"r": run_id}).scalar()
+        found = runs.unfinished_members(conn, run_id, list(stalled))
+        kind = runs.get_run(conn, run_id).kind
     # every DAG holding a slot (running), and at most one concurrency window of queued ones per sweep
-    running = [m for m in found if stalled.get(str(m.workflow_run_id)) == V1TaskStatus.RUNNING.value]
-    queued = [m for m in found if stalled.get(str(m.workflow_run_id)) != V1TaskStatus.RUNNING.value]
+    running = [m for m in found if stalled.get(m[1]) == V1TaskStatus.RUNNING.value]
+    queued = [m for m in found if stalled.get(m[1]) != V1TaskStatus.RUNNING.value]
     members = running + queued[: ctx.settings.hatchet_document_concurrency]
     if not members:
         return 0
     wfs = ki_workflows(client, ctx.settings)
-    wf = wfs.access_refresh if kind == batches.KIND_ACCESS_REFRESH else wfs.document
+    wf = wfs.access_refresh if kind == runs.KIND_ACCESS_REFRESH else wfs.document
     ensure_registered(client, wf)
     import uuid
 
     attempt = uuid.uuid4().hex[:8]
-    oids = [int(m.source_object_id) for m in members]
+    oids = [oid for oid, _ in members]
     for i in range(0, len(oids), TRIGGER_CHUNK):
         pairs, _ = _trigger_chunk(wf, run_id, oids[i:i + TRIGGER_CHUNK], attempt=attempt)
         with ctx.db.engine.begin() as conn:
-            batches.record_workflow_runs(conn, run_id, pairs)
-    client.runs.bulk_cancel(BulkCancelReplayOpts(ids=[str(m.workflow_run_id) for m in members]))
+            runs.record_workflow_runs(conn, run_id, pairs)
+    client.runs.bulk_cancel(BulkCancelReplayOpts(ids=[wid for _, wid in members]))
     log.warning("run %s: superseded %d stalled document DAG(s)", run_id, len(members))
     return len(members)
-
-
-RUN_ROW_SQL = text("""
-SELECT status, processed, done, skipped, retried, quarantined, error FROM pipeline_runs WHERE id = :id
-""")
 
 
 def run_counters(ctx: PipelineContext, run_id: int) -> tuple[str, Any, str | None]:
@@ -309,7 +295,9 @@ def run_counters(ctx: PipelineContext, run_id: int) -> tuple[str, Any, str | Non
     from ki.orchestration.runner import RunCounters
 
     with ctx.db.engine.connect() as conn:
-        r = conn.execute(RUN_ROW_SQL, {"id": run_id}).one()
+        r = runs.get_run(conn, run_id)
+    if r is None:
+        raise LookupError(f"pipeline run {run_id} does not exist")
     return r.status, RunCounters(processed=r.processed, done=r.done, skipped=r.skipped, retried=r.retried,
                                  quarantined=r.quarantined), r.error
 
@@ -329,20 +317,20 @@ def wait_for_run(ctx: PipelineContext, run_id: int, *, on_tick: Callable[[Any], 
     deadline = None if timeout_seconds is None else time.monotonic() + timeout_seconds
     sweep_every = ctx.settings.run_sweep_seconds
     last_sweep = time.monotonic()
-    states: list[batches.BatchState] = []
+    states: list[runs.BatchState] = []
     last_states = 0.0
     while True:
         status, counters, error = run_counters(ctx, run_id)
         if on_tick is not None:
             if time.monotonic() - last_states >= 2.0:  # the batch aggregate reads every row of the batch
                 with ctx.db.engine.connect() as conn:
-                    states = batches.batch_states(conn, [run_id])
+                    states = runs.batch_states(conn, [run_id])
                 last_states = time.monotonic()
             tick = RunnerStatus(counters, states[0].running_rows if states else 0)
             if states and states[0].next_retry_at is not None and not states[0].running_rows:
                 tick.waiting_for_retry = (states[0].next_retry_at, 1)
             on_tick(tick)
-        if status not in batches.ACTIVE_RUN_STATUSES:
+        if status not in runs.ACTIVE_RUN_STATUSES:
             return status, counters, error
         if deadline is not None and time.monotonic() > deadline:
             return status, counters, error
@@ -366,10 +354,8 @@ def launch_sync(ctx: PipelineContext, source_id: int, *, trigger: str = "api") -
     from ki.workflows.sync import SyncInput
 
     with ctx.db.engine.begin() as conn:
-        run_id = int(conn.execute(
-            text("""INSERT INTO pipeline_runs (kind, label, provider, status, source_id, trigger)
-                    VALUES ('sync', 'Sync', 'hatchet', 'queued', :sid, :trigger) RETURNING id"""),
-            {"sid": source_id, "trigger": trigger}).scalar_one())
+        run_id = runs.create_run(conn, kind=runs.KIND_SYNC, label="Sync", provider="hatchet", status="queued",
+                                 source_id=source_id, trigger=trigger)
     try:
         hatchet = hatchet_client()
         wfs = ki_workflows(hatchet, ctx.settings)
@@ -378,11 +364,10 @@ def launch_sync(ctx: PipelineContext, source_id: int, *, trigger: str = "api") -
                            additional_metadata={"ki_run_id": str(run_id), "ki_source_id": str(source_id)})
     except Exception as exc:  # noqa: BLE001
         with ctx.db.engine.begin() as conn:
-            batches.fail_run(conn, run_id, f"trigger failed: {type(exc).__name__}: {exc}")
+            runs.fail_run(conn, run_id, f"trigger failed: {type(exc).__name__}: {exc}")
         if isinstance(exc, OrchestratorUnavailable):
             raise
         raise OrchestratorUnavailable(f"Hatchet refused the sync trigger of run {run_id}: {exc}") from exc
     with ctx.db.engine.begin() as conn:
-        conn.execute(text("UPDATE pipeline_runs SET workflow_run_id = :w, updated_at = now() WHERE id = :id"),
-                     {"w": ref.workflow_run_id, "id": run_id})
+        runs.set_workflow_run(conn, run_id, ref.workflow_run_id)
     return run_id

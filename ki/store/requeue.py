@@ -1,0 +1,277 @@
+"""Every statement that puts ``processing_state`` rows back to work or parks them.
+
+Seeding a new object's rows, the requeues of the prepare steps (outdated versions, newly enabled
+stages, ontology scope, capability quarantines), a changed or reappeared file going back to fetch,
+the quarantine retry's release, and access-only marking. Each function runs on a connection the
+caller owns (the caller chooses the transaction); what to requeue (versions, enabled stages, the
+ontology scope, the grants comparison) is decided by the caller.
+
+Spec: insertion-pipeline.md "Processing states and console buckets" (seeding), "producer_version
+semantics" (requeue_outdated_stages, requeue_newly_enabled_stages, requeue_ontology_outdated), "Retry
+from quarantine", "Index" (access_only_reindex); DESIGN.md "Quarantine reasons" (capability releases).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import text
+from sqlalchemy.engine import Connection
+
+from ki.store.claims import WAITING_JSON
+from ki.taxonomies import (
+    ACCESS_ONLY_REINDEX,
+    DISABLED_BY_CONFIGURATION,
+    PIPELINE_STAGE_ORDER,
+    WAITING_FOR_PREVIOUS_STAGE,
+)
+
+# -- name: seed_rows --
+# A new object gets one row per stage: fetch pending, every later stage waiting.
+SEED_ROWS_SQL = text("""
+INSERT INTO processing_state (source_object_id, stage, status, last_error)
+SELECT o.id, s.stage,
+       CASE WHEN s.stage = :first THEN 'pending' ELSE 'skipped' END,
+       CASE WHEN s.stage = :first THEN NULL ELSE CAST(:waiting AS jsonb) END
+FROM unnest(CAST(:ids AS bigint[])) AS o(id) CROSS JOIN unnest(CAST(:stages AS text[])) AS s(stage)
+ON CONFLICT (source_object_id, stage) DO NOTHING
+""")
+
+# -- name: requeue_from_fetch --
+# Changed bytes (or a reappeared file): every row of the object starts again from fetch.
+REQUEUE_FROM_FETCH_SQL = text("""
+UPDATE processing_state
+SET status = CASE WHEN stage = :first THEN 'pending' ELSE 'skipped' END,
+    last_error = CASE WHEN stage = :first THEN NULL ELSE CAST(:waiting AS jsonb) END,
+    attempts = 0, producer_version = NULL, next_retry_at = NULL, claim_token = NULL, claimed_by = NULL,
+    heartbeat_at = NULL, updated_at = now()
+WHERE source_object_id = ANY(CAST(:ids AS bigint[]))
+""")
+
+
+def seed_rows(conn: Connection, ids: list[int]) -> None:
+    """Insert the seven stage rows of each new object (fetch pending, the rest waiting); existing rows stay."""
+    if ids:
+        conn.execute(SEED_ROWS_SQL, {"ids": ids, "stages": list(PIPELINE_STAGE_ORDER),
+                                     "first": PIPELINE_STAGE_ORDER[0], "waiting": WAITING_JSON})
+
+
+def requeue_from_fetch(conn: Connection, ids: list[int]) -> None:
+    """Reset every stage row of ``ids``: fetch pending, the rest waiting, fresh attempt budgets."""
+    if ids:
+        conn.execute(REQUEUE_FROM_FETCH_SQL, {"ids": ids, "first": PIPELINE_STAGE_ORDER[0],
+                                              "waiting": WAITING_JSON})
+
+
+def _stage_table(versions: dict[str, str]) -> dict[str, Any]:
+    stages = list(PIPELINE_STAGE_ORDER)
+    return {
+        "stages": stages,
+        "versions": [versions.get(s, "") for s in stages],
+        "ords": list(range(len(stages))),
+        "waiting": WAITING_JSON,
+    }
+
+
+_STAGE_CTE = """
+eff(stage, version, ord) AS (
+    SELECT * FROM unnest(CAST(:stages AS text[]), CAST(:versions AS text[]), CAST(:ords AS int[]))
+)"""
+
+_REQUEUE_TAIL = """
+requeued AS (
+    UPDATE processing_state ps
+    SET status = 'pending', attempts = 0, last_error = NULL, next_retry_at = NULL, claim_token = NULL,
+        claimed_by = NULL, updated_at = now()
+    FROM picked p WHERE ps.source_object_id = p.source_object_id AND ps.stage = p.stage
+    RETURNING ps.id
+),
+parked AS (
+    UPDATE processing_state ps
+    SET status = 'skipped', last_error = CAST(:waiting AS jsonb), producer_version = NULL, next_retry_at = NULL,
+        claim_token = NULL, claimed_by = NULL, updated_at = now()
+    FROM picked p JOIN eff e2 ON e2.ord > p.ord
+    WHERE ps.source_object_id = p.source_object_id AND ps.stage = e2.stage AND ps.status <> 'quarantined'
+      AND NOT (ps.status = 'skipped' AND ps.reason = :waiting_reason)
+    RETURNING ps.id
+)
+SELECT (SELECT count(*) FROM requeued) AS requeued, (SELECT count(*) FROM parked) AS parked
+"""
+
+# -- name: requeue_outdated_stages --
+# Each object's earliest done/skipped stage whose recorded version differs from the
+# effective one is requeued (fresh attempts); every later stage is parked back to waiting.
+REQUEUE_OUTDATED_SQL = text(f"""
+WITH {_STAGE_CTE},
+picked AS (
+    SELECT DISTINCT ON (ps.source_object_id) ps.source_object_id, ps.stage, e.ord
+    FROM processing_state ps
+    JOIN eff e ON e.stage = ps.stage
+    JOIN source_object so ON so.id = ps.source_object_id AND so.deleted_at IS NULL
+    WHERE ps.status IN ('done', 'skipped') AND ps.producer_version IS NOT NULL
+      AND ps.producer_version <> e.version AND ps.reason IS DISTINCT FROM '{DISABLED_BY_CONFIGURATION}'
+    ORDER BY ps.source_object_id, e.ord
+),
+{_REQUEUE_TAIL}
+""")
+
+# -- name: requeue_newly_enabled_stages --
+# disabled_by_configuration rows of enabled stages go back to pending; later stages wait again.
+REQUEUE_ENABLED_SQL = text(f"""
+WITH {_STAGE_CTE},
+picked AS (
+    SELECT DISTINCT ON (ps.source_object_id) ps.source_object_id, ps.stage, e.ord
+    FROM processing_state ps
+    JOIN eff e ON e.stage = ps.stage
+    JOIN source_object so ON so.id = ps.source_object_id AND so.deleted_at IS NULL
+    WHERE ps.status = 'skipped' AND ps.reason = '{DISABLED_BY_CONFIGURATION}' AND ps.stage = ANY(:enabled)
+    ORDER BY ps.source_object_id, e.ord
+),
+{_REQUEUE_TAIL}
+""")
+
+
+def requeue_outdated_stages(conn: Connection, versions: dict[str, str]) -> tuple[int, int]:
+    """Apply ``requeue_outdated_stages`` for the effective ``versions`` (stage → producer_version).
+
+    Returns (rows requeued, rows parked back to waiting).
+    """
+    params = _stage_table(versions) | {"waiting_reason": WAITING_FOR_PREVIOUS_STAGE}
+    row = conn.execute(REQUEUE_OUTDATED_SQL, params).one()
+    return int(row.requeued), int(row.parked)
+
+
+def requeue_newly_enabled_stages(conn: Connection, enabled: list[str]) -> tuple[int, int]:
+    """Apply ``requeue_newly_enabled_stages`` for the ``enabled`` stages. Returns (requeued, parked)."""
+    params = _stage_table({}) | {"enabled": enabled, "waiting_reason": WAITING_FOR_PREVIOUS_STAGE}
+    row = conn.execute(REQUEUE_ENABLED_SQL, params).one()
+    return int(row.requeued), int(row.parked)
+
+
+# -- name: requeue_ontology_outdated --
+# Documents whose type fell out of the visible scope, or that were left untyped under another scope
+# fingerprint, get extract_metadata requeued and every later stage parked.
+ONTOLOGY_STAGE = "extract_metadata"
+REQUEUE_ONTOLOGY_SQL = text(f"""
+WITH {_STAGE_CTE},
+picked AS (
+    SELECT ps.source_object_id, ps.stage, e.ord
+    FROM processing_state ps
+    JOIN eff e ON e.stage = ps.stage
+    JOIN source_object so ON so.id = ps.source_object_id AND so.deleted_at IS NULL
+    JOIN document_metadata dm ON dm.source_object_id = ps.source_object_id
+    WHERE ps.stage = '{ONTOLOGY_STAGE}' AND ps.status IN ('done', 'skipped') AND ps.producer_version IS NOT NULL
+      AND ((dm.doc_type IS NOT NULL AND NOT (dm.doc_type = ANY(CAST(:visible AS text[]))))
+           OR (dm.doc_type IS NULL AND dm.ontology_fingerprint <> :fingerprint))
+),
+{_REQUEUE_TAIL}
+""")
+
+
+def requeue_ontology_outdated(conn: Connection, versions: dict[str, str], *, visible: list[str],
+                              fingerprint: str) -> tuple[int, int]:
+    """Requeue ``extract_metadata`` where the scope ``visible`` / ``fingerprint`` no longer holds the
+    judgement (see ``ki.ontology.requeue``). Returns (rows requeued, rows parked back to waiting)."""
+    params = _stage_table(versions) | {"waiting_reason": WAITING_FOR_PREVIOUS_STAGE,
+                                      "visible": sorted(visible), "fingerprint": fingerprint}
+    row = conn.execute(REQUEUE_ONTOLOGY_SQL, params).one()
+    return int(row.requeued), int(row.parked)
+
+
+# -- name: release_capability_quarantines --
+# needs_ocr / unsupported_format quarantines whose recorded capabilities lack one available now.
+RELEASE_CAPABILITY_SQL = text("""
+UPDATE processing_state ps
+SET status = 'pending', attempts = 0, last_error = NULL, next_retry_at = NULL, updated_at = now()
+WHERE ps.status = 'quarantined' AND ps.reason = ANY(:reasons)
+  AND NOT (coalesce(ps.last_error->'capabilities', '[]'::jsonb) @> CAST(:current AS jsonb))
+RETURNING ps.id
+""")
+
+
+def release_capability_quarantines(conn: Connection, *, reasons: list[str], current: list[str]) -> int:
+    """Release the quarantines of ``reasons`` recorded without every capability in ``current``
+    (pending, fresh attempt budget). Returns rows released."""
+    rows = conn.execute(RELEASE_CAPABILITY_SQL, {"reasons": reasons, "current": json.dumps(current)}).fetchall()
+    return len(rows)
+
+
+@dataclass(frozen=True)
+class Released:
+    """What :func:`release_quarantined` did: the stage released, its previous ``last_error``, and the
+    downstream stages parked back to waiting."""
+
+    stage: str
+    previous_error: dict[str, Any]
+    invalidated_stages: list[str]
+
+
+QUARANTINED_ROWS_SQL = text("""
+SELECT stage, last_error FROM processing_state
+WHERE source_object_id = :id AND status = 'quarantined' FOR UPDATE
+""")
+RELEASE_STAGE_SQL = text("""
+UPDATE processing_state SET status = 'pending', attempts = 0, last_error = NULL,
+    next_retry_at = NULL, claim_token = NULL, updated_at = now()
+WHERE source_object_id = :id AND stage = :stage
+""")
+PARK_STAGES_SQL = text("""
+UPDATE processing_state SET status = 'skipped', last_error = CAST(:w AS jsonb),
+    producer_version = NULL, attempts = 0, next_retry_at = NULL, claim_token = NULL, updated_at = now()
+WHERE source_object_id = :id AND stage = ANY(:stages)
+""")
+
+
+def release_quarantined(conn: Connection, source_object_id: int) -> Released | None:
+    """Release the object's earliest quarantined stage (pending, fresh budget) and park every later
+    stage back to waiting, locking the quarantined rows first. None when nothing is quarantined.
+
+    Spec: insertion-pipeline.md "Retry from quarantine"."""
+    rows = conn.execute(QUARANTINED_ROWS_SQL, {"id": source_object_id}).fetchall()
+    if not rows:
+        return None
+    earliest = min(rows, key=lambda r: PIPELINE_STAGE_ORDER.index(r.stage))
+    downstream = list(PIPELINE_STAGE_ORDER[PIPELINE_STAGE_ORDER.index(earliest.stage) + 1:])
+    conn.execute(RELEASE_STAGE_SQL, {"id": source_object_id, "stage": earliest.stage})
+    conn.execute(PARK_STAGES_SQL, {"id": source_object_id, "stages": downstream, "w": WAITING_JSON})
+    return Released(earliest.stage, dict(earliest.last_error or {}), downstream)
+
+
+# -- name: mark_access_only_reindex --
+# A done index row whose object's grants changed (and nothing else) goes back to pending with the
+# durable marker; its attempt budget starts afresh. Rows in any other state are left alone: a
+# pending/failed full index compiles the current grants anyway.
+MARK_ACCESS_ONLY_SQL = text("""
+UPDATE processing_state
+SET status = 'pending', attempts = 0, last_error = CAST(:marker AS jsonb), next_retry_at = NULL,
+    claim_token = NULL, claimed_by = NULL, heartbeat_at = NULL, updated_at = now()
+WHERE stage = 'index' AND status = 'done' AND source_object_id = ANY(CAST(:ids AS bigint[]))
+RETURNING source_object_id
+""")
+
+# Live objects of a source whose index row is done, with the projection their chunks carry now.
+INDEXED_ACCESS_SQL = text("""
+SELECT so.id, c.allowed_principals, c.denied_principals
+FROM source_object so
+JOIN processing_state ps ON ps.source_object_id = so.id AND ps.stage = 'index' AND ps.status = 'done'
+JOIN LATERAL (SELECT allowed_principals, denied_principals FROM chunk
+              WHERE chunk.source_object_id = so.id ORDER BY ordinal LIMIT 1) c ON true
+WHERE so.source_id = :sid AND so.deleted_at IS NULL
+""")
+
+
+def indexed_access(conn: Connection, source_id: int) -> list[Any]:
+    """Rows ``(id, allowed_principals, denied_principals)``: the live objects of ``source_id`` whose
+    index row is done, with the projection their chunks carry now (what access marking compares)."""
+    return conn.execute(INDEXED_ACCESS_SQL, {"sid": source_id}).fetchall()
+
+
+def mark_access_only_reindex(conn: Connection, ids: list[int]) -> list[int]:
+    """Mark the done index rows of ``ids`` ``access_only_reindex`` (pending, fresh budget). Returns
+    the object ids marked."""
+    if not ids:
+        return []
+    marked = conn.execute(MARK_ACCESS_ONLY_SQL, {"ids": ids, "marker": json.dumps({ACCESS_ONLY_REINDEX: True})})
+    return [r.source_object_id for r in marked]
