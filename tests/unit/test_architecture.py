@@ -30,7 +30,7 @@ KNOWN: dict[tuple[str, str], str] = {
     ("cycle", "ki.orchestration.execute <-> ki.relate.inline_conversion <-> ki.relate.tools <-> ki.stages <-> "
               "ki.stages.relate"): "core (StageContext.ensure_ready, next step)",
     ("cycle", "ki.orchestration.insertion <-> ki.orchestration.providers.hatchet <-> ki.orchestration.sweeper <-> "
-              "ki.workflows.insertion <-> ki.workflows.runtime <-> ki.workflows.sync"): "core (ki/workflows/, next step)",
+              "ki.workflows.insertion <-> ki.workflows.runtime <-> ki.workflows.sync"): "core (ki/workflows/)",
     ("lines", "ki.convert.docling"): "convert",
     ("lines", "ki.convert.ocr"): "convert",
     ("lines", "ki.convert.ooxml_walk"): "convert",
