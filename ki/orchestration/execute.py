@@ -18,19 +18,17 @@ from typing import Literal
 
 from sqlalchemy.engine import Connection
 
-from ki.config.settings import PipelineConfig
-from ki.context import PipelineContext, SourceObjectView, StageContext, StageOutcome
+from ki.context import EnsureReady, PipelineContext, SourceObjectView, StageContext, StageOutcome, StagePlan
 from ki.errors import ConfigurationError, RunAborted
 from ki.orchestration.heartbeat import ClaimKeeper
+from ki.relate.inline_conversion import ensure_source_object_ready
 from ki.retry import Treatment, backoff_seconds, classify_error
 from ki.store import claims as q
-from ki.store.claims import Claim, UnlockPlan
+from ki.store.claims import Claim
 from ki.taxonomies import (
     DISABLED_BY_CONFIGURATION,
     INPUT_STAGE_DISABLED,
-    PIPELINE_STAGE_ORDER,
     SOURCE_OBJECT_DELETED,
-    STAGE_INPUTS,
 )
 
 log = logging.getLogger(__name__)
@@ -116,20 +114,22 @@ def run_stage_for_object(
     return execute_claim(ctx, claim, keeper=keeper)
 
 
-def unlock_plan(pipeline: PipelineConfig, stage: str) -> UnlockPlan:
-    """``_unlock_next`` for the configuration: the switched-off stages right after ``stage`` (each
-    with its producer_version, recorded ``disabled_by_configuration`` on the way) and the first
-    enabled stage after them (None when none is left).
+def ready_for(ctx: PipelineContext) -> EnsureReady:
+    """The executor's inline conversion on ``ctx``: ``oid -> (status, detail)``, another object's
+    fetch/convert run through :func:`run_stage_for_object` (``ensure_source_object_ready``)."""
 
-    Spec: insertion-pipeline.md "Processing states and console buckets" (_unlock_next) and
-    "Configuration" (disabled stages park as ``disabled_by_configuration``). Raises KeyError for an
-    unknown stage."""
-    skip: list[tuple[str, str]] = []
-    for later in PIPELINE_STAGE_ORDER[PIPELINE_STAGE_ORDER.index(stage) + 1:]:
-        if pipeline.stage(later).enabled:
-            return UnlockPlan(tuple(skip), later)
-        skip.append((later, pipeline.producer_version(later)))
-    return UnlockPlan(tuple(skip), None)
+    def run(stage: str, source_object_id: int) -> ExecutionResult:
+        return run_stage_for_object(ctx, stage, source_object_id)
+
+    def ready(source_object_id: int) -> tuple[str, str]:
+        return ensure_source_object_ready(ctx, source_object_id, run_stage=run)
+
+    return ready
+
+
+def stage_context(ctx: PipelineContext, claim: Claim, obj: SourceObjectView) -> StageContext:
+    """The :class:`StageContext` a handler is given, with the executor's ``ensure_ready``."""
+    return StageContext(pipeline=ctx, claim=claim, obj=obj, ready=ready_for(ctx))
 
 
 @contextmanager
@@ -154,40 +154,39 @@ def execute_claim(ctx: PipelineContext, claim: Claim, *, keeper: ClaimKeeper | N
     Raises: RunAborted on a configuration error (the row is released untouched); database
         errors while recording (the row stays running until stale-claim recovery).
     """
-    stage_cfg = ctx.config.pipeline.stage(claim.stage)
-    version = ctx.config.pipeline.producer_version(claim.stage)
+    plan = ctx.plan(claim.stage)
     try:
         obj = SourceObjectView.for_claim(ctx.db, claim)
     except LookupError as exc:
-        return _record_failure(ctx, claim, exc, stage_max_attempts=stage_cfg.max_attempts, conn=conn)
+        return _record_failure(ctx, claim, exc, stage_max_attempts=plan.max_attempts, conn=conn)
 
-    if not stage_cfg.enabled:
+    if not plan.enabled:
         outcome = StageOutcome(status="skipped", reason=DISABLED_BY_CONFIGURATION)
-        return _record_outcome(ctx, claim, outcome, version, conn)
-    missing = [s for s in STAGE_INPUTS[claim.stage] if not ctx.config.pipeline.stage(s).enabled]
-    if missing:
-        outcome = StageOutcome(status="skipped", reason=INPUT_STAGE_DISABLED, details={"disabled_inputs": missing})
-        return _record_outcome(ctx, claim, outcome, version, conn)
+        return _record_outcome(ctx, claim, outcome, plan, conn)
+    if plan.disabled_inputs:
+        outcome = StageOutcome(status="skipped", reason=INPUT_STAGE_DISABLED,
+                               details={"disabled_inputs": list(plan.disabled_inputs)})
+        return _record_outcome(ctx, claim, outcome, plan, conn)
     if obj.deleted_at is not None:
         outcome = StageOutcome(status="skipped", reason=SOURCE_OBJECT_DELETED, halt_downstream=True)
-        return _record_outcome(ctx, claim, outcome, version, conn)
+        return _record_outcome(ctx, claim, outcome, plan, conn)
 
     handler = _handlers()[claim.stage]
     if keeper is not None:
         keeper.add(claim)
     try:
-        outcome = handler(StageContext(pipeline=ctx, claim=claim, obj=obj))
+        outcome = handler(stage_context(ctx, claim, obj))
     except ConfigurationError as exc:
         # ki's own request or setup is wrong: not the file's fault and not an outage to wait
         # out. The row is released unchanged (attempt given back) and the run stops, saying why.
         _release_claim(ctx, claim)
         raise RunAborted(f"{claim.stage} stopped on a configuration error: {exc}") from exc
     except Exception as exc:  # noqa: BLE001 - every failure is classified and recorded on the row
-        return _record_failure(ctx, claim, exc, stage_max_attempts=stage_cfg.max_attempts, conn=conn)
+        return _record_failure(ctx, claim, exc, stage_max_attempts=plan.max_attempts, conn=conn)
     finally:
         if keeper is not None:
             keeper.discard(claim)
-    return _record_outcome(ctx, claim, outcome, version, conn)
+    return _record_outcome(ctx, claim, outcome, plan, conn)
 
 
 def _release_claim(ctx: PipelineContext, claim: Claim) -> None:
@@ -196,8 +195,9 @@ def _release_claim(ctx: PipelineContext, claim: Claim) -> None:
         q.release_claim(conn, claim)
 
 
-def _record_outcome(ctx: PipelineContext, claim: Claim, outcome: StageOutcome, version: str,
+def _record_outcome(ctx: PipelineContext, claim: Claim, outcome: StageOutcome, plan: StagePlan,
                     conn: Connection | None = None) -> ExecutionResult:
+    version = plan.producer_version
     last_error = None
     if outcome.status == "skipped":
         last_error = {"reason": outcome.reason or "skipped_by_handler", **({"details": outcome.details}
@@ -211,7 +211,7 @@ def _record_outcome(ctx: PipelineContext, claim: Claim, outcome: StageOutcome, v
     else:
         with _recording(ctx, conn) as rec:
             committed = q.complete_claim(rec, claim, status=outcome.status, producer_version=version,
-                                         last_error=last_error, unlock=unlock_plan(ctx.config.pipeline, claim.stage))
+                                         last_error=last_error, unlock=plan.unlock)
     if committed is None:
         log.warning("claim lost: %s of object %s was recovered elsewhere; this completion is refused",
                     claim.stage, claim.source_object_id)

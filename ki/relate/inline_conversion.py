@@ -4,20 +4,24 @@ Spec: insertion-pipeline.md "Relate: what the model is given" (open_file): "If t
 converted yet, the stage pulls its fetch/convert forward through the normal claim machinery
 (ensure_source_object_ready), bounded by inline_conversion_budget_seconds and
 inline_conversion_slots, observing rather than duplicating a claim another worker holds, and
-returning an honest status (busy, in_progress, quarantined, …)". The claim machinery is
-:func:`ki.orchestration.execute.run_stage_for_object`, so the rows stay the source of truth and a
-conversion done here is never repeated by the runner.
+returning an honest status (busy, in_progress, quarantined, …)". The claim machinery is the
+executor's ``run_stage_for_object``, handed in as ``run_stage`` (``StageContext.ensure_ready``), so the
+rows stay the source of truth, a conversion done here is never repeated by the runner, and relate
+never imports the executor.
 """
 
 from __future__ import annotations
 
 import threading
 import time
-from typing import Literal
+from collections.abc import Callable
+from typing import Any, Literal
 
 from ki.context import PipelineContext
 from ki.store.status import StageRow, rows_by_stage
 
+#: ``run_stage_for_object`` bound to a pipeline context: ``(stage, source_object_id) -> ExecutionResult``.
+RunStage = Callable[[str, int], Any]
 ReadyStatus = Literal["ok", "busy", "in_progress", "quarantined", "failed", "deleted", "not_found"]
 STAGES = ("fetch", "convert")
 POLL_SECONDS = 0.1
@@ -39,11 +43,15 @@ def _row(ctx: PipelineContext, oid: int, stage: str) -> StageRow | None:
         return rows_by_stage(conn, oid).get(stage)
 
 
-def ensure_source_object_ready(ctx: PipelineContext, oid: int, *, budget_seconds: float | None = None,
+def ensure_source_object_ready(ctx: PipelineContext, oid: int, *, run_stage: RunStage | None = None,
+                               budget_seconds: float | None = None,
                                slot_count: int | None = None) -> tuple[ReadyStatus, str]:
     """Make object ``oid`` fetched and converted within the budget, through its own stage rows.
 
     Args:
+        run_stage: ``(stage, oid) -> result`` with the ``ExecutionResult`` attributes ``kind`` and
+            ``error_class``: the executor's ``run_stage_for_object`` (``StageContext.ensure_ready``
+            supplies it). Without it a pending row is only observed, like one running elsewhere.
         budget_seconds: default ``pipeline.inline_conversion_budget_seconds``.
         slot_count: default ``pipeline.inline_conversion_slots`` (process-wide cap).
     Returns: (status, detail): ``ok``; ``busy`` (no free slot within the budget); ``in_progress``
@@ -57,8 +65,6 @@ def ensure_source_object_ready(ctx: PipelineContext, oid: int, *, budget_seconds
     if not sem.acquire(timeout=max(0.0, budget)):
         return "busy", f"all {n_slots} inline-conversion slots are busy"
     try:
-        from ki.orchestration.execute import run_stage_for_object
-
         for stage in STAGES:
             while True:
                 row = _row(ctx, oid, stage)
@@ -72,8 +78,8 @@ def ensure_source_object_ready(ctx: PipelineContext, oid: int, *, budget_seconds
                     return "quarantined", f"{stage} is quarantined"
                 if row.status == "failed" and not row.due:
                     return "failed", f"{stage} failed and awaits its retry"
-                if row.status in ("pending", "failed"):
-                    result = run_stage_for_object(ctx, stage, oid)
+                if row.status in ("pending", "failed") and run_stage is not None:
+                    result = run_stage(stage, oid)
                     if result.kind in ("done", "skipped", "not_claimed", "claim_lost"):
                         continue
                     return ("quarantined" if result.kind == "quarantined" else "failed",

@@ -18,7 +18,7 @@ from pydantic import BaseModel, Field
 from sqlalchemy import text
 
 from ki.agents.loop import Tool, ToolError
-from ki.context import PipelineContext
+from ki.context import EnsureReady, PipelineContext
 from ki.matters.corpus import REL_PATH
 from ki.matters.neighbourhood import list_folder as folder_listing
 from ki.relate.inline_conversion import ensure_source_object_ready
@@ -94,13 +94,17 @@ class RelateTools:
     """The tools of one relate run.
 
     Attributes:
-        ctx: the pipeline context (inline conversion goes through its claim machinery).
+        ctx: the pipeline context.
         source_id / project_id: where paths resolve and where search looks.
+        ensure_ready: inline conversion of an unconverted file (``StageContext.ensure_ready``, which
+            goes through the executor's claim machinery); without it ``open_file`` only observes
+            (``ensure_source_object_ready`` with no runner).
     """
 
     ctx: PipelineContext
     source_id: int
     project_id: int
+    ensure_ready: EnsureReady | None = None
 
     def resolve(self, path: str) -> int:
         """The live object at ``path`` (relative to the root; `` » `` for an embedded one).
@@ -146,7 +150,8 @@ class RelateTools:
             raise ToolError(f"no file {args.path!r}; use list_folder to see what exists")
         oid = int(row.id)
         if not row.converted:
-            status, detail = ensure_source_object_ready(self.ctx, oid)
+            status, detail = (self.ensure_ready(oid) if self.ensure_ready is not None
+                              else ensure_source_object_ready(self.ctx, oid))
             if status != "ok":
                 return {"status": status, "path": row.rel, "detail": detail,
                         "hint": "the file cannot be read now; relate it from its own side later"}

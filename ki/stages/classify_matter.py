@@ -20,7 +20,6 @@ from sqlalchemy import text
 
 from ki.agents.loop import AgentResult
 from ki.context import StageContext, StageOutcome
-from ki.errors import RetryableStageError
 from ki.matters.corpus import REL_PATH, DbCorpus, evidence_text
 from ki.matters.evidence import infer_reference
 from ki.matters.neighbourhood import folder_of, neighbourhood
@@ -44,7 +43,6 @@ from ki.matters.store import (
 )
 from ki.matters.tools import classify_tools, classify_validators
 from ki.stages.agentic import run_agent
-from ki.store.artifacts import STRUCTURED_JSON, get_artifact
 
 ABSTAIN_BELOW = 0.5
 TEXT_CHARS = 8000
@@ -100,13 +98,11 @@ def handle(ctx: StageContext) -> StageOutcome:
     """
     db = ctx.pipeline.db
     content_hash = ctx.obj.content_hash
+    body = ctx.structured_json()
     with db.engine.connect() as conn:
-        body = get_artifact(conn, content_hash, STRUCTURED_JSON) if content_hash else None
         project_id = project_of_source(conn, ctx.obj.source_id)
         recorded = recorded_classification(conn, content_hash, ctx.obj.id) if content_hash else None
         kb = classify_knowledge(conn, project_id, ctx.config.firm.matter_reference_patterns)
-    if body is None:
-        raise RetryableStageError("no structured_json artifact for this content: convert has not completed")
     version = ctx.config.pipeline.producer_version(ctx.stage)
     rel_path = _relative_path(ctx)
     if recorded and recorded.get("producer_version") == version and recorded.get("matter_id"):

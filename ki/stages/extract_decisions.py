@@ -19,9 +19,7 @@ from ki.decisions.policy import DecisionRulesPolicy
 from ki.decisions.schema import DecisionResult, make_validators
 from ki.decisions.store import existing_record, version_pair, write_record
 from ki.decisions.taxonomy import rationale_taxonomy
-from ki.errors import RetryableStageError
 from ki.stages.agentic import run_agent
-from ki.store.artifacts import STRUCTURED_JSON, get_artifact
 
 NO_REVISION_EVIDENCE = "no_revision_evidence"
 NO_DECISION_EVIDENCE = "no_decision_evidence"
@@ -55,10 +53,7 @@ def handle(ctx: StageContext) -> StageOutcome:
     """
     db = ctx.pipeline.db
     content_hash = ctx.obj.content_hash
-    with db.engine.connect() as conn:
-        body = get_artifact(conn, content_hash, STRUCTURED_JSON) if content_hash else None
-    if body is None:
-        raise RetryableStageError("no structured_json artifact for this content: convert has not completed")
+    body = ctx.structured_json()
     revisions = body.get("revisions") or []
     if not revisions:
         return StageOutcome(status="skipped", reason=NO_REVISION_EVIDENCE)

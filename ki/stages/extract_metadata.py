@@ -29,7 +29,6 @@ from ki.entities.mentions import KnownName, Mention
 from ki.entities.names import name_key
 from ki.entities.store import known_names
 from ki.entities.tools import search_entities_tool
-from ki.errors import RetryableStageError
 from ki.metadata.amounts import find_amounts
 from ki.metadata.matter import MatterContext, code_hint, folder_hints, matter_context
 from ki.metadata.parties import resolve_parties
@@ -41,7 +40,6 @@ from ki.ontology.model import Ontology
 from ki.ontology.terms import tokens
 from ki.ontology.tools import ontology_tools
 from ki.stages.agentic import gateway_configured, run_agent
-from ki.store.artifacts import STRUCTURED_JSON, get_artifact
 
 TEXT_CHARS = 12_000
 
@@ -144,10 +142,7 @@ def handle(ctx: StageContext) -> StageOutcome:
     """
     db = ctx.pipeline.db
     content_hash = ctx.obj.content_hash
-    with db.engine.connect() as conn:
-        body = get_artifact(conn, content_hash, STRUCTURED_JSON) if content_hash else None
-    if body is None:
-        raise RetryableStageError("no structured_json artifact for this content: convert has not completed")
+    body = ctx.structured_json()
     onto = active_ontology(ctx.config)
     rel_path = _rel_path(ctx)
     firm_names = _firm_names(ctx)

@@ -35,14 +35,13 @@ from sqlalchemy import text
 from ki import services
 from ki.access.load import object_projection
 from ki.context import StageContext, StageOutcome
-from ki.errors import RetryableStageError
+from ki.convert.model import StructuredDocument
 from ki.index.backend import PROFILE_ORDINAL, ChunkRow, IndexDocument
 from ki.index.chunking import chunk_text
 from ki.index.embedding_cache import embed_rows
 from ki.index.embeddings import context_header, embedding_input, identity_of
 from ki.index.facts import fact_sources
 from ki.index.search import backend_for
-from ki.store.artifacts import STRUCTURED_JSON, get_artifact
 from ki.taxonomies import ACCESS_ONLY_REINDEX, SOURCE_OBJECT_DELETED, has_access_only_marker
 
 PROFILE_OPENING_CHARS = 600
@@ -95,14 +94,14 @@ def _document_facts(conn: Any, source_object_id: int) -> tuple[str | None, str |
     return row.doc_type, row.matter
 
 
-def header_title(body: dict[str, Any]) -> str | None:
+def header_title(doc: StructuredDocument) -> str | None:
     """The title the embeddings see: the converter's title, else the first non-empty line of the text.
 
     Never the file name, so identical bytes under other names embed identically (once).
     """
-    title = (body.get("title") or "").strip()
+    title = (doc.title or "").strip()
     if not title:
-        for line in (body.get("text") or "").splitlines():
+        for line in (doc.text or "").splitlines():
             if line.strip():
                 title = line.strip()
                 break
@@ -127,23 +126,20 @@ def _index(ctx: StageContext, backend: Any) -> StageOutcome:
     content_hash = ctx.obj.content_hash
     db = ctx.pipeline.db
     retrieval = ctx.config.retrieval
-    with db.engine.connect() as conn:
-        body = get_artifact(conn, content_hash, STRUCTURED_JSON) if content_hash else None
-    if body is None:
-        raise RetryableStageError("no structured_json artifact for this content: convert has not completed")
+    doc = ctx.structured()
     embedder = stage_embedder(ctx)
     identity = identity_of(embedder)
     backend.ensure_embedder(identity)  # refuse another model before reading grants or embedding anything
     with db.engine.connect() as conn:
         access = object_projection(conn, ctx.obj.source_id, ctx.obj.id)
         doc_type, matter = _document_facts(conn, ctx.obj.id)
-    full_text = body.get("text") or ""
+    full_text = doc.text or ""
     chunks = chunk_text(full_text, chunk_chars=retrieval.chunk_chars, overlap_chars=retrieval.chunk_overlap_chars)
-    title = body.get("title") or PurePath(ctx.obj.path).stem
+    title = doc.title or PurePath(ctx.obj.path).stem
     if not chunks:
         result = backend.write_document(IndexDocument(ctx.obj.id, content_hash, title, [], access, identity))
         return StageOutcome(status="skipped", reason="no_text", details={"deleted": result.deleted})
-    htitle = header_title(body)
+    htitle = header_title(doc)
     texts = {PROFILE_ORDINAL: profile_text(htitle, doc_type, matter, full_text)}
     texts.update(enumerate(chunks))
     vectors: dict[int, Any] = {}

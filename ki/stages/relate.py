@@ -27,7 +27,6 @@ from ki.relate.schema import RelateResult, make_validators
 from ki.relate.threads import parent_ids
 from ki.relate.tools import RelateTools, mail_headers, oid_of, ref_of, tracked_changes_digest
 from ki.stages.agentic import run_agent
-from ki.store.artifacts import STRUCTURED_JSON, get_artifact
 
 TEXT_CHARS = 60_000
 
@@ -75,15 +74,13 @@ def handle(ctx: StageContext) -> StageOutcome:
     """
     db = ctx.pipeline.db
     content_hash = ctx.obj.content_hash
+    body = ctx.structured_json()
     with db.engine.connect() as conn:
-        body = get_artifact(conn, content_hash, STRUCTURED_JSON) if content_hash else None
         assignment = read_assignment(conn, ctx.obj.id)
         project_id = project_of_source(conn, ctx.obj.source_id)
         rel_path = conn.execute(text(f"SELECT {REL_PATH} FROM source_object so JOIN source s ON s.id = so.source_id "
                                      "WHERE so.id = :o"), {"o": ctx.obj.id}).scalar_one()
         matter = get_matter(conn, assignment.matter_id) if assignment else None
-    if body is None:
-        raise RetryableStageError("no structured_json artifact for this content: convert has not completed")
     if assignment is None or matter is None:
         raise RetryableStageError("matter assignment missing: classify_matter has not run for this file yet")
     if assignment.content_hash and assignment.content_hash != content_hash:
@@ -105,7 +102,7 @@ def handle(ctx: StageContext) -> StageOutcome:
             "folder_listing": {k: hood[k] for k in ("above", "own", "below")}, **related,
         }, ensure_ascii=False, default=str)
 
-    toolbox = RelateTools(ctx.pipeline, ctx.obj.source_id, project_id)
+    toolbox = RelateTools(ctx.pipeline, ctx.obj.source_id, project_id, ensure_ready=ctx.ensure_ready)
     extra = [p for group in related.values() for p in group]
     policy = RelateRulesPolicy(me=me, matter=matter.reference, extra_paths=extra)
     result = run_agent(ctx, system=SYSTEM, user=payload,

@@ -16,7 +16,7 @@ from ki.agents.loop import ToolError
 from ki.errors import RetryableStageError
 from ki.export import export_rows
 from ki.matters.store import get_or_create_matter, peek_matter, search_matters
-from ki.orchestration.execute import run_stage_for_object
+from ki.orchestration.execute import ready_for, run_stage_for_object
 from ki.orchestration.insertion import launch_insertion
 from ki.relate.inline_conversion import ensure_source_object_ready
 from ki.relate.tools import OpenFileArgs, RelateTools, SearchDocumentsArgs
@@ -82,6 +82,11 @@ def _oid(ctx, external_id: str) -> int:
 def _project(ctx) -> int:
     with ctx.db.engine.connect() as conn:
         return conn.execute(text("SELECT id FROM project WHERE name = 'default'")).scalar_one()
+
+
+def _tools(ctx, sid: int) -> RelateTools:
+    """The relate tools as the stage builds them (inline conversion through the executor)."""
+    return RelateTools(ctx, sid, _project(ctx), ensure_ready=ready_for(ctx))
 
 
 def test_estate_end_to_end_and_export(ctx, estate):
@@ -192,7 +197,7 @@ def test_open_file_pages_with_has_more_and_search_documents_has_exact_totals(ctx
     sid = register_local_source(ctx, estate)
     scan_source(ctx, sid)
     launch_insertion(ctx, source_id=sid, workers=3, wait_for_retries_seconds=30)
-    tools = RelateTools(ctx, sid, _project(ctx))
+    tools = _tools(ctx, sid)
     first = tools.open_file(OpenFileArgs(path="Eingang/Lang.txt", max_chars=10_000))
     assert first["status"] == "ok" and first["ref"].startswith("F")
     assert first["has_more"] is True and first["next_offset"] == 10_000 and first["total_chars"] > 10_000
@@ -215,7 +220,7 @@ def test_open_file_pulls_an_unconverted_neighbour_forward_through_its_own_rows(c
     sid = register_local_source(ctx, estate)
     scan_source(ctx, sid)
     target = _oid(ctx, "Eingang/Notiz.txt")
-    tools = RelateTools(ctx, sid, _project(ctx))
+    tools = _tools(ctx, sid)
     opened = tools.open_file(OpenFileArgs(path="Eingang/Notiz.txt"))
     assert opened["status"] == "ok" and "Parkplatz" in opened["text"]
     with ctx.db.engine.connect() as conn:

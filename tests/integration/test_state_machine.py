@@ -25,7 +25,7 @@ from sqlalchemy import text
 
 from ki import errors
 from ki.config.loader import set_config_value
-from ki.context import PipelineContext, StageContext, StageOutcome
+from ki.context import PipelineContext, StageContext, StageOutcome, unlock_plan
 from ki.errors import OrchestratorUnavailable
 from ki.orchestration import prepare
 from ki.orchestration.execute import (
@@ -33,7 +33,6 @@ from ki.orchestration.execute import (
     TRACEBACK_MAX_CHARS,
     execute_claim,
     run_stage_for_object,
-    unlock_plan,
 )
 from ki.orchestration.heartbeat import ClaimKeeper
 from ki.orchestration.insertion import launch_insertion
