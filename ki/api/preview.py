@@ -20,9 +20,8 @@ from ki.api.catalog import gateway_models, stage_entry
 from ki.api.schemas import RerunPreview, StageEstimate
 from ki.config.settings import KiConfig
 from ki.context import PipelineContext
-from ki.store.claims import bucket_counts
 from ki.store.runs import recent_rate
-from ki.store.status import rerun_counts
+from ki.store.status import bucket_counts, rerun_counts
 from ki.store.usage import SpendRow, spend_by
 from ki.taxonomies import MODEL_STAGES, PIPELINE_STAGE_ORDER, STAGE_CONSOLE_NAMES
 

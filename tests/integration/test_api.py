@@ -19,7 +19,7 @@ from sqlalchemy import text
 
 from ki.api.app import create_app
 from ki.config.edits import config_version
-from ki.store.claims import bucket_counts
+from ki.store.status import bucket_counts
 from ki.taxonomies import PIPELINE_STAGE_ORDER
 from tests.helpers.console import insert_estate, make_tokens, small_estate
 

@@ -29,6 +29,7 @@ KNOWN: dict[tuple[str, str], str] = {
     ("cycle", "ki.index.opensearch <-> ki.index.opensearch_index <-> ki.index.postgres <-> ki.index.search"): "search",
     ("cycle", "ki.orchestration.insertion <-> ki.orchestration.providers.hatchet <-> ki.orchestration.sweeper <-> "
               "ki.workflows.insertion <-> ki.workflows.runtime <-> ki.workflows.sync"): "core (ki/workflows/)",
+    ("lines", "ki.agents.gateway"): "platform",
     ("lines", "ki.convert.docling"): "convert",
     ("lines", "ki.convert.ocr"): "convert",
     ("lines", "ki.convert.ooxml_walk"): "convert",
