@@ -154,7 +154,7 @@ def dag_timings(ctx, run_id: int, sample: int) -> dict[str, float]:
     """Median per-document DAG latency, task time and scheduling overhead (s) from Hatchet."""
     from sqlalchemy import text
 
-    from ki.orchestration.providers.hatchet import hatchet_client
+    from ki.workflows.client import hatchet_client
 
     with ctx.db.engine.connect() as conn:
         ids = [r[0] for r in conn.execute(text(
@@ -191,7 +191,7 @@ def run_local(work: Path, ki_uri: str, ki_pg: Path, estate: Path, stages: list[s
     ki's PostgreSQL, commits and rows written, and ``_buckets`` (the per-stage buckets, compared
     with each hatchet run's).
     """
-    from ki.orchestration.insertion import launch_insertion
+    from ki.launch import launch_insertion
 
     local, _ = open_ctx(ki_uri, "ki_local", work / "local-data", "local", stages)
     scan_s = scan(local, estate)
@@ -221,8 +221,7 @@ def run_hatchet(work: Path, engine, ki_uri: str, ki_pg: Path, eng_uri: str, eng_
     (from Hatchet), the run's counters and ``_buckets``. Raises SystemExit when the workers do not
     come up within 120 s.
     """
-    from ki.orchestration.insertion import launch_insertion
-    from ki.orchestration.providers.hatchet import wait_for_run
+    from ki.launch import launch_insertion, wait_for_run
 
     os.environ["HATCHET_CLIENT_NAMESPACE"] = f"bench_{tag}_" + uuid.uuid4().hex[:6]
     data_dir = work / f"hatchet-data-{tag}"
@@ -410,7 +409,7 @@ def _print_statements(uri: str, n: int) -> None:
 
 
 def _wait_workers(n: int, timeout: float = 120) -> None:
-    from ki.orchestration.providers.hatchet import hatchet_client
+    from ki.workflows.client import hatchet_client
 
     client = hatchet_client()
     prefix = client.config.namespace or ""

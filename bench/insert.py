@@ -110,7 +110,7 @@ def insert_in_process(data_dir: Path, estate: Path, workers: int | None, uri: st
 
     from ki.config.loader import ProcessSettings
     from ki.context import PipelineContext
-    from ki.orchestration.insertion import launch_insertion
+    from ki.launch import launch_insertion
     from ki.sources.scan import register_local_source, scan_source
     from ki.store.db import DATABASE_NAME, ensure_database, sqlalchemy_url
     from ki.store.status import bucket_counts

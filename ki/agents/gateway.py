@@ -7,7 +7,7 @@ call) and "Failure modes"; DESIGN.md "Layout" (``ki/agents/``) and "Defaults"
 
 The client never retries on its own: the processing_state row is the retry
 boundary. It turns every outcome into one of ki's error classes so that
-:func:`ki.taxonomies.classify_error` gives the spec's treatment:
+:func:`ki.retry.classify_error` gives the spec's treatment:
 
 ========================================================  =========================================
 gateway outcome                                           raised

@@ -52,7 +52,7 @@ def _orchestrator(ctx: PipelineContext) -> ComponentHealth:
     if provider == "local":
         return ComponentHealth(name="orchestrator", status="ok", detail="local: runs execute in this process")
     try:
-        from ki.orchestration.providers.hatchet import hatchet_client
+        from ki.workflows.client import hatchet_client
 
         hatchet_client(lookup=True)
     except Exception as exc:  # noqa: BLE001

@@ -16,7 +16,7 @@ import threading
 from dataclasses import dataclass
 
 from ki.context import PipelineContext
-from ki.orchestration.insertion import launch_insertion
+from ki.launch import launch_insertion
 
 log = logging.getLogger(__name__)
 

@@ -59,7 +59,7 @@ class ServerState:
         self._sweeping.set()
 
         def sweep() -> None:
-            from ki.orchestration.sweeper import sweep_if_due
+            from ki.workflows.sweeper import sweep_if_due
 
             try:
                 sweep_if_due(self.ctx)

@@ -25,7 +25,7 @@ def insert(
 ) -> None:
     """Scan PATH and run every stage until idle; exit 0 when the run completes."""
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
-    from ki.orchestration.insertion import launch_insertion
+    from ki.launch import launch_insertion
     from ki.sources.scan import register_local_source, scan_source
 
     ctx = open_context()

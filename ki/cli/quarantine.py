@@ -35,7 +35,7 @@ def quarantine_retry(
     run: bool = typer.Option(True, help="launch a run at once"),
 ) -> None:
     """Release a quarantined file with a fresh attempt budget and run it again."""
-    from ki.orchestration.insertion import launch_insertion
+    from ki.launch import launch_insertion
     from ki.orchestration.quarantine import retry_quarantined
 
     ctx = open_context()

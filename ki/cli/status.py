@@ -12,7 +12,7 @@ from ki.cli.common import bucket_counts, open_context, out, print_status
 def status(as_json: bool = typer.Option(False, "--json", help="machine-readable output")) -> None:
     """Per-stage bucket counts (pending, running, done, failed, waiting, disabled, skipped, quarantined)."""
     ctx = open_context()
-    from ki.orchestration.sweeper import sweep_if_due
+    from ki.workflows.sweeper import sweep_if_due
 
     sweep_if_due(ctx)  # opportunistic (hatchet provider only; spec: "the sweeper")
     counts = bucket_counts(ctx)

@@ -29,7 +29,7 @@ What one :func:`sync_documents` call does:
 
 Errors outside items (connection refused, timeouts, 5xx after the transport's retries, 429 exhausted
 on the whole request) become :class:`~ki.errors.InfrastructureError` (:func:`classify_transport_error`),
-which :func:`ki.taxonomies.classify_error` treats as an infrastructure fault (never quarantined).
+which :func:`ki.retry.classify_error` treats as an infrastructure fault (never quarantined).
 """
 
 from __future__ import annotations

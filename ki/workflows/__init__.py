@@ -1,9 +1,16 @@
-"""ki's Hatchet workflows and the worker that runs them.
+"""The whole Hatchet provider: ki's workflows, their task bodies, the trigger, the sweeper, the worker.
 
-* :mod:`ki.workflows.insertion` — the per-document DAG and the access refresh (the DAG in one place);
-* :mod:`ki.workflows.sync` — the source scan;
-* :mod:`ki.workflows.runtime` — what every task does (drive its ``processing_state`` row);
+One concept per module, imports pointing downwards:
+
+* :mod:`ki.workflows.inputs` — the workflow inputs;
+* :mod:`ki.workflows.client` — the Hatchet client (cached, fail closed) and registration;
+* :mod:`ki.workflows.task` — what a document task does (drive its ``processing_state`` row);
+* :mod:`ki.workflows.sync` — what the sync task does (scan, finish the sync run, hand off);
+* :mod:`ki.workflows.dag` — the workflow declarations (document DAG, access refresh, sync);
+* :mod:`ki.workflows.trigger` — triggering a batch, adopted members, replacements, a sync;
+* :mod:`ki.workflows.sweeper` — resolving runs nothing will advance;
 * :mod:`ki.workflows.worker` — ``ki worker``.
 
-Importing these modules has no side effects (Hatchet workers spawn processes).
+Task bodies never import the trigger: ``ki worker`` hands them what they may start. Importing these
+modules has no side effects (Hatchet workers spawn processes). ``ki.launch`` sits above this package.
 """

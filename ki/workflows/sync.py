@@ -1,4 +1,4 @@
-"""The source scan as a Hatchet workflow (``ki-sync``): scan, finish the sync run, hand off.
+"""The body of the source scan task (workflow ``ki-sync``): scan, finish the sync run, hand off.
 
 Spec: insertion-pipeline.md "Orchestration" (``KI_HATCHET_SYNC_CONCURRENCY``: concurrent source
 scans; the sweeper fails a sync run whose workflow ended without finishing it, because
@@ -6,34 +6,18 @@ scans; the sweeper fails a sync run whose workflow ended without finishing it, b
 "Configuration" (``pipeline.auto_insert_after_sync``: a sync that brought something new hands off
 to an insertion run through ``launch_insertion``).
 
-One task, ``scan``, with a constant concurrency key ``'sync'`` capped at
-``KI_HATCHET_SYNC_CONCURRENCY``. A scan error (e.g. ``SourceUnavailable``) fails the sync run with
+The workflow is declared in :mod:`ki.workflows.dag` (one task, ``scan``, at most
+``KI_HATCHET_SYNC_CONCURRENCY`` at once). A scan error (e.g. ``SourceUnavailable``) fails the sync run with
 its cause instead of retrying: a scan is cheap to start again and an unavailable source changes
 nothing in the database.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
-
-from pydantic import BaseModel
+from typing import Any
 
 from ki.store import runs
-
-if TYPE_CHECKING:
-    from hatchet_sdk import Hatchet
-
-    from ki.config.loader import ProcessSettings
-
-SYNC_WORKFLOW = "ki-sync"
-SYNC_KEY_EXPRESSION = "'sync'"
-
-
-class SyncInput(BaseModel):
-    """Input of a sync run: the pipeline_runs id (kind ``sync``) and the source, as decimal strings."""
-
-    run_id: str
-    source_id: str
+from ki.workflows.task import worker_runtime
 
 
 def run_sync(run_id: int, source_id: int) -> dict[str, Any]:
@@ -42,11 +26,10 @@ def run_sync(run_id: int, source_id: int) -> dict[str, Any]:
 
     Returns ``{"run_id", "status", "listed", "new", "changed", "insertion_run_id"}``.
     """
-    from ki.orchestration.insertion import launch_insertion
     from ki.sources.scan import scan_source
-    from ki.workflows.runtime import worker_runtime
 
-    ctx = worker_runtime().ctx
+    rt = worker_runtime()
+    ctx = rt.ctx
     ctx.reload_config()
     with ctx.db.engine.begin() as conn:
         runs.start_sync(conn, run_id)
@@ -61,25 +44,8 @@ def run_sync(run_id: int, source_id: int) -> dict[str, Any]:
         runs.complete_sync(conn, run_id, listed=report.listed, changed=changed)
     insertion = None
     if changed and ctx.config.pipeline.auto_insert_after_sync:
-        insertion = launch_insertion(ctx, trigger="sync", source_id=source_id).run_id
+        if rt.hand_off is None:
+            raise RuntimeError("this worker runtime cannot launch runs (run it through ki worker)")
+        insertion = rt.hand_off(ctx, source_id)
     return {"run_id": run_id, "status": "completed", "listed": report.listed, "new": report.new,
             "changed": report.changed, "insertion_run_id": insertion}
-
-
-def sync_workflow(hatchet: Hatchet, settings: ProcessSettings) -> Any:
-    """Declare ``ki-sync`` on ``hatchet`` (one ``scan`` task, ≤ KI_HATCHET_SYNC_CONCURRENCY at once)."""
-    from hatchet_sdk import ConcurrencyExpression, ConcurrencyLimitStrategy
-
-    from ki.workflows.insertion import TASK_TIMEOUT
-
-    wf = hatchet.workflow(name=SYNC_WORKFLOW, input_validator=SyncInput)
-
-    def scan(inp: SyncInput, ctx) -> dict[str, Any]:
-        return run_sync(int(inp.run_id), int(inp.source_id))
-
-    wf.task(name="scan", retries=2, backoff_factor=5.0, backoff_max_seconds=60, schedule_timeout=TASK_TIMEOUT,
-            execution_timeout=TASK_TIMEOUT,
-            concurrency=[ConcurrencyExpression(expression=SYNC_KEY_EXPRESSION,
-                                               max_runs=settings.hatchet_sync_concurrency,
-                                               limit_strategy=ConcurrencyLimitStrategy.GROUP_ROUND_ROBIN)])(scan)
-    return wf

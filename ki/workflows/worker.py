@@ -1,5 +1,9 @@
 """``ki worker``: a Hatchet worker with ki's workflows, plus the run sweeper on a timer.
 
+The worker wires the task bodies (:mod:`ki.workflows.task`, :mod:`ki.workflows.sync`) to what they
+start beyond their own rows: DAGs for adopted members (:func:`ki.workflows.trigger.trigger_members`)
+and the insertion run after a sync (``ki.launch.launch_insertion``).
+
 Spec: insertion-pipeline.md "Orchestration" (the sweeper runs on a timer inside the Hatchet
 worker, every ``KI_RUN_SWEEP_SECONDS``). The worker blocks until SIGTERM/SIGINT. It must run in
 a normal (non-daemon) process: the SDK's ``worker.start()`` spawns processes of its own.
@@ -27,12 +31,18 @@ def run_worker(*, slots: int | None = None, name: str | None = None, sweep: bool
         OrchestratorUnavailable: no Hatchet token / configuration.
         ConfigurationError: ki's database cannot be opened.
     """
-    from ki.orchestration.providers.hatchet import hatchet_client, ki_workflows
-    from ki.orchestration.sweeper import SweeperThread
-    from ki.workflows.runtime import worker_runtime
+    from ki.launch import launch_insertion
+    from ki.workflows.client import hatchet_client
+    from ki.workflows.dag import ki_workflows
+    from ki.workflows.sweeper import SweeperThread
+    from ki.workflows.task import worker_runtime
+    from ki.workflows.trigger import trigger_members
 
     hatchet = hatchet_client()
     rt = worker_runtime(slots)
+    # what the task bodies start beyond their own rows (they never import the trigger or the launcher)
+    rt.trigger_members = trigger_members
+    rt.hand_off = lambda ctx, source_id: launch_insertion(ctx, trigger="sync", source_id=source_id).run_id
     n = slots or rt.ctx.settings.worker_slots
     workflows = ki_workflows(hatchet, rt.ctx.settings)
     sweeper = SweeperThread(rt.ctx) if sweep else None

@@ -27,7 +27,7 @@ def small_estate(shared: Path, dest: Path) -> Path:
 
 def insert_estate(ctx, root: Path):
     """Register ``root`` as a local source, scan it and run the pipeline to idle (a real run)."""
-    from ki.orchestration.insertion import launch_insertion
+    from ki.launch import launch_insertion
     from ki.sources.scan import register_local_source, scan_source
 
     source_id = register_local_source(ctx, root)

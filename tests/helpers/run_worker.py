@@ -88,7 +88,7 @@ def main() -> int:
                         format=f"[pid {os.getpid()}] %(levelname)s %(name)s: %(message)s")
 
     from ki.context import PipelineContext
-    from ki.orchestration.insertion import launch_insertion
+    from ki.launch import launch_insertion
 
     watched: list[dict] = []
     recovered: list[int] = []

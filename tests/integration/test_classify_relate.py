@@ -15,9 +15,9 @@ from sqlalchemy import text
 from ki.agents.loop import ToolError
 from ki.errors import RetryableStageError
 from ki.export import export_rows
+from ki.launch import launch_insertion
 from ki.matters.store import get_or_create_matter, peek_matter, search_matters
 from ki.orchestration.execute import ready_for, run_stage_for_object
-from ki.orchestration.insertion import launch_insertion
 from ki.relate.inline_conversion import ensure_source_object_ready
 from ki.relate.tools import OpenFileArgs, RelateTools, SearchDocumentsArgs
 from ki.sources.scan import register_local_source, scan_source

@@ -13,7 +13,7 @@ from sqlalchemy import text
 
 from ki.config.loader import set_config_value
 from ki.convert import docling as docling_mod
-from ki.orchestration.insertion import launch_insertion
+from ki.launch import launch_insertion
 from ki.sources.scan import register_local_source, scan_source
 from tests.helpers.docling_stub import DoclingStub, Scenario
 

@@ -7,7 +7,7 @@ import shutil
 from sqlalchemy import text
 
 from ki.index.postgres import search
-from ki.orchestration.insertion import launch_insertion
+from ki.launch import launch_insertion
 from ki.sources.scan import register_local_source, scan_source
 from ki.store.artifacts import STRUCTURED_JSON, get_artifact
 

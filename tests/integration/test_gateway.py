@@ -34,8 +34,8 @@ from ki.agents.usage import cost_usd, ledger_sink, record_usage
 from ki.config.settings import KiConfig
 from ki.context import StageContext, StageOutcome
 from ki.errors import ConfigurationError, ModelOutputInvalid, ProviderPermanentError
+from ki.launch import launch_insertion
 from ki.orchestration.execute import run_stage_for_object
-from ki.orchestration.insertion import launch_insertion
 from ki.retry import Treatment, classify_error
 from ki.sources.scan import register_local_source, scan_source
 from ki.taxonomies import PIPELINE_STAGE_ORDER

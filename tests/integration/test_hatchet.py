@@ -34,13 +34,15 @@ from sqlalchemy import text
 
 from ki.config.loader import ProcessSettings, set_config_value
 from ki.context import PipelineContext
-from ki.orchestration.insertion import launch_insertion
-from ki.orchestration.providers import hatchet as provider
-from ki.orchestration.providers.hatchet import hatchet_client, ki_workflows, wait_for_run
+from ki.launch import launch_insertion, launch_sync, wait_for_run
 from ki.sources.scan import register_local_source, scan_source
 from ki.store import runs as batches
 from ki.store.db import open_database
 from ki.taxonomies import MODEL_STAGES, PIPELINE_STAGE_ORDER
+from ki.workflows import trigger
+from ki.workflows.client import hatchet_client
+from ki.workflows.dag import ki_workflows
+from ki.workflows.trigger import _trigger_chunk
 from tests.helpers.hatchet_engine import engine_version, hatchet_binary, hatchet_database_url, start_hatchet_engine
 
 # Engine-backed scenarios run in CI on every submission and must pass (they were xfail while the
@@ -459,7 +461,7 @@ def test_concurrent_launches_never_start_a_second_dag(hx, make_ctx, tmp_path):
                                  "ORDER BY 1 LIMIT 3", r=big)]
     recorded = dict(q(ctx, "SELECT source_object_id, workflow_run_id FROM pipeline_run_object WHERE run_id = :r",
                       r=big))
-    pairs, _ = provider._trigger_chunk(wf, big, oids)
+    pairs, _ = _trigger_chunk(wf, big, oids)
     assert pairs == [(o, recorded[o]) for o in oids]
 
     doc = q(ctx, "SELECT external_id FROM source_object ORDER BY external_id LIMIT 1 OFFSET 3")[0][0]
@@ -480,7 +482,7 @@ def test_sweeper_verdicts_on_runs_the_engine_finished_or_forgot(hx, make_ctx, tm
     """Each verdict of the sweeper, against the real engine (no worker runs in this test)."""
     from hatchet_sdk import V1TaskStatus
 
-    from ki.orchestration import sweeper
+    from ki.workflows import sweeper
 
     root = tmp_path / "share"
     write_docs(root, 4)
@@ -542,7 +544,7 @@ def test_sweeper_verdicts_on_runs_the_engine_finished_or_forgot(hx, make_ctx, tm
     # no such workflow run: a trigger of a workflow no worker or client registered returns run ids
     # the engine never creates (measured on v0.105.0) → the engine has no such run → failed now
     with monkeypatch.context() as m:
-        m.setattr(provider, "ensure_registered", lambda hatchet, wf: None)
+        m.setattr(trigger, "ensure_registered", lambda hatchet, wf: None)
         m.setenv("HATCHET_CLIENT_NAMESPACE", hx.namespace + "_unregistered")
         forgotten = launch_insertion(ctx, trigger="test").run_id
     wid = q(ctx, "SELECT workflow_run_id FROM pipeline_runs WHERE id = :r", r=forgotten)[0][0]
@@ -557,7 +559,7 @@ def test_sweeper_verdicts_on_runs_the_engine_finished_or_forgot(hx, make_ctx, tm
     assert st == "failed" and "no such workflow run" in error
 
     # a sync run whose workflow the engine finished (cancelled) without finishing the run → failed
-    sync_id = provider.launch_sync(ctx, sid, trigger="test")
+    sync_id = launch_sync(ctx, sid, trigger="test")
     swid = q(ctx, "SELECT workflow_run_id FROM pipeline_runs WHERE id = :r", r=sync_id)[0][0]
     _wait_status(client, swid, {V1TaskStatus.QUEUED, V1TaskStatus.RUNNING})
     client.runs.cancel(swid)
@@ -566,7 +568,7 @@ def test_sweeper_verdicts_on_runs_the_engine_finished_or_forgot(hx, make_ctx, tm
     assert v.verdict == "failed" and "without finishing the sync" in v.reason
     assert status(sync_id)[0] == "failed"
     # the source can sync again (uq_pipeline_runs_active_sync no longer blocks it)
-    again = provider.launch_sync(ctx, sid, trigger="test")
+    again = launch_sync(ctx, sid, trigger="test")
     client.runs.cancel(q(ctx, "SELECT workflow_run_id FROM pipeline_runs WHERE id = :r", r=again)[0][0])
 
 
@@ -603,7 +605,7 @@ def test_sync_then_access_refresh_workflow(hx, make_ctx, tmp_path):
     hx.start_worker(slots=8)
     sid = register_local_source(ctx, root)
     ctx.reload_config()
-    sync_id = provider.launch_sync(ctx, sid, trigger="test")
+    sync_id = launch_sync(ctx, sid, trigger="test")
     hx.wait_run(ctx, sync_id, timeout=240)
     insertion = q(ctx, "SELECT id FROM pipeline_runs WHERE kind = 'insertion' AND trigger = 'sync'")
     assert len(insertion) == 1

@@ -21,7 +21,7 @@ from sqlalchemy import text
 from ki.config.loader import set_config_value
 from ki.context import PipelineContext, StageContext
 from ki.errors import SourceUnavailable
-from ki.orchestration.insertion import launch_insertion
+from ki.launch import launch_insertion
 from ki.sources.scan import register_local_source, scan_source
 from ki.stages import STAGE_HANDLERS
 from ki.store.status import bucket_counts

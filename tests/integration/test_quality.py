@@ -12,7 +12,7 @@ import importlib.util
 import json
 
 from ki.export import export_rows
-from ki.orchestration.insertion import launch_insertion
+from ki.launch import launch_insertion
 from ki.sources.scan import register_local_source, scan_source
 from tests.helpers.paths import REPO_ROOT
 

@@ -14,7 +14,7 @@ import pytest
 from sqlalchemy import text
 
 from ki.convert.router import capabilities
-from ki.orchestration.insertion import launch_insertion
+from ki.launch import launch_insertion
 from ki.sources.scan import register_local_source, scan_source
 from tests.helpers.paths import shared_dir
 

@@ -16,9 +16,9 @@ from sqlalchemy import text
 
 import ki.relate.materialize as materialize_mod
 import ki.stages.relate as relate_stage
+from ki.launch import launch_insertion
 from ki.matters.store import get_or_create_matter
 from ki.orchestration.execute import run_stage_for_object
-from ki.orchestration.insertion import launch_insertion
 from ki.sources.scan import register_local_source, scan_source
 
 MATTER = "Mandate/2024-0153 Keller gg. Nordwind"

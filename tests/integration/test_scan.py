@@ -24,7 +24,7 @@ import ki.stages.convert as convert_stage
 from ki.config.loader import set_config_value
 from ki.errors import SourceUnavailable
 from ki.index.postgres import search
-from ki.orchestration.insertion import launch_insertion
+from ki.launch import launch_insertion
 from ki.orchestration.quarantine import list_quarantine
 from ki.sources.scan import register_local_source, scan_source
 from ki.taxonomies import PIPELINE_STAGE_ORDER, SOURCE_OBJECT_DELETED, WAITING_FOR_PREVIOUS_STAGE

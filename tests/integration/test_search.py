@@ -36,7 +36,7 @@ from ki.index.embeddings import EmbedderIdentity, HashingEmbedder
 from ki.index.hybrid import hybrid_search
 from ki.index.postgres import PostgresBackend
 from ki.index.search import backend_for, search
-from ki.orchestration.insertion import launch_insertion
+from ki.launch import launch_insertion
 from ki.sources.scan import register_local_source, scan_source
 from tests.helpers.postgres import insert_objects
 

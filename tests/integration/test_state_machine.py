@@ -27,6 +27,7 @@ from ki import errors
 from ki.config.loader import set_config_value
 from ki.context import PipelineContext, StageContext, StageOutcome, unlock_plan
 from ki.errors import OrchestratorUnavailable
+from ki.launch import launch_insertion
 from ki.orchestration import prepare
 from ki.orchestration.execute import (
     MESSAGE_MAX_CHARS,
@@ -35,7 +36,6 @@ from ki.orchestration.execute import (
     run_stage_for_object,
 )
 from ki.orchestration.heartbeat import ClaimKeeper
-from ki.orchestration.insertion import launch_insertion
 from ki.orchestration.quarantine import list_quarantine, retry_quarantined
 from ki.orchestration.runner import PipelineRunner
 from ki.sources.scan import register_local_source, scan_source

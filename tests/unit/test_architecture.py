@@ -27,8 +27,6 @@ SQL_RE = re.compile(r"\b(?:FROM|JOIN|UPDATE|INTO|TABLE)\s+(?:ONLY\s+)?(" + "|".j
 #: Exceptions while their owners are still at work: {(rule, what): owner}.
 KNOWN: dict[tuple[str, str], str] = {
     ("cycle", "ki.index.opensearch <-> ki.index.opensearch_index <-> ki.index.postgres <-> ki.index.search"): "search",
-    ("cycle", "ki.orchestration.insertion <-> ki.orchestration.providers.hatchet <-> ki.orchestration.sweeper <-> "
-              "ki.workflows.insertion <-> ki.workflows.runtime <-> ki.workflows.sync"): "core (ki/workflows/)",
     ("lines", "ki.agents.gateway"): "platform",
     ("lines", "ki.convert.docling"): "convert",
     ("lines", "ki.convert.ocr"): "convert",

@@ -25,7 +25,7 @@ def _b64(data: dict) -> str:
 def workflows(monkeypatch, tmp_path):
     from hatchet_sdk import Hatchet
 
-    from ki.workflows.insertion import build_workflows
+    from ki.workflows.dag import build_workflows
 
     claims = {"sub": "707d0855-80ab-4e1f-a156-f1c4546cbf52", "server_url": "http://127.0.0.1:1",
               "grpc_broadcast_address": "127.0.0.1:1"}
@@ -85,7 +85,8 @@ def test_access_refresh_and_sync_workflows(workflows):
 
 
 def test_input_ids_are_strings_for_cel():
-    from ki.workflows.insertion import DAG, DocumentInput
+    from ki.workflows.dag import DAG
+    from ki.workflows.inputs import DocumentInput
 
     inp = DocumentInput(batch_id="12", doc_id="345")
     assert (inp.run_id, inp.source_object_id, inp.attempt) == (12, 345, "")
@@ -94,7 +95,7 @@ def test_input_ids_are_strings_for_cel():
 
 def test_no_token_fails_closed(monkeypatch):
     from ki.errors import OrchestratorUnavailable
-    from ki.orchestration.providers.hatchet import hatchet_client
+    from ki.workflows.client import hatchet_client
 
     monkeypatch.delenv("HATCHET_CLIENT_TOKEN", raising=False)
     with pytest.raises(OrchestratorUnavailable, match="HATCHET_CLIENT_TOKEN"):

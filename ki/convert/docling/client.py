@@ -37,7 +37,7 @@ Reading the result document is :mod:`ki.convert.docling.result`; format detectio
 startup canary file :mod:`ki.convert.docling.canary`.
 
 No exception escapes as a bare ``ValueError`` (pydantic's ``ValidationError`` and
-``json.JSONDecodeError`` are ValueErrors, which :func:`ki.taxonomies.classify_error` would
+``json.JSONDecodeError`` are ValueErrors, which :func:`ki.retry.classify_error` would
 quarantine): server-side garbage is an outage, not a property of the file.
 """
 

@@ -31,7 +31,7 @@ Verdicts, in order, for each active run:
    an insertion batch left running although it is silent, with none of its rows claimed and no
    retry pending, is stalled in the engine (measured after an engine restart: a task assigned to a
    worker that never received it, or a DAG whose next task was never created). Its DAGs that
-   Hatchet reports running are superseded (``providers.hatchet.supersede_stalled``: a replacement
+   Hatchet reports running are superseded (``trigger.supersede_stalled``: a replacement
    DAG per document, the stalled one cancelled); the run stays running and completes normally.
 
 A failed run keeps its rows and counters (never deleted) and its ``error`` says why; its batch
@@ -50,6 +50,8 @@ from typing import Literal
 
 from ki.context import PipelineContext
 from ki.store import runs
+from ki.workflows.client import hatchet_client
+from ki.workflows.trigger import supersede_stalled
 
 log = logging.getLogger(__name__)
 
@@ -90,7 +92,6 @@ def hatchet_lookup(workflow_run_id: str) -> tuple[Answer, str]:
         from hatchet_sdk import V1TaskStatus
         from hatchet_sdk.clients.rest.exceptions import NotFoundException
 
-        from ki.orchestration.providers.hatchet import hatchet_client
 
         client = hatchet_client(lookup=True)
         try:
@@ -110,8 +111,6 @@ def _minutes(seconds: float) -> str:
 
 
 def _supersede(ctx: PipelineContext, run_id: int, *, since: datetime) -> int:
-    from ki.orchestration.providers.hatchet import supersede_stalled
-
     return supersede_stalled(ctx, run_id, since=since)
 
 

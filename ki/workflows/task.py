@@ -1,4 +1,4 @@
-"""What a Hatchet task of ki does: drive one (document, stage) row to a terminal state.
+"""The body of ki's Hatchet tasks: drive one (document, stage) row to a terminal state.
 
 Spec: insertion-pipeline.md "Orchestration" (Hatchet provider: each task calls
 ``run_stage_for_object(stage, id)``, which claims at most one row; the row stays the idempotency
@@ -59,14 +59,28 @@ _runtime: WorkerRuntime | None = None
 CONFIG_RELOAD_SECONDS = 5.0
 
 
+#: ``(ctx, run_id, object ids) -> DAGs triggered``: ``ki.workflows.trigger.trigger_members``.
+TriggerMembers = Callable[[PipelineContext, int, list[int]], int]
+#: ``(ctx, source_id) -> insertion run id``: ``ki.launch.launch_insertion`` for the sync hand-off.
+HandOff = Callable[[PipelineContext, int], int]
+
+
 @dataclass
 class WorkerRuntime:
-    """Process-wide handles of a worker: the pipeline context and the claim keeper."""
+    """Process-wide handles of a worker: the pipeline context and the claim keeper.
+
+    Attributes:
+        trigger_members / hand_off: what a task starts beyond its own row (DAGs for the embedded
+            objects a convert registered; the insertion run after a sync). ``ki worker`` installs
+            them (``ki.workflows.worker``), so a task body never imports the trigger or the launcher.
+    """
 
     ctx: PipelineContext
     keeper: ClaimKeeper
     last_stale_check: float = 0.0
     config_loaded_at: float = 0.0
+    trigger_members: TriggerMembers | None = None
+    hand_off: HandOff | None = None
 
     def fresh_config(self) -> None:
         """Reload the configuration when it is older than :data:`CONFIG_RELOAD_SECONDS`."""
@@ -200,9 +214,9 @@ def stage_task(stage: str, run_id: int, oid: int, *, final: bool,
         with rt.ctx.db.engine.begin() as conn:
             children = runs.adopt_children(conn, run_id, oid)
         if children:
-            from ki.orchestration.providers.hatchet import trigger_members
-
-            out["children_triggered"] = trigger_members(rt.ctx, run_id, children)
+            if rt.trigger_members is None:
+                raise RuntimeError("this worker runtime cannot trigger DAGs (run it through ki worker)")
+            out["children_triggered"] = rt.trigger_members(rt.ctx, run_id, children)
     with rt.ctx.db.engine.begin() as conn:
         if final:
             outcome = runs.document_outcome(conn, oid)
@@ -220,7 +234,7 @@ def failure_hook(run_id: int, oid: int, errors: dict[str, str], *, workflow_run_
     the member as ``orchestration_failed`` with the error so the run can end (``failed``, saying
     why); the document's rows stay as they are, so the next run picks them up.
 
-    A DAG the sweeper superseded (cancelled and replaced, see ``ki.orchestration.sweeper``) is no
+    A DAG the sweeper superseded (cancelled and replaced, see ``ki.workflows.sweeper``) is no
     longer the member's recorded workflow run: its failure is ignored."""
     rt = worker_runtime()
     message = "; ".join(f"{k}: {v}" for k, v in sorted(errors.items()))[:1500] or "task failed"

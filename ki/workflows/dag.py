@@ -1,4 +1,4 @@
-"""ki's Hatchet workflows, in one place: the per-document insertion DAG and the access refresh.
+"""ki's Hatchet workflows, declared in one place: the per-document DAG, the access refresh, the sync.
 
 Spec: insertion-pipeline.md "Orchestration" (Hatchet provider; concurrency variables).
 
@@ -23,7 +23,7 @@ switched-off stage costs no worker round trip. A skip waits for the task's prede
 (completed or itself skipped: a second skip condition on it), so the DAG keeps its stage order;
 measured on v0.105.0, a lone condition on the root skips the task the moment the root completes,
 and the final task then ran beside ``convert``. Its rows are not left behind: the next task that
-runs drives every unfinished earlier row of its document first (``runtime.drive_stage``), which
+runs drives every unfinished earlier row of its document first (``task.drive_stage``), which
 records them ``disabled_by_configuration`` exactly as the local runner does.
 
 The access refresh (workflow ``ki-access-refresh``, run ledger label "Access refresh"): one task,
@@ -35,19 +35,24 @@ non-atomic RPCs that tenacity may resend: a resent item collides on its key inst
 a second DAG (``create_bulk_run_item(key=…)`` never reaches the engine at SDK 1.43.1). The row
 claim stays the real idempotency boundary.
 
+The sync workflow (``ki-sync``): one task, ``scan`` (:func:`ki.workflows.sync.run_sync`), with a
+constant concurrency key ``'sync'`` capped at ``KI_HATCHET_SYNC_CONCURRENCY``.
+
 Nothing here runs at import: :func:`build_workflows` declares the workflows on a client, so both
-``ki worker`` (which registers them) and the provider (which triggers them) get the same shapes.
+``ki worker`` (which registers them) and the trigger get the same shapes (:func:`ki_workflows` caches
+them per client). The task bodies are :mod:`ki.workflows.task` and :mod:`ki.workflows.sync`.
 """
 
 from __future__ import annotations
 
+import threading
+import weakref
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel
-
 from ki.taxonomies import PIPELINE_STAGE_ORDER
+from ki.workflows.inputs import DocumentInput, SyncInput
 
 if TYPE_CHECKING:
     from hatchet_sdk import Hatchet
@@ -66,37 +71,16 @@ TASK_TIMEOUT = timedelta(hours=6)
 IDEMPOTENCY_FALLBACK_TTL = timedelta(hours=7)
 IDEMPOTENCY_KEY_EXPRESSION = "input.batch_id + ':' + input.doc_id + ':' + input.attempt"
 #: The DAG concurrency group: the batch (a superseding replacement gets a group of its own, see
-#: ``providers.hatchet.supersede_stalled``, so slots an engine restart leaked cannot hold it back).
+#: ``trigger.supersede_stalled``, so slots an engine restart leaked cannot hold it back).
 BATCH_KEY_EXPRESSION = "input.batch_id + input.attempt"
 RELATE_KEY_EXPRESSION = "'relate'"
+SYNC_WORKFLOW = "ki-sync"
+SYNC_KEY_EXPRESSION = "'sync'"
 
 #: The DAG as (stage, parent) pairs: each stage waits for the one before it.
 DAG: tuple[tuple[str, str | None], ...] = tuple(
     (stage, PIPELINE_STAGE_ORDER[i - 1] if i else None) for i, stage in enumerate(PIPELINE_STAGE_ORDER)
 )
-
-
-class DocumentInput(BaseModel):
-    """Input of one document's workflow run. Strings, because CEL keys are strings.
-
-    Attributes:
-        batch_id: the pipeline_runs id of the batch (decimal).
-        doc_id: the source_object id (decimal).
-        attempt: empty for the batch's trigger; a fresh token when the sweeper supersedes a DAG the
-            engine stalled (so the replacement gets its own idempotency key).
-    """
-
-    batch_id: str
-    doc_id: str
-    attempt: str = ""
-
-    @property
-    def run_id(self) -> int:
-        return int(self.batch_id)
-
-    @property
-    def source_object_id(self) -> int:
-        return int(self.doc_id)
 
 
 @dataclass(frozen=True)
@@ -122,7 +106,7 @@ def _stage_fn(stage: str, *, final: bool, skippable: tuple[str, ...] = ()):
         from hatchet_sdk import NonRetryableException
 
         from ki.errors import RunAborted
-        from ki.workflows.runtime import stage_task, worker_runtime
+        from ki.workflows.task import stage_task, worker_runtime
 
         try:
             out = stage_task(stage, inp.run_id, inp.source_object_id, final=final,
@@ -138,7 +122,7 @@ def _stage_fn(stage: str, *, final: bool, skippable: tuple[str, ...] = ()):
 
 
 def _failure_fn(inp: DocumentInput, ctx) -> dict[str, Any]:
-    from ki.workflows.runtime import failure_hook
+    from ki.workflows.task import failure_hook
 
     try:
         errors = dict(ctx.task_run_errors)
@@ -194,15 +178,45 @@ def _document_workflow(hatchet: Hatchet, name: str, settings: ProcessSettings, s
     return wf
 
 
+def sync_workflow(hatchet: Hatchet, settings: ProcessSettings) -> Any:
+    """Declare ``ki-sync`` on ``hatchet`` (one ``scan`` task, ≤ KI_HATCHET_SYNC_CONCURRENCY at once)."""
+    from hatchet_sdk import ConcurrencyExpression, ConcurrencyLimitStrategy
+
+    wf = hatchet.workflow(name=SYNC_WORKFLOW, input_validator=SyncInput)
+
+    def scan(inp: SyncInput, ctx) -> dict[str, Any]:
+        from ki.workflows.sync import run_sync
+
+        return run_sync(int(inp.run_id), int(inp.source_id))
+
+    wf.task(name="scan", retries=2, backoff_factor=5.0, backoff_max_seconds=60, schedule_timeout=TASK_TIMEOUT,
+            execution_timeout=TASK_TIMEOUT,
+            concurrency=[ConcurrencyExpression(expression=SYNC_KEY_EXPRESSION,
+                                               max_runs=settings.hatchet_sync_concurrency,
+                                               limit_strategy=ConcurrencyLimitStrategy.GROUP_ROUND_ROBIN)])(scan)
+    return wf
+
+
 def build_workflows(hatchet: Hatchet, settings: ProcessSettings) -> KiWorkflows:
     """Declare ki's workflows on ``hatchet`` with the concurrency of ``settings``.
 
     Returns: :class:`KiWorkflows` (document DAG, access refresh, sync).
     """
-    from ki.workflows.sync import sync_workflow
-
     return KiWorkflows(
         document=_document_workflow(hatchet, DOCUMENT_WORKFLOW, settings, PIPELINE_STAGE_ORDER),
         access_refresh=_document_workflow(hatchet, ACCESS_REFRESH_WORKFLOW, settings, (FINAL_STAGE,)),
         sync=sync_workflow(hatchet, settings),
     )
+
+
+_workflows: weakref.WeakKeyDictionary[Any, KiWorkflows] = weakref.WeakKeyDictionary()
+_workflows_lock = threading.Lock()
+
+
+def ki_workflows(hatchet: Any, settings: Any) -> Any:
+    """The :class:`KiWorkflows` declared on ``hatchet`` (built once per client)."""
+    with _workflows_lock:
+        wfs = _workflows.get(hatchet)
+        if wfs is None:
+            wfs = _workflows[hatchet] = build_workflows(hatchet, settings)
+        return wfs

@@ -1,0 +1,39 @@
+"""The inputs of ki's Hatchet workflows (pydantic models; strings, because CEL keys are strings).
+
+Spec: insertion-pipeline.md "Orchestration" (Hatchet provider). Outputs are small JSON objects of ids
+and statuses, never documents (Hatchet's payload limit).
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel
+
+
+class DocumentInput(BaseModel):
+    """Input of one document's workflow run. Strings, because CEL keys are strings.
+
+    Attributes:
+        batch_id: the pipeline_runs id of the batch (decimal).
+        doc_id: the source_object id (decimal).
+        attempt: empty for the batch's trigger; a fresh token when the sweeper supersedes a DAG the
+            engine stalled (so the replacement gets its own idempotency key).
+    """
+
+    batch_id: str
+    doc_id: str
+    attempt: str = ""
+
+    @property
+    def run_id(self) -> int:
+        return int(self.batch_id)
+
+    @property
+    def source_object_id(self) -> int:
+        return int(self.doc_id)
+
+
+class SyncInput(BaseModel):
+    """Input of a sync run: the pipeline_runs id (kind ``sync``) and the source, as decimal strings."""
+
+    run_id: str
+    source_id: str
