@@ -100,37 +100,34 @@ parked AS (
 SELECT (SELECT count(*) FROM requeued) AS requeued, (SELECT count(*) FROM parked) AS parked
 """
 
-# -- name: requeue_outdated_stages --
-# Each object's earliest done/skipped stage whose recorded version differs from the
-# effective one is requeued (fresh attempts); every later stage is parked back to waiting.
-REQUEUE_OUTDATED_SQL = text(f"""
+def _requeue_earliest_sql(where: str) -> Any:
+    """Requeue each object's earliest row matching ``where`` (fresh attempts) and park every later
+    stage back to waiting, in one statement."""
+    return text(f"""
 WITH {_STAGE_CTE},
 picked AS (
     SELECT DISTINCT ON (ps.source_object_id) ps.source_object_id, ps.stage, e.ord
     FROM processing_state ps
     JOIN eff e ON e.stage = ps.stage
     JOIN source_object so ON so.id = ps.source_object_id AND so.deleted_at IS NULL
-    WHERE ps.status IN ('done', 'skipped') AND ps.producer_version IS NOT NULL
-      AND ps.producer_version <> e.version AND ps.reason IS DISTINCT FROM '{DISABLED_BY_CONFIGURATION}'
+    WHERE {where}
     ORDER BY ps.source_object_id, e.ord
 ),
 {_REQUEUE_TAIL}
 """)
 
+
+# -- name: requeue_outdated_stages --
+# Each object's earliest done/skipped stage whose recorded version differs from the
+# effective one is requeued (fresh attempts); every later stage is parked back to waiting.
+REQUEUE_OUTDATED_SQL = _requeue_earliest_sql(
+    f"""ps.status IN ('done', 'skipped') AND ps.producer_version IS NOT NULL
+      AND ps.producer_version <> e.version AND ps.reason IS DISTINCT FROM '{DISABLED_BY_CONFIGURATION}'""")
+
 # -- name: requeue_newly_enabled_stages --
 # disabled_by_configuration rows of enabled stages go back to pending; later stages wait again.
-REQUEUE_ENABLED_SQL = text(f"""
-WITH {_STAGE_CTE},
-picked AS (
-    SELECT DISTINCT ON (ps.source_object_id) ps.source_object_id, ps.stage, e.ord
-    FROM processing_state ps
-    JOIN eff e ON e.stage = ps.stage
-    JOIN source_object so ON so.id = ps.source_object_id AND so.deleted_at IS NULL
-    WHERE ps.status = 'skipped' AND ps.reason = '{DISABLED_BY_CONFIGURATION}' AND ps.stage = ANY(:enabled)
-    ORDER BY ps.source_object_id, e.ord
-),
-{_REQUEUE_TAIL}
-""")
+REQUEUE_ENABLED_SQL = _requeue_earliest_sql(
+    f"ps.status = 'skipped' AND ps.reason = '{DISABLED_BY_CONFIGURATION}' AND ps.stage = ANY(:enabled)")
 
 
 def requeue_outdated_stages(conn: Connection, versions: dict[str, str]) -> tuple[int, int]:
