@@ -190,3 +190,47 @@ class DoclingRequestRejected(ConfigurationError):
 
 class DoclingKeyRejected(ProviderPermanentError):
     """Docling Serve refused the API key (HTTP 401/403); deterministic, with a process-wide cooldown."""
+
+
+# --- raised by one part of ki, defined here with the rest -------------------------------------------
+
+
+class GatewayUnavailable(InfrastructureError):
+    """The gateway is unreachable, timed out or overloaded: an outage, never the file's fault.
+
+    ``infrastructure`` reads e.g. ``"gateway answered HTTP 503"`` or
+    ``"gateway timed out (ReadTimeout after 120 s)"``; ``status`` is the HTTP status or None.
+    """
+
+    def __init__(self, message: str, *, infrastructure: str, status: int | None = None):
+        super().__init__(message, infrastructure=infrastructure)
+        self.status = status
+
+
+class GatewayRequestRejected(KiError):
+    """The gateway refused this request with a status that is neither an outage nor an account fault
+    (400, 413, 422, ...): e.g. a context too long. Retried up to max_attempts, then quarantined."""
+
+    def __init__(self, message: str, *, status: int):
+        super().__init__(message)
+        self.status = status
+
+
+class ToolError(Exception):
+    """A tool failure the model (or a rules policy) should read and work around.
+
+    ``chat_agent`` returns ``{"error": str(exc)}`` as the tool's result; ``AgentState.call``
+    re-raises it to a policy. Any other exception from a tool ends the loop.
+    """
+
+
+class OntologyError(ValueError):
+    """The ontology document is malformed (unknown parent, duplicate id, cycle, bad shape)."""
+
+
+class Contended(Exception):
+    """A document lock is held by another materialization: roll back and try again."""
+
+
+class TaskCancelled(Exception):  # noqa: N818 - Hatchet's word
+    """The orchestrator cancelled the task while it waited."""

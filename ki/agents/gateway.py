@@ -41,7 +41,13 @@ import httpx
 from ki.config.process import LlmSettings, current
 from ki.cooldown import PROVIDER_COOLDOWNS
 from ki.cooldown import cooldown_seconds as cooldown_seconds_setting
-from ki.errors import ConfigurationError, InfrastructureError, KiError, ModelOutputInvalid, ProviderPermanentError
+from ki.errors import (
+    ConfigurationError,
+    GatewayRequestRejected,
+    GatewayUnavailable,
+    ModelOutputInvalid,
+    ProviderPermanentError,
+)
 from ki.retry import INFRASTRUCTURE_HTTP_STATUSES
 
 log = logging.getLogger(__name__)
@@ -59,27 +65,6 @@ HEADER_TRACE = "X-Ki-Trace"
 PERMANENT_STATUSES = frozenset({401, 403, 404})
 
 DEFAULT_EMBED_BATCH = 64
-
-
-class GatewayUnavailable(InfrastructureError):
-    """The gateway is unreachable, timed out or overloaded: an outage, never the file's fault.
-
-    ``infrastructure`` reads e.g. ``"gateway answered HTTP 503"`` or
-    ``"gateway timed out (ReadTimeout after 120 s)"``; ``status`` is the HTTP status or None.
-    """
-
-    def __init__(self, message: str, *, infrastructure: str, status: int | None = None):
-        super().__init__(message, infrastructure=infrastructure)
-        self.status = status
-
-
-class GatewayRequestRejected(KiError):
-    """The gateway refused this request with a status that is neither an outage nor an account fault
-    (400, 413, 422, ...): e.g. a context too long. Retried up to max_attempts, then quarantined."""
-
-    def __init__(self, message: str, *, status: int):
-        super().__init__(message)
-        self.status = status
 
 
 # --- results ---------------------------------------------------------------------------------------

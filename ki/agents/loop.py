@@ -31,7 +31,7 @@ from typing import Any, Protocol, runtime_checkable
 from pydantic import BaseModel, ValidationError
 
 from ki.agents.gateway import GatewayClient
-from ki.errors import ModelOutputInvalid
+from ki.errors import ModelOutputInvalid, ToolError
 
 SUBMIT_TOOL = "submit_result"
 RULES_MODEL = "rules"
@@ -46,14 +46,6 @@ NUDGE_PLAIN_TEXT = (
     "Plain-text answers are not read. Use the tools to gather evidence if you need more, then call "
     f"{SUBMIT_TOOL} with your final answer as its arguments."
 )
-
-
-class ToolError(Exception):
-    """A tool failure the model (or a rules policy) should read and work around.
-
-    ``chat_agent`` returns ``{"error": str(exc)}`` as the tool's result; ``AgentState.call``
-    re-raises it to a policy. Any other exception from a tool ends the loop.
-    """
 
 
 @dataclass(frozen=True)

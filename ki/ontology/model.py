@@ -29,6 +29,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from ki.errors import OntologyError
 from ki.ontology.terms import TermMatch, find_term, tokens
 
 
@@ -81,10 +82,6 @@ class OntologyNode(BaseModel):
                     seen.add(part)
                     result.append((lang, part))
         return result
-
-
-class OntologyError(ValueError):
-    """The ontology document is malformed (unknown parent, duplicate id, cycle, bad shape)."""
 
 
 @dataclass(frozen=True)

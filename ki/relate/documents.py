@@ -20,12 +20,9 @@ from typing import Any
 from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
+from ki.errors import Contended
 from ki.relate.facts import FileFacts
 from ki.store.locks import lock_key
-
-
-class Contended(Exception):
-    """A document lock is held by another materialization: roll back and try again."""
 
 
 def lock_documents(conn: Connection, doc_ids: set[int]) -> None:

@@ -38,6 +38,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from ki.context import PipelineContext
+from ki.errors import TaskCancelled
 from ki.orchestration.execute import run_stage_for_object
 from ki.orchestration.heartbeat import ClaimKeeper
 from ki.orchestration.prepare import recover_stale_claims
@@ -120,10 +121,6 @@ def set_worker_runtime(runtime: WorkerRuntime | None) -> None:
     global _runtime
     with _lock:
         _runtime = runtime
-
-
-class TaskCancelled(Exception):  # noqa: N818 - Hatchet's word
-    """The orchestrator cancelled the task while it waited."""
 
 
 def _rows(ctx: PipelineContext, oid: int) -> dict[str, StageRow]:
