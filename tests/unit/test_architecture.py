@@ -27,9 +27,6 @@ SQL_RE = re.compile(r"\b(?:FROM|JOIN|UPDATE|INTO|TABLE)\s+(?:ONLY\s+)?(" + "|".j
 #: Exceptions while their owners are still at work: {(rule, what): owner}.
 KNOWN: dict[tuple[str, str], str] = {
     ("cycle", "ki.index.opensearch <-> ki.index.opensearch_index <-> ki.index.postgres <-> ki.index.search"): "search",
-    ("lines", "ki.convert.docling"): "convert",
-    ("lines", "ki.convert.ocr"): "convert",
-    ("lines", "ki.convert.ooxml_walk"): "convert",
 }
 
 
