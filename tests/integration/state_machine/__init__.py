@@ -1,0 +1,1 @@
+"""State-machine tests, split by spec section (a package, so its conftest does not shadow tests/conftest)."""
