@@ -19,9 +19,9 @@ from pathlib import Path
 from sqlalchemy import text
 
 from ki.export import export_rows
+from ki.launch import launch_insertion
 from ki.matters.matter_list import read_matter_list
 from ki.matters.store import default_project_id, import_matters, list_matters
-from ki.orchestration.insertion import launch_insertion
 from ki.sources.scan import register_local_source, scan_source
 
 W = "http://schemas.openxmlformats.org/wordprocessingml/2006/main"
