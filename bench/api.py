@@ -147,7 +147,7 @@ def timed(client, path: str, n: int, headers: dict[str, str]) -> list[float]:
 def bucket_query_ms(n: int = 20) -> tuple[float, float, float]:
     """p50, p95 and max ms of the one bucket query run directly (what the shared count costs each interval)."""
     from ki.context import PipelineContext
-    from ki.store.claims import bucket_counts
+    from ki.store.status import bucket_counts
 
     ctx = PipelineContext.open()
     ms = []

@@ -19,7 +19,6 @@ from ki.api.scopes import READ_PIPELINE, WRITE_PIPELINE
 from ki.api.state import ServerState, server_state
 from ki.store import audit, runs
 from ki.store.runs import RunRow
-from ki.store.status import bucket_counts
 from ki.taxonomies import PIPELINE_STAGE_ORDER, STAGE_CONSOLE_NAMES
 
 router = APIRouter(prefix="/api", tags=["pipeline"])

@@ -24,7 +24,7 @@ from datetime import UTC, datetime
 
 from sqlalchemy.engine import Engine
 
-from ki.store.claims import bucket_counts
+from ki.store.status import bucket_counts
 
 log = logging.getLogger(__name__)
 
