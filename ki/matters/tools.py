@@ -13,7 +13,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from ki.agents.loop import AgentState, Tool, ToolError
+from ki.agents.loop import AgentState, Tool
+from ki.errors import ToolError
 from ki.matters.references import is_placeholder
 from ki.matters.schema import ClassifyResult, CreateMatterArgs, ListFolderArgs, PeekMatterArgs, SearchMattersArgs
 from ki.matters.store import get_matter, get_or_create_matter, peek_matter, search_matters

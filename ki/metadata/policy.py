@@ -18,11 +18,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ki.agents.loop import AgentState, Tool, ToolError
+from ki.agents.loop import AgentState, Tool
 from ki.decisions.locus import headings
 from ki.entities.identifiers import ENTITY_TYPES, Identifier, find_identifiers, unique
 from ki.entities.mentions import KnownName, Mention, find_mentions
 from ki.entities.role_cues import add_role_hints
+from ki.errors import ToolError
 from ki.metadata.dates import document_date
 from ki.metadata.language import detect_language
 from ki.metadata.schema import ClauseOut, IdentifierOut, MetadataResult, PartyOut

@@ -7,7 +7,8 @@ search), :mod:`ki.ontology.load` (shipped vs ``pipeline.ontology_file``), :mod:`
 ``clause_search``), :mod:`ki.ontology.requeue` (the narrow requeue prepare step).
 """
 
+from ki.errors import OntologyError
 from ki.ontology.load import active_ontology, default_ontology, load_ontology_file
-from ki.ontology.model import Ontology, OntologyError
+from ki.ontology.model import Ontology
 
 __all__ = ["Ontology", "OntologyError", "active_ontology", "default_ontology", "load_ontology_file"]

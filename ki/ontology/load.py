@@ -17,8 +17,8 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from ki.errors import ConfigurationError
-from ki.ontology.model import Ontology, OntologyError
+from ki.errors import ConfigurationError, OntologyError
+from ki.ontology.model import Ontology
 
 #: The package resource holding the shipped ontology.
 DEFAULT_RESOURCE = "legal-document-types.json"

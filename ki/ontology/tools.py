@@ -26,7 +26,8 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from ki.agents.loop import Tool, ToolError
+from ki.agents.loop import Tool
+from ki.errors import ToolError
 from ki.ontology.model import NodeTable, Ontology, SearchHit
 
 TYPE_TOOLS = ("ontology_roots", "ontology_children", "ontology_node", "ontology_search")

@@ -15,7 +15,8 @@ from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
 from ki.context import PipelineContext
-from ki.relate.documents import Contended, documents_of, ensure_row, fold, lock_documents, reorder
+from ki.errors import Contended
+from ki.relate.documents import documents_of, ensure_row, fold, lock_documents, reorder
 from ki.relate.materialize import MAX_CONTENDED_ROUNDS, assignments_of, lock_files
 from ki.relate.schema import RELATION_TYPES
 

@@ -17,7 +17,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ki.agents.loop import AgentState, Tool, ToolError
+from ki.agents.loop import AgentState, Tool
+from ki.errors import ToolError
 from ki.relate.cues import citations, words_match
 from ki.relate.facts import FileFacts
 from ki.relate.policy_decide import decide

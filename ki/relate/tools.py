@@ -17,8 +17,9 @@ from typing import Any
 from pydantic import BaseModel, Field
 from sqlalchemy import text
 
-from ki.agents.loop import Tool, ToolError
+from ki.agents.loop import Tool
 from ki.context import EnsureReady, PipelineContext
+from ki.errors import ToolError
 from ki.matters.corpus import REL_PATH
 from ki.matters.neighbourhood import list_folder as folder_listing
 from ki.relate.inline_conversion import ensure_source_object_ready

@@ -12,8 +12,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy import text
 
-from ki.agents.loop import ToolError
-from ki.errors import RetryableStageError
+from ki.errors import RetryableStageError, ToolError
 from ki.export import export_rows
 from ki.launch import launch_insertion
 from ki.matters.store import get_or_create_matter, peek_matter, search_matters

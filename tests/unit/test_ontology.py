@@ -11,10 +11,9 @@ import json
 
 import pytest
 
-from ki.agents.loop import ToolError
 from ki.config.loader import load_config, set_config_value
 from ki.config.settings import KiConfig
-from ki.errors import ConfigurationError
+from ki.errors import ConfigurationError, ToolError
 from ki.ontology import Ontology, OntologyError, active_ontology, default_ontology, load_ontology_file
 from ki.ontology.terms import find_term, fold, tokens
 from ki.ontology.tools import ontology_tools
