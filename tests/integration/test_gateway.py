@@ -31,7 +31,14 @@ from ki.agents.loop import SUBMIT_TOOL, AgentState, Tool, chat_agent, run_policy
 from ki.agents.usage import cost_usd, ledger_sink, record_usage
 from ki.config.settings import KiConfig
 from ki.context import StageContext, StageOutcome
-from ki.errors import ConfigurationError, ModelOutputInvalid, ProviderPermanentError, ToolError
+from ki.errors import (
+    ConfigurationError,
+    GatewayRequestRejected,
+    GatewayUnavailable,
+    ModelOutputInvalid,
+    ProviderPermanentError,
+    ToolError,
+)
 from ki.launch import launch_insertion
 from ki.orchestration.execute import run_stage_for_object
 from ki.retry import Treatment, classify_error
