@@ -51,7 +51,6 @@ from typing import Literal
 from ki.context import PipelineContext
 from ki.store import runs
 from ki.workflows.client import hatchet_client
-from ki.workflows.trigger import supersede_stalled
 
 log = logging.getLogger(__name__)
 
@@ -111,6 +110,9 @@ def _minutes(seconds: float) -> str:
 
 
 def _supersede(ctx: PipelineContext, run_id: int, *, since: datetime) -> int:
+    # imported here: ``ki status`` sweeps opportunistically and must not pay for the trigger's imports
+    from ki.workflows.trigger import supersede_stalled
+
     return supersede_stalled(ctx, run_id, since=since)
 
 
