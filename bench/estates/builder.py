@@ -206,7 +206,7 @@ class MatterBuilder:
             doc.p(f"{self.ph(lang, 'attn')} {person.full}")
         if e.street:
             doc.p(e.street)
-            doc.p(f"{e.postcode} {e.city}".strip())
+            doc.p((f"{e.city} {e.postcode}" if e.country == "England and Wales" else f"{e.postcode} {e.city}").strip())
         elif e.city:
             doc.p(e.city)
         doc.blank()

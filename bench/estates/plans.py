@@ -23,6 +23,8 @@ from bench.estates.model import Doc, Entity, FileSpec, Matter
 from bench.estates.wording import fill, write
 
 KINDS = ["litigation", "employment", "lease", "ma", "commercial", "corporate"]
+#: Matter titles whose first word is lower case inside a sentence ("in connection with the lease of …").
+LOWER_FIRST = ("Lease", "Master", "Adoption")
 
 
 class PlanMixin:
@@ -37,7 +39,7 @@ class PlanMixin:
         k1 = x.setdefault("contract_date", self.t - dt.timedelta(days=self.rng.randint(200, 500)))
         amount = x.setdefault("amount", self.rng.randint(40, 900) * 1000)
         out = {"d": d, "k1": k1, "amount": amount, "amount_eur": f"{amount:,}".replace(",", "."),
-               "code": x.get("code", ""), "title_lower": m.title[:1].lower() + m.title[1:],
+               "code": x.get("code", ""), "title_lower": lower_first(m.title),
                "cp_short": short(m.cp), "client_short": short(m.client), "assistant": m.lawyers[-1].full,
                "contact_full": m.client.people[0].full, "application": d - dt.timedelta(days=21),
                "hearing": d + dt.timedelta(days=45), "cited": self.texts.CITED.get(m.kind, ""),
@@ -286,9 +288,10 @@ class PlanMixin:
         m.x["employee"], m.x["employer"] = employee, employer
         rep = self.firm if employer is m.client else m.oc
         claim = self.court_doc("et1")
-        self.standalone("et3", key="court", date=self.step(10, 30), employer_rep=rep.name).relations.append(
-            ("responds_to", claim))
         m.x["et1"] = claim
+        response = self.standalone("et3", key="court", date=self.step(10, 30), employer_rep=rep.name)
+        response.relations.append(("responds_to", claim))
+        self.forward(response if employer is m.client else claim)
         out = self.contract("termination", [employer, employee], lang=m.lang, plan=self.negotiation(drafts=3))
         self.send_to_client(out["versions"][1][0])
         self.appendix(out["signed"], "appendix_employment",
@@ -350,6 +353,11 @@ class PlanMixin:
         self.duplicates()
 
 
+def lower_first(title: str) -> str:
+    """A matter title inside a sentence ("in connection with the lease of …"); names keep their capital."""
+    return title[:1].lower() + title[1:] if title.split()[0] in LOWER_FIRST else title
+
+
 def short(e: Entity | None) -> str:
     """A company's name without its legal form (its stem), a person's surname."""
     if e is None:
@@ -404,10 +412,11 @@ def extras(est: Any) -> None:
     T = b.texts
     for what in ("precedent_nda", "precedent_engagement", "knowhow"):
         doc = b.doc(T.LANG)
-        spec = b.write_doc(doc, what, b.t)
+        day = dt.date(2021, r.randint(1, 12), r.randint(1, 28))
+        spec = b.write_doc(doc, what, day)
         b.add(f"/{T.FOLDERS['knowhow' if what == 'knowhow' else 'precedents']}", spec["file"],
               spec["file"].rsplit(".", 1)[1], doc, doc_type=spec["doc_type"], title=spec["title"],
-              date=dt.date(2021, r.randint(1, 12), r.randint(1, 28)), matter=None, ok=[spec["doc_type"]],
+              date=day, matter=None, ok=[spec["doc_type"]],
               tags=["no_matter", "template" if what != "knowhow" else "untyped"])
     post = f"/{T.FOLDERS['post']}"
     n = 0

@@ -151,15 +151,16 @@ DOCS: dict[str, dict[str, Any]] = {
         "Discussed next steps and timetable.", "?cp Client confirmed that no offer has been received from {cp}."]},
     "precedent_nda": {"title": "Confidentiality Agreement", "doc_type": "nda",
                       "file": "Precedent - Confidentiality Agreement (mutual).docx", "lines": [
-                          "=CONFIDENTIALITY AGREEMENT", "THIS AGREEMENT is dated [date] and made BETWEEN [PARTY A] "
-                          "and [PARTY B].", "1. The Recipient shall keep the Confidential Information confidential "
-                          "for [two] years."]},
+                          "Precedent – last updated {d:plain}", "=CONFIDENTIALITY AGREEMENT",
+                          "THIS AGREEMENT is dated [date] and made BETWEEN [PARTY A] and [PARTY B].",
+                          "1. The Recipient shall keep the Confidential Information confidential for [two] years."]},
     "precedent_engagement": {"title": "Engagement letter", "doc_type": "engagement_letter",
                              "file": "Precedent - Engagement letter.docx", "lines": [
-                                 "[Letterhead]", "Engagement letter – [matter]", "Thank you for instructing us to act "
-                                 "for [client] in connection with [matter]."]},
+                                 "[Letterhead]", "Precedent – last updated {d:plain}", "Engagement letter – [matter]",
+                                 "Thank you for instructing us to act for [client] in connection with [matter]."]},
     "knowhow": {"title": "Employment law update", "doc_type": None, "file": "Client briefing - Employment law "
                 "update.pdf", "lines": ["#{letterhead}", "=Employment law update – what changes this year",
+                                        "{d:plain}",
                                         "Our briefing for clients on holiday pay, flexible working requests and the "
                                         "new statutory code."]},
 }

@@ -159,14 +159,15 @@ DOCS: dict[str, dict[str, Any]] = {
         "gedaan."]},
     "precedent_nda": {"title": "Geheimhoudingsovereenkomst", "doc_type": "nda",
                       "file": "Model geheimhoudingsovereenkomst.docx", "lines": [
-                          "=GEHEIMHOUDINGSOVEREENKOMST", "DE ONDERGETEKENDEN: [PARTIJ A] en [PARTIJ B].",
+                          "Model – bijgewerkt op {d}", "=GEHEIMHOUDINGSOVEREENKOMST",
+                          "DE ONDERGETEKENDEN: [PARTIJ A] en [PARTIJ B].",
                           "1. Ontvangende partij houdt de Vertrouwelijke Informatie [twee] jaar geheim."]},
     "precedent_engagement": {"title": "Opdrachtbevestiging", "doc_type": "engagement_letter",
                              "file": "Model opdrachtbevestiging.docx", "lines": [
-                                 "[Briefpapier]", "Opdrachtbevestiging – [zaak]", "Hartelijk dank voor uw opdracht om "
-                                 "[cliënt] bij te staan inzake [zaak]."]},
+                                 "[Briefpapier]", "Model – bijgewerkt op {d}", "Opdrachtbevestiging – [zaak]",
+                                 "Hartelijk dank voor uw opdracht om [cliënt] bij te staan inzake [zaak]."]},
     "knowhow": {"title": "Nieuwsbrief arbeidsrecht", "doc_type": None, "file": "Nieuwsbrief arbeidsrecht.pdf",
-                "lines": ["#{letterhead}", "=Nieuwsbrief arbeidsrecht – wat verandert er dit jaar",
+                "lines": ["#{letterhead}", "=Nieuwsbrief arbeidsrecht – wat verandert er dit jaar", "{d}",
                           "Onze nieuwsbrief over de transitievergoeding, flexibel werken en de nieuwe wetgeving."]},
 }
 CITED = {"ma": "koopovereenkomst aandelen", "corporate": "ontwerp-statuten"}

@@ -46,6 +46,13 @@ LEGAL_FORM = re.compile(
     r"llp)$",
     re.IGNORECASE,
 )
+#: A line's label before a name ("From:", "Parties:", "Attn.:", "Aan:").
+LINE_LABEL = re.compile(r"^(?:[\w.]+(?:\s+[\w.]+){0,2})\s*:\s+")
+_FORMS = (r"(?i:GmbH\s*&\s*Co\.?\s*KG|GmbH|AG|SE|KG|Ltd\.?|Limited|plc|PLC|LLP|LLC|Inc\.|B\.V\.|BV|N\.V\.|NV|"
+          r"S\.A\.|SA|S\.à\s?r\.l\.|SARL|S\.r\.l\.|S\.p\.A\.|AB|A/S|Oy)")
+#: A name inside running text: capitalised words (and name particles) ending in a legal form.
+IN_TEXT_ORG = re.compile(r"(?<![\w&])([A-ZÄÖÜÉ][\w&'’.-]*\s+(?:(?:[A-ZÄÖÜÉ][\w&'’.-]*|van|der|den|de|von|&)\s+){0,5}?"
+                         + _FORMS + r")(?![\w])")
 ENUMERATION = re.compile(r"^(?:\(?\d{1,2}[.)]|\(?[a-z][.)])\s+")
 FIRM_WORDS = re.compile(r"rechtsanw|attorneys|solicitors|law firm|kanzlei|partg|llp\b|notar|gericht|court",
                         re.IGNORECASE)
@@ -111,20 +118,31 @@ def _dominant(counts: Counter, share: float) -> str | None:
 
 
 def organisation_names(text: str, *, firm_names: Iterable[str] = (), head_lines: int = 20) -> list[str]:
-    """Organisation names (ending in a legal form) in the first lines, the firm's own excluded."""
+    """Organisation names (ending in a legal form) in the first lines, the firm's own excluded: whole parts of
+    a line ("From: Nordwind AG, Jan"), then names inside running text ("… received from Northgate Retail
+    Limited.", "Parties: A Ltd and B B.V.")."""
     firm = [f.casefold() for f in firm_names if f]
     out: dict[str, None] = {}
-    for line in [ln.strip() for ln in (text or "").splitlines() if ln.strip()][:head_lines]:
-        line = re.sub(r"^(from|von|an|to|absender|für|for)\s*:\s*", "", line, flags=re.IGNORECASE)
+
+    def keep(part: str) -> None:
+        if FIRM_WORDS.search(part) or any(f in part.casefold() or part.casefold() in f for f in firm):
+            return
+        out.setdefault(part, None)
+
+    lines = [ln.strip() for ln in (text or "").splitlines() if ln.strip()][:head_lines]
+    for line in lines:
+        line = LINE_LABEL.sub("", line)
         for raw in re.split(r"[,;|·]", line):
             raw = ENUMERATION.sub("", raw.strip())  # "(1) X Ltd", "1. X B.V."
             part = raw.strip(" .")
             words = part.split()
-            if not (2 <= len(words) <= 8) or not LEGAL_FORM.search(raw.rstrip(" ")):
-                continue
-            if FIRM_WORDS.search(part) or any(f in part.casefold() or part.casefold() in f for f in firm):
-                continue
-            out.setdefault(part, None)
+            if 2 <= len(words) <= 8 and LEGAL_FORM.search(raw.rstrip(" ")):
+                found = IN_TEXT_ORG.findall(raw)
+                if len(found) <= 1:  # "A Ltd and B Ltd": the second pass splits it; "of X Ltd" is "X Ltd"
+                    keep(found[0].strip(" .") if found else part)
+    for line in lines:
+        for m in IN_TEXT_ORG.finditer(line):
+            keep(m.group(1).strip(" ."))
     return list(out)
 
 
@@ -203,13 +221,16 @@ def infer_reference(path: str, text: str, mail: dict[str, Any] | None, corpus: C
         refs = refs & allowed if allowed is not None else refs
         if len(named) == 1 and len(refs) == 1:
             return Evidence(next(iter(refs)), "client_name", next(iter(named)))
-        if allowed is not None:
-            return None  # a client with several matters and nothing that picks one
-        if own is not None:
+        if own is not None and (allowed is None or own.reference in allowed):
             return Evidence(own.reference, own.source, own.folder or "")
+    common: set[str] | None = None
     for name in organisation_names(text, firm_names=firm_names):
-        counts = _refs_of(corpus.files_containing(name), path, kb)
+        counts = _within(_refs_of(corpus.files_containing(name), path, kb), allowed)
         ref = _dominant(counts, NAME_DOMINANCE)
         if ref and len(counts) == 1:
             return Evidence(ref, "party", name, dict(counts))
-    return None
+        if counts:
+            common = set(counts) if common is None else common & set(counts)
+    if common is not None and len(common) == 1:  # the parties together name one matter ("A Ltd and B B.V.")
+        return Evidence(next(iter(common)), "party", "the parties named together")
+    return None  # (a client with several matters and nothing that picks one among them)

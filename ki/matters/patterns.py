@@ -32,7 +32,7 @@ LABEL = (r"(?:unser(?:e)?\s+zeichen|ihr(?:e)?\s+zeichen|unser\s+az\.?|ihr\s+az\.
          r"ons\s+kenmerk|uw\s+kenmerk|kenmerk|dossier(?:nummer|nr\.?)?|"
          r"notre\s+r[ée]f(?:[ée]rence)?\.?|votre\s+r[ée]f(?:[ée]rence)?\.?|n/r[ée]f\.?|v/r[ée]f\.?)")
 #: A label, then initials before the reference ("RJW/", "KH/PB/").
-LABEL_BEFORE = re.compile(LABEL + r"\s*[:.]?\s*(?:[A-Z]{1,4}/){0,3}$", re.IGNORECASE)
+LABEL_BEFORE = re.compile(LABEL + r"\s*(?:is|ist|est|lautet)?\s*[:.]?\s*(?:[A-Z]{1,4}/){0,3}$", re.IGNORECASE)
 #: A subject tag around the reference: "[104233-0007]", "[#2023.0145]", "[DMS#…]", "(ons kenmerk 2023.0145)".
 TAG_BEFORE = re.compile(r"[\[(]\s*(?:#|dms\s*#|ref\.?:?\s*|" + LABEL + r"\s*:?\s*)?$", re.IGNORECASE)
 TAG_AFTER = re.compile(r"^\s*[\])]")

@@ -109,6 +109,10 @@ class KnownReferences:
         words = name_words(client_name or "")
         if len(words) >= 4:
             self.client_names.setdefault(words, set()).add(reference)
+            tokens = words.split()
+            if 2 <= len(tokens) <= 3 and words == " ".join(_WORD.findall(fold(client_name or ""))):
+                # a person ("Eleanor Ogilvie") is also written with an initial ("E. Ogilvie")
+                self.client_names.setdefault(f"{tokens[0][0]} {' '.join(tokens[1:])}", set()).add(reference)
 
     def __bool__(self) -> bool:
         return bool(self.refs)

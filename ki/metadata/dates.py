@@ -54,14 +54,16 @@ LABELLED = re.compile(
     rf"(?:(?i:Stand|Abruf\s+vom|Rechnungsdatum|Invoice\s+date|Date\s+of\s+(?:invoice|notice|extract|report)|"
     rf"Verkündet\s+am|uitgesproken\s+op|as\s+of|Extract\s+produced\s+on|Uittreksel\s+vervaardigd\s+op|"
     rf"Report\s+date|Datum\s+rapport|Plan\s+date|Datum\s+tekening|Circulation\s+date|Comparison\s+run|"
-    rf"Vergeleken\s+op|Date\s+received|Factuurdatum|Declaratiedatum|Date\s+de\s+la\s+facture)\s*:?|"
+    rf"Vergeleken\s+op|Date\s+received|Factuurdatum|Declaratiedatum|Date\s+de\s+la\s+facture|"
+    rf"(?:last\s+)?updated(?:\s+on)?|bijgewerkt\s+op|aktualisiert\s+am|mis\s+à\s+jour\s+le)\s*:?|"
     rf"(?m:^)\s*(?i:Datum|Date|Dated|Dat[ée]|Le|Heden,?)\s*:?|(?i:\bis\s+dated|\bis\s+made\s+on|"
-    rf"\bmade\s+on|\bop\s+heden)|(?i:getekend|ondertekend|unterzeichnet|signed)\s+(?:te|in|at|à)\s+[^\n,]{{1,40}}?"
-    rf"\s+(?:op|am|on|le)|(?m:^)\s*(?:[A-Z]{{1,4}}\s+)?{_STAMP_WORDS}\s*(?:\(\d+\)|v?\d+)?\s*(?:d\.d\.)?\s*[–:(-]?|"
+    rf"\bmade\s+on|\bop\s+heden|\b(?:getekend|ondertekend|unterzeichnet|signed|sign[ée])\s+(?:op|am|on|le))|"
+    rf"(?m:^)\s*[A-ZÄÖÜ][A-ZÄÖÜ ]{{2,40}}\s[–-]\s*|"
+    rf"(?i:getekend|ondertekend|unterzeichnet|signed)\s+(?:te|in|at|à)\s+[^\n,]{{1,40}}?\s+(?:op|am|on|le)|(?m:^)\s*(?:[A-Z]{{1,4}}\s+)?{_STAMP_WORDS}\s*(?:\(\d+\)|v?\d+)?\s*(?:d\.d\.)?\s*[–:(-]?|"
     rf"(?m:^)\s*(?:EXECUTION\s+VERSION|Execution\s+Version|Fassung\s+zur\s+Unterzeichnung|Endfassung|"
     rf"DEFINITIEVE\s+VERSIE|Definitieve\s+versie|FINAL(?:\s+VERSION)?)\s*[–:-]|\b(?i:version)\b)"
     rf"\s*(?:vom\s+|van\s+|du\s+|den\s+)?(?P<date>{DATE})")
-PLACE_DATE = re.compile(rf"(?m)^[ \t]*[A-ZÄÖÜÉ][\wäöüßéèëï.\- ]{{1,40}},[ \t]+(?:den[ \t]+|the[ \t]+|le[ \t]+)?"
+PLACE_DATE = re.compile(rf"(?m)^[ \t]*[A-ZÄÖÜÉ][\wäöüßéèëï.,\- ]{{1,40}},[ \t]+(?:den[ \t]+|the[ \t]+|le[ \t]+)?"
                         rf"(?P<date>{DATE})[ \t]*$")
 PIPE_DATE = re.compile(rf"(?m)\|[ \t]*(?P<date>{DATE})[ \t]*$")
 MEETING_DATE = re.compile(rf"(?i:Sitzung|Verhandlung|Versammlung|Termin|meeting|vergadering|réunion)[^\n]{{0,80}}?"

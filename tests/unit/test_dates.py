@@ -43,6 +43,11 @@ D = dt.date
     ("MINUTES OF A MEETING OF THE BOARD\nheld on 5th July 2022 at 1 King Street\n1. The chair reported on the "
      "agreement dated 9th May 2022.", D(2022, 7, 5), "meeting"),
     ("DAGVAARDING\nHeden, 11 juni 2024, op verzoek van X B.V.", D(2024, 6, 11), "label"),
+    ("HEADS OF TERMS\nSUBJECT TO CONTRACT – 2 May 2022\nParties: A Ltd and B Ltd", D(2022, 5, 2), "label"),
+    ("Model – bijgewerkt op 21 april 2021\nGEHEIMHOUDINGSOVEREENKOMST", D(2021, 4, 21), "label"),
+    ("Precedent – last updated 11 April 2021", D(2021, 4, 11), "label"),
+    ("VOLMACHT\nDe ondergetekende verleent volmacht.\nGetekend op 29 augustus 2022.", D(2022, 8, 29), "label"),
+    ("BLUEFIELD MEDIA INC.\nWilmington, Delaware, 14th September 2023\nDear Sirs", D(2023, 9, 14), "place_date"),
     # a pleading dated at its foot; the contract it cites is not its date
     ("PARTICULARS OF CLAIM\n1. By an agreement dated 5th May 2021 the Defendant engaged the Claimant.\n" + "x\n" * 800
      + "Dated 20th June 2022", D(2022, 6, 20), "label_anywhere"),

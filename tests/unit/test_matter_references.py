@@ -138,6 +138,27 @@ def test_evidence_with_imported_matters():
     assert infer_reference("Inbox/l2.pdf", "HARBOUR CREST HOLDINGS LIMITED\nDear Sirs", None, corpus, known=k) is None
 
 
+def test_organisation_names_in_lines_and_running_text():
+    text = ("Parties: Harbour Crest Holdings Limited and Northgate Energy Limited\n"
+            "Client confirmed that no offer has been received from Northgate Retail Limited.\n"
+            "1. Van der Veen Installatietechniek B.V., een besloten vennootschap\n"
+            "of RIDGEWAY ENGINEERING LIMITED, a company\nASHDOWN PRYCE LLP")
+    assert organisation_names(text, firm_names=["Ashdown Pryce"]) == [
+        "Van der Veen Installatietechniek B.V", "RIDGEWAY ENGINEERING LIMITED", "Harbour Crest Holdings Limited",
+        "Northgate Energy Limited", "Northgate Retail Limited"]
+
+
+def test_parties_named_together_pick_one_matter():
+    corpus = MemoryCorpus([
+        CorpusFile("DMS Export/a.pdf", "Our ref: 104233-0007\nLease between Harbour Crest Limited and Kestrel Ltd"),
+        CorpusFile("DMS Export/b.pdf", "Our ref: 104233-0008\nHarbour Crest Limited – board minutes"),
+        CorpusFile("DMS Export/c.pdf", "Our ref: 555555-0001\nKestrel Ltd v Others – claim"),
+    ])
+    ev = infer_reference("DMS Export/d.docx", "LEASE\nBETWEEN:\n(1) HARBOUR CREST LIMITED (the Landlord);\n"
+                         "(2) KESTREL LTD (the Tenant).", None, corpus)
+    assert (ev.reference, ev.how) == ("104233-0007", "party")
+
+
 def test_case_numbers_of_english_and_dutch_courts():
     text = ("Claim No: CL-2023-000451\nCase number: 2201234/2022\nZaaknummer: C/13/712345 / HA ZA 22-123\n"
             "Geschäftsnummer: 27 O 83/24")
