@@ -245,3 +245,26 @@ def contained(a: NameKey, b: NameKey) -> bool:
     if len(short) < 2 and short != long_:
         return False
     return contains_tokens(long_, short)
+
+
+def canonical_name(spellings: dict[str, int], *, kind: str | None = None) -> str:
+    """The name an entity is shown by, from the spellings its documents use (spelling → how many documents).
+
+    A function of the spellings alone, so every processing order names the entity alike (issue 14
+    item 1): a written-out spelling before an all-capitals letterhead and before a court abbreviation
+    (``Arbeitsgericht Bremen`` over ``ArbG Bremen``), then the spelling most documents use, then the
+    shorter, then the first in code-point order.
+
+    Raises: ValueError for no spellings.
+    """
+    if not spellings:
+        raise ValueError("an entity needs at least one spelling")
+
+    def rank(spelling: str) -> tuple:
+        letters = [c for c in spelling if c.isalpha()]
+        shouting = len(letters) > 3 and all(c.isupper() for c in letters)
+        toks = _raw_tokens(spelling)
+        abbreviated = kind == "court" and bool(toks) and toks[0] in COURT_ABBREVIATIONS
+        return (shouting, abbreviated, -spellings[spelling], len(spelling), spelling)
+
+    return min(spellings, key=rank)

@@ -6,17 +6,23 @@ the matter keeps it, and on an imported matter the practice-management client ou
 document-level claim."
 
 Roles: ``client``, ``counterparty``, ``advisor``, ``court``, ``other``. Every claim has a basis, and
-bases rank (:data:`RANKS`): a matter's recorded role changes only when a strictly stronger claim
-arrives, so the first claim of a kind is kept and an imported client beats everything a document
-says. Law firms are advisors and courts are courts by their kind; a company or person nobody
-claims for a side is the counterparty (rank 0, replaced by the first real claim).
+bases rank (:data:`RANKS`). A party's role on a matter is a function of *every* claim the matter's
+documents (and the practice-management import) make — :func:`settle_roles` — never of the order
+they arrive in (issue 14 item 1): the strongest claim wins, a tie between roles goes by
+:data:`ROLE_PRIORITY`, an imported client beats everything a document says, and a client claim
+weaker than another party's strongest client claim is ignored (one client per matter unless the
+evidence is as strong). Law firms are advisors and courts are courts by their kind; a company or
+person nobody claims for a side is the counterparty (basis ``default``).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 
 ROLES = ("client", "counterparty", "advisor", "court", "other")
+#: Which role wins a tie between claims of equal rank (earlier wins).
+ROLE_PRIORITY = ("client", "counterparty", "other", "advisor", "court")
 
 #: Strength of the evidence behind a role.
 RANKS: dict[str, int] = {
@@ -81,3 +87,55 @@ def decide_role(*, kind: str, is_firm: bool, hints: list[tuple[str, str]], exist
     if best is None:
         return RoleDecision("counterparty", "default", True)
     return RoleDecision(best[0], best[1], True)
+
+
+@dataclass
+class PartyClaims:
+    """Everything a matter's documents claim about one party.
+
+    Attributes:
+        kind: ``company``, ``law_firm``, ``person`` or ``court``.
+        is_firm: the party is the firm itself.
+        claims: (role, basis) pairs from every document (and ``("client", "imported")`` for an imported client).
+    """
+
+    kind: str
+    is_firm: bool = False
+    claims: set[tuple[str, str]] = field(default_factory=set)
+
+    def add(self, claims: Iterable[tuple[str, str] | list[str]]) -> None:
+        """Add (role, basis) claims (lists from JSON accepted); unknown roles or bases are ignored."""
+        for role, basis in claims:
+            if role in ROLES and basis in RANKS:
+                self.claims.add((role, basis))
+
+
+def _claim_key(claim: tuple[str, str]) -> tuple[int, int]:
+    return RANKS[claim[1]], -ROLE_PRIORITY.index(claim[0])
+
+
+def settle_roles(parties: Mapping[int, PartyClaims]) -> dict[int, tuple[str, str]]:
+    """Each party's (role, basis) on one matter from all the claims made about it (see module doc).
+
+    Args:
+        parties: entity id → its :class:`PartyClaims` on the matter.
+    Returns: entity id → (role, basis). Pure; the same claims give the same roles in any order.
+    """
+    fixed: dict[int, tuple[str, str]] = {}
+    best: dict[int, tuple[str, str] | None] = {}
+    for entity, p in parties.items():
+        if p.is_firm:
+            fixed[entity] = ("advisor", "firm")
+        elif p.kind == "law_firm":
+            fixed[entity] = ("advisor", "kind")
+        elif p.kind == "court":
+            fixed[entity] = ("court", "kind")
+        else:
+            best[entity] = max(p.claims, key=_claim_key, default=None)
+    client_rank = {e: RANKS[b[1]] for e, b in best.items() if b is not None and b[0] == "client"}
+    out = dict(fixed)
+    for entity in best:
+        others = max((r for e, r in client_rank.items() if e != entity), default=-1)
+        claims = [c for c in parties[entity].claims if not (c[0] == "client" and RANKS[c[1]] < others)]
+        out[entity] = max(claims, key=_claim_key, default=("counterparty", "default"))
+    return out

@@ -20,9 +20,9 @@ from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
 from ki.entities.identifiers import Identifier
-from ki.entities.names import NameKey, name_key
+from ki.entities.names import NameKey, canonical_name, name_key
 from ki.entities.resolve import Candidate
-from ki.entities.roles import RANKS
+from ki.entities.roles import RANKS, PartyClaims, settle_roles
 from ki.store.locks import lock_key
 
 #: Candidates read per mention at most (ranked by shared tokens).
@@ -152,36 +152,107 @@ def matter_roles(conn: Connection, matter_key: str) -> dict[int, tuple[str, str]
     return {r.entity_id: (r.role, r.basis) for r in rows}
 
 
-UPSERT_ROLE_SQL = text("""
-INSERT INTO matter_party (matter_key, matter_id, entity_id, role, basis, rank, source_object_id)
-VALUES (:m, :mid, :e, :role, :basis, :rank, :so)
-ON CONFLICT (matter_key, entity_id) DO UPDATE
-  SET role = EXCLUDED.role, basis = EXCLUDED.basis, rank = EXCLUDED.rank,
-      source_object_id = EXCLUDED.source_object_id, matter_id = coalesce(EXCLUDED.matter_id, matter_party.matter_id),
-      updated_at = now()
-  WHERE matter_party.rank < EXCLUDED.rank
-RETURNING id
-""")
-PROPAGATE_SQL = text("""
-UPDATE document_party SET role = :role, role_basis = :basis
-WHERE matter_key = :m AND entity_id = :e AND (role <> :role OR role_basis <> :basis)
-""")
-
-
 def set_matter_role(conn: Connection, matter_key: str, matter_id: int | None, entity_id: int, role: str, basis: str,
-                    source_object_id: int | None) -> bool:
-    """Record (role, basis) for the entity on the matter when stronger than what is recorded.
+                    source_object_id: int | None) -> None:
+    """Record a claim made outside the documents (the practice-management import: ``("client", "imported")``)
+    and settle the matter's roles again (:func:`settle_matter_roles`)."""
+    conn.execute(text("""
+        INSERT INTO matter_party (matter_key, matter_id, entity_id, role, basis, rank, source_object_id)
+        VALUES (:m, :mid, :e, :role, :basis, :rank, :so)
+        ON CONFLICT (matter_key, entity_id) DO UPDATE
+          SET role = EXCLUDED.role, basis = EXCLUDED.basis, rank = EXCLUDED.rank,
+              matter_id = coalesce(EXCLUDED.matter_id, matter_party.matter_id), updated_at = now()
+    """), {"m": matter_key, "mid": matter_id, "e": entity_id, "role": role, "basis": basis, "rank": RANKS[basis],
+           "so": source_object_id})
+    settle_matter_roles(conn, matter_key, matter_id)
 
-    When it changes, every document party row of that entity on that matter takes the new role, so
-    the order in which documents were processed does not decide a party's role. Returns whether it
-    changed.
+
+def note_on_matter(conn: Connection, matter_key: str, matter_id: int | None,
+                   roles: dict[int, tuple[str, str]]) -> None:
+    """Put the entities on the matter (so the next mention resolved in this transaction or after it sees
+    them there) with a provisional role; an existing row is kept. :func:`settle_matter_roles` decides."""
+    if roles:
+        conn.execute(text("""
+            INSERT INTO matter_party (matter_key, matter_id, entity_id, role, basis, rank)
+            SELECT :m, :mid, e, r, b, k FROM unnest(CAST(:e AS bigint[]), CAST(:r AS text[]), CAST(:b AS text[]),
+                                                   CAST(:k AS int[])) AS t(e, r, b, k)
+            ON CONFLICT (matter_key, entity_id) DO NOTHING
+        """), {"m": matter_key, "mid": matter_id, "e": list(roles), "r": [v[0] for v in roles.values()],
+               "b": [v[1] for v in roles.values()], "k": [RANKS[v[1]] for v in roles.values()]})
+
+
+#: Bases recorded on ``matter_party`` from outside the documents (kept when the roles are settled again).
+OUTSIDE_BASES = ("imported",)
+
+_PARTY_CLAIMS_SQL = text("""
+SELECT p.entity_id, e.kind, p.resolution->'claims' AS claims, coalesce((p.resolution->>'is_firm')::boolean, false)
+       AS is_firm, p.source_object_id
+FROM document_party p JOIN entity e ON e.id = p.entity_id WHERE p.matter_key = :m
+""")
+
+
+def settle_matter_roles(conn: Connection, matter_key: str, matter_id: int | None) -> dict[int, tuple[str, str]]:
+    """Decide every party's role on the matter from all claims its documents (and the import) make, record
+    them on ``matter_party`` and on each document party row of the matter (:func:`ki.entities.roles.settle_roles`).
+
+    Serialised per matter by a transaction-level advisory lock (taken after the name locks), so the last
+    document to commit sees every other one's claims. Returns entity id → (role, basis).
     """
-    changed = conn.execute(UPSERT_ROLE_SQL, {"m": matter_key, "mid": matter_id, "e": entity_id, "role": role,
-                                             "basis": basis, "rank": RANKS[basis], "so": source_object_id}
-                           ).first() is not None
-    if changed:
-        conn.execute(PROPAGATE_SQL, {"m": matter_key, "e": entity_id, "role": role, "basis": basis})
-    return changed
+    conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": lock_key("matter-roles", matter_key)})
+    parties: dict[int, PartyClaims] = {}
+    for r in conn.execute(_PARTY_CLAIMS_SQL, {"m": matter_key}):
+        p = parties.setdefault(r.entity_id, PartyClaims(kind=r.kind))
+        p.is_firm = p.is_firm or bool(r.is_firm)
+        p.add(r.claims or [])
+    for r in conn.execute(text("""SELECT mp.entity_id, mp.role, mp.basis, e.kind FROM matter_party mp
+                                  JOIN entity e ON e.id = mp.entity_id
+                                  WHERE mp.matter_key = :m AND mp.basis = ANY(:outside)"""),
+                          {"m": matter_key, "outside": list(OUTSIDE_BASES)}):
+        parties.setdefault(r.entity_id, PartyClaims(kind=r.kind)).add([(r.role, r.basis)])
+    roles = settle_roles(parties)
+    conn.execute(text("DELETE FROM matter_party WHERE matter_key = :m AND NOT (entity_id = ANY(CAST(:e AS bigint[])))"),
+                 {"m": matter_key, "e": sorted(roles)})
+    if roles:
+        conn.execute(text("""
+            INSERT INTO matter_party (matter_key, matter_id, entity_id, role, basis, rank)
+            SELECT :m, :mid, e, r, b, k FROM unnest(CAST(:e AS bigint[]), CAST(:r AS text[]), CAST(:b AS text[]),
+                                                   CAST(:k AS int[])) AS t(e, r, b, k)
+            ON CONFLICT (matter_key, entity_id) DO UPDATE
+              SET role = EXCLUDED.role, basis = EXCLUDED.basis, rank = EXCLUDED.rank,
+                  matter_id = coalesce(EXCLUDED.matter_id, matter_party.matter_id), updated_at = now()
+              WHERE (matter_party.role, matter_party.basis) IS DISTINCT FROM (EXCLUDED.role, EXCLUDED.basis)
+        """), {"m": matter_key, "mid": matter_id, "e": list(roles), "r": [v[0] for v in roles.values()],
+               "b": [v[1] for v in roles.values()], "k": [RANKS[v[1]] for v in roles.values()]})
+        conn.execute(text("""
+            UPDATE document_party p SET role = t.r, role_basis = t.b
+            FROM unnest(CAST(:e AS bigint[]), CAST(:r AS text[]), CAST(:b AS text[])) AS t(e, r, b)
+            WHERE p.matter_key = :m AND p.entity_id = t.e AND (p.role, p.role_basis) IS DISTINCT FROM (t.r, t.b)
+        """), {"m": matter_key, "e": list(roles), "r": [v[0] for v in roles.values()],
+               "b": [v[1] for v in roles.values()]})
+    return roles
+
+
+def settle_entity_names(conn: Connection, entity_ids: Iterable[int]) -> None:
+    """Name each entity by the spelling its documents use (:func:`ki.entities.names.canonical_name` over
+    every document party row's name), whatever order the documents came in.
+
+    Takes a transaction-level advisory lock per entity (ascending ids, after the name locks), so the last
+    document to commit sees every other one's rows.
+    """
+    ids = sorted(set(entity_ids))
+    if not ids:
+        return
+    conn.execute(text("SELECT count(pg_advisory_xact_lock(k)) FROM (SELECT unnest(CAST(:keys AS bigint[])) AS k "
+                      "ORDER BY 1) AS ordered"), {"keys": sorted({lock_key("entity-row", str(i)) for i in ids})})
+    spellings: dict[int, dict[str, int]] = {i: {} for i in ids}
+    for r in conn.execute(text("SELECT entity_id, name, count(*) AS n FROM document_party "
+                               "WHERE entity_id = ANY(CAST(:ids AS bigint[])) GROUP BY entity_id, name"),
+                          {"ids": ids}):
+        spellings[r.entity_id][r.name] = int(r.n)
+    kinds = {r.id: r.kind for r in conn.execute(ENTITY_ROWS_SQL, {"ids": ids})}
+    updates = [{"e": e, "n": canonical_name(names, kind=kinds.get(e))} for e, names in spellings.items() if names]
+    if updates:
+        conn.execute(text("UPDATE entity SET name = :n, updated_at = now() WHERE id = :e AND name <> :n"), updates)
 
 
 def relink_homonym(conn: Connection, matter_key: str, old_entity_id: int, new_entity_id: int) -> int:
@@ -216,7 +287,7 @@ def relink_homonym(conn: Connection, matter_key: str, old_entity_id: int, new_en
             VALUES (:m, :mid, :new, :role, :basis, :rank, :so) ON CONFLICT (matter_key, entity_id) DO NOTHING
         """), {"m": matter_key, "mid": role.matter_id, "new": new_entity_id, "role": role.role, "basis": role.basis,
                "rank": role.rank, "so": role.source_object_id})
-    return moved
+    return moved or int(role is not None)
 
 
 def client_matters(conn: Connection, matter_key: str) -> frozenset[str]:

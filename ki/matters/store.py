@@ -58,8 +58,10 @@ def get_or_create_matter(db: Database, *, project_id: int, reference: str, title
 
     Runs in its own transaction under ``pg_advisory_xact_lock`` on (project, reference), so workers
     classifying documents of the same matter at the same moment converge on one row and see it as
-    soon as this returns. A missing ``folder`` is filled in when one is given. A reference that is an
-    imported matter's alias finds that matter.
+    soon as this returns. A missing ``folder`` is filled in when one is given, and of two folders the
+    first in code-point order is kept with the title it gives (imported titles stay), so the matter's
+    folder and title do not depend on which file named it first. A reference that is an imported
+    matter's alias finds that matter.
 
     Returns: (the matter, whether this call created it).
     Raises: ValueError for an empty reference.
@@ -81,11 +83,13 @@ def get_or_create_matter(db: Database, *, project_id: int, reference: str, title
                         RETURNING id, project_id, reference, title, placeholder, folder"""),
                 {"p": project_id, "r": ref, "t": (title or ref)[:500], "f": folder, "ph": placeholder}).one()
             created = True
-        elif folder and row.folder is None:
-            conn.execute(text("UPDATE matter SET folder = :f, updated_at = now() WHERE id = :id"),
-                         {"f": folder, "id": row.id})
-    return MatterRow(row.id, row.project_id, row.reference, row.title, row.placeholder,
-                     row.folder or folder), created
+        elif folder and (row.folder is None or folder < row.folder):
+            # the same folder (and the title it gives) whichever file names the matter first (issue 14 item 1)
+            conn.execute(text("UPDATE matter SET folder = :f, title = CASE WHEN imported THEN title ELSE :t END, "
+                              "updated_at = now() WHERE id = :id"),
+                         {"f": folder, "t": (title or ref)[:500], "id": row.id})
+    chosen = min(f for f in (row.folder, folder) if f) if (row.folder or folder) else None
+    return MatterRow(row.id, row.project_id, row.reference, row.title, row.placeholder, chosen), created
 
 
 def get_matter(conn: Connection, matter_id: int) -> MatterRow | None:

@@ -8,9 +8,10 @@ identity key).
 
 :func:`resolve_parties` runs inside the caller's transaction (``engine.begin()``): it takes the locks,
 resolves every mention (:func:`ki.entities.resolve.resolve_mention`), creates entities, extends the
-alias ledger and identifiers, decides each role (:func:`ki.entities.roles.decide_role`) and records
-stronger roles on the matter (propagated to the matter's other documents). It returns the party
-rows to write; no model is called here.
+alias ledger and identifiers, and gives each party the role this document alone claims
+(:func:`ki.entities.roles.settle_roles`); it returns the party rows to write. Once they are written,
+:func:`settle_parties` settles the matter's roles over all its documents and the entities' names
+over all documents naming them. No model is called here.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from ki.entities.identifiers import ENTITY_TYPES
 from ki.entities.mentions import Mention
 from ki.entities.names import NameKey, name_key
 from ki.entities.resolve import Context, Resolution, resolve_mention
-from ki.entities.roles import RANKS, decide_role
+from ki.entities.roles import PartyClaims, settle_roles
 from ki.metadata.matter import MatterContext
 
 #: The order mentions are resolved in: the firm, then those with identifiers, then the rest.
@@ -77,6 +78,7 @@ def resolve_parties(conn: Connection, *, project_id: int, source_object_id: int,
     store.lock_names(conn, project_id, [_resolution_key(m, firm_name) for m in mentions
                                         if not (m.is_firm and firm_name)])
     resolved: list[tuple[Mention, int, Resolution]] = []
+    relinked: set[int] = set()
     entity_matters: dict[int, frozenset[str]] = {}
     client_matters = store.client_matters(conn, matter.key) if matter.key else frozenset()
     for m in sorted(mentions, key=lambda x: (_order(x), x.start)):
@@ -104,19 +106,24 @@ def resolve_parties(conn: Connection, *, project_id: int, source_object_id: int,
             for c in candidates:
                 if c.entity_id in res.contradicted and matter.key in c.matters \
                         and any(n.key == key.key for n in c.names):
-                    store.relink_homonym(conn, matter.key, c.entity_id, entity_id)
+                    if store.relink_homonym(conn, matter.key, c.entity_id, entity_id):
+                        relinked.add(c.entity_id)
         store.add_alias(conn, entity_id, m.name, m.key, source_object_id)
         if m.is_firm and firm_name:
             store.add_alias(conn, entity_id, firm_name, key, source_object_id)
         store.add_identifiers(conn, entity_id, idents)
         resolved.append((m, entity_id, res))
         entity_matters[entity_id] = next((c.matters for c in candidates if c.entity_id == entity_id), frozenset())
-    return _roles(conn, resolved, matter, source_object_id)
+    rows = _roles(conn, resolved, matter, source_object_id)
+    if relinked and rows:  # their rows moved: settle_parties renames them too
+        rows[0].resolution["relinked_from"] = sorted(relinked)
+    return rows
 
 
 def _roles(conn: Connection, resolved: list[tuple[Mention, int, Resolution]], matter: MatterContext,
            source_object_id: int) -> list[PartyRow]:
-    existing = store.matter_roles(conn, matter.key) if matter.key else {}
+    """One row per entity with this document's claims about it and its role by this document alone; the
+    matter's roles are settled over all its documents afterwards (:func:`settle_parties`)."""
     merged: dict[int, tuple[Mention, Resolution, list[tuple[str, str]]]] = {}
     for m, entity_id, res in sorted(resolved, key=lambda x: x[0].start):
         if entity_id in merged:
@@ -125,25 +132,33 @@ def _roles(conn: Connection, resolved: list[tuple[Mention, int, Resolution]], ma
                                                     if i not in merged[entity_id][0].identifiers)
         else:
             merged[entity_id] = (m, res, list(m.hints))
+    claims = {e: PartyClaims(kind=m.kind, is_firm=m.is_firm) for e, (m, _, _) in merged.items()}
+    for e, (_, _, hints) in merged.items():
+        claims[e].add(hints)
+    roles = settle_roles(claims)
+    if matter.key:
+        store.note_on_matter(conn, matter.key, matter.matter_id, roles)
     rows = []
-    # Stronger claims first, so a stated client is recorded before weaker claims are judged against it.
-    order = sorted(merged.items(), key=lambda kv: -max((RANKS.get(b, 0) for _, b in kv[1][2]), default=0))
-    for entity_id, (m, res, hints) in order:
-        others_client = max((RANKS[b] for e, (r, b) in existing.items() if r == "client" and e != entity_id),
-                            default=-1)
-        # An imported matter's practice-management client is recorded with basis "imported" (rank 7) by the
-        # importer (store.set_matter_role); it outranks every document claim for itself and for others.
-        decision = decide_role(kind=m.kind, is_firm=m.is_firm, hints=hints, existing=existing.get(entity_id),
-                               matter_client_rank=others_client)
-        if matter.key and decision.matter_update:
-            store.set_matter_role(conn, matter.key, matter.matter_id, entity_id, decision.role, decision.basis,
-                                  source_object_id)
-            existing[entity_id] = (decision.role, decision.basis)
-        rows.append((m.start, PartyRow(entity_id=entity_id, name=m.name, kind=m.kind, role=decision.role,
-                                       role_basis=decision.basis,
+    for entity_id, (m, res, _) in merged.items():
+        role, basis = roles[entity_id]
+        rows.append((m.start, PartyRow(entity_id=entity_id, name=m.name, kind=m.kind, role=role, role_basis=basis,
                                        identifiers=[i.as_dict() for i in m.identifiers if i.type in ENTITY_TYPES],
                                        resolution={"rule": res.rule, "same_name_candidates":
                                                    list(res.same_name_candidates),
                                                    "contradicted": list(res.contradicted),
-                                                   "corroboration": res.corroboration})))
+                                                   "corroboration": res.corroboration,
+                                                   "claims": sorted(claims[entity_id].claims),
+                                                   "is_firm": m.is_firm})))
     return [row for _, row in sorted(rows, key=lambda x: x[0])]
+
+
+def settle_parties(conn: Connection, parties: list[PartyRow], matter: MatterContext) -> None:
+    """After the document's party rows are written: settle the roles of its matter over every document
+    of the matter, and the names of its entities over every document naming them (issue 14 item 1:
+    functions of the estate, not of the order documents came in).
+    Entities whose rows a homonym relink moved away (``resolution.relinked_from``) are renamed too.
+    """
+    if matter.key:
+        store.settle_matter_roles(conn, matter.key, matter.matter_id)
+    touched = {e for p in parties for e in p.resolution.get("relinked_from", [])}
+    store.settle_entity_names(conn, {p.entity_id for p in parties if not p.resolution.get("is_firm")} | touched)

@@ -128,20 +128,26 @@ def drop_if_empty(conn: Connection, document_id: int | None) -> None:
 
 
 def reorder(conn: Connection, document_id: int) -> None:
-    """Recompute version_order, supersedes and is_final of every version of the document."""
-    rows = conn.execute(text("""SELECT source_object_id AS oid, version_key, version_label, duplicate_of
-                                FROM document_version WHERE document_id = :d"""), {"d": document_id}).fetchall()
+    """Recompute version_order, supersedes and is_final of every version of the document, and its title.
+
+    Ties are broken by path, never by row id, and the title is the first version's (its first file by
+    path with a title), so the result depends on the document's files, not on the order they came in.
+    """
+    rows = conn.execute(text("""SELECT v.source_object_id AS oid, v.version_key, v.version_label, v.duplicate_of,
+                                       so.path, a.body->>'title' AS title
+                                FROM document_version v JOIN source_object so ON so.id = v.source_object_id
+                                LEFT JOIN artifact a ON a.content_hash = so.content_hash AND a.kind = 'structured_json'
+                                WHERE v.document_id = :d"""), {"d": document_id}).fetchall()
     originals = [r for r in rows if r.duplicate_of is None]
     groups: dict[str, list] = {}
     for r in originals:
         groups.setdefault(r.version_label or f"object:{r.oid}", []).append(r)
-    ordered = sorted(groups.values(), key=lambda g: (min(r.version_key or "" for r in g),
-                                                     min(r.oid for r in g)))
+    ordered = sorted(groups.values(), key=lambda g: (min(r.version_key or "" for r in g), min(r.path for r in g)))
     order_of: dict[int, int] = {}
     updates = []
     prev_rep = None
     for i, group in enumerate(ordered, start=1):
-        rep = min(group, key=lambda r: (r.version_key or "", r.oid)).oid
+        rep = min(group, key=lambda r: (r.version_key or "", r.path)).oid
         for r in group:
             order_of[r.oid] = i
             updates.append({"o": r.oid, "n": i, "s": prev_rep, "f": i == len(ordered)})
@@ -153,3 +159,8 @@ def reorder(conn: Connection, document_id: int) -> None:
     if updates:
         conn.execute(text("""UPDATE document_version SET version_order = :n, supersedes = :s, is_final = :f,
                              updated_at = now() WHERE source_object_id = :o"""), updates)
+    titled = sorted((r.path, r.title) for r in (ordered[0] if ordered else rows) if r.title) or \
+        sorted((r.path, r.title) for r in rows if r.title)
+    if titled:
+        conn.execute(text("UPDATE document SET title = :t, updated_at = now() WHERE id = :d "
+                          "AND title IS DISTINCT FROM :t"), {"t": titled[0][1], "d": document_id})

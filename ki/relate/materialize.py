@@ -9,8 +9,9 @@ target file has no matter assignment yet are parked as RelationIntent rows". "Fa
 file whose content changes mid-relate is retried against the new state.
 
 Lock order, so two files that reference each other cannot deadlock: file locks first (blocking,
-sorted by object id), then document locks (try-locks; a held one rolls the transaction back and
-the materialization retries), then the per-project thread lock (blocking, always last).
+sorted by object id), then the matter's relate lock shared (:func:`ki.relate.basis.hold`), then
+document locks (try-locks; a held one rolls the transaction back and the materialization retries),
+then the per-project thread lock (blocking, always last).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from sqlalchemy.engine import Connection
 
 from ki.context import PipelineContext
 from ki.errors import RetryableStageError
+from ki.relate import basis
 from ki.relate.documents import (
     Contended,
     create_document,
@@ -139,6 +141,7 @@ def materialize(ctx: PipelineContext, claim: Claim | None, plan: RelatePlan) -> 
 
 def _apply(conn: Connection, claim: Claim | None, plan: RelatePlan) -> dict[str, Any]:
     lock_files(conn, {plan.oid} | plan.targets)
+    basis.hold(conn, plan.matter_id)  # a classification into the matter waits, or has requeued this relate
     _revalidate(conn, claim, plan)
     assigned = assignments_of(conn, plan.targets)
     original = plan.same_as

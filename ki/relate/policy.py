@@ -19,11 +19,10 @@ from typing import Any
 
 from ki.agents.loop import AgentState, Tool
 from ki.errors import ToolError
-from ki.relate.cues import citations, words_match
 from ki.relate.facts import FileFacts
 from ki.relate.policy_decide import decide
 from ki.relate.schema import RelateResult
-from ki.relate.threads import subject_key
+from ki.relate.wants import Wants, listed_facts
 
 PAGE = 100
 READ_CHARS = 100_000
@@ -70,14 +69,15 @@ class RelateRulesPolicy:
         matter: its matter reference.
         extra_paths: files the payload names besides the matter's documents (identical bytes,
             messages named in the headers, attachments).
+        wants: what the decision reads (:class:`ki.relate.wants.Wants`, recorded on the file's relate
+            basis); default ``Wants.of(me)``.
     """
 
     me: FileFacts
     matter: str
     extra_paths: Sequence[str] = ()
+    wants: Wants | None = None
     pool: list[FileFacts] | None = field(default=None, init=False)
-    _cites: list = field(default_factory=list, init=False, repr=False)
-    _hashes: set = field(default_factory=set, init=False, repr=False)
 
     def _search_all(self, state: AgentState, query: str) -> list[dict[str, Any]]:
         out, offset = [], 0
@@ -88,42 +88,18 @@ class RelateRulesPolicy:
                 return out
             offset += PAGE
 
-    def worth_opening(self, listed: dict[str, Any]) -> bool:
-        """Whether a listed document (path, title, format, content_hash) could be this file's version,
-        copy, cited document or thread message."""
-        me = self.me
-        other = FileFacts(ref="", path=listed["path"], format=listed.get("format") or "",
-                          title=listed.get("title") or "", text="")
-        if listed.get("content_hash") in self._hashes:
-            return True
-        if other.is_email:
-            return me.is_email and subject_key(other.title) == subject_key((me.mail or {}).get("subject"))
-        if me.is_email:
-            if other.name in set((me.mail or {}).get("attachments") or []):
-                return True
-        else:
-            title = " ".join(other.title.lower().split())
-            if (me.name_key and other.name_key == me.name_key) or \
-                    (title and title == " ".join(me.title.lower().split())):
-                return True
-        cites = self._cites
-        if any(c.filename == other.name for c in cites) or any(c.reply for c in cites):
-            return True
-        words = {w for c in cites for w in c.words}
-        return any(words_match(w, h) for w in words for h in other.heading_words)
-
     def gather(self, state: AgentState) -> list[FileFacts]:
-        """List the matter, choose the plausible candidates, open each once."""
-        self._cites = citations(self.me)
+        """List the matter, choose the plausible candidates (:meth:`Wants.by_listing`), open each once."""
+        wants = self.wants or Wants.of(self.me)
         pool: dict[str, FileFacts] = {}
         for path in self.extra_paths:  # copies, named messages, attachments: their bytes select their twins
             facts = read_whole(state, path)
             if facts is not None and facts.ref != self.me.ref:
                 pool[path] = facts
-        self._hashes = {self.me.content_hash} | {f.content_hash for f in pool.values()}
+        held = {f.content_hash for f in pool.values()}
         paths: dict[str, None] = {}
         for listed in self._search_all(state, ""):
-            if self.worth_opening(listed):
+            if wants.by_listing(listed_facts(listed), held_hashes=held):
                 paths[listed["path"]] = None
         if self.me.annex_label:
             for listed in self._search_all(state, self.me.annex_label):

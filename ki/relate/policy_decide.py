@@ -64,7 +64,7 @@ def _redline_base(x: FileFacts, pool: list[FileFacts]) -> FileFacts | None:
     if not x.is_redline or not x.original_text:
         return None
     before = normalised_body(x.original_text, drop_first_line=x.stamp is not None)
-    best: tuple | None = None
+    scored = []
     for c in pool:
         if c.is_email or c.ref == x.ref:
             continue
@@ -73,10 +73,11 @@ def _redline_base(x: FileFacts, pool: list[FileFacts]) -> FileFacts | None:
             continue
         stamp_fit = bool(x.stamp and c.stamp and x.stamp.against_number is not None
                          and c.stamp.number == x.stamp.against_number)
-        key = (stamp_fit, j >= 0.999, not c.is_redline, j, [-v for v in canonical_key(c)[:3]])
-        if best is None or key > best[0]:
-            best = (key, c)
-    return best[1] if best else None
+        scored.append(((stamp_fit, j >= 0.999, not c.is_redline, j), c))
+    if not scored:
+        return None
+    top = max(k for k, _ in scored)
+    return canonical(c for k, c in scored if k == top)  # ties (copies of one file): the canonical copy
 
 
 def _reply_parent(x: FileFacts, emails: list[FileFacts]) -> FileFacts | None:

@@ -71,4 +71,19 @@ def attach_message(conn: Connection, *, oid: int, project_id: int, matter_id: in
             subject_key = EXCLUDED.subject_key, sent_at = EXCLUDED.sent_at"""),
         {"t": keep, "o": oid, "m": own, "p": parents[0] if parents else None, "po": parent_oid,
          "s": subject_key(mail.get("subject")), "d": sent})
+    conn.execute(_THREAD_HEAD_SQL, {"t": keep})
     return keep
+
+
+# A thread is named by its first message (earliest Date, then path) and belongs to that message's
+# matter, whichever message happened to start the thread row (issue 14 item 1).
+_THREAD_HEAD_SQL = text("""
+UPDATE communication_thread t SET subject = h.subject, matter_id = coalesce(h.matter_id, t.matter_id),
+       updated_at = now()
+FROM (SELECT a.body->'mail'->>'subject' AS subject, ma.matter_id
+      FROM communication_thread_member m JOIN source_object so ON so.id = m.source_object_id
+      LEFT JOIN artifact a ON a.content_hash = so.content_hash AND a.kind = 'structured_json'
+      LEFT JOIN matter_assignment ma ON ma.source_object_id = so.id
+      WHERE m.thread_id = :t ORDER BY m.sent_at NULLS LAST, so.path LIMIT 1) h
+WHERE t.id = :t AND (t.subject, t.matter_id) IS DISTINCT FROM (h.subject, coalesce(h.matter_id, t.matter_id))
+""")

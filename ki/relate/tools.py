@@ -23,6 +23,7 @@ from ki.errors import ToolError
 from ki.matters.corpus import REL_PATH
 from ki.matters.neighbourhood import list_folder as folder_listing
 from ki.relate.inline_conversion import ensure_source_object_ready
+from ki.relate.wants import search_score
 
 DIGEST_MAX_ITEMS = 40
 DIGEST_MAX_CHARS = 4000
@@ -195,15 +196,9 @@ class RelateTools:
                        m.reference,
                        CASE WHEN :q = '' THEN false ELSE strpos(lower(a.body->>'text'), lower(:q)) > 0 END AS phrase
                 {scope}"""), {"q": q, "p": self.project_id, "matter": args.matter}).fetchall()
-        words = {w for w in re.findall(r"[0-9a-zäöüß]+", q.casefold()) if len(w) >= 3}
         ranked = []
         for r in rows:
-            if not q:
-                score = 1.0
-            else:
-                title_words = set(re.findall(r"[0-9a-zäöüß]+", (r.title or "").casefold()))
-                name_words = set(re.findall(r"[0-9a-zäöüß]+", r.rel.rsplit("/", 1)[-1].casefold()))
-                score = 2.0 * len(words & title_words) + len(words & name_words) + (3.0 if r.phrase else 0.0)
+            score = search_score(q, title=r.title, rel_path=r.rel, phrase_hit=bool(r.phrase))
             if score > 0:
                 ranked.append((-score, r.rel, r))
         ranked.sort(key=lambda t: (t[0], t[1]))

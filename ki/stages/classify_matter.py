@@ -164,12 +164,14 @@ def _fallback(ctx: StageContext, project_id: int, rel_path: str, text_: str, mai
 
 def _commit(ctx: StageContext, project_id: int, matter_id: int, reference: str, decision: dict[str, Any],
             body: dict[str, Any], rel_path: str, *, policy: ClassifyRulesPolicy | None) -> StageOutcome:
+    from ki.relate.basis import on_classified
     from ki.relate.intents import replay_intents
 
     db = ctx.pipeline.db
     with db.engine.begin() as conn:
         write_assignment(conn, source_object_id=ctx.obj.id, matter_id=matter_id, content_hash=ctx.obj.content_hash,
                          method=decision.get("method", "rules"), provenance=decision)
+        rerelated = on_classified(conn, source_object_id=ctx.obj.id, matter_id=matter_id)
         record_classification(conn, content_hash=ctx.obj.content_hash, source_object_id=ctx.obj.id,
                               producer_version=decision.get("producer_version", ""), decision=decision)
         if decision.get("practice_area") or decision.get("matter_kind"):
@@ -180,8 +182,10 @@ def _commit(ctx: StageContext, project_id: int, matter_id: int, reference: str, 
             add_identifiers(conn, matter_id, case_numbers_in((body.get("text") or "")[:TEXT_CHARS]))
             own = path_reference(rel_path, policy.formats if policy else None, policy.known if policy else None)
             if own is not None and own.reference == reference and own.folder:
-                conn.execute(text("UPDATE matter SET folder = :f WHERE id = :id AND folder IS NULL"),
-                             {"f": own.folder, "id": matter_id})
+                conn.execute(text("""UPDATE matter SET folder = :f, updated_at = now(),
+                                     title = CASE WHEN imported THEN title ELSE :t END
+                                     WHERE id = :id AND (folder IS NULL OR folder > :f)"""),
+                             {"f": own.folder, "t": title_from_folder(own.folder, reference)[:500], "id": matter_id})
     replayed = replay_intents(ctx.pipeline, ctx.obj.id)
     return StageOutcome(status="done", details={"matter": reference, "method": decision.get("method"),
-                                                "replayed_intents": replayed})
+                                                "replayed_intents": replayed, "rerelated": rerelated})

@@ -31,7 +31,7 @@ from ki.entities.store import known_names
 from ki.entities.tools import search_entities_tool
 from ki.metadata.amounts import find_amounts
 from ki.metadata.matter import MatterContext, code_hint, folder_hints, matter_context
-from ki.metadata.parties import resolve_parties
+from ki.metadata.parties import resolve_parties, settle_parties
 from ki.metadata.policy import MetadataRulesPolicy, Reading, mention_text, read_document
 from ki.metadata.schema import MetadataResult, make_validators
 from ki.metadata.store import MetadataRow, write_extraction, write_metadata, write_notable_clauses
@@ -181,6 +181,7 @@ def handle(ctx: StageContext) -> StageOutcome:
         parties = resolve_parties(conn, project_id=project_id, source_object_id=ctx.obj.id, mentions=mentions,
                                   matter=matter, firm_name=ctx.config.firm.name, agent_entity_ids=suggested)
         write_metadata(conn, ctx.obj.id, row, parties)
+        settle_parties(conn, parties, matter)
         write_extraction(conn, source_object_id=ctx.obj.id, stage=ctx.stage, content_hash=content_hash,
                          producer_version=version, provenance=provenance)
         write_notable_clauses(conn, content_hash, clauses=[c.model_dump() for c in result.notable_clauses],

@@ -20,12 +20,14 @@ from ki.errors import RetryableStageError
 from ki.matters.corpus import REL_PATH
 from ki.matters.neighbourhood import neighbourhood
 from ki.matters.store import get_matter, project_of_source, read_assignment
+from ki.relate import basis
 from ki.relate.facts import FileFacts
 from ki.relate.materialize import RelatePlan, materialize
 from ki.relate.policy import RelateRulesPolicy
 from ki.relate.schema import RelateResult, make_validators
 from ki.relate.threads import parent_ids
 from ki.relate.tools import RelateTools, mail_headers, oid_of, ref_of, tracked_changes_digest
+from ki.relate.wants import Wants
 from ki.stages.agentic import run_agent
 
 TEXT_CHARS = 60_000
@@ -41,27 +43,32 @@ be refs that open_file returned — never paths. E-mail threads are built from t
 submit them. Finish by calling submit_result."""
 
 
-def _related_paths(ctx: StageContext, mail: dict[str, Any] | None, matter_id: int) -> dict[str, list[str]]:
-    """Identical-bytes files, messages the headers name (and copies of this one), and own attachments."""
+def _related_paths(ctx: StageContext, mail: dict[str, Any] | None,
+                   matter_id: int) -> tuple[dict[str, list[str]], set[str]]:
+    """Identical-bytes files, messages the headers name (and copies of this one), and own attachments;
+    and the content hashes of those files."""
     ids = [i for i in [*(parent_ids(mail) if mail else []), (mail or {}).get("message_id")] if i]
     with ctx.pipeline.db.engine.connect() as conn:
-        same = [r.rel for r in conn.execute(text(f"""
-            SELECT {REL_PATH} AS rel FROM source_object so JOIN source s ON s.id = so.source_id
+        same = conn.execute(text(f"""
+            SELECT {REL_PATH} AS rel, so.content_hash FROM source_object so JOIN source s ON s.id = so.source_id
             WHERE so.content_hash = :h AND so.id <> :o AND so.deleted_at IS NULL
               AND s.project_id = (SELECT project_id FROM source WHERE id = :s) ORDER BY so.id LIMIT 200"""),
-            {"h": ctx.obj.content_hash, "o": ctx.obj.id, "s": ctx.obj.source_id})]
+            {"h": ctx.obj.content_hash, "o": ctx.obj.id, "s": ctx.obj.source_id}).fetchall()
         # messages of the same matter (a thread's copies elsewhere are found by their identical bytes)
-        messages = [r.rel for r in conn.execute(text(f"""
-            SELECT {REL_PATH} AS rel FROM matter_assignment ma JOIN source_object so ON so.id = ma.source_object_id
-            JOIN source s ON s.id = so.source_id
+        messages = conn.execute(text(f"""
+            SELECT {REL_PATH} AS rel, so.content_hash FROM matter_assignment ma
+            JOIN source_object so ON so.id = ma.source_object_id JOIN source s ON s.id = so.source_id
             JOIN artifact a ON a.content_hash = so.content_hash AND a.kind = 'structured_json'
             WHERE ma.matter_id = :m AND so.id <> :o AND so.deleted_at IS NULL
               AND a.body->'mail'->>'message_id' = ANY(:ids) ORDER BY so.id LIMIT 200"""),
-            {"o": ctx.obj.id, "ids": ids, "m": matter_id})] if ids else []
-        children = [r.rel for r in conn.execute(text(f"""
-            SELECT {REL_PATH} AS rel FROM source_object so JOIN source s ON s.id = so.source_id
-            WHERE so.parent_id = :o AND so.deleted_at IS NULL ORDER BY so.embedded_index"""), {"o": ctx.obj.id})]
-    return {"identical_files": same, "messages_named_in_headers": messages, "attachments": children}
+            {"o": ctx.obj.id, "ids": ids, "m": matter_id}).fetchall() if ids else []
+        children = conn.execute(text(f"""
+            SELECT {REL_PATH} AS rel, so.content_hash FROM source_object so JOIN source s ON s.id = so.source_id
+            WHERE so.parent_id = :o AND so.deleted_at IS NULL ORDER BY so.embedded_index"""),
+            {"o": ctx.obj.id}).fetchall()
+    hashes = {r.content_hash for r in [*same, *messages, *children] if r.content_hash}
+    return {"identical_files": [r.rel for r in same], "messages_named_in_headers": [r.rel for r in messages],
+            "attachments": [r.rel for r in children]}, hashes
 
 
 def handle(ctx: StageContext) -> StageOutcome:
@@ -89,7 +96,10 @@ def handle(ctx: StageContext) -> StageOutcome:
     me = FileFacts.from_artifact(ref=ref_of(ctx.obj.id), path=rel_path, body=body, mtime_ns=ctx.obj.mtime_ns,
                                  content_hash=content_hash, embedded=ctx.obj.parent_id is not None,
                                  matter=matter.reference)
-    related = _related_paths(ctx, body.get("mail"), matter.id)
+    related, related_hashes = _related_paths(ctx, body.get("mail"), matter.id)
+    wants = Wants.of(me, hashes=related_hashes)
+    with db.engine.begin() as conn:  # before the matter is listed: a file classified later re-relates this one
+        basis.begin(conn, source_object_id=ctx.obj.id, matter_id=matter.id, wants=wants)
 
     def payload() -> str:
         hood = neighbourhood(db, ctx.obj.source_id, rel_path, up=1, down=1)
@@ -104,7 +114,7 @@ def handle(ctx: StageContext) -> StageOutcome:
 
     toolbox = RelateTools(ctx.pipeline, ctx.obj.source_id, project_id, ensure_ready=ctx.ensure_ready)
     extra = [p for group in related.values() for p in group]
-    policy = RelateRulesPolicy(me=me, matter=matter.reference, extra_paths=extra)
+    policy = RelateRulesPolicy(me=me, matter=matter.reference, extra_paths=extra, wants=wants)
     result = run_agent(ctx, system=SYSTEM, user=payload,
                        tools=toolbox.tools(), result_model=RelateResult,
                        validators=make_validators(me.ref, content_hash), policy=policy, max_turns=16)

@@ -368,6 +368,26 @@ def skip_downstream(conn: Connection, source_object_id: int, stage: str, reason:
         )
 
 
+# -- name: request_rerun --
+# Another file's stage found that these (object, stage) results were computed without something
+# they must read (relate: a file of the matter classified later). Done and running rows go back
+# to pending with a fresh attempt budget; a running claim's token is cleared, so the worker's late
+# completion is refused and the row runs again. Other statuses are left alone (pending, failed
+# and waiting rows will run anyway; quarantined and disabled rows are not reclaimed this way).
+REQUEST_RERUN_SQL = text("""
+UPDATE processing_state
+SET status = 'pending', attempts = 0, last_error = NULL, next_retry_at = NULL, claim_token = NULL,
+    claimed_by = NULL, heartbeat_at = NULL, updated_at = now()
+WHERE source_object_id = ANY(CAST(:oids AS bigint[])) AND stage = :stage AND status IN ('done', 'running')
+RETURNING id
+""")
+
+
+def request_rerun(conn: Connection, source_object_ids: list[int], stage: str) -> int:
+    """Put ``stage`` of the objects back to pending (see the statement above); returns how many rows moved."""
+    return len(conn.execute(REQUEST_RERUN_SQL, {"oids": sorted(set(source_object_ids)), "stage": stage}).fetchall())
+
+
 # -- name: recover_stale_claims --
 # Running rows silent longer than claim_timeout_seconds become failed (StaleClaim), due now;
 # a row whose attempts (outage attempts excepted) reached max_attempts is quarantined instead.

@@ -200,3 +200,23 @@ class RelationIntent(Base):
         UniqueConstraint("from_object_id", "to_object_id", "kind", name="uq_relation_intent"),
         Index("ix_relation_intent_to", "to_object_id"),
     )
+
+
+class RelateEpoch(Base):
+    """Per matter, a counter bumped by every classification into it (:mod:`ki.relate.basis`)."""
+
+    __tablename__ = "relate_epoch"
+    matter_id: Mapped[int] = mapped_column(ForeignKey("matter.id", ondelete="CASCADE"), primary_key=True)
+    epoch: Mapped[int] = mapped_column(BigInteger, server_default=sa_text("0"))
+
+
+class RelateBasis(Base):
+    """The matter and epoch a file's latest relate started at, and what its decision reads (``wants``)."""
+
+    __tablename__ = "relate_basis"
+    source_object_id: Mapped[int] = mapped_column(ForeignKey(_OBJ, ondelete="CASCADE"), primary_key=True)
+    matter_id: Mapped[int] = mapped_column(ForeignKey("matter.id", ondelete="CASCADE"))
+    epoch: Mapped[int] = mapped_column(BigInteger)
+    wants: Mapped[dict[str, Any]] = mapped_column(JSONB)
+    updated_at: Mapped[datetime] = mapped_column(TZ, server_default=func.now())
+    __table_args__ = (Index("ix_relate_basis_matter", "matter_id", "epoch"),)

@@ -366,7 +366,8 @@ def test_homonyms_stay_two_rows_and_the_second_records_the_first(ctx):
                      Identifier("register_number", "HRB 154873", "Amtsgericht Leipzig"))
     assert first.entity_id != second.entity_id
     assert second.resolution == {"rule": "new", "same_name_candidates": [first.entity_id],
-                                 "contradicted": [first.entity_id], "corroboration": None}
+                                 "contradicted": [first.entity_id], "corroboration": None, "claims": [],
+                                 "is_firm": False, "relinked_from": [first.entity_id]}
     rows = one(ctx, "SELECT id, identity_key, provenance FROM entity ORDER BY id")
     assert [r["identity_key"] for r in rows] == ["rheintal|ag", "rheintal|ag#register_number:HRB154873@leipzig"]
     assert rows[1]["provenance"]["resolution"]["same_name_candidates"] == [first.entity_id]
