@@ -46,7 +46,8 @@ ROLE_CASES = [
       2: PartyClaims("person", claims={("client", "inferred"), ("other", "inferred")})},
      {1: ("client", "stated"), 2: ("other", "inferred")}),
     ("two equally strong clients stay clients",
-     {1: PartyClaims("company", claims={("client", "stated")}), 2: PartyClaims("company", claims={("client", "stated")})},
+     {1: PartyClaims("company", claims={("client", "stated")}),
+      2: PartyClaims("company", claims={("client", "stated")})},
      {1: ("client", "stated"), 2: ("client", "stated")}),
 ]
 
