@@ -190,13 +190,15 @@ def derived_facts(database_url: str, rows: list[dict[str, Any]]) -> dict[str, An
             doc_members: dict[int, list[str]] = defaultdict(list)
             for r in conn.execute(text("SELECT document_id, source_object_id FROM document_version")):
                 doc_members[r.document_id].append(by_object.get(r.source_object_id, "?"))
-            documents = {min(doc_members[r.id]): r.title
-                         for r in conn.execute(text("SELECT id, title FROM document")) if doc_members.get(r.id)}
+            matter_ref = {r.id: r.reference for r in conn.execute(text("SELECT id, reference FROM matter"))}
+            documents = {min(doc_members[r.id]): {"title": r.title, "matter": matter_ref.get(r.matter_id)}
+                         for r in conn.execute(text("SELECT id, title, matter_id FROM document"))
+                         if doc_members.get(r.id)}
             th_members: dict[int, list[str]] = defaultdict(list)
             for r in conn.execute(text("SELECT thread_id, source_object_id FROM communication_thread_member")):
                 th_members[r.thread_id].append(by_object.get(r.source_object_id, "?"))
-            threads = {min(th_members[r.id]): r.subject
-                       for r in conn.execute(text("SELECT id, subject FROM communication_thread"))
+            threads = {min(th_members[r.id]): {"subject": r.subject, "matter": matter_ref.get(r.matter_id)}
+                       for r in conn.execute(text("SELECT id, subject, matter_id FROM communication_thread"))
                        if th_members.get(r.id)}
             intents = conn.execute(text("SELECT count(*) FROM relation_intent")).scalar_one()
     finally:

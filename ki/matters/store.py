@@ -373,3 +373,32 @@ def known_references(conn: Connection, project_id: int) -> KnownReferences:
 def default_project_id(conn: Connection) -> int:
     """The ``default`` project's id (the one ``ki insert`` registers sources in)."""
     return int(conn.execute(text("SELECT id FROM project WHERE name = 'default'")).scalar_one())
+
+
+def forget_classifications(conn: Connection, source_object_ids: list[int]) -> None:
+    """Drop the recorded decisions of these objects (their content's ``classification`` entries), so the
+    next Classify decides again instead of reusing them (:mod:`ki.matters.basis`)."""
+    conn.execute(text("""
+        UPDATE artifact a SET body = a.body #- ARRAY['objects', CAST(so.id AS text)]
+        FROM source_object so
+        WHERE so.id = ANY(CAST(:o AS bigint[])) AND a.content_hash = so.content_hash AND a.kind = :k"""),
+        {"o": sorted(set(source_object_ids)), "k": CLASSIFICATION})
+
+
+def drop_unused_placeholder(conn: Connection, matter_id: int | None) -> bool:
+    """Delete a placeholder (``UNASSIGNED-…``) matter no file is assigned to any more (its last file was
+    classified into a real matter), so the matters left do not depend on the order files classified in.
+    Documents and threads that pointed to it point nowhere until Relate writes them again. Returns
+    whether it was deleted."""
+    if matter_id is None:
+        return False
+    gone = conn.execute(text("""
+        SELECT 1 FROM matter m WHERE m.id = :m AND m.placeholder AND NOT m.imported
+          AND NOT EXISTS (SELECT 1 FROM matter_assignment a WHERE a.matter_id = m.id)"""), {"m": matter_id}).first()
+    if gone is None:
+        return False
+    conn.execute(text("UPDATE document SET matter_id = NULL WHERE matter_id = :m"), {"m": matter_id})
+    conn.execute(text("UPDATE communication_thread SET matter_id = NULL WHERE matter_id = :m"), {"m": matter_id})
+    conn.execute(text("DELETE FROM matter_party WHERE matter_id = :m"), {"m": matter_id})
+    conn.execute(text("DELETE FROM matter WHERE id = :m"), {"m": matter_id})
+    return True

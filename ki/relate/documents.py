@@ -130,13 +130,15 @@ def drop_if_empty(conn: Connection, document_id: int | None) -> None:
 def reorder(conn: Connection, document_id: int) -> None:
     """Recompute version_order, supersedes and is_final of every version of the document, and its title.
 
-    Ties are broken by path, never by row id, and the title is the first version's (its first file by
-    path with a title), so the result depends on the document's files, not on the order they came in.
+    Ties are broken by path, never by row id, and the title and matter are the first version's (its
+    first file by path with one), so the result depends on the document's files, not on the order they
+    came in.
     """
     rows = conn.execute(text("""SELECT v.source_object_id AS oid, v.version_key, v.version_label, v.duplicate_of,
-                                       so.path, a.body->>'title' AS title
+                                       so.path, a.body->>'title' AS title, ma.matter_id
                                 FROM document_version v JOIN source_object so ON so.id = v.source_object_id
                                 LEFT JOIN artifact a ON a.content_hash = so.content_hash AND a.kind = 'structured_json'
+                                LEFT JOIN matter_assignment ma ON ma.source_object_id = so.id
                                 WHERE v.document_id = :d"""), {"d": document_id}).fetchall()
     originals = [r for r in rows if r.duplicate_of is None]
     groups: dict[str, list] = {}
@@ -159,8 +161,12 @@ def reorder(conn: Connection, document_id: int) -> None:
     if updates:
         conn.execute(text("""UPDATE document_version SET version_order = :n, supersedes = :s, is_final = :f,
                              updated_at = now() WHERE source_object_id = :o"""), updates)
-    titled = sorted((r.path, r.title) for r in (ordered[0] if ordered else rows) if r.title) or \
-        sorted((r.path, r.title) for r in rows if r.title)
-    if titled:
-        conn.execute(text("UPDATE document SET title = :t, updated_at = now() WHERE id = :d "
-                          "AND title IS DISTINCT FROM :t"), {"t": titled[0][1], "d": document_id})
+    first = sorted(ordered[0] if ordered else rows, key=lambda r: r.path)
+    title = next((r.title for r in first if r.title), None) or next(
+        (r.title for r in sorted(rows, key=lambda r: r.path) if r.title), None)
+    matter = next((r.matter_id for r in first if r.matter_id is not None), None)
+    conn.execute(text("""UPDATE document SET title = coalesce(:t, title), matter_id = coalesce(:m, matter_id),
+                         updated_at = now()
+                         WHERE id = :d AND (title, matter_id) IS DISTINCT FROM (coalesce(:t, title),
+                                                                               coalesce(:m, matter_id))"""),
+                 {"t": title, "m": matter, "d": document_id})

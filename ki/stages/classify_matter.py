@@ -20,6 +20,7 @@ from sqlalchemy import text
 
 from ki.agents.loop import AgentResult
 from ki.context import StageContext, StageOutcome
+from ki.matters import basis
 from ki.matters.corpus import REL_PATH, DbCorpus, evidence_text
 from ki.matters.evidence import infer_reference
 from ki.matters.neighbourhood import folder_of, neighbourhood
@@ -34,9 +35,11 @@ from ki.matters.references import (
 from ki.matters.schema import ClassifyResult
 from ki.matters.store import (
     add_identifiers,
+    drop_unused_placeholder,
     get_matter,
     get_or_create_matter,
     project_of_source,
+    read_assignment,
     record_classification,
     recorded_classification,
     write_assignment,
@@ -109,12 +112,15 @@ def handle(ctx: StageContext) -> StageOutcome:
         with db.engine.connect() as conn:
             matter = get_matter(conn, int(recorded["matter_id"]))
         if matter is not None:  # completed before (e.g. a crash after the artifact): never redone
-            return _commit(ctx, project_id, matter.id, matter.reference, recorded, body, rel_path, policy=None)
+            return _commit(ctx, project_id, matter.id, matter.reference, recorded, body, rel_path, policy=None,
+                           started=None, queries=None)
 
     own_text = evidence_text(body)
     parent_text, parent_mail = _container_context(ctx)
     mail = body.get("mail") or parent_mail
-    corpus = DbCorpus(db, project_id=project_id, source_id=ctx.obj.source_id)
+    with db.engine.begin() as conn:  # before any other file is read: one classified later re-classifies this
+        started = basis.epoch(conn, project_id)
+    corpus = basis.RecordingCorpus(DbCorpus(db, project_id=project_id, source_id=ctx.obj.source_id))
     firm = [ctx.config.firm.name, *ctx.config.firm.aliases]
     hood = functools.cache(lambda: neighbourhood(db, ctx.obj.source_id, rel_path))
     policy = ClassifyRulesPolicy(rel_path=rel_path, text=own_text + ("\n" + parent_text if parent_text else ""),
@@ -139,7 +145,8 @@ def handle(ctx: StageContext) -> StageOutcome:
     decision["reference"] = matter.reference
     if answer.practice_area or answer.matter_kind:  # facet values: the first valid one wins, imported stay
         decision.update(practice_area=answer.practice_area, matter_kind=answer.matter_kind)
-    return _commit(ctx, project_id, matter.id, matter.reference, decision, body, rel_path, policy=policy)
+    return _commit(ctx, project_id, matter.id, matter.reference, decision, body, rel_path, policy=policy,
+                   started=started, queries=corpus.queries)
 
 
 def _fallback(ctx: StageContext, project_id: int, rel_path: str, text_: str, mail, corpus, firm, policy,
@@ -163,15 +170,21 @@ def _fallback(ctx: StageContext, project_id: int, rel_path: str, text_: str, mai
 
 
 def _commit(ctx: StageContext, project_id: int, matter_id: int, reference: str, decision: dict[str, Any],
-            body: dict[str, Any], rel_path: str, *, policy: ClassifyRulesPolicy | None) -> StageOutcome:
+            body: dict[str, Any], rel_path: str, *, policy: ClassifyRulesPolicy | None, started: int | None,
+            queries: basis.Queries | None) -> StageOutcome:
     from ki.relate.basis import on_classified
     from ki.relate.intents import replay_intents
 
     db = ctx.pipeline.db
     with db.engine.begin() as conn:
+        before = read_assignment(conn, ctx.obj.id)
         write_assignment(conn, source_object_id=ctx.obj.id, matter_id=matter_id, content_hash=ctx.obj.content_hash,
                          method=decision.get("method", "rules"), provenance=decision)
+        if before is not None and before.matter_id != matter_id:
+            drop_unused_placeholder(conn, before.matter_id)
         rerelated = on_classified(conn, source_object_id=ctx.obj.id, matter_id=matter_id)
+        reclassified = basis.commit(conn, source_object_id=ctx.obj.id, project_id=project_id, started_epoch=started,
+                                    queries=queries)
         record_classification(conn, content_hash=ctx.obj.content_hash, source_object_id=ctx.obj.id,
                               producer_version=decision.get("producer_version", ""), decision=decision)
         if decision.get("practice_area") or decision.get("matter_kind"):
@@ -188,4 +201,5 @@ def _commit(ctx: StageContext, project_id: int, matter_id: int, reference: str, 
                              {"f": own.folder, "t": title_from_folder(own.folder, reference)[:500], "id": matter_id})
     replayed = replay_intents(ctx.pipeline, ctx.obj.id)
     return StageOutcome(status="done", details={"matter": reference, "method": decision.get("method"),
-                                                "replayed_intents": replayed, "rerelated": rerelated})
+                                                "replayed_intents": replayed, "rerelated": rerelated,
+                                                "reclassified": reclassified})

@@ -388,6 +388,39 @@ def request_rerun(conn: Connection, source_object_ids: list[int], stage: str) ->
     return len(conn.execute(REQUEST_RERUN_SQL, {"oids": sorted(set(source_object_ids)), "stage": stage}).fetchall())
 
 
+# -- name: request_rerun_from --
+# As request_rerun, and every later stage of those objects waits again (a stage's output is the
+# next stage's input: Classify choosing another matter changes what Relate and Extract metadata
+# derive). Quarantined later rows stay quarantined.
+REQUEST_RERUN_FROM_SQL = text("""
+WITH requeued AS (
+    UPDATE processing_state
+    SET status = 'pending', attempts = 0, last_error = NULL, next_retry_at = NULL, claim_token = NULL,
+        claimed_by = NULL, heartbeat_at = NULL, updated_at = now()
+    WHERE source_object_id = ANY(CAST(:oids AS bigint[])) AND stage = :stage AND status IN ('done', 'running')
+    RETURNING source_object_id
+), parked AS (
+    UPDATE processing_state ps
+    SET status = 'skipped', last_error = CAST(:waiting AS jsonb), producer_version = NULL, next_retry_at = NULL,
+        claim_token = NULL, claimed_by = NULL, heartbeat_at = NULL, updated_at = now()
+    FROM requeued r
+    WHERE ps.source_object_id = r.source_object_id AND ps.stage = ANY(CAST(:later AS text[]))
+      AND ps.status <> 'quarantined' AND NOT (ps.status = 'skipped' AND ps.reason = :waiting_reason)
+    RETURNING ps.id
+)
+SELECT (SELECT count(*) FROM requeued) AS requeued
+""")
+
+
+def request_rerun_from(conn: Connection, source_object_ids: list[int], stage: str) -> int:
+    """Put ``stage`` of the objects back to pending and every later stage back to waiting; returns how many
+    ``stage`` rows moved (see the statement above)."""
+    later = list(PIPELINE_STAGE_ORDER[PIPELINE_STAGE_ORDER.index(stage) + 1:])
+    return int(conn.execute(REQUEST_RERUN_FROM_SQL, {
+        "oids": sorted(set(source_object_ids)), "stage": stage, "later": later, "waiting": WAITING_JSON,
+        "waiting_reason": WAITING_FOR_PREVIOUS_STAGE}).scalar_one())
+
+
 # -- name: recover_stale_claims --
 # Running rows silent longer than claim_timeout_seconds become failed (StaleClaim), due now;
 # a row whose attempts (outage attempts excepted) reached max_attempts is quarantined instead.

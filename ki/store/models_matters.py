@@ -220,3 +220,31 @@ class RelateBasis(Base):
     wants: Mapped[dict[str, Any]] = mapped_column(JSONB)
     updated_at: Mapped[datetime] = mapped_column(TZ, server_default=func.now())
     __table_args__ = (Index("ix_relate_basis_matter", "matter_id", "epoch"),)
+
+
+class ClassifyEpoch(Base):
+    """Per project, a counter bumped by every classification (:mod:`ki.matters.basis`)."""
+
+    __tablename__ = "classify_epoch"
+    project_id: Mapped[int] = mapped_column(ForeignKey("project.id", ondelete="CASCADE"), primary_key=True)
+    epoch: Mapped[int] = mapped_column(BigInteger, server_default=sa_text("0"))
+
+
+class ClassifyBasis(Base):
+    """The epoch a file classified at, the corpus queries its decision made and the files they returned."""
+
+    __tablename__ = "classify_basis"
+    source_object_id: Mapped[int] = mapped_column(ForeignKey(_OBJ, ondelete="CASCADE"), primary_key=True)
+    project_id: Mapped[int] = mapped_column(ForeignKey("project.id", ondelete="CASCADE"))
+    classified_epoch: Mapped[int] = mapped_column(BigInteger)
+    queries: Mapped[dict[str, Any]] = mapped_column(JSONB, server_default=sa_text("'{}'::jsonb"))
+    seen: Mapped[list[str]] = mapped_column(ARRAY(Text), server_default=sa_text("'{}'::text[]"))
+    folders: Mapped[list[str]] = mapped_column(ARRAY(Text), server_default=sa_text("'{}'::text[]"))
+    ids: Mapped[list[str]] = mapped_column(ARRAY(Text), server_default=sa_text("'{}'::text[]"))
+    needle_words: Mapped[list[str]] = mapped_column(ARRAY(Text), server_default=sa_text("'{}'::text[]"))
+    __table_args__ = (
+        Index("ix_classify_basis_epoch", "project_id", "classified_epoch"),
+        Index("ix_classify_basis_folders", "folders", postgresql_using="gin"),
+        Index("ix_classify_basis_ids", "ids", postgresql_using="gin"),
+        Index("ix_classify_basis_words", "needle_words", postgresql_using="gin"),
+    )
