@@ -1,7 +1,7 @@
 """What each classify and relate decision read, so a file that arrives later re-runs the decisions that would read it.
 
-Revision ID: 0008_order_bases
-Revises: 0002_usage, 0003_embedded, 0004_matters, 0005_search, 0006_metadata, 0007_batches
+Revision ID: 0010_order_bases
+Revises: 0002_usage, 0003_embedded, 0005_search, 0006_metadata, 0008_api_tokens, 0009_matter_import
 
 Spec: insertion-pipeline.md "Classify" and "Relate"; issue 14 item 1 (results do not depend on
 processing order). See :mod:`ki.matters.basis` and :mod:`ki.relate.basis`:
@@ -22,8 +22,8 @@ This revision also joins the branches before it into one head.
 
 from alembic import op
 
-revision = "0008_order_bases"
-down_revision = ("0002_usage", "0003_embedded", "0004_matters", "0005_search", "0006_metadata", "0007_batches")
+revision = "0010_order_bases"
+down_revision = ("0002_usage", "0003_embedded", "0005_search", "0006_metadata", "0008_api_tokens", "0009_matter_import")
 branch_labels = None
 depends_on = None
 
