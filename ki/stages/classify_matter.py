@@ -22,7 +22,7 @@ from ki.agents.loop import AgentResult
 from ki.context import StageContext, StageOutcome
 from ki.matters import basis
 from ki.matters.corpus import REL_PATH, DbCorpus, evidence_text
-from ki.matters.evidence import infer_reference
+from ki.matters.evidence import Knowledge, infer_reference
 from ki.matters.neighbourhood import folder_of, neighbourhood
 from ki.matters.policy import ClassifyRulesPolicy, classify_knowledge
 from ki.matters.references import (
@@ -46,6 +46,7 @@ from ki.matters.store import (
 )
 from ki.matters.tools import classify_tools, classify_validators
 from ki.stages.agentic import run_agent
+from ki.store.claims import request_rerun_from
 
 ABSTAIN_BELOW = 0.5
 TEXT_CHARS = 8000
@@ -113,7 +114,7 @@ def handle(ctx: StageContext) -> StageOutcome:
             matter = get_matter(conn, int(recorded["matter_id"]))
         if matter is not None:  # completed before (e.g. a crash after the artifact): never redone
             return _commit(ctx, project_id, matter.id, matter.reference, recorded, body, rel_path, policy=None,
-                           started=None, queries=None)
+                           started=None, queries=None, knowledge=kb)
 
     own_text = evidence_text(body)
     parent_text, parent_mail = _container_context(ctx)
@@ -146,7 +147,7 @@ def handle(ctx: StageContext) -> StageOutcome:
     if answer.practice_area or answer.matter_kind:  # facet values: the first valid one wins, imported stay
         decision.update(practice_area=answer.practice_area, matter_kind=answer.matter_kind)
     return _commit(ctx, project_id, matter.id, matter.reference, decision, body, rel_path, policy=policy,
-                   started=started, queries=corpus.queries)
+                   started=started, queries=corpus.queries, knowledge=kb)
 
 
 def _fallback(ctx: StageContext, project_id: int, rel_path: str, text_: str, mail, corpus, firm, policy,
@@ -171,7 +172,7 @@ def _fallback(ctx: StageContext, project_id: int, rel_path: str, text_: str, mai
 
 def _commit(ctx: StageContext, project_id: int, matter_id: int, reference: str, decision: dict[str, Any],
             body: dict[str, Any], rel_path: str, *, policy: ClassifyRulesPolicy | None, started: int | None,
-            queries: basis.Queries | None) -> StageOutcome:
+            queries: basis.Queries | None, knowledge: Knowledge) -> StageOutcome:
     from ki.relate.basis import on_classified
     from ki.relate.intents import replay_intents
 
@@ -180,11 +181,12 @@ def _commit(ctx: StageContext, project_id: int, matter_id: int, reference: str, 
         before = read_assignment(conn, ctx.obj.id)
         write_assignment(conn, source_object_id=ctx.obj.id, matter_id=matter_id, content_hash=ctx.obj.content_hash,
                          method=decision.get("method", "rules"), provenance=decision)
-        if before is not None and before.matter_id != matter_id:
+        if before is not None and before.matter_id != matter_id:  # classified again into another matter:
+            request_rerun_from(conn, [ctx.obj.id], "relate")  # what Relate and later derived is stale
             drop_unused_placeholder(conn, before.matter_id)
         rerelated = on_classified(conn, source_object_id=ctx.obj.id, matter_id=matter_id)
         reclassified = basis.commit(conn, source_object_id=ctx.obj.id, project_id=project_id, started_epoch=started,
-                                    queries=queries)
+                                    queries=queries, knowledge=knowledge)
         record_classification(conn, content_hash=ctx.obj.content_hash, source_object_id=ctx.obj.id,
                               producer_version=decision.get("producer_version", ""), decision=decision)
         if decision.get("practice_area") or decision.get("matter_kind"):

@@ -237,6 +237,7 @@ class ClassifyBasis(Base):
     source_object_id: Mapped[int] = mapped_column(ForeignKey(_OBJ, ondelete="CASCADE"), primary_key=True)
     project_id: Mapped[int] = mapped_column(ForeignKey("project.id", ondelete="CASCADE"))
     classified_epoch: Mapped[int] = mapped_column(BigInteger)
+    has_reference: Mapped[bool] = mapped_column(Boolean, server_default=sa_text("false"))
     queries: Mapped[dict[str, Any]] = mapped_column(JSONB, server_default=sa_text("'{}'::jsonb"))
     seen: Mapped[list[str]] = mapped_column(ARRAY(Text), server_default=sa_text("'{}'::text[]"))
     folders: Mapped[list[str]] = mapped_column(ARRAY(Text), server_default=sa_text("'{}'::text[]"))

@@ -94,16 +94,20 @@ def test_a_letter_classified_before_its_case_files_converted_is_classified_again
     scan_source(ctx, register_local_source(ctx, root))
     scan = _oid(ctx, "Scans/Scan_0001.txt")
     files = [_oid(ctx, f"{MATTER}/04 Gericht/{n}") for n in ("Ladung.txt", "Protokoll.txt")]
-    _run(ctx, scan, "fetch", "convert", "classify_matter")
+    _run(ctx, scan, "fetch", "convert", "classify_matter", "relate")
     by_path = {r["path"]: r for r in export_rows(ctx.db)}
     assert by_path["Scans/Scan_0001.txt"]["matter_placeholder"]  # nothing else converted yet
-    for oid in files:
-        _run(ctx, oid, "fetch", "convert", "classify_matter")
-    assert _status(ctx, scan, "classify_matter") == "pending"
-    assert _status(ctx, scan, "relate") == "skipped"  # waiting again behind its classification
+    _run(ctx, files[0], "fetch", "convert")
+    _run(ctx, files[1], "fetch", "convert", "classify_matter")
+    assert _status(ctx, scan, "classify_matter") == "pending"  # a file with the case number and a reference
+    _run(ctx, files[0], "classify_matter")
+    assert _status(ctx, files[1], "classify_matter") == "done"  # it saw the other one (converted): nothing to redo
+    assert _status(ctx, scan, "relate") == "done"  # the later stages wait for the new decision to differ …
     _run(ctx, scan, "classify_matter")
     by_path = {r["path"]: r for r in export_rows(ctx.db)}
     assert by_path["Scans/Scan_0001.txt"]["matter_reference"] == REF
+    assert _status(ctx, scan, "relate") == "pending"  # … and it did: relate and the rest run again
+    assert _status(ctx, scan, "extract_metadata") == "skipped"
     with ctx.db.engine.connect() as conn:  # the placeholder it left is gone
         assert conn.execute(text("SELECT count(*) FROM matter WHERE placeholder")).scalar_one() == 0
 

@@ -8,7 +8,9 @@ processing order). See :mod:`ki.matters.basis` and :mod:`ki.relate.basis`:
 
 * ``classify_epoch``: per project, a counter bumped by every classification (under the project's
   advisory lock);
-* ``classify_basis``: per source object, the epoch it classified at, the corpus queries its decision
+* ``classify_basis``: per source object, the epoch it classified at, whether it states a matter
+  reference of its own (``has_reference``: only such a file can change another's folder, case-number
+  or name evidence), the corpus queries its decision
   made (``queries``), the files they returned (``seen``) and index keys for finding the decisions a
   newly classified file answers (``folders``, ``ids``, ``needle_words``);
 
@@ -37,6 +39,7 @@ CREATE TABLE classify_basis (
     source_object_id bigint PRIMARY KEY REFERENCES source_object(id) ON DELETE CASCADE,
     project_id integer NOT NULL REFERENCES project(id) ON DELETE CASCADE,
     classified_epoch bigint NOT NULL,
+    has_reference boolean NOT NULL DEFAULT false,
     queries jsonb NOT NULL DEFAULT '{}'::jsonb,
     seen text[] NOT NULL DEFAULT '{}'::text[],
     folders text[] NOT NULL DEFAULT '{}'::text[],
