@@ -83,8 +83,9 @@ def estate_env(estate: Path, *, data_dir: Path, database_url: str, seed: int, wo
 def _finished_rows(engine) -> int:
     with engine.connect() as conn:
         try:
-            return int(conn.execute(text("SELECT count(*) FROM processing_state "
-                                         "WHERE status IN ('done', 'skipped', 'quarantined')")).scalar_one())
+            return int(conn.execute(text(
+                "SELECT count(*) FROM processing_state WHERE status IN ('done', 'quarantined') OR "
+                "(status = 'skipped' AND reason IS DISTINCT FROM 'waiting_for_previous_stage')")).scalar_one())
         except Exception:  # noqa: BLE001 - not migrated yet
             return 0
 
@@ -263,9 +264,9 @@ def compare(first: RunReport, other: RunReport) -> list[str]:
         differences(first.facts, other.facts, prefix="facts")
 
 
-def small_estate(out: Path, *, seed: int = 7, matters: int = 4) -> Path:
-    """Generate a ``make_estate.py`` estate from ``$KI_SHARED_DIR/tools`` into ``out``."""
-    shared = os.environ.get("KI_SHARED_DIR")
+def small_estate(out: Path, *, seed: int = 7, matters: int = 4, shared: Path | None = None) -> Path:
+    """Generate a ``make_estate.py`` estate from ``<shared>/tools`` (default ``$KI_SHARED_DIR``) into ``out``."""
+    shared = shared or (Path(os.environ["KI_SHARED_DIR"]) if os.environ.get("KI_SHARED_DIR") else None)
     if not shared:
         raise SystemExit("set KI_SHARED_DIR (the shared folder holding tools/make_estate.py) or give an ESTATE")
     subprocess.run([sys.executable, str(Path(shared) / "tools" / "make_estate.py"), "--seed", str(seed),
