@@ -167,18 +167,31 @@ def set_matter_role(conn: Connection, matter_key: str, matter_id: int | None, en
     settle_matter_roles(conn, matter_key, matter_id)
 
 
+_ROLES_INSERT = """
+INSERT INTO matter_party (matter_key, matter_id, entity_id, role, basis, rank)
+SELECT :m, :mid, e, r, b, k FROM unnest(CAST(:e AS bigint[]), CAST(:r AS text[]), CAST(:b AS text[]),
+                                       CAST(:k AS int[])) AS t(e, r, b, k)
+ON CONFLICT (matter_key, entity_id) DO """
+_ROLES_REPLACE = """UPDATE
+  SET role = EXCLUDED.role, basis = EXCLUDED.basis, rank = EXCLUDED.rank,
+      matter_id = coalesce(EXCLUDED.matter_id, matter_party.matter_id), updated_at = now()
+  WHERE (matter_party.role, matter_party.basis) IS DISTINCT FROM (EXCLUDED.role, EXCLUDED.basis)"""
+
+
+def _write_roles(conn: Connection, matter_key: str, matter_id: int | None, roles: dict[int, tuple[str, str]], *,
+                 replace: bool) -> None:
+    """Upsert ``matter_party`` rows (entity → (role, basis)); ``replace``: overwrite a different recorded role."""
+    if roles:
+        conn.execute(text(_ROLES_INSERT + (_ROLES_REPLACE if replace else "NOTHING")),
+                     {"m": matter_key, "mid": matter_id, "e": list(roles), "r": [v[0] for v in roles.values()],
+                      "b": [v[1] for v in roles.values()], "k": [RANKS[v[1]] for v in roles.values()]})
+
+
 def note_on_matter(conn: Connection, matter_key: str, matter_id: int | None,
                    roles: dict[int, tuple[str, str]]) -> None:
     """Put the entities on the matter (so the next mention resolved in this transaction or after it sees
     them there) with a provisional role; an existing row is kept. :func:`settle_matter_roles` decides."""
-    if roles:
-        conn.execute(text("""
-            INSERT INTO matter_party (matter_key, matter_id, entity_id, role, basis, rank)
-            SELECT :m, :mid, e, r, b, k FROM unnest(CAST(:e AS bigint[]), CAST(:r AS text[]), CAST(:b AS text[]),
-                                                   CAST(:k AS int[])) AS t(e, r, b, k)
-            ON CONFLICT (matter_key, entity_id) DO NOTHING
-        """), {"m": matter_key, "mid": matter_id, "e": list(roles), "r": [v[0] for v in roles.values()],
-               "b": [v[1] for v in roles.values()], "k": [RANKS[v[1]] for v in roles.values()]})
+    _write_roles(conn, matter_key, matter_id, roles, replace=False)
 
 
 #: Bases recorded on ``matter_party`` from outside the documents (kept when the roles are settled again).
@@ -213,16 +226,7 @@ def settle_matter_roles(conn: Connection, matter_key: str, matter_id: int | None
     conn.execute(text("DELETE FROM matter_party WHERE matter_key = :m AND NOT (entity_id = ANY(CAST(:e AS bigint[])))"),
                  {"m": matter_key, "e": sorted(roles)})
     if roles:
-        conn.execute(text("""
-            INSERT INTO matter_party (matter_key, matter_id, entity_id, role, basis, rank)
-            SELECT :m, :mid, e, r, b, k FROM unnest(CAST(:e AS bigint[]), CAST(:r AS text[]), CAST(:b AS text[]),
-                                                   CAST(:k AS int[])) AS t(e, r, b, k)
-            ON CONFLICT (matter_key, entity_id) DO UPDATE
-              SET role = EXCLUDED.role, basis = EXCLUDED.basis, rank = EXCLUDED.rank,
-                  matter_id = coalesce(EXCLUDED.matter_id, matter_party.matter_id), updated_at = now()
-              WHERE (matter_party.role, matter_party.basis) IS DISTINCT FROM (EXCLUDED.role, EXCLUDED.basis)
-        """), {"m": matter_key, "mid": matter_id, "e": list(roles), "r": [v[0] for v in roles.values()],
-               "b": [v[1] for v in roles.values()], "k": [RANKS[v[1]] for v in roles.values()]})
+        _write_roles(conn, matter_key, matter_id, roles, replace=True)
         conn.execute(text("""
             UPDATE document_party p SET role = t.r, role_basis = t.b
             FROM unnest(CAST(:e AS bigint[]), CAST(:r AS text[]), CAST(:b AS text[])) AS t(e, r, b)
