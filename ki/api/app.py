@@ -44,6 +44,29 @@ SECURITY_HEADERS = {
 Lifespan = Callable[[FastAPI], AbstractAsyncContextManager[None]]
 
 
+def _document_errors(app: FastAPI) -> None:
+    """Make the OpenAPI say what the API answers: every 422 is an :class:`~ki.api.schemas.ErrorBody`
+    (with ``fields``), not FastAPI's default validation body."""
+    from fastapi.openapi.utils import get_openapi
+
+    def openapi() -> dict:
+        if app.openapi_schema is None:
+            schema = get_openapi(title=app.title, version=app.version, description=app.description, routes=app.routes)
+            ref = {"$ref": "#/components/schemas/ErrorBody"}
+            for operations in schema.get("paths", {}).values():
+                for operation in operations.values():
+                    unprocessable = operation.get("responses", {}).get("422")
+                    if unprocessable is not None:
+                        unprocessable["content"] = {"application/json": {"schema": ref}}
+            components = schema.setdefault("components", {}).setdefault("schemas", {})
+            for name in ("HTTPValidationError", "ValidationError"):
+                components.pop(name, None)
+            app.openapi_schema = schema
+        return app.openapi_schema
+
+    app.openapi = openapi  # type: ignore[method-assign]
+
+
 def create_app(ctx: PipelineContext | None = None, *, extra_routers: Sequence[APIRouter] = (),
                mounts: Sequence[tuple[str, ASGIApp]] = (), lifespans: Sequence[Lifespan] = ()) -> FastAPI:
     """Build the app on ``ctx`` (default: :meth:`PipelineContext.open`, the data directory and database
@@ -82,5 +105,6 @@ def create_app(ctx: PipelineContext | None = None, *, extra_routers: Sequence[AP
         app.include_router(router)
     for path, sub in mounts:
         app.mount(path, sub)
+    _document_errors(app)
     app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")
     return app
