@@ -64,7 +64,8 @@ def _bearer(authorization: str | None) -> str | None:
     return value.strip() or None if kind.lower() == "bearer" else None
 
 
-def _same_origin(origin: str | None, referer: str | None, host: str | None) -> bool:
+def same_origin(origin: str | None, referer: str | None, host: str | None) -> bool:
+    """Whether ``Origin`` (else ``Referer``) names the ``Host`` the request was sent to."""
     if not host:
         return False
     candidate = origin if origin and origin != "null" else referer
@@ -101,7 +102,7 @@ def authorize(engine: Engine, *, authorization: str | None, cookie: str | None, 
     if needed is not None and not identity.allows(needed):
         raise AuthError(403, "forbidden", f"the token {row.name!r} lacks the scope {needed!r} "
                                           f"(it has {', '.join(row.scopes) or 'none'})")
-    if via == "cookie" and method.upper() not in SAFE_METHODS and not _same_origin(origin, referer, host):
+    if via == "cookie" and method.upper() not in SAFE_METHODS and not same_origin(origin, referer, host):
         raise AuthError(403, "cross_origin", "a change from the page must come from the page's own origin")
     return identity
 

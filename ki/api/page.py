@@ -17,11 +17,14 @@ from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from fastapi.templating import Jinja2Templates
 
-from ki.api.auth import COOKIE_NAME, AuthError, _same_origin, authorize_request
+from ki.api.auth import COOKIE_NAME, AuthError, authorize_request, same_origin
 from ki.api.scopes import READ_PIPELINE, WRITE_PIPELINE
 from ki.api.tokens import authenticate
 
 router = APIRouter(include_in_schema=False)
+
+#: "Recent processing runs" on the page: insertion and access-refresh runs (spec: GET /api/runs, filtered).
+PAGE_RUN_KINDS = ("insertion", "access_refresh")
 templates = Jinja2Templates(directory=str(Path(__file__).parent / "templates"))
 
 
@@ -40,7 +43,7 @@ async def login(request: Request) -> Response:
     """Check the posted token and set the session cookie; refused from another origin."""
     h = request.headers
     origin = h.get("origin")
-    if origin and not _same_origin(origin, None, h.get("host")):
+    if origin and not same_origin(origin, None, h.get("host")):
         return _login_page(request, error="Sign-in must come from this page.", status=403)
     form = parse_qs((await request.body()).decode("utf-8", "replace"))
     token = (form.get("token") or [""])[0].strip()
@@ -81,7 +84,8 @@ def console_page(request: Request) -> Response:
     initial = {
         "status": get_status(state=state, _=identity).model_dump(mode="json"),
         "config": get_config(state=state, _=identity).model_dump(mode="json"),
-        "runs": get_runs(state=state, _=identity, kind=[], status=None, limit=10, offset=0).model_dump(mode="json"),
+        "runs": get_runs(state=state, _=identity, kind=list(PAGE_RUN_KINDS), status=None, limit=10,
+                         offset=0).model_dump(mode="json"),
         "quarantine": list_quarantine(state=state, _=identity, stage=None, reason=None, error_class=None, limit=25,
                                       offset=0).model_dump(mode="json"),
         "identity": {"name": identity.name, "can_write": identity.allows(WRITE_PIPELINE)},

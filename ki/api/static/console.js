@@ -332,7 +332,7 @@ export async function refreshLists() {
   const params = new URLSearchParams({ limit: q.limit, offset: q.offset });
   for (const k of ["stage", "reason", "error_class"]) if (q[k]) params.set(k, q[k]);
   [S.runs, S.quarantine] = await Promise.all([
-    api("GET", "/api/runs?limit=10", undefined, { quiet: true }),
+    api("GET", "/api/runs?kind=insertion&kind=access_refresh&limit=10", undefined, { quiet: true }),
     api("GET", `/api/quarantine?${params}`, undefined, { quiet: true }),
   ]);
   renderLists();

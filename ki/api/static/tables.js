@@ -1,5 +1,5 @@
 // Recent runs, the quarantined-files table, and the two dialogs (re-run preview, quarantine detail).
-import { api, report, showMessage } from "./api.js";
+import { api } from "./api.js";
 import { duration, h, money, num, plural, replace, when } from "./dom.js";
 
 const STAGES = ["fetch", "convert", "classify_matter", "relate", "extract_metadata", "extract_decisions", "index"];
@@ -182,10 +182,8 @@ async function rerun(stage, preview, button, dialog, version, afterRun) {
     dialog.close();
     await afterRun(`${preview.name}: ${plural(preview.files, "file re-runs", "files re-run")}. ` +
       (launched.run ? `Run ${launched.run.id} ${launched.follow_up ? "is active; another run follows it" : "started"}.` : ""));
-  } catch (failure) {
+  } catch (_) {  // api() has shown the failure
     button.disabled = false;
     button.textContent = `Re-run ${plural(preview.files, "file", "files")}`;
-    if (failure.body && failure.body.error) showMessage("save", "error", failure.message);
-    else report(failure);
   }
 }
