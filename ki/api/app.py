@@ -26,6 +26,7 @@ from fastapi.staticfiles import StaticFiles
 from starlette.types import ASGIApp
 
 from ki.api.errors import install_error_handlers
+from ki.api.guard import RejectNul
 from ki.api.launcher import RunLauncher
 from ki.api.state import ServerState
 from ki.api.status_cache import BucketCache
@@ -90,6 +91,7 @@ def create_app(ctx: PipelineContext | None = None, *, extra_routers: Sequence[AP
                               "<token>' (ki token create).")
     app.state.ki = state
     install_error_handlers(app)
+    app.add_middleware(RejectNul)
 
     @app.middleware("http")
     async def security_headers(request: Request, call_next):  # noqa: ANN001, ANN202 - Starlette middleware

@@ -148,6 +148,12 @@ def test_status_counts_match_the_buckets_and_runs_are_listed(inserted):
     assert runs["runs"][0]["processed"] > 0 and runs["runs"][0]["duration_seconds"] > 0
     assert client.get("/api/runs?kind=sync", headers=tokens.header("reader")).json()["total"] == 0
     assert client.get("/api/runs?limit=0", headers=tokens.header("reader")).status_code == 422
+    # text no field can hold (NUL) is refused before it reaches the database (found by the fuzzer)
+    for bad in (client.get("/api/quarantine?error_class=%00", headers=tokens.header("reader")),
+                client.put("/api/config", headers=tokens.header("operator"),
+                           json={"changes": {"firm.name": "a\u0000b"}, "version": "0"})):
+        assert bad.status_code == 422 and "NUL" in bad.json()["message"]
+    assert not (ctx.settings.data_dir / "config.json").exists()
 
 
 def test_start_pipeline_runs_in_the_background_with_a_follow_up(console, shared, tmp_path):
