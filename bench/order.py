@@ -18,7 +18,7 @@ Usage::
 generated into a temporary folder from ``$KI_SHARED_DIR/tools``). Prints, per run, its seed, kills,
 seconds and the differences from the first run; exits 1 when any run differs.
 
-The same functions drive ``tests/acceptance/test_order_independence.py`` (three orders, one kill
+The same functions drive ``tests/acceptance/test_order_export_identical.py`` (three orders, one kill
 schedule, on the test server).
 """
 

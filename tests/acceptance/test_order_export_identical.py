@@ -20,7 +20,7 @@ import random
 import sys
 
 import pytest
-from conftest import REPO_ROOT
+from tests.helpers.paths import REPO_ROOT
 
 pytestmark = pytest.mark.timeout(2400)
 
