@@ -98,14 +98,30 @@ class Knowledge:
     known: KnownReferences | None = None
 
 
+_OWN_CACHE: dict[tuple, str | None] = {}
+_OWN_CACHE_SIZE = 50_000
+
+
+def _own_of(f: CorpusFile, kb: Knowledge) -> str | None:
+    """Another file's own reference (cached: a folder's files are read again for every file classified in it)."""
+    key = (f.path, hash(f.text), kb.formats.patterns if kb.formats else None,
+           kb.known.version if kb.known is not None else None)
+    if key not in _OWN_CACHE:
+        if len(_OWN_CACHE) >= _OWN_CACHE_SIZE:
+            _OWN_CACHE.clear()
+        ev = own_reference(f.path, f.text, formats=kb.formats, known=kb.known)
+        _OWN_CACHE[key] = ev.reference if ev is not None else None
+    return _OWN_CACHE[key]
+
+
 def _refs_of(files: Iterable[CorpusFile], exclude: str, kb: Knowledge) -> Counter:
     counts: Counter = Counter()
     for f in files:
         if f.path == exclude:
             continue
-        ev = own_reference(f.path, f.text, formats=kb.formats, known=kb.known)
-        if ev is not None:
-            counts[ev.reference] += 1
+        ref = _own_of(f, kb)
+        if ref is not None:
+            counts[ref] += 1
     return counts
 
 

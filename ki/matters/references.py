@@ -15,6 +15,7 @@ Opposing counsel's references (``828/24 TP``), invoice numbers (``RE-2023-00146`
 
 from __future__ import annotations
 
+import itertools
 import re
 import unicodedata
 from collections import Counter
@@ -40,6 +41,7 @@ CLIENT_NUMBER = re.compile(r"(?i:client\s+(?:no\.?|number|nr\.?)|cli[eë]ntnumme
                            r"mandant(?:en)?[\s-]?(?:nr\.?|nummer)|kunden[\s-]?(?:nr\.?|nummer)|"
                            r"num[ée]ro\s+client)\s*[:.]?\s*(?P<v>[A-Z0-9][A-Z0-9.\-/]{1,20}[A-Z0-9])")
 _TOKEN = re.compile(r"[A-Za-z0-9]+(?:[./_-][A-Za-z0-9]+)*")
+_SERIALS = itertools.count(1)
 _WORD = re.compile(r"[a-z0-9]+")
 #: Legal forms left out of a client name's distinctive words (folded, dots removed).
 _FORMS = {"ltd", "limited", "plc", "llp", "llc", "inc", "corp", "bv", "nv", "gmbh", "ag", "se", "kg", "co", "sa",
@@ -97,6 +99,13 @@ class KnownReferences:
     refs: dict[str, str] = field(default_factory=dict)
     client_numbers: dict[str, set[str]] = field(default_factory=dict)
     client_names: dict[str, set[str]] = field(default_factory=dict)
+    #: Identifies this knowledge for caches (with the counts: what was added since).
+    serial: int = field(default_factory=lambda: next(_SERIALS))
+
+    @property
+    def version(self) -> tuple[int, int, int, int]:
+        """A cache key of what this object knows now."""
+        return self.serial, len(self.refs), len(self.client_numbers), len(self.client_names)
 
     def add(self, reference: str, aliases: Iterable[str] = (), client_number: str | None = None,
             client_name: str | None = None) -> None:
