@@ -25,6 +25,9 @@ QUARANTINE_REASONS = (
     "empty_text",
     "provider_permanent",
     "source_missing",
+    # ki's additions (issue 14 items 4, 6): every quarantine names one of these reasons
+    "internal_error",  # ki's own fault: its output failed its own schema, an unexplained exception
+    "model_output_invalid",  # the model never produced a valid answer within max_attempts
 )
 
 # Reasons caused by a missing capability rather than by the file: released
@@ -73,6 +76,22 @@ class ProviderPermanentError(ValueError, KiError):
     reason = "provider_permanent"
 
 
+class InternalError(KiError):
+    """ki's own output broke ki's own rules (e.g. a policy's result failed its own schema): a bug, never
+    the file's fault. Retried up to max_attempts, then quarantined with reason ``internal_error`` and
+    the evidence in ``details`` (issue 14 item 6).
+
+    Attributes:
+        details: JSON-serialisable evidence (the schema, the offending field, its size...).
+    """
+
+    reason = "internal_error"
+
+    def __init__(self, message: str, *, details: dict[str, Any] | None = None):
+        super().__init__(message)
+        self.details = details or {}
+
+
 class ModelOutputInvalid(KiError):
     """A model's output stayed schema-invalid or never converged; retried up to max_attempts."""
 
@@ -103,7 +122,27 @@ class InfrastructureError(KiError):
 
 
 class SourceUnavailable(InfrastructureError):
-    """A source root is missing or unreadable: an outage, recorded as ``source_missing``."""
+    """A source root (or a file's folder) is missing or unreadable: an outage, recorded as ``source_missing``."""
+
+    reason = "source_missing"
+
+
+class SourceReadDenied(InfrastructureError):
+    """A file under a readable folder cannot be read for permissions: a fault of the source, not of the
+    file's content. Retried as an outage (never quarantined), released at once when a rescan finds
+    the file readable (reason ``permission_denied``; issue 14 item 4)."""
+
+    reason = "permission_denied"
+
+
+class SourceReadFailed(InfrastructureError):
+    """Another I/O error opening or reading a file under a present root and folder (EIO, ESTALE, a
+    network share's transport error): an outage, retried."""
+
+
+class SourceEscaped(ValueError, KiError):
+    """A stored name now resolves outside its source root (a symlink retargeted since the scan): the
+    document is no longer in the source; deterministic, reason ``source_missing``."""
 
     reason = "source_missing"
 

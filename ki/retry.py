@@ -9,6 +9,7 @@ the verdict on the row.
 from __future__ import annotations
 
 import enum
+import errno as _errno
 from dataclasses import dataclass
 
 from ki import errors
@@ -28,17 +29,46 @@ class ErrorVerdict:
 
     Attributes:
         treatment: deterministic / retry / infrastructure.
-        reason: quarantine reason (DESIGN.md list) or None.
+        reason: the quarantine reason (``ki.errors.QUARANTINE_REASONS``), never None for the
+            deterministic and retry treatments (a quarantine always names its reason); for an
+            infrastructure fault the reason the row waits with, or None.
         infrastructure: the outage in words for ``last_error.infrastructure``, else None.
+        details: evidence to record beside the message (e.g. a validation error's fields), or None.
     """
 
     treatment: Treatment
     reason: str | None = None
     infrastructure: str | None = None
+    details: dict | None = None
 
 
 #: HTTP statuses that mean the provider (gateway, converter), not the document, is at fault; the one list.
 INFRASTRUCTURE_HTTP_STATUSES = frozenset({408, 425, 429, 500, 502, 503, 504})
+
+#: SQLSTATEs whose failure says nothing about the document (issue 14 item 8): serialization failure
+#: and deadlock, then by class prefix: 08 connection exception, 53 insufficient resources, 57P0x
+#: operator intervention (admin/crash shutdown, cannot connect now, database dropped, idle timeout).
+INFRASTRUCTURE_SQLSTATES = frozenset({"40001", "40P01"})
+INFRASTRUCTURE_SQLSTATE_PREFIXES = ("08", "53", "57P0")
+
+#: work-queue spec "Retry with Exponential Backoff": transient errors identified by their message
+#: (lower-case substrings).
+TRANSIENT_MESSAGE_PATTERNS = (
+    "read or write conflict", "transaction can be retried", "temporarily unavailable", "timeout", "timed out",
+    "rate limit", "too many requests", "connection reset", "broken pipe",
+)
+
+#: errno values of an ``OSError`` that mean the machine or a network share failed, not the file
+#: (no space, quota, I/O error on a remote share, stale handle, network down, out of descriptors).
+INFRASTRUCTURE_ERRNOS = frozenset({
+    _errno.ENOSPC, _errno.EDQUOT, _errno.ESTALE, _errno.ENOTCONN, _errno.EHOSTDOWN, _errno.EHOSTUNREACH,
+    _errno.ENETDOWN, _errno.ENETUNREACH, _errno.ETIMEDOUT, _errno.ECONNRESET, _errno.ECONNREFUSED,
+    _errno.ECONNABORTED, _errno.EPIPE, _errno.EAGAIN, _errno.EMFILE, _errno.ENFILE, _errno.ENOMEM,
+})
+
+#: Reasons of the treatments that can quarantine, when the exception names none.
+OWN_FAULT_REASON = "internal_error"
+MODEL_OUTPUT_REASON = "model_output_invalid"
 
 
 def _transport_errors() -> tuple[type[BaseException], ...]:
@@ -47,17 +77,108 @@ def _transport_errors() -> tuple[type[BaseException], ...]:
     return (httpx.TransportError, ConnectionError, TimeoutError)  # httpx: Connect/Read/RemoteProtocol/timeouts
 
 
+def _chain(exc: BaseException, limit: int = 8) -> list[BaseException]:
+    """``exc`` and the exceptions it was raised from or during (``__cause__``/``__context__``), nearest first."""
+    out: list[BaseException] = []
+    seen: set[int] = set()
+    cur: BaseException | None = exc
+    while cur is not None and len(out) < limit and id(cur) not in seen:
+        out.append(cur)
+        seen.add(id(cur))
+        cur = cur.__cause__ or (None if cur.__suppress_context__ else cur.__context__)
+    return out
+
+
+def _sqlstate(exc: BaseException) -> str | None:
+    """The SQLSTATE of a psycopg error, or of the one a SQLAlchemy error wraps (``.orig``)."""
+    for e in (exc, getattr(exc, "orig", None)):
+        code = getattr(e, "sqlstate", None) if e is not None else None
+        if isinstance(code, str) and code:
+            return code
+    return None
+
+
+def _connection_lost(exc: BaseException) -> bool:
+    """A driver-level connection failure without a SQLSTATE (server gone, socket closed, pool timeout)."""
+    if getattr(exc, "connection_invalidated", False):
+        return True
+    for cls in type(exc).__mro__:
+        if cls.__module__.split(".")[0] in ("psycopg", "sqlalchemy") and cls.__name__ in (
+                "OperationalError", "InterfaceError", "DisconnectionError", "TimeoutError"):
+            return True
+    return False
+
+
+def _outage(exc: BaseException) -> ErrorVerdict | None:
+    """The infrastructure verdict for one exception of the chain, or None when it is no outage."""
+    if isinstance(exc, errors.InfrastructureError):
+        return ErrorVerdict(Treatment.infrastructure, reason=getattr(exc, "reason", None),
+                            infrastructure=exc.infrastructure)
+    import httpx
+
+    if isinstance(exc, httpx.HTTPStatusError):
+        code = exc.response.status_code
+        if code in INFRASTRUCTURE_HTTP_STATUSES:
+            return ErrorVerdict(Treatment.infrastructure, infrastructure=f"gateway answered HTTP {code}")
+        return None
+    state = _sqlstate(exc)
+    if state is not None:
+        if state in INFRASTRUCTURE_SQLSTATES or state.startswith(INFRASTRUCTURE_SQLSTATE_PREFIXES):
+            return ErrorVerdict(Treatment.infrastructure,
+                                infrastructure=f"database fault SQLSTATE {state}: {str(exc).splitlines()[0][:160]}")
+    elif _connection_lost(exc):
+        return ErrorVerdict(Treatment.infrastructure,
+                            infrastructure=f"database connection lost: {str(exc).splitlines()[0][:160]}"
+                            if str(exc) else f"database connection lost ({type(exc).__name__})")
+    if isinstance(exc, _transport_errors()):
+        return ErrorVerdict(Treatment.infrastructure, infrastructure=f"transport error: {type(exc).__name__}")
+    if isinstance(exc, OSError) and exc.errno in INFRASTRUCTURE_ERRNOS:
+        return ErrorVerdict(Treatment.infrastructure,
+                            infrastructure=f"system error {_errno.errorcode.get(exc.errno, exc.errno)}: {exc}")
+    message = str(exc).lower()
+    for pattern in TRANSIENT_MESSAGE_PATTERNS:
+        if pattern in message:
+            return ErrorVerdict(Treatment.infrastructure,
+                                infrastructure=f"transient fault ({pattern!r}): {str(exc).splitlines()[0][:160]}")
+    return None
+
+
+def _validation_evidence(exc: BaseException) -> dict:
+    try:
+        fields = exc.errors(include_url=False, include_context=False, include_input=False)  # type: ignore[attr-defined]
+    except Exception:  # noqa: BLE001 - evidence is best effort
+        fields = []
+    return {"schema": getattr(exc, "title", None), "error_count": len(fields),
+            "errors": [{"loc": [str(p) for p in f.get("loc", ())], "type": f.get("type"), "msg": f.get("msg")}
+                       for f in fields[:20]]}
+
+
 def classify_error(exc: BaseException) -> ErrorVerdict:
     """Classify an exception per the spec's error table (in this order).
 
-    1. Deterministic: UnsupportedDocument, ArtifactTooLarge, FileNotFoundError,
+    1. ki's own output failing ki's own schema (``InternalError``, a pydantic ``ValidationError``
+       — a ValueError the spec's table would otherwise call deterministic): retry up to max_attempts,
+       then quarantine as ``internal_error`` with the evidence (issue 14 item 6).
+    2. Deterministic: UnsupportedDocument, ArtifactTooLarge, FileNotFoundError,
        ValueError (includes ProviderPermanentError). An explicit deterministic verdict
        wins even when it wraps a transport error.
-    2. ModelOutputInvalid: retry up to max_attempts.
-    3. Infrastructure: InfrastructureError, httpx transport errors, OSError-level
-       connection errors and timeouts, httpx.HTTPStatusError with 408/425/429/5xx.
-    4. Anything else (RetryableStageError, StaleClaim, bugs): retry up to max_attempts.
+    3. ModelOutputInvalid: retry up to max_attempts (reason ``model_output_invalid``).
+    4. Infrastructure, for the exception or any it was raised from: InfrastructureError, httpx
+       transport errors, connection errors and timeouts, HTTP 408/425/429/5xx, database faults
+       by SQLSTATE (40001, 40P01, 08xxx, 53xxx, 57P0x) or a lost connection, OS errors of the
+       machine or a share (:data:`INFRASTRUCTURE_ERRNOS`), and the work-queue spec's transient
+       message patterns (:data:`TRANSIENT_MESSAGE_PATTERNS`; issue 14 item 8).
+    5. Anything else (RetryableStageError, StaleClaim, bugs): retry up to max_attempts, then
+       quarantine as ``internal_error``.
+
+    Every verdict that can quarantine names its reason (``ki.errors.QUARANTINE_REASONS``).
     """
+    from pydantic import ValidationError
+
+    if isinstance(exc, errors.InternalError):
+        return ErrorVerdict(Treatment.retry, reason=OWN_FAULT_REASON, details=exc.details or None)
+    if isinstance(exc, ValidationError):
+        return ErrorVerdict(Treatment.retry, reason=OWN_FAULT_REASON, details=_validation_evidence(exc))
     if isinstance(exc, errors.UnsupportedDocument):
         return ErrorVerdict(Treatment.deterministic, reason=exc.reason)
     if isinstance(exc, errors.ArtifactTooLarge):
@@ -67,23 +188,14 @@ def classify_error(exc: BaseException) -> ErrorVerdict:
     if isinstance(exc, FileNotFoundError):
         return ErrorVerdict(Treatment.deterministic, reason="source_missing")
     if isinstance(exc, ValueError):
-        return ErrorVerdict(Treatment.deterministic, reason=getattr(exc, "reason", None))
+        return ErrorVerdict(Treatment.deterministic, reason=getattr(exc, "reason", None) or OWN_FAULT_REASON)
     if isinstance(exc, errors.ModelOutputInvalid):
-        return ErrorVerdict(Treatment.retry)
-    if isinstance(exc, errors.InfrastructureError):
-        return ErrorVerdict(
-            Treatment.infrastructure, reason=getattr(exc, "reason", None), infrastructure=exc.infrastructure
-        )
-    import httpx
-
-    if isinstance(exc, httpx.HTTPStatusError):
-        code = exc.response.status_code
-        if code in INFRASTRUCTURE_HTTP_STATUSES:
-            return ErrorVerdict(Treatment.infrastructure, infrastructure=f"gateway answered HTTP {code}")
-        return ErrorVerdict(Treatment.retry)
-    if isinstance(exc, _transport_errors()):
-        return ErrorVerdict(Treatment.infrastructure, infrastructure=f"transport error: {type(exc).__name__}")
-    return ErrorVerdict(Treatment.retry)
+        return ErrorVerdict(Treatment.retry, reason=MODEL_OUTPUT_REASON)
+    for link in _chain(exc):
+        verdict = _outage(link)
+        if verdict is not None:
+            return verdict
+    return ErrorVerdict(Treatment.retry, reason=OWN_FAULT_REASON)
 
 
 def backoff_seconds(attempts: int, base_seconds: float, *, cap_seconds: float | None = None) -> float:

@@ -62,11 +62,12 @@ class ExecutionResult:
 
 
 def error_record(exc: BaseException, *, deterministic: bool, reason: str | None, infrastructure: str | None,
-                 capabilities: list[str] | None = None) -> dict:
+                 capabilities: list[str] | None = None, details: dict | None = None) -> dict:
     """The ``last_error`` JSON for a failure (spec: "What quarantine records").
 
     Keys: class, message (≤2,000 chars), traceback (last ≤6,000 chars), deterministic,
-    reason, infrastructure (the outage in words or None), details (converter evidence).
+    reason, infrastructure (the outage in words or None), details (converter evidence, or the
+    classifier's ``details``, e.g. a validation error's fields).
     """
     tb = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
     record = {
@@ -77,7 +78,7 @@ def error_record(exc: BaseException, *, deterministic: bool, reason: str | None,
         "reason": reason,
         "infrastructure": infrastructure,
     }
-    details = getattr(exc, "details", None)
+    details = getattr(exc, "details", None) or details
     if details:
         record["details"] = details
     if capabilities is not None:
@@ -238,6 +239,7 @@ def _record_failure(ctx: PipelineContext, claim: Claim, exc: BaseException, *, s
         reason=verdict.reason,
         infrastructure=verdict.infrastructure,
         capabilities=capabilities,
+        details=verdict.details,
     )
     with _recording(ctx, conn) as rec:
         status = q.fail_claim(rec, claim, treatment=verdict.treatment.value, max_attempts=stage_max_attempts,

@@ -434,7 +434,9 @@ SET status = CASE WHEN ps.attempts - coalesce((ps.last_error->>'infrastructure_a
         'class', 'StaleClaim',
         'message', 'claim silent for more than ' || :timeout || ' s (worker ' || coalesce(ps.claimed_by, '?')
                    || ' presumed dead)',
-        'traceback', '', 'deterministic', false, 'infrastructure', NULL, 'reason', NULL),
+        'traceback', '', 'deterministic', false, 'infrastructure', NULL,
+        'reason', CASE WHEN ps.attempts - coalesce((ps.last_error->>'infrastructure_attempts')::int, 0)
+                            >= l.max_attempts THEN 'internal_error' END),
     next_retry_at = CASE WHEN ps.attempts - coalesce((ps.last_error->>'infrastructure_attempts')::int, 0)
                           >= l.max_attempts THEN NULL ELSE now() END,
     claim_token = NULL, claimed_by = NULL, heartbeat_at = NULL, updated_at = now()

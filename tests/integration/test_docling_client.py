@@ -261,6 +261,18 @@ def test_413_is_too_large(stub):
     assert info.value.reason == "too_large"
 
 
+@pytest.mark.parametrize("code", [400, 409, 415, 451])
+def test_other_4xx_is_unsupported_document_not_an_outage(stub, code):
+    """Issue 14 item 8: a 4xx outside the documented 401/403/404/413/422 handling refuses the document
+    (the spec's UnsupportedDocument), it is not retried as an outage forever."""
+    with pytest.raises(UnsupportedDocument) as info:
+        convert(stub, Scenario(outcome="http", http_status=code, http_detail="refused", on="submit"))
+    assert info.value.reason == "conversion_failed"
+    assert info.value.details == {"http_status": code}
+    assert f"HTTP {code}" in str(info.value)
+    assert classify_error(info.value).treatment is Treatment.deterministic
+
+
 # --- outages: infrastructure, never quarantine ------------------------------------------------
 
 

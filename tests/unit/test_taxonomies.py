@@ -49,7 +49,7 @@ def test_stage_order_is_the_spec_order():
         (errors.UnsupportedDocument("encrypted", reason="password_required"), "password_required"),
         (errors.ArtifactTooLarge("too big", limit_bytes=10, seen_bytes=11), "too_large"),
         (FileNotFoundError(2, "No such file", "/src/a.txt"), "source_missing"),
-        (ValueError("bad input"), None),
+        (ValueError("bad input"), "internal_error"),
         (errors.ProviderPermanentError("API key rejected (401)"), "provider_permanent"),
     ],
     ids=["unsupported", "unsupported-needs_ocr", "unsupported-password", "too_large", "file_not_found",
@@ -62,7 +62,7 @@ def test_deterministic_errors_quarantine_first_time(exc, reason):
 
 def test_model_output_invalid_is_retried():
     assert classify_error(errors.ModelOutputInvalid("submit_result never validated")) == ErrorVerdict(
-        Treatment.retry
+        Treatment.retry, reason="model_output_invalid"
     )
 
 
@@ -122,7 +122,7 @@ def test_infrastructure_status_set_is_exactly_the_spec_list():
 @pytest.mark.parametrize("code", [400, 422, 501])
 def test_other_http_statuses_are_bounded_retries(code):
     verdict = classify_error(status_error(code))
-    assert verdict == ErrorVerdict(Treatment.retry)
+    assert verdict == ErrorVerdict(Treatment.retry, reason="internal_error")
     assert verdict.infrastructure is None
 
 
@@ -138,7 +138,7 @@ def test_other_http_statuses_are_bounded_retries(code):
     ids=lambda e: type(e).__name__,
 )
 def test_everything_else_is_a_bounded_retry(exc):
-    assert classify_error(exc) == ErrorVerdict(Treatment.retry, reason=None, infrastructure=None)
+    assert classify_error(exc) == ErrorVerdict(Treatment.retry, reason="internal_error", infrastructure=None)
 
 
 def test_value_error_wrapping_a_transport_error_stays_deterministic():

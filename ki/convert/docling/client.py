@@ -19,14 +19,16 @@ Observation                                       Raised
 200 + ``partial_success`` / ``failure``           ``UnsupportedDocument(reason="conversion_failed")``
 200 + ``skipped``                                 ``UnsupportedDocument(reason="unsupported_format")``
 404 (task / task result not found), 5xx,          :class:`DoclingUnavailable` (infrastructure,
-408/429, connect/read errors, reset, timeouts,    never quarantines)
-a task still running at the client timeout
+408/425/429, connect/read errors, reset,          never quarantines)
+timeouts, a task still running at the client
+timeout
 401 / 403                                         :class:`DoclingKeyRejected` (a
                                                   ``ProviderPermanentError``) + process-wide
                                                   cooldown
 422                                               :class:`DoclingRequestRejected` (a
                                                   ``ConfigurationError``: stops the run)
 413 (upload too large)                            ``UnsupportedDocument(reason="too_large")``
+any other 4xx (400, 409, 415, ...)                ``UnsupportedDocument(reason="conversion_failed")``
 task ``failure`` and no result (404): crashed     :class:`DoclingUnavailable`; a non-retryable
                                                   ``policy`` refusal of the file →
                                                   ``UnsupportedDocument("conversion_failed")``
@@ -62,6 +64,7 @@ from ki.errors import (
     DoclingUnavailable,
     UnsupportedDocument,
 )
+from ki.retry import INFRASTRUCTURE_HTTP_STATUSES
 
 #: Task / document statuses that end polling (``ConversionStatus`` in docling).
 TERMINAL_STATUSES = frozenset({"success", "partial_success", "failure", "skipped"})
@@ -172,13 +175,15 @@ class DoclingClient:
             UnsupportedDocument: ``empty_text`` (success without text: a scan OCR could not read);
                 ``conversion_failed`` (``partial_success``/``failure``; ``details={"status",
                 "errors": [{category, page_no, module_name, error_message}]}``);
-                ``unsupported_format`` (``skipped``, or a format nobody can detect).
+                ``unsupported_format`` (``skipped``, or a format nobody can detect);
+                ``conversion_failed`` for any other HTTP 4xx (400, 409, 415, ...: the spec's
+                "a Docling 4xx raises UnsupportedDocument"), ``too_large`` for 413.
             DoclingKeyRejected: HTTP 401/403, and every call during the cooldown that follows
                 (``$KI_PROVIDER_FAULT_COOLDOWN_SECONDS``, default 60 s) without network traffic.
             DoclingRequestRejected: HTTP 422 (options invalid/forbidden); the message quotes the
                 server's detail.
             DoclingUnavailable: 404 (task or task result not found: the task crashed server-side
-                or the result expired), 5xx, 408/429, other unexpected 4xx, transport errors,
+                or the result expired), 5xx, 408/425/429, transport errors,
                 non-JSON answers, a task-level failure, and a task still unfinished after
                 ``client_timeout_seconds``.
         """
@@ -374,6 +379,14 @@ class DoclingClient:
                 f"Docling Serve answered HTTP 404 on {what} ({request}): {_quote(detail)} — the task "
                 "crashed server-side, its result expired, or the URL is wrong",
                 infrastructure="docling answered HTTP 404",
+            )
+        if 400 <= code < 500 and code not in INFRASTRUCTURE_HTTP_STATUSES:
+            # any other 4xx (400, 409, 415, ...) refuses this document: the spec's UnsupportedDocument,
+            # never an outage retried forever (issue 14 item 8)
+            raise UnsupportedDocument(
+                f"Docling Serve refused the document (HTTP {code} on {request}): {_quote(detail)}",
+                reason="conversion_failed",
+                details={"http_status": code},
             )
         raise DoclingUnavailable(
             f"Docling Serve answered HTTP {code} on {what} ({request}): {_quote(detail)}",
