@@ -149,6 +149,12 @@ class SourceObjectView:
     parent_id: int | None = None
     embedded_index: int | None = None
     scanned_hash: str | None = None
+    #: the name's bytes when it is not valid UTF-8 (``ki.sources.names``), else None
+    external_id_raw: bytes | None = None
+
+    def __post_init__(self) -> None:
+        if isinstance(self.external_id_raw, memoryview):  # psycopg returns bytea as memoryview
+            object.__setattr__(self, "external_id_raw", bytes(self.external_id_raw))
 
     @classmethod
     def load(cls, db: Database, source_object_id: int) -> SourceObjectView:

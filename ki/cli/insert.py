@@ -41,6 +41,7 @@ def insert(
         f"{report.unchanged} unchanged, {len(report.tombstoned)} tombstoned"
         + (" [yellow](empty listing of a non-empty source: nothing tombstoned)[/]" if report.suspicious else "")
     )
+    print_scan_notes(report)
     enabled = [s for s in PIPELINE_STAGE_ORDER if ctx.config.pipeline.stage(s).enabled]
     progress = Progress(TextColumn("{task.description:<18}"), BarColumn(), MofNCompleteColumn(),
                         TextColumn("{task.fields[note]}"), TimeElapsedColumn(), console=console,
@@ -90,6 +91,26 @@ def insert(
     if summary.status != "completed":
         console.print(f"[red]run failed:[/] {summary.error}")
         raise typer.Exit(1)
+
+
+SKIPPED_SHOWN = 10
+
+
+def print_scan_notes(report) -> None:
+    """What the scan did not take and why (issue 14 item 5), and what it kept safe or released."""
+    if report.skipped:
+        by_reason = ", ".join(f"{n} {reason}" for reason, n in report.skipped_by_reason().items())
+        console.print(f"[yellow]skipped {len(report.skipped)} entr{'y' if len(report.skipped) == 1 else 'ies'}:[/] "
+                      f"{by_reason}")
+        for e in report.skipped[:SKIPPED_SHOWN]:
+            console.print(f"  {e.path}  [{e.reason}]" + (f" {e.detail}" if e.detail else ""), markup=False)
+        if len(report.skipped) > SKIPPED_SHOWN:
+            console.print(f"  … and {len(report.skipped) - SKIPPED_SHOWN} more")
+    if report.unsure:
+        console.print(f"[yellow]{report.unsure} known document(s) below folders that could not be read were not "
+                      "counted missing[/]")
+    if report.released:
+        console.print(f"{report.released} file(s) that could not be read for permissions are readable again")
 
 
 def register(app: typer.Typer) -> None:

@@ -11,6 +11,13 @@ requeues the object from fetch (every stage, quarantined ones included: the file
 itself changed). An indexed object whose grants alone changed (source configuration,
 ``.ki-grants.json`` files, access_grant rows) gets its index row marked
 ``access_only_reindex`` (spec: "Index"; ki.access.refresh.mark_access_changes).
+
+Issue 14 items 4-5: only a successful listing of a file's folder can report it missing (a folder
+that became unreadable counts nothing toward deleting its files); every entry the listing skipped
+is reported with its reason (:attr:`ScanReport.skipped`); names that are not valid UTF-8 are
+stored losslessly (``external_id_raw``); one file whose row cannot be written is reported and the
+rest of the scan goes on; a fetch waiting out a permission fault is made due at once when the file
+is readable again.
 """
 
 from __future__ import annotations
@@ -26,8 +33,9 @@ from sqlalchemy.engine import Connection
 
 from ki.access.refresh import mark_access_changes
 from ki.context import PipelineContext
-from ki.sources.local import LocalFolderConnector
-from ki.store.requeue import requeue_from_fetch, seed_rows
+from ki.errors import SourceReadDenied
+from ki.sources.local import ListedFile, LocalFolderConnector, SkippedEntry
+from ki.store.requeue import denied_fetches, requeue_from_fetch, retry_now, seed_rows
 
 log = logging.getLogger(__name__)
 
@@ -43,6 +51,11 @@ class ScanReport:
         tombstoned: external ids tombstoned by this scan.
         suspicious: True when the listing was empty for a root that had files (nothing counted).
         access_changed: indexed objects whose grants alone changed, marked ``access_only_reindex``.
+        skipped: entries not taken, each with its reason (``ki.sources.local.SKIP_REASONS``, plus
+            ``unreadable_file`` for a listed file whose changed bytes could not be read, and
+            ``not_recorded`` for a file whose row could not be written).
+        unsure: known documents not reported missing because a folder above them could not be read.
+        released: fetches waiting out a permission fault made due now (the file is readable again).
     """
 
     source_id: int
@@ -55,6 +68,16 @@ class ScanReport:
     tombstoned: list[str] = field(default_factory=list)
     suspicious: bool = False
     access_changed: int = 0
+    skipped: list[SkippedEntry] = field(default_factory=list)
+    unsure: int = 0
+    released: int = 0
+
+    def skipped_by_reason(self) -> dict[str, int]:
+        """How many entries were skipped for each reason, most frequent first."""
+        counts: dict[str, int] = {}
+        for e in self.skipped:
+            counts[e.reason] = counts.get(e.reason, 0) + 1
+        return dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
 
 
 def register_local_source(ctx: PipelineContext, root: Path, *, config: dict | None = None) -> int:
@@ -85,32 +108,33 @@ def scan_source(ctx: PipelineContext, source_id: int) -> ScanReport:
     """Scan one local source and apply the listing to the database.
 
     Raises:
-        SourceUnavailable: the root is missing or unreadable; nothing is changed and the
-            scan does not count toward deletion confirmations.
+        SourceUnavailable: the root is missing or unreadable (before or during the listing);
+            nothing is changed and the scan does not count toward deletion confirmations.
     """
     with ctx.db.engine.connect() as conn:
         src = conn.execute(text("SELECT id, kind, root, config, last_scan_count FROM source WHERE id = :id"),
                            {"id": source_id}).one()
     connector = LocalFolderConnector(src.root, src.config)
     listing = connector.scan()  # raises SourceUnavailable before anything changes
-    report = ScanReport(source_id=source_id, listed=len(listing))
+    report = ScanReport(source_id=source_id, listed=len(listing), skipped=list(listing.skipped))
     with ctx.db.engine.connect() as conn:
         existing = {
             r.external_id: r
             for r in conn.execute(
-                text("SELECT id, external_id, size, mtime_ns, content_hash, deleted_at, missing_scans "
-                     "FROM source_object WHERE source_id = :sid AND parent_id IS NULL"),
+                text("SELECT id, external_id, external_id_raw, size, mtime_ns, content_hash, deleted_at, "
+                     "missing_scans FROM source_object WHERE source_id = :sid AND parent_id IS NULL"),
                 {"sid": source_id},
             )
         }
     live_before = sum(1 for r in existing.values() if r.deleted_at is None)
-    if not listing and live_before > 0:
+    if not listing.files and live_before > 0:
         report.suspicious = True
         log.warning("source %s listed empty but %d documents are known: treated as an unmounted share, "
                     "nothing is tombstoned and the scan does not count", src.root, live_before)
         return report
 
-    new_files, changed_ids, touched, reappeared_ids, present_ids = [], [], [], [], []
+    new_files: list[ListedFile] = []
+    changed_ids, touched, reappeared_ids, present_ids = [], [], [], []
     for f in listing:
         row = existing.get(f.external_id)
         if row is None:
@@ -122,36 +146,25 @@ def scan_source(ctx: PipelineContext, source_id: int) -> ScanReport:
             touched.append((row.id, f.size, f.mtime_ns, None))
         elif row.size != f.size or row.mtime_ns != f.mtime_ns:
             try:
-                new_hash = _sha256_file(connector.path_of(f.external_id))
-            except OSError:
-                continue  # vanished between listing and hashing; the next scan decides
+                new_hash = _sha256_file(connector.path_of(f.external_id, f.raw))
+            except (OSError, ValueError) as exc:  # unreadable or vanished since the listing: the next scan decides
+                report.skipped.append(SkippedEntry(f.external_id, "unreadable_file", str(exc)[:200]))
+                continue
             touched.append((row.id, f.size, f.mtime_ns, new_hash))
             if row.content_hash is not None and new_hash != row.content_hash:
                 changed_ids.append(row.id)
-            elif row.content_hash is None:
-                pass  # never fetched yet: fetch will read the current bytes
         else:
             report.unchanged += 1
     listed_ids = {f.external_id for f in listing}
-    missing = [r for eid, r in existing.items() if eid not in listed_ids and r.deleted_at is None]
+    absent = [r for eid, r in existing.items() if eid not in listed_ids and r.deleted_at is None]
+    missing = [r for r in absent if listing.reports_missing(r.external_id)]
+    report.unsure = len(absent) - len(missing)
+    if report.unsure:
+        log.warning("source %s: %d known document(s) below folders that could not be read are not counted "
+                    "missing", src.root, report.unsure)
 
     with ctx.db.engine.begin() as conn:
-        new_ids: list[int] = []
-        if new_files:
-            rows = conn.execute(
-                text("""
-                INSERT INTO source_object (source_id, external_id, path, size, mtime_ns)
-                SELECT :sid, t.eid, :root || '/' || t.eid, t.size, t.mtime
-                FROM unnest(CAST(:eids AS text[]), CAST(:sizes AS bigint[]), CAST(:mtimes AS bigint[]))
-                     AS t(eid, size, mtime)
-                ON CONFLICT (source_id, external_id) DO NOTHING
-                RETURNING id
-                """),
-                {"sid": source_id, "root": src.root.rstrip("/"), "eids": [f.external_id for f in new_files],
-                 "sizes": [f.size for f in new_files], "mtimes": [f.mtime_ns for f in new_files]},
-            ).fetchall()
-            new_ids = [r.id for r in rows]
-            seed_rows(conn, new_ids)
+        new_ids = _insert_new(conn, source_id, src.root, new_files, report)
         for oid, size, mtime, scanned in touched:
             conn.execute(
                 text("UPDATE source_object SET size = :s, mtime_ns = :m, scanned_hash = coalesce(:h, scanned_hash), "
@@ -169,16 +182,14 @@ def scan_source(ctx: PipelineContext, source_id: int) -> ScanReport:
         gone: list[int] = []  # tombstoned object ids, embedded ones included
         for r in missing:
             streak = r.missing_scans + 1
+            conn.execute(text("UPDATE source_object SET missing_scans = :n WHERE id = :id"),
+                         {"n": streak, "id": r.id})
             if streak >= threshold:
-                conn.execute(text("UPDATE source_object SET missing_scans = :n WHERE id = :id"),
-                             {"n": streak, "id": r.id})
                 gone += tombstone_tree(conn, r.id)
                 report.tombstoned.append(r.external_id)
-            else:
-                conn.execute(text("UPDATE source_object SET missing_scans = :n WHERE id = :id"),
-                             {"n": streak, "id": r.id})
         conn.execute(text("UPDATE source SET last_scan_at = now(), last_scan_count = :n WHERE id = :id"),
                      {"n": len(listing), "id": source_id})
+        report.released = _release_readable(conn, connector, source_id, listed_ids)
     _drop_from_search_index(ctx, gone)
     with ctx.db.engine.begin() as conn:  # grants changed, bytes did not: refresh permissions only
         report.access_changed = len(mark_access_changes(conn, source_id))
@@ -187,6 +198,60 @@ def scan_source(ctx: PipelineContext, source_id: int) -> ScanReport:
     report.reappeared = len(reappeared_ids)
     report.missing = len(missing) - len(report.tombstoned)
     return report
+
+
+_INSERT_OBJECTS_SQL = text("""
+INSERT INTO source_object (source_id, external_id, external_id_raw, path, size, mtime_ns)
+SELECT :sid, t.eid, t.raw, :root || '/' || t.eid, t.size, t.mtime
+FROM unnest(CAST(:eids AS text[]), CAST(:raws AS bytea[]), CAST(:sizes AS bigint[]), CAST(:mtimes AS bigint[]))
+     AS t(eid, raw, size, mtime)
+ON CONFLICT (source_id, external_id) DO NOTHING
+RETURNING id
+""")
+
+
+def _insert_new(conn: Connection, source_id: int, root: str, files: list[ListedFile], report: ScanReport) -> list[int]:
+    """Insert the new files' objects and seed their rows; returns their ids.
+
+    One statement for all of them; should it fail, each file is inserted on its own (a savepoint
+    each), so one file whose row cannot be written is reported (``not_recorded``) and the rest of
+    the scan goes on (issue 14 item 5)."""
+    if not files:
+        return []
+
+    def insert(batch: list[ListedFile]) -> list[int]:
+        rows = conn.execute(_INSERT_OBJECTS_SQL, {
+            "sid": source_id, "root": root.rstrip("/"), "eids": [f.external_id for f in batch],
+            "raws": [f.raw for f in batch], "sizes": [f.size for f in batch],
+            "mtimes": [f.mtime_ns for f in batch]}).fetchall()
+        ids = [r.id for r in rows]
+        seed_rows(conn, ids)
+        return ids
+
+    try:
+        with conn.begin_nested():
+            return insert(files)
+    except Exception as exc:  # noqa: BLE001 - isolate the file at fault below
+        log.warning("inserting %d new files failed (%s); inserting them one at a time", len(files), exc)
+    ids: list[int] = []
+    for f in files:
+        try:
+            with conn.begin_nested():
+                ids += insert([f])
+        except Exception as exc:  # noqa: BLE001 - reported in the scan summary, the others go on
+            report.skipped.append(SkippedEntry(f.external_id, "not_recorded", str(exc).splitlines()[0][:200]))
+    return ids
+
+
+def _release_readable(conn: Connection, connector: LocalFolderConnector, source_id: int, listed: set[str]) -> int:
+    """Make fetches waiting out a permission fault due now when their file is listed and readable."""
+    rows = [(rid, eid, raw) for rid, eid, raw in denied_fetches(conn, source_id, SourceReadDenied.reason)
+            if eid in listed]
+    readable = [rid for rid, eid, raw in rows if connector.readable(eid, raw)]
+    n = retry_now(conn, readable)
+    if n:
+        log.info("%d file(s) that could not be read for permissions are readable again: fetched now", n)
+    return n
 
 
 def _drop_from_search_index(ctx: PipelineContext, ids: list[int]) -> None:

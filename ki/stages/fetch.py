@@ -17,9 +17,10 @@ from ki.sources import open_source
 def handle(ctx: StageContext) -> StageOutcome:
     """Stream the file into the blob store (≤ ``pipeline.max_file_mb``) and record its hash.
 
-    Raises:
-        SourceUnavailable: the source root is missing or unreadable.
-        FileNotFoundError: the file is gone while its root is present.
+    Raises (see ``LocalFolderConnector.fetch``; every I/O failure is diagnosed there):
+        SourceUnavailable: the source root or the file's folder is missing or unreadable.
+        SourceReadDenied / SourceReadFailed: the file cannot be read (permissions, I/O): outages.
+        FileNotFoundError: the file is gone while its folder is present.
         ArtifactTooLarge: the stream exceeds the limit.
     """
     if ctx.obj.parent_id is not None:  # an attachment or an mbox message: bytes come from its container
@@ -29,7 +30,7 @@ def handle(ctx: StageContext) -> StageOutcome:
     else:
         connector = open_source(ctx.obj.source_kind, ctx.obj.source_root, ctx.obj.source_config)
         max_bytes = ctx.config.pipeline.max_file_mb * (1 << 20)
-        with connector.fetch(ctx.obj.external_id) as stream:
+        with connector.fetch(ctx.obj.external_id, ctx.obj.external_id_raw) as stream:
             content_hash, size = ctx.pipeline.blobs.put_stream(stream, max_bytes=max_bytes)
     with ctx.pipeline.db.engine.begin() as conn:
         conn.execute(

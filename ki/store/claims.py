@@ -52,7 +52,8 @@ class Claim:
 
 #: What an executor needs of the claimed row's object and source (``SourceObjectView`` field order).
 OBJECT_COLUMNS = """so.id, so.source_id, s.kind, s.root, so.external_id, so.path, so.size, so.mtime_ns,
-       so.content_hash, so.deleted_at, s.config, so.parent_id, so.embedded_index, so.scanned_hash"""
+       so.content_hash, so.deleted_at, s.config, so.parent_id, so.embedded_index, so.scanned_hash,
+       so.external_id_raw"""
 _N_CLAIM_COLUMNS = 5
 
 

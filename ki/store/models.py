@@ -22,6 +22,7 @@ from sqlalchemy import (
     ForeignKey,
     Index,
     Integer,
+    LargeBinary,
     String,
     Text,
     UniqueConstraint,
@@ -67,6 +68,8 @@ class SourceObject(Base):
     id: Mapped[int] = mapped_column(BigInteger, primary_key=True)
     source_id: Mapped[int] = mapped_column(ForeignKey("source.id"))
     external_id: Mapped[str] = mapped_column(Text)
+    # the relative path's bytes when it is not valid UTF-8 (external_id is then its display form)
+    external_id_raw: Mapped[bytes | None] = mapped_column(LargeBinary)
     path: Mapped[str] = mapped_column(Text)
     size: Mapped[int | None] = mapped_column(BigInteger)
     mtime_ns: Mapped[int | None] = mapped_column(BigInteger)

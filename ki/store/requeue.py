@@ -272,3 +272,34 @@ def mark_access_only_reindex(conn: Connection, ids: list[int]) -> list[int]:
         return []
     marked = conn.execute(MARK_ACCESS_ONLY_SQL, {"ids": ids, "marker": json.dumps({ACCESS_ONLY_REINDEX: True})})
     return [r.source_object_id for r in marked]
+
+
+# -- name: denied_fetches --
+# Fetch rows of a source waiting out a permission fault (issue 14 item 4): a rescan that finds the
+# file readable makes them due at once.
+DENIED_FETCHES_SQL = text("""
+SELECT ps.id, so.external_id, so.external_id_raw
+FROM processing_state ps JOIN source_object so ON so.id = ps.source_object_id
+WHERE so.source_id = :sid AND so.deleted_at IS NULL AND ps.stage = :first AND ps.status = 'failed'
+  AND ps.reason = :reason
+""")
+
+RETRY_NOW_SQL = text("""
+UPDATE processing_state SET next_retry_at = now(), updated_at = now()
+WHERE id = ANY(CAST(:ids AS bigint[])) AND status = 'failed'
+""")
+
+
+def denied_fetches(conn: Connection, source_id: int, reason: str) -> list[tuple[int, str, bytes | None]]:
+    """``(row id, external id, raw name)`` of the source's fetch rows failed with ``reason``
+    (``permission_denied``), waiting for their retry."""
+    rows = conn.execute(DENIED_FETCHES_SQL, {"sid": source_id, "first": PIPELINE_STAGE_ORDER[0], "reason": reason})
+    return [(int(r.id), r.external_id, bytes(r.external_id_raw) if r.external_id_raw is not None else None)
+            for r in rows]
+
+
+def retry_now(conn: Connection, row_ids: list[int]) -> int:
+    """Make the ``failed`` rows among ``row_ids`` due now (their backoff is cut short). Returns rows changed."""
+    if not row_ids:
+        return 0
+    return conn.execute(RETRY_NOW_SQL, {"ids": row_ids}).rowcount
