@@ -1,7 +1,7 @@
 """File names that are not valid UTF-8: the raw bytes beside the display form.
 
-Revision ID: 0010_source_names
-Revises: 0009_matter_import
+Revision ID: 0011_source_names
+Revises: 0010_order_bases
 
 Issue 14 item 5 (``ki.sources.names``): ``source_object.external_id`` holds the display form (each
 undecodable byte written ``\\xNN``), ``external_id_raw`` the exact bytes of the relative path for
@@ -10,8 +10,8 @@ names that are not valid UTF-8 (NULL otherwise), from which the file is opened.
 
 from alembic import op
 
-revision = "0010_source_names"
-down_revision = "0009_matter_import"
+revision = "0011_source_names"
+down_revision = "0010_order_bases"
 branch_labels = None
 depends_on = None
 
