@@ -87,7 +87,7 @@ def test_deterministic_error_quarantines_on_attempt_one_with_its_record(ctx, src
     assert not err["traceback"].startswith("Traceback (most recent call last)")
     assert err["deterministic"] is True
     assert err["infrastructure"] is None
-    assert err["reason"] is None
+    assert err["reason"] == "internal_error"  # never null: a ValueError naming no reason is ki's own (issue 14)
     assert row["producer_version"] is None
     # downstream stays parked; quarantine is terminal for the claim machinery
     assert all(r[s]["reason"] == WAITING_FOR_PREVIOUS_STAGE for s in AFTER_FETCH)
