@@ -20,7 +20,7 @@ from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
 from ki.entities.identifiers import Identifier
-from ki.entities.names import NameKey, canonical_name, name_key
+from ki.entities.names import NameKey, canonical_name, contained, name_key
 from ki.entities.resolve import Candidate
 from ki.entities.roles import RANKS, PartyClaims, settle_roles
 from ki.store.locks import lock_key
@@ -204,6 +204,28 @@ FROM document_party p JOIN entity e ON e.id = p.entity_id WHERE p.matter_key = :
 """)
 
 
+def _imported_client(conn: Connection, matter_key: str, matter_id: int | None) -> set[int]:
+    """The entities of the matter's documents that are its practice-management client (an imported matter's
+    ``client_name``): the same normalised name, or one containing the other token for token."""
+    if matter_id is None:
+        return set()
+    row = conn.execute(text("SELECT client_name FROM matter WHERE id = :m AND imported"), {"m": matter_id}).first()
+    if row is None or not row.client_name:
+        return set()
+    client = name_key(row.client_name)
+    person = name_key(row.client_name, kind="person")
+    found: set[int] = set()
+    for r in conn.execute(text("""SELECT DISTINCT p.entity_id, p.name, e.kind FROM document_party p
+                                  JOIN entity e ON e.id = p.entity_id WHERE p.matter_key = :m"""), {"m": matter_key}):
+        if r.kind in ("law_firm", "court"):
+            continue
+        key = name_key(r.name, kind=r.kind if r.kind == "person" else None)
+        want = person if r.kind == "person" else client
+        if key.key == want.key or contained(key, want):
+            found.add(int(r.entity_id))
+    return found
+
+
 def settle_matter_roles(conn: Connection, matter_key: str, matter_id: int | None) -> dict[int, tuple[str, str]]:
     """Decide every party's role on the matter from all claims its documents (and the import) make, record
     them on ``matter_party`` and on each document party row of the matter (:func:`ki.entities.roles.settle_roles`).
@@ -222,6 +244,9 @@ def settle_matter_roles(conn: Connection, matter_key: str, matter_id: int | None
                                   WHERE mp.matter_key = :m AND mp.basis = ANY(:outside)"""),
                           {"m": matter_key, "outside": list(OUTSIDE_BASES)}):
         parties.setdefault(r.entity_id, PartyClaims(kind=r.kind)).add([(r.role, r.basis)])
+    for entity in _imported_client(conn, matter_key, matter_id):
+        if entity in parties:
+            parties[entity].add([("client", "imported")])
     roles = settle_roles(parties)
     conn.execute(text("DELETE FROM matter_party WHERE matter_key = :m AND NOT (entity_id = ANY(CAST(:e AS bigint[])))"),
                  {"m": matter_key, "e": sorted(roles)})

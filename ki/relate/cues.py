@@ -14,13 +14,12 @@ import re
 from dataclasses import dataclass
 
 from ki.relate.dates import dates_in
-from ki.relate.facts import FileFacts
+from ki.relate.facts import ANNEX_LABEL, FileFacts
 
 WORD = re.compile(r"[0-9A-Za-zÄÖÜäöüß]+")
 CITE_PREP = re.compile(r"\b(?:vom|dated|of|from|datiert)\s*$", re.IGNORECASE)
 NUMBER_CITE = re.compile(r"\b(?:nr\.|no\.|nummer|number)\s*([A-Z]{0,4}-?\d{2,4}-\d{2,6}|\d{3,})", re.IGNORECASE)
-ANNEX_MENTION = re.compile(r"\b(anlage|annex|exhibit|schedule|anhang)\s+([A-Z]{0,2}\s?\d{1,3}[a-z]?|[A-Z])\b",
-                           re.IGNORECASE)
+ANNEX_MENTION = ANNEX_LABEL
 REPLY_CITE = re.compile(r"\b(?:ihr(?:e|em)?\s+schreiben|your\s+letter|ihre\s+e-?mail|your\s+e-?mail)\b",
                         re.IGNORECASE)
 AMEND_TITLE = re.compile(r"\b(nachtrag|amendment|änderungsvereinbarung|addendum|side letter)\b", re.IGNORECASE)
@@ -173,10 +172,11 @@ def citation_score(cite: Citation, target: FileFacts) -> float:
 
 
 def mentions_label(facts: FileFacts, label: str) -> bool:
-    """Whether the text cites the annex ``label`` (``anlage k1``) anywhere outside its own first lines."""
+    """Whether the text cites the annex ``label`` (``anlage k1``) anywhere outside its first line (a label a
+    PDF text layer wraps onto the next line included)."""
     kind, ident = label.split(" ", 1)
-    pattern = re.compile(rf"\b{re.escape(kind)}\s+{re.escape(ident)}\b", re.IGNORECASE)
-    return any(pattern.search(ln) for ln in facts.lines[1:] if not ln.startswith(">"))
+    pattern = re.compile(rf"\b{re.escape(kind)}(?:s|n|en)?\s+(?:n[°o]\.?\s*)?{re.escape(ident)}\b", re.IGNORECASE)
+    return bool(pattern.search(" ".join(ln for ln in facts.lines[1:] if not ln.startswith(">"))))
 
 
 def is_amendment(facts: FileFacts) -> bool:

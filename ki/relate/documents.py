@@ -51,6 +51,10 @@ def version_facts(facts: FileFacts) -> dict[str, Any]:
         label = f"stamp:{facts.stamp.kind}:{facts.stamp.number or 0}:{facts.stamp.date.isoformat()}"
     elif facts.rendition in ("signed", "filed"):
         label = f"{facts.rendition}:{date}"
+    elif facts.name_version is not None:
+        # "SPA v3.docx", "SPA v3 (marked).docx", "Comparison of v2 to v3 - SPA.pdf", "7990945.3 - SPA.docx":
+        # renditions of one version
+        label = f"version:{facts.name_version}"
     else:
         digest = hashlib.sha1(" ".join(facts.text.split()).encode()).hexdigest()[:16]
         label = f"text:{digest}"

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
+from ki.relate import file_names
 from ki.relate.dates import dates_in, dates_in_name
 
 #: Word-revision kinds that change content (formatting-only revisions do not make a redline).
@@ -29,14 +30,11 @@ STAMP = re.compile(
 )
 AGAINST = re.compile(r"(?:gegenüber|against)\s+(?:entwurf|draft)\s*v?(?P<no>\d+)", re.IGNORECASE)
 
-#: Annex labels at the top of a file or in its name: "Anlage K1", "Anlage 2", "Schedule 4", "Exhibit A".
-ANNEX_LABEL = re.compile(r"\b(anlage|annex|exhibit|schedule|anhang)\s+([A-Z]{0,2}\s?\d{1,3}[a-z]?|[A-Z])\b",
+#: Annex labels at the top of a file or in its name: "Anlage K1", "Anlage 2", "Schedule 4", "Exhibit A",
+#: "Appendix 1", "Bijlage 3", "Productie 2", "Annexe 1", "Pièce n° 4".
+ANNEX_WORDS = r"anlage|anhang|annex|annexe|appendix|exhibit|schedule|enclosure|bijlage|productie|pièce"
+ANNEX_LABEL = re.compile(rf"\b({ANNEX_WORDS})\s+(?:n[°o]\.?\s*)?([A-Z]{{0,2}}\s?\d{{1,3}}[a-z]?|[A-Z])\b",
                          re.IGNORECASE)
-
-#: Markers a copy gets from a file system or a mail client.
-COPY_MARKERS = re.compile(r"(?:\s*-\s*kopie\b|\bkopie von\b|\bcopy of\b|\s-\scopy\b|\s*\(\d+\)\s*$|_copy\b)",
-                          re.IGNORECASE)
-NAME_VERSION = re.compile(r"(?:^|[\s_\-])v(?:ersion)?\s?(\d{1,3})(?=$|[\s_\-.(])", re.IGNORECASE)
 
 #: Name words that say which rendition/stage a file is (ordered: later stages rank higher).
 SIGNED_WORDS = re.compile(r"unterzeichnet|unterschrieben|signed|executed|countersigned|gegengezeichnet",
@@ -46,7 +44,8 @@ FINAL_WORDS = re.compile(r"endfassung|final|reinschrift|execution[\s_]version|cl
 DRAFT_WORDS = re.compile(r"entwurf|draft", re.IGNORECASE)
 #: Tokens dropped from a file name to get the document's stem.
 NAME_NOISE = re.compile(
-    r"\b(?:entwurf|draft|v\d{1,3}|version\s?\d*|final|endfassung|reinschrift|clean|redline|marked|compare|"
+    r"\b(?:entwurf|draft|concept|v\d{1,3}|version\s?\d*|versie\s?\d*|final|endfassung|reinschrift|clean|redline|"
+    r"marked|compare|comparison|blackline|execution|"
     r"mit änderungen|änderungsmodus|änderungen|unterzeichnet|unterschrieben|signed|executed|fully|countersigned|"
     r"gegengezeichnet|eingereicht|filed|execution|kopie|copy|scan|korrigiert|corrected|von|of)\b",
     re.IGNORECASE,
@@ -112,6 +111,7 @@ class FileFacts:
             mail = {"message_id": mail.get("message_id"), "in_reply_to": mail.get("in_reply_to"),
                     "references": list(mail.get("references") or []), "subject": mail.get("subject"),
                     "date": mail.get("date"), "sender": (sender.get("address") or "").lower(),
+                    "sender_name": sender.get("name") or "",
                     "attachments": list(mail.get("attachments") or [])}
         mtime = dt.datetime.fromtimestamp(mtime_ns / 1e9, dt.UTC) if mtime_ns else None
         return cls(ref=ref, path=path, format=body.get("format") or "", title=body.get("title") or "",
@@ -139,22 +139,41 @@ class FileFacts:
 
     @cached_property
     def has_copy_marker(self) -> bool:
-        """``- Kopie``, ``(1)``, ``Copy of``...: a name a copy gets."""
-        return bool(COPY_MARKERS.search(self.stem))
+        """``- Kopie``, ``(1)``, ``Copy of``, ``- Copy (2)``...: a name a copy gets."""
+        return file_names.has_copy_marker(self.stem)
+
+    @cached_property
+    def dms(self) -> file_names.DmsNumber | None:
+        """The DMS document number (and version) in the name (``7990945.3 - …``, ``#4811234v3``), if any."""
+        return file_names.dms_number(self.stem)
+
+    @cached_property
+    def compare(self) -> file_names.Compare | None:
+        """What the file compares when it is a compare document (Litera, Workshare), else None."""
+        return file_names.compare_of(self.stem, self.lines[:10])
 
     @cached_property
     def name_version(self) -> int | None:
-        """The ``v<k>`` number in the name, if any."""
-        m = NAME_VERSION.search(self.stem)
-        return int(m.group(1)) if m else None
+        """The version the name states: a compare's modified version, the DMS version, ``v<k>``; else None."""
+        if self.compare is not None and self.compare.to_version is not None:
+            return self.compare.to_version
+        return file_names.name_version(self.stem)
 
     @cached_property
     def name_key(self) -> str:
         """The name reduced to the document it names: dates, version/stage words and copy markers dropped.
 
-        ``2023-03-13 Mietvertrag Endfassung (2)`` → ``mietvertrag``; ``SPA_v3 (compare)`` → ``spa``.
+        ``2023-03-13 Mietvertrag Endfassung (2)`` → ``mietvertrag``; ``SPA_v3 (compare)`` → ``spa``;
+        ``7990945.3 - Master Services Agreement`` → ``master services agreement``; a compare document reduces to
+        the name of the version it shows (``Comparison of v2 to v3 - SPA`` → ``spa``).
         """
-        s = COPY_MARKERS.sub(" ", self.stem)
+        stem = self.stem
+        if self.compare is not None and self.compare.modified:
+            stem = self.compare.modified.rsplit(".", 1)[0] if re.search(r"\.\w{2,4}$", self.compare.modified) \
+                else self.compare.modified
+            stem = stem if re.search(r"[A-Za-zÄÖÜäöü]{3}", re.sub(r"\bv\d+\b", "", stem)) else self.stem
+        s = file_names.COPY_MARKERS.sub(" ", file_names.strip_dms(stem))
+        s = file_names.COMPARE_WORDS.sub(" ", s)
         s = re.sub(r"\(\d{8}-\d{4}\)", " ", s)
         s = re.sub(r"\d{4}-\d{2}-\d{2}(?:\s\d{4})?|\d{1,2}\.\d{1,2}\.\d{4}", " ", s)
         s = s.replace("_", " ")
@@ -186,8 +205,8 @@ class FileFacts:
 
     @cached_property
     def is_redline(self) -> bool:
-        """A file with content-changing tracked revisions (a redline / compare rendition)."""
-        return any(k in CONTENT_REVISIONS for k in self.revision_kinds)
+        """A file with content-changing tracked revisions, or a compare document (a redline rendition)."""
+        return any(k in CONTENT_REVISIONS for k in self.revision_kinds) or self.compare is not None
 
     @cached_property
     def is_email(self) -> bool:
@@ -201,8 +220,9 @@ class FileFacts:
             m = ANNEX_LABEL.match(ln)
             if m:
                 return f"{m.group(1).lower()} {m.group(2).replace(' ', '').lower()}"
-        m = ANNEX_LABEL.search(self.stem)
-        if m and (m.start() == 0 or re.match(r"^[\d\-\s]+$", self.stem[: m.start()])):
+        stem = file_names.strip_dms(self.stem)
+        m = ANNEX_LABEL.search(stem)
+        if m and (m.start() == 0 or re.match(r"^[\d\-\s–_]+$", stem[: m.start()])):
             return f"{m.group(1).lower()} {m.group(2).replace(' ', '').lower()}"
         return None
 

@@ -37,7 +37,8 @@ def facts_from_open(result: dict[str, Any], text: str) -> FileFacts:
     if mail:
         body["mail"] = {"message_id": mail.get("message_id"), "in_reply_to": mail.get("in_reply_to"),
                         "references": mail.get("references"), "subject": mail.get("subject"),
-                        "date": mail.get("date"), "sender": {"address": mail.get("from")},
+                        "date": mail.get("date"),
+                        "sender": {"address": mail.get("from"), "name": mail.get("from_name")},
                         "attachments": mail.get("attachments")}
     return FileFacts.from_artifact(ref=result["ref"], path=result["path"], body=body,
                                    mtime_ns=result.get("mtime_ns"), content_hash=result.get("content_hash") or "",

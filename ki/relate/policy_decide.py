@@ -25,10 +25,12 @@ from ki.relate.cues import citation_score, citations, mentions_label, relation_t
 from ki.relate.facts import FileFacts
 from ki.relate.schema import RelateResult, RelationOut
 from ki.relate.similarity import jaccard, normalised_body
-from ki.relate.threads import is_reply_subject, local_stamp, parent_ids, quoted_header, subject_key
+from ki.relate.threads import QuotedHeader, is_reply_subject, local_stamp, parent_ids, quoted_header, subject_key
 
 SAME_DOCUMENT_JACCARD = 0.6
 SAME_NAME_JACCARD = 0.4
+#: Files with two different DMS document numbers are one document only when nearly equal.
+DIFFERENT_DMS_JACCARD = 0.95
 REDLINE_BASE_JACCARD = 0.9
 _FAR_FUTURE = dt.date(9999, 12, 31)
 _FAR_PAST = dt.date(1, 1, 1)
@@ -50,17 +52,55 @@ def body(f: FileFacts) -> str:
     return normalised_body(f.text, drop_first_line=f.stamp is not None)
 
 
+def _placeholder(f: FileFacts) -> bool:
+    return bool(f.matter) and str(f.matter).upper().startswith("UNASSIGNED-")
+
+
 def same_document_score(a: FileFacts, b: FileFacts) -> float:
-    """Jaccard of the two bodies when the rules call them one document, else 0.0."""
+    """The similarity of two files the rules call one document (Jaccard of their bodies, 1.0 for one DMS
+    document number), else 0.0.
+
+    Never across matters by accident (issue 16 item 4): the candidates are the file's matter's; in a
+    placeholder matter (unrelated files grouped as ``UNASSIGNED-…``) only files of the same folder can be
+    one document; two different DMS document numbers are two documents unless the texts are nearly equal.
+    """
     if a.is_email or b.is_email:
         return 0.0
+    if (_placeholder(a) or _placeholder(b)) and a.folder != b.folder:
+        return 0.0
+    if a.dms is not None and b.dms is not None and a.dms.number == b.dms.number:
+        return 1.0
     j = jaccard(body(a), body(b))
+    if a.dms is not None and b.dms is not None:
+        return j if j >= DIFFERENT_DMS_JACCARD else 0.0
     if j >= SAME_DOCUMENT_JACCARD or (j >= SAME_NAME_JACCARD and a.name_key and a.name_key == b.name_key):
         return j
     return 0.0
 
 
+def _compare_base(x: FileFacts, pool: list[FileFacts]) -> FileFacts | None:
+    """The version a compare document was run against: the file it names as the original, else the file of the
+    same document with the original's version number (a clean rendition first)."""
+    cmp = x.compare
+    assert cmp is not None
+    docs = [c for c in pool if not c.is_email and c.ref != x.ref and c.compare is None]
+    if cmp.original:
+        named = [c for c in docs if cmp.original in (c.name, c.stem)]
+        if named:
+            return canonical(named)
+    if cmp.from_version is None:
+        return None
+    same = [c for c in docs if c.name_version == cmp.from_version
+            and ((x.name_key and c.name_key == x.name_key) or (x.dms and c.dms and c.dms.number == x.dms.number))]
+    if not same:
+        return None
+    clean = [c for c in same if not c.is_redline]
+    return canonical(clean or same)
+
+
 def _redline_base(x: FileFacts, pool: list[FileFacts]) -> FileFacts | None:
+    if x.compare is not None:
+        return _compare_base(x, pool)
     if not x.is_redline or not x.original_text:
         return None
     before = normalised_body(x.original_text, drop_first_line=x.stamp is not None)
@@ -80,6 +120,20 @@ def _redline_base(x: FileFacts, pool: list[FileFacts]) -> FileFacts | None:
     return canonical(c for k, c in scored if k == top)  # ties (copies of one file): the canonical copy
 
 
+def _quotes(q: QuotedHeader, e: FileFacts) -> bool:
+    """Whether the quoted header ``q`` is message ``e``'s: its sender (address, else display name), its local
+    date and, when written, time; a quoted subject must agree too."""
+    stamp = local_stamp(e.mail)
+    if stamp is None or stamp[0] != q.date or (q.hhmm is not None and stamp[1] != q.hhmm):
+        return False
+    if q.subject_key is not None and q.subject_key != subject_key((e.mail or {}).get("subject")):
+        return False
+    if q.address:
+        return (e.mail or {}).get("sender") == q.address
+    name = " ".join((q.name or "").casefold().split())
+    return bool(name) and name == " ".join(((e.mail or {}).get("sender_name") or "").casefold().split())
+
+
 def _reply_parent(x: FileFacts, emails: list[FileFacts]) -> FileFacts | None:
     by_id: dict[str, list[FileFacts]] = {}
     for e in emails:
@@ -89,15 +143,13 @@ def _reply_parent(x: FileFacts, emails: list[FileFacts]) -> FileFacts | None:
     for pid in parent_ids(x.mail):
         if pid != own and pid in by_id:
             return canonical(by_id[pid])
-    if not is_reply_subject((x.mail or {}).get("subject")):
-        return None
     quoted = quoted_header(x.text)
     if quoted is not None:
-        day, hhmm, addr = quoted
-        hits = [e for e in emails if (e.mail or {}).get("sender") == addr and local_stamp(e.mail) == (day, hhmm)
-                and e.mail.get("message_id") != own]
+        hits = [e for e in emails if e.mail.get("message_id") != own and _quotes(quoted, e)]
         if hits:
             return canonical(hits)
+    if not is_reply_subject((x.mail or {}).get("subject")):
+        return None
     key = subject_key((x.mail or {}).get("subject"))
     mine = local_stamp(x.mail)
     earlier = [e for e in emails if subject_key((e.mail or {}).get("subject")) == key

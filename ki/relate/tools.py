@@ -65,7 +65,8 @@ def mail_headers(mail: dict[str, Any] | None) -> dict[str, Any] | None:
     sender = mail.get("sender") or {}
     return {"message_id": mail.get("message_id"), "in_reply_to": mail.get("in_reply_to"),
             "references": mail.get("references") or [], "subject": mail.get("subject"),
-            "from": sender.get("address"), "date": mail.get("date"), "attachments": mail.get("attachments") or []}
+            "from": sender.get("address"), "from_name": sender.get("name"), "date": mail.get("date"),
+            "attachments": mail.get("attachments") or []}
 
 
 class ListFolderArgs(BaseModel):

@@ -91,7 +91,8 @@ class Wants:
             message_ids=frozenset(i for i in [*parent_ids(me.mail), own] if i),
             is_email=me.is_email, subject_key=subject_key(mail.get("subject")),
             attachments=frozenset(mail.get("attachments") or []), name_key=me.name_key, title=_norm(me.title),
-            cite_files=frozenset(c.filename for c in cites if c.filename),
+            cite_files=frozenset([*(c.filename for c in cites if c.filename),
+                                  *([me.compare.original] if me.compare and me.compare.original else [])]),
             cite_words=frozenset(w for c in cites for w in c.words), reply=any(c.reply for c in cites),
             annex_label=me.annex_label)
 

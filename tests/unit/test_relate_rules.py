@@ -63,8 +63,8 @@ def test_jaccard_ignores_line_wrapping():
 def test_threads_helpers():
     assert subject_key("AW: RE: Entwurf  Mietvertrag") == subject_key("Entwurf Mietvertrag")
     assert is_reply_subject("WG: x") and not is_reply_subject("Entwurf")
-    assert quoted_header("text\nAm 16.12.2024 um 16:18 schrieb Jan Keller <jan@x.example>:\n> q") == (
-        dt.date(2024, 12, 16), "16:18", "jan@x.example")
+    q = quoted_header("text\nAm 16.12.2024 um 16:18 schrieb Jan Keller <jan@x.example>:\n> q")
+    assert (q.date, q.hhmm, q.address) == (dt.date(2024, 12, 16), "16:18", "jan@x.example")
 
 
 # --- decisions -----------------------------------------------------------------------------------
