@@ -19,8 +19,11 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-#: A DMS document number and version inside a name (the number is 6–10 digits; a date-like number is not one).
-DMS_NUMBER = re.compile(r"(?:^|(?<=[\s(\[_#-]))#?(?P<doc>\d{6,10})(?:[vV]|\.|_)(?P<ver>\d{1,3})(?=$|[\s)\]_.,-])")
+#: A DMS document number and version inside a name (the number is 6–10 digits; a date-like number is not one),
+#: optionally behind a library prefix (``DOCS-123456-v2``, ``LON_4811234_3``). A hyphen separates a version
+#: only with its ``v``: ``123456-0001`` is a client-matter number, not a document.
+DMS_NUMBER = re.compile(r"(?:^|(?<=[\s(\[_#-]))(?:[A-Za-z]{2,8}[-_])?#?(?P<doc>\d{6,10})(?:[-_.]?[vV]|\.|_)"
+                        r"(?P<ver>\d{1,3})(?=$|[\s)\]_.,-])")
 DMS_BARE = re.compile(r"(?:^|(?<=[\s(\[]))#(?P<doc>\d{6,10})(?=$|[\s)\]_.,-])")
 #: Markers a copy gets from a file system or a mail client.
 COPY_MARKERS = re.compile(r"(?:\s*-\s*kopie\b|\bkopie van\b|\bcopy of\b|\s-\scopy\b(?:\s*\(\d+\))?|\s*\(\d+\)\s*$|"
@@ -65,8 +68,11 @@ def dms_number(stem: str) -> DmsNumber | None:
 
 def strip_dms(stem: str) -> str:
     """The name without its DMS number (``7990945.3 - Master Services Agreement`` → ``Master Services Agreement``)."""
-    s = DMS_NUMBER.sub(" ", stem)
-    s = DMS_BARE.sub(" ", s)
+    def drop(m: re.Match[str]) -> str:
+        return m.group(0) if _date_like(m.group("doc")) else " "
+
+    s = DMS_BARE.sub(drop, DMS_NUMBER.sub(drop, stem))
+    s = re.sub(r"\(\s*\)|\[\s*\]", " ", s)
     return re.sub(r"^[\s#_\-–]+|[\s_\-–]+$", "", s)
 
 
