@@ -273,3 +273,19 @@ class Contended(Exception):
 
 class TaskCancelled(Exception):  # noqa: N818 - Hatchet's word
     """The orchestrator cancelled the task while it waited."""
+
+
+class WorkItemRefused(KiError):
+    """An operator action on work items was refused (issue 18 item 4); ``code`` names why and ``status`` is
+    the HTTP status the API answers with: ``not_found`` (404), ``running`` (409: a running item is never
+    retried or cancelled), ``not_retryable`` / ``not_cancellable`` (409: nothing to do in its state),
+    ``confirmation_required`` / ``confirmation_mismatch`` (409: a bulk action needs the token of a dry run of
+    the same filter, count and limit)."""
+
+    STATUS = {"not_found": 404}
+
+    def __init__(self, code: str, message: str):
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.status = self.STATUS.get(code, 409)

@@ -72,7 +72,16 @@ def create_app(ctx: PipelineContext | None = None, *, extra_routers: Sequence[AP
                mounts: Sequence[tuple[str, ASGIApp]] = (), lifespans: Sequence[Lifespan] = ()) -> FastAPI:
     """Build the app on ``ctx`` (default: :meth:`PipelineContext.open`, the data directory and database
     every other ``ki`` command uses). See the module doc for the extension points."""
-    from ki.api import health, page, routes_admin, routes_config, routes_costs, routes_pipeline, routes_quarantine
+    from ki.api import (
+        health,
+        page,
+        routes_admin,
+        routes_config,
+        routes_costs,
+        routes_pipeline,
+        routes_quarantine,
+        routes_work_items,
+    )
 
     ctx = ctx or PipelineContext.open()
     state = ServerState(ctx=ctx, launcher=RunLauncher(ctx), buckets=BucketCache(ctx.db.engine))
@@ -103,7 +112,7 @@ def create_app(ctx: PipelineContext | None = None, *, extra_routers: Sequence[AP
         return response
 
     for router in (routes_pipeline.router, routes_config.router, routes_quarantine.router, routes_costs.router,
-                   routes_admin.router, health.router, page.router, *extra_routers):
+                   routes_admin.router, routes_work_items.router, health.router, page.router, *extra_routers):
         app.include_router(router)
     for path, sub in mounts:
         app.mount(path, sub)

@@ -24,6 +24,7 @@ from ki.orchestration.heartbeat import ClaimKeeper
 from ki.relate.inline_conversion import ensure_source_object_ready
 from ki.retry import Treatment, backoff_seconds, classify_error
 from ki.store import claims as q
+from ki.store.attempts import MESSAGE_MAX_CHARS
 from ki.store.claims import Claim
 from ki.taxonomies import (
     DISABLED_BY_CONFIGURATION,
@@ -33,7 +34,6 @@ from ki.taxonomies import (
 
 log = logging.getLogger(__name__)
 
-MESSAGE_MAX_CHARS = 2000
 TRACEBACK_MAX_CHARS = 6000
 
 Handler = Callable[[StageContext], StageOutcome]

@@ -9,13 +9,12 @@ the overruled error, and the caller launches a run at once.
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from pydantic import BaseModel
-from sqlalchemy import text
 
 from ki.context import PipelineContext
+from ki.store.audit import record_audit
 from ki.store.requeue import release_quarantined
 from ki.store.status import quarantine_page
 from ki.taxonomies import PIPELINE_STAGE_ORDER
@@ -65,7 +64,7 @@ def retry_quarantined(ctx: PipelineContext, source_object_id: int, *, stage: str
     if stage is not None and stage not in PIPELINE_STAGE_ORDER:
         raise ValueError(f"unknown stage {stage!r}; stages are {', '.join(PIPELINE_STAGE_ORDER)}")
     with ctx.db.engine.begin() as conn:
-        released = release_quarantined(conn, source_object_id)
+        released = release_quarantined(conn, source_object_id, actor=actor)
         if released is None:
             raise LookupError(f"source object {source_object_id} has no quarantined stage")
         previous = released.previous_error
@@ -78,17 +77,18 @@ def retry_quarantined(ctx: PipelineContext, source_object_id: int, *, stage: str
             previous_error={k: v for k, v in previous.items() if k != "traceback"},
             deterministic=bool(previous.get("deterministic")),
         )
-        if previous.get("reason") == "provider_permanent":
-            # The operator says the account is fixed: stop failing fast on the old verdict.
-            from ki.agents.gateway import reset_cooldowns
-            from ki.convert.docling import reset_cooldown
-
-            reset_cooldowns()
-            reset_cooldown()
-        conn.execute(
-            text("""INSERT INTO audit_log (actor, action, source_object_id, details)
-                    VALUES (:actor, 'quarantine_retry', :id, CAST(:d AS jsonb))"""),
-            {"actor": actor, "id": source_object_id,
-             "d": json.dumps({**response.model_dump(), "overruled_error": previous})},
-        )
+        reset_provider_cooldowns([previous])
+        record_audit(conn, actor=actor, action="quarantine_retry", source_object_id=source_object_id,
+                     details={**response.model_dump(), "overruled_error": previous})
     return response
+
+
+def reset_provider_cooldowns(previous_errors: list[dict[str, Any]]) -> None:
+    """After a retry released rows that failed on ``provider_permanent``: the operator says the account
+    is fixed, so the gateway and Docling stop failing fast on the old verdict (their cooldowns end)."""
+    if any(e.get("reason") == "provider_permanent" for e in previous_errors):
+        from ki.agents.gateway import reset_cooldowns
+        from ki.convert.docling import reset_cooldown
+
+        reset_cooldowns()
+        reset_cooldown()

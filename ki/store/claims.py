@@ -17,6 +17,8 @@ from typing import Any
 from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
+from ki.store.attempts import INSERT_FROM_COMPLETED, INSERT_FROM_FAILED, INSERT_FROM_STALE, MESSAGE_MAX_CHARS
+from ki.store.signatures import error_signature, record_signature
 from ki.taxonomies import (
     DISABLED_BY_CONFIGURATION,
     PIPELINE_STAGE_ORDER,
@@ -39,6 +41,7 @@ class Claim:
             returned them, so the executor needs no second read; None otherwise.
         last_error: the row's ``last_error`` as it was when claimed (e.g. the ``access_only_reindex``
             marker, or the previous failure); None for a fresh row.
+        worker: who claimed it (the attempt history records it with the outcome).
     """
 
     row_id: int
@@ -48,6 +51,7 @@ class Claim:
     token: uuid.UUID
     object_row: tuple[Any, ...] | None = field(default=None, compare=False, repr=False)
     last_error: dict[str, Any] | None = field(default=None, compare=False, repr=False)
+    worker: str | None = field(default=None, compare=False)
 
 
 #: What an executor needs of the claimed row's object and source (``SourceObjectView`` field order).
@@ -119,8 +123,8 @@ UPDATE processing_state ps SET {_CLAIM_SET}
 """)
 
 
-def _claim(row: Any, token: uuid.UUID) -> Claim:
-    return Claim(row[0], row[1], row[2], row[3], token, tuple(row[_N_CLAIM_COLUMNS:]), row[4])
+def _claim(row: Any, token: uuid.UUID, worker: str) -> Claim:
+    return Claim(row[0], row[1], row[2], row[3], token, tuple(row[_N_CLAIM_COLUMNS:]), row[4], worker)
 
 
 def claim_next(conn: Connection, *, worker: str, run_id: int | None, limit: int = 1,
@@ -139,7 +143,7 @@ def claim_next(conn: Connection, *, worker: str, run_id: int | None, limit: int 
         rows = conn.execute(CLAIM_NEXT_SQL, params)
     else:
         rows = conn.execute(CLAIM_NEXT_SHUFFLED_SQL, {**params, "seed": str(order_seed)})
-    return [_claim(r, token) for r in rows]
+    return [_claim(r, token, worker) for r in rows]
 
 
 def claim_row(
@@ -151,7 +155,7 @@ def claim_row(
         CLAIM_ROW_SQL,
         {"source_object_id": source_object_id, "stage": stage, "token": token, "worker": worker, "run_id": run_id},
     ).first()
-    return _claim(row, token) if row else None
+    return _claim(row, token, worker) if row else None
 
 
 @dataclass(frozen=True)
@@ -176,7 +180,8 @@ DISABLED_JSON = json.dumps({"reason": DISABLED_BY_CONFIGURATION})
 # -- name: complete_claim --
 # Record a handler's outcome, only while the row still holds the claim token (fencing), and in
 # the same statement run _unlock_next: switched-off stages on the way are skipped, the next
-# enabled stage's waiting row becomes pending. One round trip, one commit.
+# enabled stage's waiting row becomes pending; and append the attempt to the history. One round
+# trip, one commit.
 COMPLETE_SQL = text(f"""
 WITH done AS (
     UPDATE processing_state
@@ -184,8 +189,9 @@ WITH done AS (
         completions = completions + CASE WHEN :status = 'done' THEN 1 ELSE 0 END,
         claim_token = NULL, claimed_by = NULL, heartbeat_at = NULL, next_retry_at = NULL, updated_at = now()
     WHERE id = :row_id AND claim_token = :token AND status = 'running'
-    RETURNING source_object_id, run_id
+    RETURNING id, source_object_id, stage, attempts, claimed_at, run_id
 ),
+history AS ({INSERT_FROM_COMPLETED}),
 passed AS (
     UPDATE processing_state ps
     SET status = 'skipped', last_error = CAST(:disabled AS jsonb), producer_version = v.version,
@@ -236,6 +242,7 @@ def complete_claim(
             "skip_stages": [s for s, _ in unlock.skip],
             "skip_versions": [v for _, v in unlock.skip],
             "next_stage": unlock.next_stage,
+            "worker": claim.worker,
         },
     ).one()
     return Completion(int(row.passed)) if row.completed else None
@@ -246,6 +253,7 @@ def complete_claim(
 # deterministic → quarantined; infrastructure → failed (never quarantined; counted in
 # last_error.infrastructure_attempts, carried across failures until attempts reset);
 # retry → quarantined once the attempts the document is responsible for reach max_attempts.
+# The same statement appends the attempt (with its error signature) to the history.
 INFRA_SQL = "coalesce((last_error->>'infrastructure_attempts')::int, 0)"
 FAIL_SQL = text(f"""
 WITH verdict AS (
@@ -257,14 +265,16 @@ WITH verdict AS (
                 ELSE 'failed' END AS status
     FROM processing_state
     WHERE id = :row_id AND claim_token = :token AND status = 'running'
-)
-UPDATE processing_state ps
-SET status = v.status,
-    last_error = CAST(:last_error AS jsonb) || jsonb_build_object('infrastructure_attempts', v.infra),
-    next_retry_at = CASE WHEN v.status = 'failed' THEN now() + make_interval(secs => :delay) ELSE NULL END,
-    claim_token = NULL, claimed_by = NULL, heartbeat_at = NULL, updated_at = now()
-FROM verdict v WHERE ps.id = v.id
-RETURNING ps.status
+), failed AS (
+    UPDATE processing_state ps
+    SET status = v.status,
+        last_error = CAST(:last_error AS jsonb) || jsonb_build_object('infrastructure_attempts', v.infra),
+        next_retry_at = CASE WHEN v.status = 'failed' THEN now() + make_interval(secs => :delay) ELSE NULL END,
+        claim_token = NULL, claimed_by = NULL, heartbeat_at = NULL, updated_at = now()
+    FROM verdict v WHERE ps.id = v.id
+    RETURNING ps.id, ps.source_object_id, ps.stage, ps.attempts, ps.status, ps.claimed_at, ps.run_id
+), history AS ({INSERT_FROM_FAILED})
+SELECT status FROM failed
 """)
 
 
@@ -275,8 +285,12 @@ def fail_claim(
     """Record a failure of ``treatment`` (deterministic / retry / infrastructure).
 
     Returns the new status (``failed`` or ``quarantined``), or None when the claim was lost.
-    ``delay_seconds`` applies when the row stays ``failed``.
+    ``delay_seconds`` applies when the row stays ``failed``. ``last_error`` is stored with its
+    ``signature`` (:func:`ki.store.signatures.record_signature`) added; the attempt goes to the history.
     """
+    signature = record_signature(last_error)
+    record = {**last_error, "message": str(last_error.get("message") or "")[:MESSAGE_MAX_CHARS],
+              "signature": signature}
     row = conn.execute(
         FAIL_SQL,
         {
@@ -285,7 +299,13 @@ def fail_claim(
             "treatment": treatment,
             "max_attempts": int(max_attempts),
             "delay": float(delay_seconds),
-            "last_error": json.dumps(last_error),
+            "last_error": json.dumps(record),
+            "worker": claim.worker,
+            "error_class": record.get("class"),
+            "reason": record.get("reason"),
+            "message": record["message"],
+            "infrastructure": record.get("infrastructure"),
+            "signature": signature,
         },
     ).first()
     return row.status if row is not None else None
@@ -425,14 +445,18 @@ def request_rerun_from(conn: Connection, source_object_ids: list[int], stage: st
 # -- name: recover_stale_claims --
 # Running rows silent longer than claim_timeout_seconds become failed (StaleClaim), due now;
 # a row whose attempts (outage attempts excepted) reached max_attempts is quarantined instead.
-RECOVER_STALE_SQL = text("""
-WITH limits(stage, max_attempts) AS (SELECT * FROM unnest(CAST(:stages AS text[]), CAST(:limits AS int[])))
+# Each is appended to the history (outcome ``stale``, the silent worker named) in the same statement.
+STALE_CLASS = "StaleClaim"
+STALE_SIGNATURE = error_signature(STALE_CLASS, None, "claim silent (worker presumed dead)")
+RECOVER_STALE_SQL = text(f"""
+WITH limits(stage, max_attempts) AS (SELECT * FROM unnest(CAST(:stages AS text[]), CAST(:limits AS int[]))),
+silent AS (SELECT id, claimed_by FROM processing_state WHERE status = 'running'), recovered AS (
 UPDATE processing_state ps
 SET status = CASE WHEN ps.attempts - coalesce((ps.last_error->>'infrastructure_attempts')::int, 0)
                         >= l.max_attempts THEN 'quarantined' ELSE 'failed' END,
     last_error = jsonb_build_object(
         'infrastructure_attempts', coalesce((ps.last_error->>'infrastructure_attempts')::int, 0),
-        'class', 'StaleClaim',
+        'class', '{STALE_CLASS}', 'signature', '{STALE_SIGNATURE}',
         'message', 'claim silent for more than ' || :timeout || ' s (worker ' || coalesce(ps.claimed_by, '?')
                    || ' presumed dead)',
         'traceback', '', 'deterministic', false, 'infrastructure', NULL,
@@ -441,10 +465,13 @@ SET status = CASE WHEN ps.attempts - coalesce((ps.last_error->>'infrastructure_a
     next_retry_at = CASE WHEN ps.attempts - coalesce((ps.last_error->>'infrastructure_attempts')::int, 0)
                           >= l.max_attempts THEN NULL ELSE now() END,
     claim_token = NULL, claimed_by = NULL, heartbeat_at = NULL, updated_at = now()
-FROM limits l
-WHERE l.stage = ps.stage AND ps.status = 'running'
+FROM limits l, silent
+WHERE l.stage = ps.stage AND silent.id = ps.id AND ps.status = 'running'
   AND ps.heartbeat_at < now() - make_interval(secs => :timeout)
-RETURNING ps.id, ps.status
+RETURNING ps.id, ps.source_object_id, ps.stage, ps.attempts, ps.claimed_at, ps.run_id, silent.claimed_by AS worker,
+          ps.last_error, ps.status
+), history AS ({INSERT_FROM_STALE})
+SELECT id, status FROM recovered
 """)
 
 
@@ -453,6 +480,7 @@ def recover_stale_claims(conn: Connection, *, timeout_seconds: float, max_attemp
     stages = list(max_attempts)
     rows = conn.execute(
         RECOVER_STALE_SQL,
-        {"stages": stages, "limits": [max_attempts[s] for s in stages], "timeout": float(timeout_seconds)},
+        {"stages": stages, "limits": [max_attempts[s] for s in stages], "timeout": float(timeout_seconds),
+         "signature": STALE_SIGNATURE},
     ).fetchall()
     return len(rows)

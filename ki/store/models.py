@@ -136,8 +136,13 @@ class ProcessingState(Base):
     run_id: Mapped[int | None] = mapped_column(BigInteger)
     created_at: Mapped[datetime] = mapped_column(TZ, server_default=func.now())
     updated_at: Mapped[datetime] = mapped_column(TZ, server_default=func.now())
+    # Migration 0011_work_items: the row's public id (``work_item:<uuid>``), never changed.
+    work_item_id: Mapped[uuid.UUID] = mapped_column(UUID(as_uuid=True), server_default=sa_text("gen_random_uuid()"))
     __table_args__ = (
         UniqueConstraint("source_object_id", "stage", name="uq_processing_state_object_stage"),
+        Index("uq_processing_state_work_item", "work_item_id", unique=True),
+        Index("ix_processing_state_signature", "stage", sa_text("(last_error->>'signature')"),
+              postgresql_where=sa_text("status IN ('failed', 'quarantined')")),
         Index(
             "ix_processing_state_claimable",
             "updated_at",
@@ -234,3 +239,4 @@ import ki.store.models_matters  # noqa: E402, F401
 import ki.store.models_metadata  # noqa: E402, F401
 import ki.store.models_search  # noqa: E402, F401
 import ki.store.models_usage  # noqa: E402, F401
+import ki.store.models_work_items  # noqa: E402, F401

@@ -20,9 +20,11 @@ from typing import Any
 from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
+from ki.store.attempts import INSERT_FROM_ACTION
 from ki.store.claims import WAITING_JSON
 from ki.taxonomies import (
     ACCESS_ONLY_REINDEX,
+    CANCELLED,
     DISABLED_BY_CONFIGURATION,
     PIPELINE_STAGE_ORDER,
     WAITING_FOR_PREVIOUS_STAGE,
@@ -197,43 +199,75 @@ def release_capability_quarantines(conn: Connection, *, reasons: list[str], curr
 
 @dataclass(frozen=True)
 class Released:
-    """What :func:`release_quarantined` did: the stage released, its previous ``last_error``, and the
+    """One row :func:`release_rows` released: its id, object, stage, the ``last_error`` it had, and the
     downstream stages parked back to waiting."""
 
+    row_id: int
+    source_object_id: int
     stage: str
     previous_error: dict[str, Any]
     invalidated_stages: list[str]
 
 
-QUARANTINED_ROWS_SQL = text("""
-SELECT stage, last_error FROM processing_state
-WHERE source_object_id = :id AND status = 'quarantined' FOR UPDATE
-""")
-RELEASE_STAGE_SQL = text("""
-UPDATE processing_state SET status = 'pending', attempts = 0, last_error = NULL,
-    next_retry_at = NULL, claim_token = NULL, updated_at = now()
-WHERE source_object_id = :id AND stage = :stage
-""")
-PARK_STAGES_SQL = text("""
-UPDATE processing_state SET status = 'skipped', last_error = CAST(:w AS jsonb),
-    producer_version = NULL, attempts = 0, next_retry_at = NULL, claim_token = NULL, updated_at = now()
-WHERE source_object_id = :id AND stage = ANY(:stages)
+#: Rows an operator retry may release: awaiting a retry, quarantined, or cancelled (issue 18 item 4).
+#: (A condition over ``processing_state ps``.)
+RETRYABLE_SQL = ("(ps.status IN ('failed', 'quarantined') OR (ps.status = 'skipped' AND ps.reason = "
+                 f"'{CANCELLED}'))")
+
+# -- name: release_rows --
+# The one release of the quarantine retry and the work-item retry (spec: "Retry from quarantine"):
+# of the given rows that are retryable, lock them, take per object the earliest stage, reset it to
+# pending with a fresh attempt budget (error cleared from the row; the history keeps it), park every
+# later stage of the object back to waiting, and append a ``retried`` entry to each released row's
+# history. One statement.
+RELEASE_ROWS_SQL = text(f"""
+WITH locked AS (
+    SELECT ps.id, ps.source_object_id, ps.stage, ps.attempts, ps.last_error FROM processing_state ps
+    WHERE ps.id = ANY(CAST(:ids AS bigint[])) AND {RETRYABLE_SQL}
+    FOR UPDATE
+), picked AS (
+    SELECT DISTINCT ON (source_object_id) *, array_position(CAST(:order AS text[]), stage) AS pos
+    FROM locked ORDER BY source_object_id, array_position(CAST(:order AS text[]), stage)
+), acted AS (
+    UPDATE processing_state ps SET status = 'pending', attempts = 0, last_error = NULL, next_retry_at = NULL,
+        claim_token = NULL, claimed_by = NULL, heartbeat_at = NULL, updated_at = now()
+    FROM picked p WHERE ps.id = p.id
+    RETURNING ps.id, ps.source_object_id, ps.stage, p.attempts, ps.run_id
+), parked AS (
+    UPDATE processing_state ps SET status = 'skipped', last_error = CAST(:w AS jsonb), producer_version = NULL,
+        attempts = 0, next_retry_at = NULL, claim_token = NULL, updated_at = now()
+    FROM picked p
+    WHERE ps.source_object_id = p.source_object_id AND array_position(CAST(:order AS text[]), ps.stage) > p.pos
+    RETURNING ps.id
+), history AS ({INSERT_FROM_ACTION})
+SELECT id, source_object_id, stage, last_error FROM picked ORDER BY id
 """)
 
 
-def release_quarantined(conn: Connection, source_object_id: int) -> Released | None:
+def release_rows(conn: Connection, row_ids: list[int], *, actor: str) -> list[Released]:
+    """Release the retryable rows among ``row_ids`` (see the statement above); returns what was released,
+    by row id. Rows that are not retryable (running, done, waiting...) are left alone.
+
+    Spec: insertion-pipeline.md "Retry from quarantine"; issue 18 item 4."""
+    if not row_ids:
+        return []
+    rows = conn.execute(RELEASE_ROWS_SQL, {"ids": sorted(set(row_ids)), "order": list(PIPELINE_STAGE_ORDER),
+                                           "w": WAITING_JSON, "outcome": "retried", "actor": actor}).fetchall()
+    return [Released(int(r.id), int(r.source_object_id), r.stage, dict(r.last_error or {}),
+                     list(PIPELINE_STAGE_ORDER[PIPELINE_STAGE_ORDER.index(r.stage) + 1:])) for r in rows]
+
+
+QUARANTINED_IDS_SQL = text("SELECT id FROM processing_state WHERE source_object_id = :id AND status = 'quarantined'")
+
+
+def release_quarantined(conn: Connection, source_object_id: int, *, actor: str = "cli") -> Released | None:
     """Release the object's earliest quarantined stage (pending, fresh budget) and park every later
-    stage back to waiting, locking the quarantined rows first. None when nothing is quarantined.
+    stage back to waiting (:func:`release_rows`). None when nothing is quarantined.
 
     Spec: insertion-pipeline.md "Retry from quarantine"."""
-    rows = conn.execute(QUARANTINED_ROWS_SQL, {"id": source_object_id}).fetchall()
-    if not rows:
-        return None
-    earliest = min(rows, key=lambda r: PIPELINE_STAGE_ORDER.index(r.stage))
-    downstream = list(PIPELINE_STAGE_ORDER[PIPELINE_STAGE_ORDER.index(earliest.stage) + 1:])
-    conn.execute(RELEASE_STAGE_SQL, {"id": source_object_id, "stage": earliest.stage})
-    conn.execute(PARK_STAGES_SQL, {"id": source_object_id, "stages": downstream, "w": WAITING_JSON})
-    return Released(earliest.stage, dict(earliest.last_error or {}), downstream)
+    ids = list(conn.execute(QUARANTINED_IDS_SQL, {"id": source_object_id}).scalars())
+    released = release_rows(conn, ids, actor=actor)
+    return released[0] if released else None
 
 
 # -- name: mark_access_only_reindex --
