@@ -136,7 +136,7 @@ class ProcessingState(Base):
     run_id: Mapped[int | None] = mapped_column(BigInteger)
     created_at: Mapped[datetime] = mapped_column(TZ, server_default=func.now())
     updated_at: Mapped[datetime] = mapped_column(TZ, server_default=func.now())
-    # Migration 0011_work_items: the row's public id (``work_item:<uuid>``), never changed.
+    # Migration 0012_work_items: the row's public id (``work_item:<uuid>``), never changed.
     work_item_id: Mapped[uuid.UUID] = mapped_column(UUID(as_uuid=True), server_default=sa_text("gen_random_uuid()"))
     __table_args__ = (
         UniqueConstraint("source_object_id", "stage", name="uq_processing_state_object_stage"),

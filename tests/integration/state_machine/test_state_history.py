@@ -34,7 +34,7 @@ def test_every_attempt_is_kept_and_a_retry_erases_none(ctx, src, monkeypatch):
     entries = _history(ctx, row["id"])
     assert [(e.attempt, e.outcome, e.error_class) for e in entries] == [
         (1, "failed", "RuntimeError"), (2, "quarantined", "RuntimeError")]
-    sig = error_signature("RuntimeError", None, "flaky read of /x/y.txt")
+    sig = error_signature("RuntimeError", row["reason"], "flaky read of /x/y.txt")
     assert {e.signature for e in entries} == {sig} == {row["last_error"]["signature"]}
     assert all(e.worker == ctx.worker_id and e.started_at is not None and e.duration_seconds >= 0
                and e.started_at <= e.finished_at for e in entries)

@@ -1,7 +1,7 @@
 """Work items: a stable uuid per processing_state row and the append-only attempt history.
 
-Revision ID: 0011_work_items
-Revises: 0010_order_bases
+Revision ID: 0012_work_items
+Revises: 0011_source_names
 
 Issue 18; DESIGN.md "Work items" (``work_item:<uuid>``, every attempt kept, a retry never erases a
 failure). See :mod:`ki.store.attempts` (the writes, in the same statement as each outcome) and
@@ -21,8 +21,8 @@ failure). See :mod:`ki.store.attempts` (the writes, in the same statement as eac
 
 from alembic import op
 
-revision = "0011_work_items"
-down_revision = "0010_order_bases"
+revision = "0012_work_items"
+down_revision = "0011_source_names"
 branch_labels = None
 depends_on = None
 
