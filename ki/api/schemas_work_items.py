@@ -45,29 +45,10 @@ class WorkItem(BaseModel):
     updated_at: datetime
 
 
-class AttemptOut(BaseModel):
-    """One history entry: an attempt's outcome or an operator's action (``retried``, ``cancelled``)."""
-
-    attempt: int
-    outcome: str
-    started_at: datetime | None
-    finished_at: datetime
-    duration_seconds: float | None
-    worker: str | None
-    run_id: int | None
-    actor: str | None
-    error_class: str | None
-    reason: str | None
-    message: str | None
-    infrastructure: str | None
-    signature: str | None
-    producer_version: str | None
-
-
 class WorkItemDetail(WorkItem):
     """A work item with its whole attempt history, oldest first."""
 
-    history: list[AttemptOut]
+    history: list[Attempt]
 
 
 class WorkItemPage(BaseModel):
@@ -78,25 +59,10 @@ class WorkItemPage(BaseModel):
     limit: int
 
 
-class FailureGroupOut(BaseModel):
-    """The failures of one (stage, signature) (see :class:`ki.store.work_items.FailureGroup`)."""
-
-    kind: str
-    signature: str
-    count: int
-    first_seen: datetime
-    last_seen: datetime
-    infrastructure: bool
-    error_class: str | None
-    reason: str | None
-    sample_paths: list[str]
-    message: str | None
-
-
 class FailureGroups(BaseModel):
     """Failure groups, largest first."""
 
-    groups: list[FailureGroupOut]
+    groups: list[FailureGroup]
 
 
 class BulkRequest(BaseModel):
@@ -119,18 +85,3 @@ def work_item_out(row: WorkItemRow, *, max_attempts: int, claim_timeout_seconds:
                     path=row.path, source_object_id=row.source_object_id, attempts=row.attempts,
                     max_attempts=max_attempts, last_error=row.last_error, lease=lease,
                     next_retry_at=row.next_retry_at, run_id=row.run_id, updated_at=row.updated_at)
-
-
-def attempt_out(a: Attempt) -> AttemptOut:
-    """The API shape of a history entry."""
-    return AttemptOut(attempt=a.attempt, outcome=a.outcome, started_at=a.started_at, finished_at=a.finished_at,
-                      duration_seconds=a.duration_seconds, worker=a.worker, run_id=a.run_id, actor=a.actor,
-                      error_class=a.error_class, reason=a.reason, message=a.message,
-                      infrastructure=a.infrastructure, signature=a.signature, producer_version=a.producer_version)
-
-
-def group_out(g: FailureGroup) -> FailureGroupOut:
-    """The API shape of a failure group."""
-    return FailureGroupOut(kind=g.stage, signature=g.signature, count=g.count, first_seen=g.first_seen,
-                           last_seen=g.last_seen, infrastructure=g.infrastructure, error_class=g.error_class,
-                           reason=g.reason, sample_paths=g.sample_paths, message=g.message)

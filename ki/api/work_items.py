@@ -13,8 +13,6 @@ from ki.api.schemas_work_items import (
     WorkItem,
     WorkItemDetail,
     WorkItemPage,
-    attempt_out,
-    group_out,
     work_item_out,
 )
 from ki.context import PipelineContext
@@ -49,10 +47,10 @@ def detail(ctx: PipelineContext, work_item_id: uuid.UUID) -> WorkItemDetail:
         if row is None:
             raise WorkItemRefused("not_found", f"no work item has id work_item:{work_item_id}")
         entries = history(conn, row.row_id)
-    return WorkItemDetail(**_out(ctx, row).model_dump(), history=[attempt_out(a) for a in entries])
+    return WorkItemDetail(**_out(ctx, row).model_dump(), history=entries)
 
 
 def groups(ctx: PipelineContext, flt: WorkItemFilter, *, limit: int = 100) -> FailureGroups:
     """Failure groups per (stage, signature) of the failing items matching ``flt``, largest first."""
     with ctx.db.engine.connect() as conn:
-        return FailureGroups(groups=[group_out(g) for g in failure_groups(conn, flt, limit=limit)])
+        return FailureGroups(groups=failure_groups(conn, flt, limit=limit))

@@ -36,6 +36,10 @@ _STATUS = re.compile(r"\b(HTTP(?:/[\d.]+)?|status(?: code)?|error code)\s*:?\s*(
 _NUMBER = re.compile(r"(?<![\w.])[-+]?\d+(?:[.,:]\d+)*(?:e[-+]?\d+)?(?!\w)", re.I)
 _SPACE = re.compile(r"\s+")
 _PATHS = re.compile(r"<path>(?:[ \t]*<path>)+")  # a path with spaces reads as several
+#: In this order: a quoted path is one quoted value, a path's digits are not numbers.
+_RULES = ((_QUOTED, QUOTED), (_URL, URL), (_EMAIL, EMAIL), (_WIN_PATH, PATH), (_POSIX_PATH, PATH),
+          (_RELATIVE_PATH, PATH), (_FILE_NAME, PATH), (_PATHS, PATH), (_UUID, UUID), (_HEX, HEX), (_ID, ID),
+          (_NUMBER, NUMBER))
 _KEEP_BASE = 0xE000  # status codes kept aside as private-use characters (no digit a later rule could eat)
 
 
@@ -57,18 +61,8 @@ def normalise_message(message: str | None) -> str:
         return chr(_KEEP_BASE + len(kept) - 1)
 
     text = _STATUS.sub(keep, text)
-    text = _QUOTED.sub(QUOTED, text)
-    text = _URL.sub(URL, text)
-    text = _EMAIL.sub(EMAIL, text)
-    text = _WIN_PATH.sub(PATH, text)
-    text = _POSIX_PATH.sub(PATH, text)
-    text = _RELATIVE_PATH.sub(PATH, text)
-    text = _FILE_NAME.sub(PATH, text)
-    text = _PATHS.sub(PATH, text)
-    text = _UUID.sub(UUID, text)
-    text = _HEX.sub(HEX, text)
-    text = _ID.sub(ID, text)
-    text = _NUMBER.sub(NUMBER, text)
+    for pattern, placeholder in _RULES:
+        text = pattern.sub(placeholder, text)
     for i, value in enumerate(kept):
         text = text.replace(chr(_KEEP_BASE + i), value)
     return _SPACE.sub(" ", text).strip()[:TEMPLATE_MAX_CHARS]

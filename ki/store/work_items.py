@@ -223,10 +223,10 @@ def get_work_item(conn: Connection, work_item_id: uuid.UUID) -> WorkItemRow | No
 
 @dataclass(frozen=True)
 class FailureGroup:
-    """Failures of one (stage, signature): how many rows fail so now, when the signature was first and last
-    recorded (history), whether an outage caused them, three sample paths and one message."""
+    """Failures of one (stage, signature): ``kind`` (the stage), how many rows fail so now, when the signature
+    was first and last recorded (history), whether an outage caused them, three sample paths and one message."""
 
-    stage: str
+    kind: str
     signature: str
     count: int
     first_seen: datetime
