@@ -16,15 +16,16 @@ from pathlib import Path
 
 import typer
 
+import ki.cli.faults as faults
 from ki.cli.common import console
-from ki.errors import KiError
 
 #: ``ki --help`` lists the command modules in this order, then every other one alphabetically.
 HELP_ORDER: tuple[str, ...] = ("insert", "status", "search", "quarantine", "config", "export", "index", "worker",
                                "db")
-_NOT_COMMANDS = frozenset({"app", "common", "__main__"})
+_NOT_COMMANDS = frozenset({"app", "common", "faults", "__main__"})
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, help="ki: durable document insertion")
+app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
+                  help="ki: durable document insertion")
 
 
 def command_modules() -> list[str]:
@@ -47,9 +48,15 @@ _register_all()
 
 
 def main() -> None:  # pragma: no cover - console entry
-    """The console entry point (``ki``): runs :data:`app`; a :class:`ki.errors.KiError` prints one line, exit 2."""
+    """The console entry point (``ki``): runs :data:`app`. Logging goes to ``ki.log`` (warnings also to
+    stderr, one line each); any exception a command lets out is reported by :func:`ki.cli.faults.report`
+    (one message, what to do, the log's path) and exits with its documented code, never a traceback."""
+    faults.configure_logging()
+    names = {c.name or (c.callback.__name__ if c.callback else "") for c in app.registered_commands}
+    names |= {g.name for g in app.registered_groups}
+    first = sys.argv[1] if len(sys.argv) > 1 else ""
+    faults.running(f"ki {first}" if first in names else "ki")
     try:
-        app()
-    except KiError as exc:
-        console.print(f"[red]{type(exc).__name__}:[/] {exc}")
-        sys.exit(2)
+        app()  # standalone: usage errors, --help and typer.Exit end here through SystemExit
+    except Exception as exc:  # noqa: BLE001 - every other fault becomes one message + ki.log
+        sys.exit(faults.report(exc, console))

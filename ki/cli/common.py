@@ -5,7 +5,6 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-import typer
 from rich.console import Console
 from rich.table import Table
 
@@ -22,15 +21,34 @@ FINISHED_BUCKETS = ("done", "skipped", "disabled", "quarantined")
 
 
 def open_context() -> Any:
-    """The :class:`~ki.context.PipelineContext` of this process; a configuration error
-    prints one line and exits 2."""
-    from ki.context import PipelineContext
+    """The :class:`~ki.context.PipelineContext` of this process.
 
+    Raises (each reported by :func:`ki.cli.faults.report` with its exit code):
+        ConfigurationError: a bad environment variable or ``KI_DATABASE_URL`` that is no database URL (2).
+        DataDirUnusable: ``KI_DATA_DIR`` cannot be created, read or written (5).
+        DatabaseUnavailable / OperationalError: the database cannot be reached or did not start (4).
+    """
+    from sqlalchemy.exc import ArgumentError
+
+    from ki.cli.faults import DatabaseUnavailable, check_data_dir, database_opened
+    from ki.config.loader import ProcessSettings
+    from ki.context import PipelineContext
+    from ki.store.db import connect
+
+    settings = ProcessSettings()
+    check_data_dir(settings.data_dir)
     try:
-        return PipelineContext.open()
-    except ConfigurationError as exc:
-        console.print(f"[red]configuration error:[/] {exc}")
-        raise typer.Exit(2) from exc
+        db = connect(settings)
+    except ArgumentError as exc:
+        raise ConfigurationError("KI_DATABASE_URL is not a PostgreSQL URL; expected "
+                                 "postgresql://USER:PASSWORD@HOST:PORT/DATABASE") from exc
+    except ConfigurationError as exc:  # the embedded server did not start
+        if settings.database_url:
+            raise
+        raise DatabaseUnavailable(str(exc).splitlines()[0], external=False) from exc
+    ctx = PipelineContext.open(settings, db=db)
+    database_opened()
+    return ctx
 
 
 def bucket_counts(ctx: Any) -> dict[str, dict[str, int]]:

@@ -6,7 +6,6 @@ files are. Exit 0 when the run completes, 1 when it fails, 3 when the folder is 
 
 from __future__ import annotations
 
-import logging
 import time
 from pathlib import Path
 
@@ -24,7 +23,6 @@ def insert(
     wait_retries: float = typer.Option(None, help="wait this many seconds for retries falling due"),
 ) -> None:
     """Scan PATH and run every stage until idle; exit 0 when the run completes."""
-    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     from ki.launch import launch_insertion
     from ki.sources.scan import register_local_source, scan_source
 

@@ -18,8 +18,9 @@ def serve(
     import uvicorn
 
     from ki.api.app import create_app
+    from ki.cli.faults import configure_logging
 
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    configure_logging(logging.INFO)
     app = create_app(open_context())
     console.print(f"ki console on http://{host}:{port}/  (sign in with a token from `ki token create`)")
     uvicorn.run(app, host=host, port=port, log_level=log_level, proxy_headers=False, server_header=False)

