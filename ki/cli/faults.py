@@ -98,7 +98,8 @@ def check_data_dir(path: Path) -> None:
     """Create ``path`` if missing and check ki can read and write it.
 
     Raises:
-        DataDirUnusable: it is a file, cannot be created, or is not readable and writable.
+        DataDirUnusable: it is a file, cannot be created, or cannot be listed. (Writing is checked where
+            ki writes: a denied write inside it is an ``OSError`` that :func:`classify` reports as exit 5.)
     """
     try:
         path.mkdir(parents=True, exist_ok=True)
@@ -108,8 +109,8 @@ def check_data_dir(path: Path) -> None:
         raise DataDirUnusable(path, f"cannot be created ({exc.strerror or exc})") from exc
     if not path.is_dir():
         raise DataDirUnusable(path, "exists and is not a directory")
-    if not os.access(path, os.R_OK | os.W_OK | os.X_OK):
-        raise DataDirUnusable(path, "is not readable and writable by this user")
+    if not os.access(path, os.R_OK | os.X_OK):
+        raise DataDirUnusable(path, "is not readable by this user")
 
 
 def fallback_log_path() -> Path:
