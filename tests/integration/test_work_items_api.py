@@ -16,63 +16,21 @@ import httpx
 import pytest
 from sqlalchemy import text
 
-from ki import errors
 from ki.api.app import create_app
-from ki.api.tokens import create_token, revoke
-from ki.config.loader import set_config_value
-from ki.launch import launch_insertion
-from ki.stages import STAGE_HANDLERS
+from ki.api.tokens import revoke
 from ki.store import claims as q
-from ki.taxonomies import MODEL_STAGES, PIPELINE_STAGE_ORDER, WAITING_FOR_PREVIOUS_STAGE
+from ki.taxonomies import PIPELINE_STAGE_ORDER, WAITING_FOR_PREVIOUS_STAGE
 from tests.helpers.served import serve_app
-from tests.helpers.state import make_source, rows
+from tests.helpers.state import rows
+from tests.helpers.work_items import CORRUPT, FLAKY_INDEX, N_DOCS, OUTAGE, faulty_estate
 
 pytestmark = pytest.mark.timeout(600)
-N_DOCS = 12
-CORRUPT = range(0, 5)       # convert: the same deterministic fault, five files
-OUTAGE = range(5, 8)        # convert: Docling down (infrastructure), three files
-FLAKY_INDEX = range(8, 9)   # index: another deterministic fault
-
-
-class Faults:
-    """Convert and index handlers that fail for chosen objects (switchable while the server runs)."""
-
-    def __init__(self, ids: list[int]):
-        self.ids = ids
-        self.active = True
-        self.real = {s: STAGE_HANDLERS[s] for s in ("convert", "index")}
-
-    def convert(self, sctx):
-        i = self.ids.index(sctx.obj.id)
-        if self.active and i in CORRUPT:
-            raise ValueError(f"File '{sctx.obj.path}' is not a zip file (offset {i * 31})")
-        if self.active and i in OUTAGE:
-            raise errors.DoclingUnavailable(f"Docling Serve at http://127.0.0.1:{5000 + i} answered HTTP 503",
-                                            infrastructure="docling answered HTTP 503")
-        return self.real["convert"](sctx)
-
-    def index(self, sctx):
-        if self.active and self.ids.index(sctx.obj.id) in FLAKY_INDEX:
-            raise ValueError("index mapping refused field 'title' of length 70000")
-        return self.real["index"](sctx)
 
 
 @pytest.fixture
 def served(make_ctx, data_dir, tmp_path, monkeypatch):
-    """(base URL, headers by token name, ctx, ids, faults, app) after one real run with the faults above."""
-    for stage in MODEL_STAGES:
-        set_config_value(data_dir, f"pipeline.stages.{stage}.enabled", False)
-    set_config_value(data_dir, "pipeline.retry_base_seconds", 3600)  # outages wait: nothing retries on its own
-    ctx = make_ctx(workers=2)
-    ids = make_source(ctx, tmp_path / "share", N_DOCS)
-    faults = Faults(ids)
-    monkeypatch.setitem(STAGE_HANDLERS, "convert", faults.convert)
-    monkeypatch.setitem(STAGE_HANDLERS, "index", faults.index)
-    launch_insertion(ctx, wait_for_retries_seconds=0)
-    headers = {}
-    for name, scopes in (("reader", ["read:work_item"]), ("operator", ["write:work_item"]),
-                         ("pipeline", ["read:pipeline", "write:pipeline"]), ("gone", ["admin"])):
-        headers[name] = {"Authorization": f"Bearer {create_token(ctx.db.engine, name=name, scopes=scopes)[1]}"}
+    """(base URL, headers by token name, ctx, ids, faults, app) after one real run with the faults."""
+    ctx, ids, faults, headers = faulty_estate(make_ctx, data_dir, tmp_path / "share", monkeypatch)
     app = create_app(ctx)
     with serve_app(app) as base:
         yield base, headers, ctx, ids, faults, app
