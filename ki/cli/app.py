@@ -20,8 +20,8 @@ import ki.cli.faults as faults
 from ki.cli.common import console
 
 #: ``ki --help`` lists the command modules in this order, then every other one alphabetically.
-HELP_ORDER: tuple[str, ...] = ("insert", "status", "search", "quarantine", "config", "export", "index", "worker",
-                               "db")
+HELP_ORDER: tuple[str, ...] = ("insert", "source", "status", "search", "quarantine", "config", "export", "index",
+                               "worker", "db")
 _NOT_COMMANDS = frozenset({"app", "common", "faults", "__main__"})
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,

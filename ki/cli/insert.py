@@ -1,7 +1,8 @@
 """``ki insert PATH``: register (or reuse) a local-folder source, scan it, run every stage until idle.
 
 Shows a progress bar per stage, then the run summary, the bucket table and where quarantined
-files are. Exit 0 when the run completes, 1 when it fails, 3 when the folder is unavailable.
+files are. Exit 0 when the run completes, 1 when it fails, 2 when the folder is refused as a new source
+(missing, a file, inside another source: nothing is registered), 3 when a known folder is unavailable.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ import time
 from pathlib import Path
 
 import typer
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from ki.cli.common import FINISHED_BUCKETS, bucket_counts, console, open_context, print_status
@@ -23,22 +25,41 @@ def insert(
     wait_retries: float = typer.Option(None, help="wait this many seconds for retries falling due"),
 ) -> None:
     """Scan PATH and run every stage until idle; exit 0 when the run completes."""
-    from ki.launch import launch_insertion
-    from ki.sources.scan import register_local_source, scan_source
+    from ki.sources.registry import SourceRefused, add_local_source
 
     ctx = open_context()
     root = path.expanduser().resolve()
-    source_id = register_local_source(ctx, root)
+    try:
+        source_id, restored = add_local_source(ctx, root)
+    except SourceRefused as exc:
+        console.print(f"[red]refused:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
+        raise typer.Exit(2) from exc
+    if restored:
+        console.print(f"source {source_id} ({escape(str(root))}) was removed: restored", highlight=False)
+    scan_and_run(ctx, source_id, root, workers=workers, wait_retries=wait_retries)
+
+
+def scan_and_run(ctx, source_id: int, root: Path, *, workers: int | None = None,
+                 wait_retries: float | None = None) -> None:
+    """Scan one source, run every stage until idle with progress bars, print the summary.
+
+    Raises:
+        typer.Exit: 3 when the folder is unavailable (nothing changed), 1 when the run failed.
+    """
+    from ki.launch import launch_insertion
+    from ki.sources.scan import scan_source
+
     try:
         report = scan_source(ctx, source_id)
     except SourceUnavailable as exc:
-        console.print(f"[red]source unavailable:[/] {exc} — nothing was changed; run again when it is back")
+        console.print(f"[red]source unavailable:[/] {escape(str(exc))} — nothing was changed; run again when it "
+                      "is back", highlight=False, soft_wrap=True)
         raise typer.Exit(3) from exc
     console.print(
-        f"scanned {root}: {report.listed} files, {report.new} new, {report.changed} changed, "
+        f"scanned {escape(str(root))}: {report.listed} files, {report.new} new, {report.changed} changed, "
         f"{report.unchanged} unchanged, {len(report.tombstoned)} tombstoned"
-        + (" [yellow](empty listing of a non-empty source: nothing tombstoned)[/]" if report.suspicious else "")
-    )
+        + (" [yellow](empty listing of a non-empty source: nothing tombstoned)[/]" if report.suspicious else ""),
+        highlight=False, soft_wrap=True)
     print_scan_notes(report)
     enabled = [s for s in PIPELINE_STAGE_ORDER if ctx.config.pipeline.stage(s).enabled]
     progress = Progress(TextColumn("{task.description:<18}"), BarColumn(), MofNCompleteColumn(),
