@@ -19,16 +19,18 @@ import re
 
 from lxml import etree
 
+from ki.convert.docx_altchunk import alt_chunk_reader
 from ki.convert.formats import CFB_MAGIC
 from ki.convert.model import Comment, Revision, StructuredDocument
 from ki.convert.ooxml_blocks import PartText
 from ki.convert.ooxml_ns import W14_NS, W_NS, parse_ooxml_date, split_tag, w_attr, w_children
 from ki.convert.ooxml_package import OoxmlPackage, Relationship
+from ki.convert.ooxml_parts import package_parts
 from ki.convert.ooxml_walk import OoxmlWalker
 from ki.errors import UnsupportedDocument
 
 CONVERTER = "ki.docx"
-CONVERTER_VERSION = "1"
+CONVERTER_VERSION = "2"  # 2: altChunk content, charts, SmartArt, embedded names
 
 _ENCRYPTED_STREAM = "encryptedpackage".encode("utf-16-le")  # CFB directory names are UTF-16LE
 
@@ -39,7 +41,7 @@ _W16CEX_NS = "http://schemas.microsoft.com/office/word/2018/wordml/cex"
 _DC_NS = "http://purl.org/dc/elements/1.1/"
 
 
-def convert_docx(data: bytes, filename: str) -> StructuredDocument:
+def convert_docx(data: bytes, filename: str, *, depth: int = 0) -> StructuredDocument:
     """Convert a DOCX/DOCM package to a :class:`StructuredDocument` (format ``docx``, converter ``ki.docx``).
 
     ``text`` is the accepted view (tracked insertions kept, deletions dropped), one line per
@@ -47,7 +49,14 @@ def convert_docx(data: bytes, filename: str) -> StructuredDocument:
     before the revisions, or None when the package has no revision. Headers, footers, footnotes
     and endnotes go to ``parts``; revisions, comments (threads via ``commentsExtended.xml``,
     resolved via ``w15:done``) and counts (``tables``, ``sdt``, ``numbered_paragraphs``,
-    ``sections``: element counts of the main document XML) are filled in.
+    ``sections``: element counts of the main document XML) are filled in. A ``w:altChunk``'s
+    imported content (HTML, MHT, RTF, text, DOCX; :mod:`ki.convert.docx_altchunk`) is body text at
+    its place; charts and SmartArt become ``chart:<n>`` / ``smartart:<n>`` parts
+    (:mod:`ki.convert.ooxml_graphics`); the names of embedded documents (each converted as a child
+    document, :mod:`ki.convert.embedded`) go to the ``embedded_name`` part.
+
+    Args:
+        depth: nesting depth of altChunk DOCX packages (callers leave it 0).
 
     Raises:
         UnsupportedDocument: reason ``empty``, ``password_required``, ``unsupported_format`` or
@@ -68,24 +77,29 @@ def convert_docx(data: bytes, filename: str) -> StructuredDocument:
         raise UnsupportedDocument(f"{filename}: {main} is not a WordprocessingML document", reason="corrupt")
     pkg.check_dangling()
     doc_rels = pkg.rels(main)
-    walker = OoxmlWalker()
+    chunk_warnings: list[str] = []
+
+    def nested(chunk: bytes, name: str) -> StructuredDocument:
+        return convert_docx(chunk, name, depth=depth + 1)
+
+    walker = OoxmlWalker(alt_chunk_reader(pkg, doc_rels, chunk_warnings, nested, depth=depth))
     try:
         body = walker.walk_body(root, "document")
         parts = _secondary_parts(pkg, walker, doc_rels, root)
         comments = _comments(pkg, walker, doc_rels)
     except RecursionError as exc:
         raise UnsupportedDocument(f"{filename}: markup nested too deeply", reason="corrupt") from exc
+    side, embedded = package_parts(pkg)
+    parts.update(side)
 
-    warnings = list(pkg.warnings)
-    for rid in walker.alt_chunks:
-        target = next((r.part or r.target for r in doc_rels if r.rid == rid), "?")
-        warnings.append(f"altChunk {rid} ({target}) holds imported content that is not converted")
+    warnings = list(pkg.warnings) + chunk_warnings
     title = _core_title(pkg)
     metadata = _counts(pkg, root, doc_rels)
     metadata["revisions"] = len(walker.revisions)
     metadata["comments"] = len(comments)
     if walker.alt_chunks:
         metadata["alt_chunks"] = len(walker.alt_chunks)
+    metadata["embedded_objects"] = embedded
     if title:
         metadata["title"] = title
     return StructuredDocument(

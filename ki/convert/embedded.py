@@ -1,28 +1,41 @@
-"""Documents inside documents: mail attachments and the messages of an mbox.
+"""Documents inside documents: mail attachments, mbox messages, OOXML embedded objects, PDF attachments.
 
-Spec: issue "Parse stage at full breadth" item 2 — each attachment of an
-``.eml``/``.msg`` becomes a document of its own (converted, indexed, with the
-permissions of its mail) linked to its mail, so a PDF sent by e-mail is
-findable; an mbox is split into its messages. The convert stage registers what
-:func:`extract_embedded` returns as child source objects (``parent_id``).
+Spec: issue "Parse stage at full breadth" item 2 and issue 20 item 2 — each attachment of an
+``.eml``/``.msg``, each message of an mbox, each document embedded in a DOCX/PPTX/XLSX
+(``*/embeddings``: a PDF, DOCX, XLSX, text file or OLE package) and each file attached to a PDF
+becomes a document of its own (converted, indexed, with the permissions of its container) linked
+to its container: the convert stage registers what :func:`extract_embedded` returns as child
+source objects (``parent_id``, :mod:`ki.sources.children`).
+
+Inline mail images stay with their mail (issue 14 item 7b): an image the mail's HTML references
+by ``cid:``, an inline part with a Content-ID, or an image too small or too thin to hold text
+(:mod:`ki.convert.image_floor`) is part of the mail's rendering, not a document — logos, spacers
+and tracking pixels would otherwise be OCR'd and quarantined as ``empty_text``.
 """
 
 from __future__ import annotations
 
+import mimetypes
+import re
 from dataclasses import dataclass
-from email import policy
-from email.parser import BytesParser
+from email.message import Message
 
 from ki.convert.model import StructuredDocument
+from ki.errors import UnsupportedDocument
 
 #: At most this many embedded objects per container; more are reported as a warning.
 MAX_EMBEDDED = 200
+
+#: Formats (``StructuredDocument.format``) whose documents may contain other documents.
+CONTAINER_FORMATS = frozenset({"eml", "mbox", "msg", "docx", "pptx", "xlsx", "pdf"})
 
 #: MIME types that are never documents: signatures and key material.
 NON_DOCUMENT_TYPES = frozenset({
     "application/pkcs7-signature", "application/x-pkcs7-signature", "application/pgp-signature",
     "application/pgp-keys", "application/ms-tnef", "text/x-vcard", "text/vcard",
 })
+
+_CID = re.compile(r"""cid:([^"'\s<>)]+)""", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -40,26 +53,59 @@ def _safe_name(name: str, index: int, default_ext: str) -> str:
     return name[:200]
 
 
+def _cids(msg: Message) -> set[str]:
+    """Content-IDs the message's HTML parts reference (``cid:…``), lowercase, without angle brackets."""
+    from ki.convert import mime_parts as mp
+
+    found: set[str] = set()
+    for part in mp.iter_parts(msg, mp.MAX_PARTS):
+        if mp.is_leaf(part) and mp.content_type(part) == "text/html":
+            try:
+                payload = part.get_payload(decode=True) or b""
+            except Exception:  # noqa: BLE001 - an undecodable body references nothing
+                continue
+            found.update(m.lower() for m in _CID.findall(payload.decode("latin-1")))
+    return found
+
+
+def inline_image_reason(part: Message, payload: bytes, ctype: str, referenced: set[str]) -> str | None:
+    """Why an image part stays with its mail (``cid_referenced``, ``inline``, ``too_small``,
+    ``degenerate_aspect``), or None when it is a document of its own (issue 14 item 7b)."""
+    from ki.convert import mime_parts as mp
+    from ki.convert.formats import image_kind
+    from ki.convert.image_floor import image_size, ocr_skip_reason
+
+    if not ctype.startswith("image/") and image_kind(payload[:16]) is None:
+        return None
+    cid = (part.get("content-id") or "").strip().strip("<>").lower()
+    if cid and cid in referenced:
+        return "cid_referenced"
+    if cid and mp.disposition(part) != "attachment":
+        return "inline"
+    size = image_size(payload)
+    return ocr_skip_reason(*size) if size else None
+
+
 def mail_attachments(data: bytes, filename: str) -> list[EmbeddedPart]:
     """The attachments of an RFC 822 message, in MIME order (attached messages are read inline).
 
-    Not documents, so skipped: parts without a decodable payload, signatures and key
-    material (:data:`NON_DOCUMENT_TYPES`), and inline body parts referenced by Content-ID.
-    Bounded by the mail converter's part budget.
+    Not documents, so skipped: parts without a decodable payload, signatures and key material
+    (:data:`NON_DOCUMENT_TYPES`), and inline images (:func:`inline_image_reason`). Bounded by the
+    mail converter's part budget.
     """
-    from ki.convert import mail as m
+    from ki.convert import mime_parts as mp
 
-    prepared, _, _ = m._prepare(data)
-    prepared = m._tame_mime_headers(prepared, [])
+    prepared, _, _ = mp.prepare_bytes(data)
     try:
-        msg = BytesParser(policy=policy.compat32).parsebytes(prepared)
+        msg = mp.parse_message(mp.tame_mime_headers(prepared, []))
     except (RecursionError, MemoryError, ValueError, IndexError):
         return []
-    if m._encryption(msg):
+    if mp.encryption(msg):
         return []
+    referenced = _cids(msg)
     out: list[EmbeddedPart] = []
-    for part in m._iter_parts(msg, m.MAX_PARTS):
-        if part is msg or not m._is_leaf(part) or not m._is_attachment(part):
+    for part in mp.iter_parts(msg, mp.MAX_PARTS):
+        if part is msg or not mp.is_leaf(part) or not mp.is_attachment(part):
             continue
         try:
             payload = part.get_payload(decode=True)
@@ -67,13 +113,15 @@ def mail_attachments(data: bytes, filename: str) -> list[EmbeddedPart]:
             continue
         if not payload:
             continue
-        ctype = m._content_type(part)
+        ctype = mp.content_type(part)
         if ctype in NON_DOCUMENT_TYPES:
             continue
-        if part.get("content-id") and m._disposition(part) != "attachment":
+        if part.get("content-id") and mp.disposition(part) != "attachment":
             continue  # an inline part of an HTML body (logo, signature image), not an attachment
+        if inline_image_reason(part, payload, ctype, referenced):
+            continue
         index = len(out)
-        out.append(EmbeddedPart(index, _safe_name(m._param(part, "filename") or "", index, ".bin"), ctype, payload))
+        out.append(EmbeddedPart(index, _safe_name(mp.param(part, "filename") or "", index, ".bin"), ctype, payload))
         if len(out) >= MAX_EMBEDDED:
             break
     return out
@@ -89,8 +137,59 @@ def mbox_messages(data: bytes, filename: str) -> list[EmbeddedPart]:
     ]
 
 
+def _typed(index: int, name: str, data: bytes) -> EmbeddedPart:
+    name = _safe_name(name, index, ".bin")
+    return EmbeddedPart(index, name, mimetypes.guess_type(name)[0] or "application/octet-stream", data)
+
+
+def ooxml_objects(data: bytes, filename: str) -> list[EmbeddedPart]:
+    """The documents embedded in a DOCX/PPTX/XLSX package (:func:`ki.convert.ooxml_embedded.embedded_files`)."""
+    from ki.convert.formats import ZIP_MAGIC
+    from ki.convert.ooxml_embedded import embedded_files
+    from ki.convert.ooxml_package import OoxmlPackage
+
+    if not data.startswith(ZIP_MAGIC):
+        return []
+    try:
+        files = embedded_files(OoxmlPackage(data, filename))
+    except UnsupportedDocument:
+        return []
+    return [_typed(i, name, blob) for i, (name, blob) in enumerate(files[:MAX_EMBEDDED])]
+
+
+def pdf_attachments(data: bytes, filename: str) -> list[EmbeddedPart]:
+    """The files attached to a PDF (its ``EmbeddedFiles`` name tree, as PDFium lists them)."""
+    import pypdfium2 as pdfium
+
+    from ki.convert.pdf_open import PDFIUM_LOCK, open_pdf, pdf_body
+
+    try:
+        body, _ = pdf_body(data, filename)
+    except UnsupportedDocument:
+        return []
+    out: list[EmbeddedPart] = []
+    with PDFIUM_LOCK:
+        try:
+            pdf = open_pdf(body, filename)
+        except UnsupportedDocument:
+            return []
+        try:
+            for i in range(min(pdf.count_attachments(), MAX_EMBEDDED)):
+                try:
+                    attachment = pdf.get_attachment(i)
+                    name, blob = attachment.get_name(), bytes(attachment.get_data())
+                except (pdfium.PdfiumError, ValueError):
+                    continue
+                if blob:
+                    out.append(_typed(len(out), name or f"attachment-{i + 1}.bin", blob))
+        finally:
+            pdf.close()
+    return out
+
+
 def extract_embedded(fmt: str, data: bytes, filename: str) -> list[EmbeddedPart]:
-    """Embedded objects of a container of format ``fmt`` (``eml``, ``msg``, ``mbox``); [] for others."""
+    """Embedded documents of a container of format ``fmt``: ``eml``, ``msg``, ``mbox``, ``docx``/``pptx``/
+    ``xlsx`` (or the router's ``office``), ``pdf``; [] for others and for unreadable containers."""
     if fmt == "eml":
         return mail_attachments(data, filename)
     if fmt == "mbox":
@@ -99,7 +198,25 @@ def extract_embedded(fmt: str, data: bytes, filename: str) -> list[EmbeddedPart]
         from ki.convert.msg import msg_to_rfc822
 
         return mail_attachments(msg_to_rfc822(data, filename), filename)
+    if fmt in ("docx", "pptx", "xlsx", "office"):
+        return ooxml_objects(data, filename)
+    if fmt == "pdf":
+        return pdf_attachments(data, filename)
     return []
+
+
+def may_embed(body: dict) -> bool:
+    """Whether a ``structured_json`` body may have embedded documents worth extracting.
+
+    False for a container format whose converter counted none (a PDF without attached files, a
+    DOCX without embedded objects), so the convert stage need not read the blob again.
+    """
+    fmt = body.get("format")
+    if fmt not in CONTAINER_FORMATS:
+        return False
+    metadata = body.get("metadata") or {}
+    counted = {"pdf": "embedded_files", "docx": "embedded_objects"}.get(fmt)
+    return counted is None or metadata.get(counted) is None or bool(metadata[counted])
 
 
 def convert_mbox(data: bytes, filename: str) -> StructuredDocument:
@@ -111,7 +228,6 @@ def convert_mbox(data: bytes, filename: str) -> StructuredDocument:
         UnsupportedDocument: ``empty`` when the file holds no message.
     """
     from ki.convert.mail import convert_mail
-    from ki.errors import UnsupportedDocument
 
     messages = mbox_messages(data, filename)
     if not messages:

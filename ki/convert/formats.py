@@ -134,6 +134,16 @@ def sniff_bytes(data: bytes) -> str | None:
     return None
 
 
+def is_document(data: bytes, filename: str) -> bool:
+    """Whether ``data`` is a file ki can route: a known document extension, or leading bytes ki recognises.
+
+    Used for embedded objects, which carry media (sounds, clips) as well as documents: an unknown
+    extension with unrecognised bytes is not a document.
+    """
+    ext = PurePath(filename).suffix.lower()
+    return ext in PDF_EXT or any(ext in exts for exts, _ in _EXTENSION_ROUTES) or sniff_bytes(data) is not None
+
+
 def sniff_format(data: bytes, filename: str) -> str:
     """The router's format name: txt, eml, msg, mbox, docx, pdf, html, rtf, image or office.
 

@@ -5,9 +5,9 @@ Encoding is decided before parsing, in this order: byte-order mark; a ``<meta>``
 with a few bad bytes (more valid multi-byte characters than invalid sequences,
 which are replaced); a confident charset-normalizer guess; windows-1252 (the WHATWG
 default); latin-1.
-Labels follow WHATWG where Python differs (``unicode``/``utf-16`` in a meta tag mean
-UTF-8, ``iso-8859-1``/``us-ascii`` mean windows-1252). The meta prescan is a byte
-regex, so malformed tags such as ``<meta content=text/html; charset = iso-8859-6
+Labels are read through the WHATWG table (:mod:`ki.convert.charsets`: ``iso-8859-1``/``us-ascii``
+mean windows-1252, ``visual`` is ISO-8859-8 …); ``unicode``/``utf-16`` in a meta tag mean UTF-8.
+The meta prescan is a byte regex, so malformed tags such as ``<meta content=text/html; charset = iso-8859-6
 http-equiv=Content-Type>`` (TIKA-1001) still count.
 """
 
@@ -21,6 +21,7 @@ import charset_normalizer
 import lxml.html
 from lxml import etree
 
+from ki.convert.charsets import codec_for_label, utf8_disguised
 from ki.convert.model import StructuredDocument
 from ki.errors import UnsupportedDocument
 
@@ -36,35 +37,23 @@ _META = re.compile(rb"<meta\b[^>]*>", re.IGNORECASE)
 _META_CHARSET = re.compile(rb"""charset\s*=\s*["']?\s*([A-Za-z0-9_.:()-]+)""", re.IGNORECASE)
 _XML_DECL = re.compile(rb"""^\s*<\?xml[^>]*\bencoding\s*=\s*["']([A-Za-z0-9_.:-]+)""", re.IGNORECASE)
 
-# WHATWG label overrides (encoding.spec.whatwg.org) for labels Python reads differently.
-_LABELS = {
-    **dict.fromkeys(
-        "unicode utf-16 utf-16le utf-16be ucs-2 ucs2 unicodefffe unicodefeff unicode-1-1-utf-8 unicode11utf8"
-        " unicode20utf8 x-unicode20utf8 utf8".split(),
-        "utf-8",
-    ),
-    **dict.fromkeys(
-        "iso-8859-1 iso8859-1 iso_8859-1 latin1 latin-1 l1 cp819 ibm819 us-ascii ascii ansi_x3.4-1968"
-        " x-user-defined windows-1252".split(),
-        "cp1252",
-    ),
-    **dict.fromkeys("iso-8859-9 iso8859-9 latin5 l5".split(), "cp1254"),
-    **dict.fromkeys("iso-8859-11 tis-620 windows-874".split(), "cp874"),
-    **dict.fromkeys("gb2312 gbk x-gbk chinese csgb2312".split(), "gb18030"),
-    **dict.fromkeys("shift_jis shift-jis sjis ms_kanji x-sjis windows-31j".split(), "cp932"),
-    **dict.fromkeys("euc-kr ks_c_5601-1987 ks_c_5601-1989 ksc5601 windows-949".split(), "cp949"),
-    **dict.fromkeys("big5 big5-hkscs x-x-big5".split(), "big5hkscs"),
-}
-_SINGLE_BYTE_FAMILIES = ("cp125", "iso8859", "latin", "cp874", "koi8", "mac-", "cp437", "cp850")
+# HTML's own rule (HTML Standard, "determining the character encoding"): a UTF-16 label in a
+# <meta> of bytes that were decoded to find it means UTF-8. Every other label: the WHATWG table.
+_META_UTF16 = frozenset("unicode utf-16 utf-16le utf-16be ucs-2 ucs2 unicodefffe unicodefeff".split())
 
 # Detector guesses are trusted over windows-1252 only when they read as language text.
 _MAX_CHAOS = 0.1
 _MIN_COHERENCE = 0.4
 
+# Not rendered: <template> content is inert (HTML Standard 4.12.3: never rendered, a fragment for
+# scripts); <noscript> is NOT skipped: ki runs no scripts, and a user agent with scripting disabled
+# (a mail client, a text browser) renders noscript's children. An <iframe> is replaced by the text of
+# its ``srcdoc`` document (4.8.5), parsed on its own, :data:`MAX_SRCDOC_DEPTH` deep.
 _SKIP = frozenset(
-    "head script style noscript template iframe object embed svg canvas audio video map meta link base img"
+    "head script style template iframe object embed svg canvas audio video map meta link base img"
     " input select".split()
 )
+MAX_SRCDOC_DEPTH = 3
 _PARAGRAPH = frozenset(
     "p h1 h2 h3 h4 h5 h6 table ul ol dl blockquote pre figure address hr form fieldset".split()
 )
@@ -90,7 +79,8 @@ def convert_html(data: bytes, filename: str) -> StructuredDocument:
 
     Returns:
         ``StructuredDocument(format="html", converter="ki.html")``: ``text`` is the visible text
-        (script, style, head, hidden elements and embedded objects dropped; ``data:`` URIs never
+        (script, style, template, head, hidden elements and embedded objects dropped; noscript
+        content kept; an iframe's ``srcdoc`` document read in its place; ``data:`` URIs never
         become text), blocks separated by newlines, paragraphs by a blank line, table cells by a
         tab. ``title`` is the ``<title>``; ``encoding`` the Python codec name used to decode
         (e.g. ``utf-8``, ``cp1256``, ``iso8859-6``). ``metadata`` has ``encoding_source``
@@ -150,7 +140,7 @@ def decode_html(data: bytes) -> tuple[str, str, str, str | None, list[str]]:
             warnings.append(f"unknown declared charset {declared!r}")
         else:
             text = _strict(data, codec)
-            if text is not None and not _utf8_disguised(data, codec):
+            if text is not None and not utf8_disguised(data, codec):
                 return text, codec, "meta", declared, warnings
             warnings.append(f"declared charset {declared!r} does not fit the bytes")
     text = _strict(data, "utf-8")
@@ -183,11 +173,8 @@ def _declared_charset(data: bytes) -> str | None:
 
 
 def _codec(label: str) -> str | None:
-    label = _LABELS.get(label.strip().lower(), label)
-    try:
-        return codecs.lookup(label).name
-    except LookupError:
-        return None
+    label = label.strip().lower()
+    return "utf-8" if label in _META_UTF16 else codec_for_label(label)
 
 
 def _strict(data: bytes, codec: str) -> str | None:
@@ -195,13 +182,6 @@ def _strict(data: bytes, codec: str) -> str | None:
         return data.decode(codec)
     except (UnicodeDecodeError, LookupError):
         return None
-
-
-def _utf8_disguised(data: bytes, codec: str) -> bool:
-    """True when a single-byte charset is declared but the bytes are multi-byte UTF-8."""
-    if codec == "utf-8" or not codec.startswith(_SINGLE_BYTE_FAMILIES) or data.isascii():
-        return False
-    return _strict(data, "utf-8") is not None
 
 
 def _mostly_utf8(data: bytes) -> tuple[str | None, int]:
@@ -237,7 +217,7 @@ def _parse(text: str) -> tuple[etree._Element | None, bool]:
 
 
 _FLAT_DROP = re.compile(
-    r"<!--.*?-->|<(script|style|head|template|noscript|svg)\b.*?</\1\s*>", re.IGNORECASE | re.DOTALL
+    r"<!--.*?-->|<(script|style|head|template|svg)\b.*?</\1\s*>", re.IGNORECASE | re.DOTALL
 )
 _FLAT_BLOCK = re.compile(
     r"<(?:br|/?(?:p|div|li|tr|h[1-6]|table|ul|ol|blockquote|pre))\b[^>]*>", re.IGNORECASE
@@ -312,6 +292,16 @@ class _Writer:
         self.breaks = 0
         self.sep = ""
 
+    def block_text(self, text: str) -> None:
+        """A finished block of text (an iframe's srcdoc document) as its own paragraph."""
+        if not text.strip():
+            return
+        self.block(2)
+        self._flush()
+        self.parts.append(text)
+        self.trailing_newlines = 0
+        self.block(2)
+
     def result(self) -> str:
         text = "".join(self.parts)
         text = _DATA_URI.sub("", text)
@@ -326,7 +316,7 @@ def _hidden(el: etree._Element) -> bool:
     return bool(style and _HIDDEN_STYLE.search(style))
 
 
-def _visible_text(root: etree._Element) -> str:
+def _visible_text(root: etree._Element, depth: int = 0) -> str:
     """Walk the tree iteratively (deeply nested markup must not hit the recursion limit)."""
     out = _Writer()
     pre_depth = 0
@@ -345,6 +335,10 @@ def _visible_text(root: etree._Element) -> str:
                 out.cell_end()
             out.text(el.tail or "", pre_depth > 0)
             continue
+        if tag == "iframe" and el.get("srcdoc") and depth < MAX_SRCDOC_DEPTH and not _hidden(el):
+            inner, _ = _parse(el.get("srcdoc") or "")
+            if inner is not None:
+                out.block_text(_visible_text(inner, depth + 1))
         if not tag or tag in _SKIP or _hidden(el):
             out.text(el.tail or "", pre_depth > 0)
             continue

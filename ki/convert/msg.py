@@ -25,6 +25,8 @@ CONVERTER_VERSION = "1"
 PR_INTERNET_MESSAGE_ID = 0x1035
 PR_IN_REPLY_TO_ID = 0x1042
 PR_INTERNET_REFERENCES = 0x1039
+PR_ATTACH_CONTENT_ID = 0x3712  # the cid: an HTML body references an inline image by
+PR_ATTACHMENT_HIDDEN = 0x7FFE  # True for inline images Outlook does not list as attachments
 _HEADER_SKIP = {"content-type", "content-transfer-encoding", "mime-version", "content-disposition"}
 #: No line folding: ids and references must stay one token (a folded msg-id became an encoded word).
 _POLICY = policy.default.clone(max_line_length=998)
@@ -66,8 +68,27 @@ def _str_prop(msg, prop_id: int) -> str | None:
     return clean_text(value).strip("\x00 \r\n") or None if value else None
 
 
+def _attach_str(att, prop_id: int) -> str | None:
+    try:
+        value = att.properties.str_prop_value(prop_id)
+    except Exception:  # noqa: BLE001 - a missing or malformed property counts as absent
+        return None
+    value = clean_text(value or "").strip("\x00 \r\n<>")
+    return value if value and "\n" not in value else None
+
+
+def _attach_int(att, prop_id: int) -> bool:
+    try:
+        return bool(att.properties.int_prop_value(prop_id))
+    except Exception:  # noqa: BLE001
+        return False
+
+
 def msg_to_rfc822(data: bytes, filename: str) -> bytes:
     """Rebuild an Outlook message as RFC 822 bytes (headers, plain + HTML body, attachments).
+
+    An attachment with a content id (``PR_ATTACH_CONTENT_ID``) keeps it as ``Content-ID``, and is
+    ``inline`` when Outlook hides it (``PR_ATTACHMENT_HIDDEN``: an image of the HTML body).
 
     Raises:
         UnsupportedDocument: ``empty`` / ``corrupt`` when the container cannot be read.
@@ -116,8 +137,11 @@ def msg_to_rfc822(data: bytes, filename: str) -> bytes:
             continue
         name = clean_text(att.file_name or f"attachment-{index + 1}.bin")
         maintype, _, subtype = (att.mime_type or "application/octet-stream").partition("/")
+        cid = _attach_str(att, PR_ATTACH_CONTENT_ID)
+        hidden = _attach_int(att, PR_ATTACHMENT_HIDDEN)
         out.add_attachment(payload, maintype=maintype or "application", subtype=subtype or "octet-stream",
-                           filename=name)
+                           filename=name, disposition="inline" if cid and hidden else "attachment",
+                           cid=f"<{cid}>" if cid else None)
     return out.as_bytes(policy=_POLICY)
 
 

@@ -284,7 +284,8 @@ def ocr_pdf(
             (nothing above the confidence floor on any page).
         ClaimLost: ``renew()`` returned False.
     """
-    from ki.convert.pdf_open import PDFIUM_LOCK, open_pdf, page_text, pdf_body
+    from ki.convert.pdf_open import PDFIUM_LOCK, open_pdf, pdf_body
+    from ki.convert.pdf_text import page_text
 
     body, offset = pdf_body(data, filename)
     _check_available()

@@ -56,6 +56,7 @@ class OoxmlPackage:
             raise UnsupportedDocument(f"{filename}: not a readable zip package ({exc})", reason="corrupt") from exc
         self.names = {info.filename.lower(): info for info in infos}
         self._read_total = 0
+        self._types: dict[str, str] | None = None
         self.warnings: list[str] = []
 
     def has(self, name: str) -> bool:
@@ -124,6 +125,21 @@ class OoxmlPackage:
                 part = self.names[path.lower()].filename if self.has(path) else None
             out.append(Relationship(el.get("Id") or "", el.get("Type") or "", target, external, part))
         return out
+
+    def content_type(self, name: str) -> str | None:
+        """The part's content type from ``[Content_Types].xml`` (Override, else Default by extension), lowercase."""
+        if self._types is None:
+            self._types = {}
+            root = self.optional_xml("[Content_Types].xml")
+            for el in root if root is not None else ():
+                local = split_tag(el.tag)[1]
+                if local == "Override" and el.get("PartName"):
+                    self._types[el.get("PartName", "").lstrip("/").lower()] = el.get("ContentType", "")
+                elif local == "Default" and el.get("Extension"):
+                    self._types["*." + el.get("Extension", "").lower()] = el.get("ContentType", "")
+        lower = name.lstrip("/").lower()
+        found = self._types.get(lower) or self._types.get("*." + posixpath.splitext(lower)[1].lstrip("."))
+        return found.lower() if found else None
 
     def check_dangling(self) -> None:
         """Warn about every internal relationship whose target part is missing (R07: ``Target="NULL"``)."""

@@ -13,13 +13,17 @@ Implements the raw-OOXML rules of conversion.md section 6 for one parsed part
   leave the accepted/original view;
 * ``mc:AlternateContent`` is read through its first ``mc:Choice`` only (the ``mc:Fallback``
   repeats text boxes as VML);
-* text inside content controls, hyperlinks, smart tags, simple fields and text boxes is text.
+* text inside content controls, hyperlinks, smart tags, simple fields and text boxes is text;
+* a ``w:altChunk`` (imported HTML/MHT/RTF/text/DOCX content) is converted by the caller's
+  ``alt_chunk`` function and its lines take the chunk's place in both views.
 
 Both Transitional and Strict (purl.oclc.org) namespaces are accepted. The walker never
 raises on unknown markup: unknown elements are searched for text recursively.
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 from lxml import etree
 
@@ -89,7 +93,9 @@ class OoxmlWalker:
     and comment anchors may span parts of the body. Methods never raise on unknown markup.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, alt_chunk: Callable[[str], list[str] | None] | None = None) -> None:
+        """``alt_chunk(r_id)`` converts a ``w:altChunk``'s imported part to lines of text (None: not converted)."""
+        self._alt_chunk = alt_chunk
         self.revisions: list[RevisionRecord] = []
         self.alt_chunks: list[str] = []
         self.anchors: dict[str, tuple[list[str], list[str]]] = {}
@@ -282,7 +288,7 @@ class OoxmlWalker:
                 elif local in _RANGES:
                     self._range(child, local)
                 elif local == "altChunk":
-                    self.alt_chunks.append(r_id(child) or "")
+                    self._alt_chunk_lines(r_id(child) or "", block)
                 elif local == "sectPr":
                     self._props(child, "x")
                 elif local in _RUN_WRAPPERS:
@@ -292,6 +298,13 @@ class OoxmlWalker:
                 branch = self._choice(child)
                 if branch is not None:
                     self._blocks(branch, block)
+
+    def _alt_chunk_lines(self, rid: str, block: Block) -> None:
+        """An imported chunk is body content at its position (ECMA-376 Part 1 §17.17.2.1)."""
+        self.alt_chunks.append(rid)
+        lines = self._alt_chunk(rid) if self._alt_chunk is not None else None
+        for line in lines or ():
+            block.add_line(None if self._deleted else line, None if self._inserted else line, [])
 
     def _with_container(self, label, el, content_local, walk, target) -> None:
         self._containers.append(label)

@@ -9,14 +9,15 @@ extractor and the only one that opened every malformed public fixture. It tells
 
 from __future__ import annotations
 
-import ctypes
 from typing import Any
 
 import pypdfium2 as pdfium
 import pypdfium2.raw as pdfium_c
 
 from ki.convert.model import StructuredDocument
-from ki.convert.pdf_open import PDFIUM_LOCK, open_pdf, page_text, pdf_body
+from ki.convert.pdf_annots import page_notes
+from ki.convert.pdf_open import PDFIUM_LOCK, open_pdf, pdf_body
+from ki.convert.pdf_text import textpage_text
 from ki.errors import UnsupportedDocument
 
 PAGE_SEPARATOR = "\f"
@@ -40,14 +41,19 @@ def convert_pdf(data: bytes, filename: str) -> StructuredDocument:
         (distinct AcroForm field names seen on widget annotations), ``embedded_files``
         (attachment count), ``header_offset`` (bytes skipped before ``%PDF-``) and
         ``pages_without_text`` (indexes of text-less pages, when some pages have text).
+        ``parts`` holds ``annotation:p<n>`` (notes, free text, highlights with the text they cover)
+        and ``form_field:p<n>`` (``name: value``) per page (:mod:`ki.convert.pdf_annots`); the page
+        text itself comes from :mod:`ki.convert.pdf_text` (hyphenation, letter spacing, right-to-left
+        spacing, presentation forms).
 
     Raises:
         UnsupportedDocument: reason ``empty`` (0 bytes); ``corrupt`` (no ``%PDF-`` header in
             the first 1 KB, PDFium "Data format error", or every page unreadable);
             ``password_required`` (a non-empty user password is needed); ``encrypted``
             (an unsupported security handler); ``needs_ocr`` (no page has text but at
-            least one page has an image; ``details={"pages": n}``); ``empty_text`` (the
-            document opens but no page has text or images, e.g. zero pages or blank pages).
+            least one page has an image; ``details={"pages": n, "image_pages": k, "parts": …}``, the
+            annotation parts OCR must keep); ``empty_text`` (the document opens but no page has
+            text, annotations, form values or images, e.g. zero pages or blank pages).
     """
     body, offset = pdf_body(data, filename)
     with PDFIUM_LOCK:
@@ -79,6 +85,7 @@ def _convert_locked(body: bytes, filename: str, offset: int) -> StructuredDocume
 
         texts: list[str] = []
         page_chars: list[int] = []
+        parts: dict[str, str] = {}
         field_names: set[str] = set()
         widget_count = 0
         failed_pages: list[int] = []
@@ -88,11 +95,21 @@ def _convert_locked(body: bytes, filename: str, offset: int) -> StructuredDocume
             try:
                 page = pdf.get_page(index)
                 try:
-                    text = page_text(page)
+                    textpage = page.get_textpage()
+                    try:
+                        text = textpage_text(textpage)
+                        notes = page_notes(pdf, page, textpage) if pdfium_c.FPDFPage_GetAnnotCount(page) else None
+                    finally:
+                        textpage.close()
                     if not text.strip() and _has_image(page):
                         image_pages += 1
-                    if forms:
-                        widget_count += _collect_fields(pdf, page, field_names)
+                    if notes is not None:
+                        widget_count += notes.widgets
+                        field_names |= notes.field_names
+                        if notes.annotations:
+                            parts[f"annotation:p{index + 1}"] = "\n".join(notes.annotations)
+                        if notes.fields:
+                            parts[f"form_field:p{index + 1}"] = "\n".join(notes.fields)
                 finally:
                     page.close()
             except pdfium.PdfiumError as exc:
@@ -112,13 +129,14 @@ def _convert_locked(body: bytes, filename: str, offset: int) -> StructuredDocume
             raise UnsupportedDocument(
                 f"{filename}: no text layer on any of {n_pages} page(s)",
                 reason="needs_ocr",
-                details={"pages": n_pages, "image_pages": image_pages},
+                details={"pages": n_pages, "image_pages": image_pages, "parts": parts},
             )
-        raise UnsupportedDocument(
-            f"{filename}: {n_pages} page(s) without text or images",
-            reason="empty_text",
-            details={"pages": n_pages},
-        )
+        if not parts:  # a page whose only text is in annotations or fields is not empty
+            raise UnsupportedDocument(
+                f"{filename}: {n_pages} page(s) without text, annotations or images",
+                reason="empty_text",
+                details={"pages": n_pages},
+            )
 
     metadata["page_chars"] = page_chars
     metadata["form_fields"] = len(field_names) or widget_count
@@ -133,6 +151,7 @@ def _convert_locked(body: bytes, filename: str, offset: int) -> StructuredDocume
         converter="ki.pdf",
         title=title,
         pages=n_pages,
+        parts=parts,
         warnings=warnings,
         metadata=metadata,
     )
@@ -142,28 +161,3 @@ def _has_image(page: pdfium.PdfPage) -> bool:
     for _ in page.get_objects(filter=[pdfium_c.FPDF_PAGEOBJ_IMAGE]):
         return True
     return False
-
-
-def _collect_fields(pdf: pdfium.PdfDocument, page: pdfium.PdfPage, names: set[str]) -> int:
-    """Add the field names of the page's widget annotations to ``names``; return the widget count."""
-    widgets = 0
-    formenv = pdf.formenv
-    for i in range(pdfium_c.FPDFPage_GetAnnotCount(page)):
-        annot = pdfium_c.FPDFPage_GetAnnot(page, i)
-        if not annot:
-            continue
-        try:
-            if pdfium_c.FPDFAnnot_GetSubtype(annot) != pdfium_c.FPDF_ANNOT_WIDGET:
-                continue
-            widgets += 1
-            if formenv is None:
-                continue
-            size = pdfium_c.FPDFAnnot_GetFormFieldName(formenv, annot, None, 0)
-            if size <= 2:
-                continue
-            buffer = (ctypes.c_ushort * (size // 2))()
-            pdfium_c.FPDFAnnot_GetFormFieldName(formenv, annot, buffer, size)
-            names.add(bytes(memoryview(buffer).cast("B"))[: size - 2].decode("utf-16-le", "replace"))
-        finally:
-            pdfium_c.FPDFPage_CloseAnnot(annot)
-    return widgets

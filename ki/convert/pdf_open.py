@@ -1,4 +1,4 @@
-"""Opening a PDF with PDFium: the header check, the process-wide lock, classified open errors, page text.
+"""Opening a PDF with PDFium: the header check, the process-wide lock, classified open errors.
 
 Shared by the text-layer converter (:mod:`ki.convert.pdf`) and OCR (:mod:`ki.convert.ocr`).
 PDFium is not thread-safe, so every call into it holds :data:`PDFIUM_LOCK`. pypdfium2 tells
@@ -14,7 +14,6 @@ import pypdfium2 as pdfium
 import pypdfium2.raw as pdfium_c
 
 from ki.convert.formats import PDF_HEADER_WINDOW, pdf_header_offset
-from ki.convert.model import clean_text
 from ki.errors import UnsupportedDocument
 
 #: Held around every call into PDFium (it is not thread-safe).
@@ -70,17 +69,3 @@ def open_pdf(body: bytes, filename: str) -> pdfium.PdfDocument:
         raise UnsupportedDocument(
             f"{filename}: PDFium cannot open it: {exc}", reason="corrupt", details=details
         ) from exc
-
-
-def page_text(page: pdfium.PdfPage) -> str:
-    """The text layer of one page: ``"\\n"`` line ends, UTF-16 halves paired, UTF-8-safe."""
-    textpage = page.get_textpage()
-    try:
-        raw = textpage.get_text_range(errors="surrogatepass")
-    finally:
-        textpage.close()
-    raw = raw.replace("\r\n", "\n").replace("\r", "\n").replace("\f", "\n")
-    if any("\ud800" <= ch <= "\udfff" for ch in raw):
-        # Pair UTF-16 halves; lone halves become U+FFFD.
-        raw = raw.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
-    return clean_text(raw)

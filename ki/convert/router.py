@@ -146,23 +146,41 @@ def convert_bytes(data: bytes, filename: str, config: KiConfig, *, renew: Renew 
 
             return ocr_image(data, filename, **_ocr_kwargs(config, renew))
     if fmt in DOCLING_ONLY and docling:
-        return docling_client(config).convert(data, filename)
+        from ki.convert.ooxml_parts import add_package_parts
+
+        # Docling reads a deck's or workbook's text; charts, SmartArt and embedded objects are ki's.
+        return add_package_parts(docling_client(config).convert(data, filename), data, filename)
     try:
         doc = converter_for(fmt, config)(data, filename)
     except UnsupportedDocument as exc:
         if exc.reason != "needs_ocr":
             raise
+        kept = exc.details.get("parts") or {}  # a scan's annotations and form fields
         if scans_to_docling:
-            return docling_client(config).convert(data, filename)
+            return _with_parts(docling_client(config).convert(data, filename), kept)
         if ocr and fmt == "pdf":
             from ki.convert.ocr import ocr_pdf
 
-            return ocr_pdf(data, filename, **_ocr_kwargs(config, renew))
+            return _with_parts(ocr_pdf(data, filename, **_ocr_kwargs(config, renew)), kept)
         if docling:
-            return docling_client(config).convert(data, filename)
+            return _with_parts(docling_client(config).convert(data, filename), kept)
         raise
     if fmt == "pdf" and ocr and doc.metadata.get("pages_without_text") and not scans_to_docling:
         from ki.convert.ocr import ocr_pdf
 
-        return ocr_pdf(data, filename, text_layer_pages=doc.text.split("\f"), **_ocr_kwargs(config, renew))
+        try:
+            scanned = ocr_pdf(data, filename, text_layer_pages=doc.text.split("\f"), **_ocr_kwargs(config, renew))
+        except UnsupportedDocument as exc:
+            if exc.reason == "empty_text" and doc.parts:
+                return doc  # pages whose only text is in annotations: OCR read nothing more
+            raise
+        return _with_parts(scanned, doc.parts)
+    return doc
+
+
+def _with_parts(doc: StructuredDocument, parts: dict[str, str]) -> StructuredDocument:
+    """``doc`` with the ``parts`` a text-layer pass found (annotations, form fields) it lacks."""
+    for key, text in parts.items():
+        if isinstance(text, str):
+            doc.parts.setdefault(key, text)
     return doc

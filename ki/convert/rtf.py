@@ -1,6 +1,6 @@
 """RTF to plain text with striprtf (BSD-3; conversion.md section 7.3).
 
-striprtf is correct on code pages and umlauts but has three gaps that ki closes
+striprtf is correct on code pages and umlauts but has four gaps that ki closes
 before and after calling it, without touching its module state:
 
 * ``\\binN`` is followed by N raw bytes that may contain braces or backslashes;
@@ -9,6 +9,10 @@ before and after calling it, without touching its module state:
   page, and ``\\fcharset0`` fonts are pointed at the ``\\ansicpg`` code page
   (striprtf would use cp1252 for them whatever ``\\ansicpg`` says).
 * ``\\uN`` surrogate halves are paired through UTF-16; lone halves become U+FFFD.
+* a ``\\*`` that is not the first control of its group is dropped: striprtf would ignore the
+  rest of that group (RTF 1.9.1 defines ``\\*`` only as ``{\\*\\destination …}``). A pre-pass
+  rather than another library: striprtf is right on everything else the corpus checks, and
+  pandoc, the best-known alternative, is GPL.
 
 Table cells are separated by a tab instead of striprtf's ``|``. Headers, footers,
 footnotes and annotations are destinations striprtf drops from the body; ki
@@ -27,7 +31,7 @@ from ki.errors import UnsupportedDocument
 
 _SIGNATURE = re.compile(r"^[\s\ufeff\xef\xbb\xbf]*\{\\rtf", re.ASCII)
 # Escaped backslash/brace first, so "\\bin5" (literal text) is not read as a control word.
-_TOKEN = re.compile(r"\\[\\{}]|\\bin(-?\d+) ?|\\(?:nest)?cell(?![a-zA-Z]) ?", re.ASCII)
+_TOKEN = re.compile(r"\\[\\{}]|\\bin(-?\d+) ?|\\(?:nest)?cell(?![a-zA-Z]) ?|(\\\*)", re.ASCII)
 _HIGH_BYTE = re.compile(r"[\x80-\xff]")
 _ANSICPG = re.compile(r"\\ansicpg(\d+)")
 _FCHARSET0 = re.compile(r"\\fcharset0(?![0-9])")
@@ -105,12 +109,33 @@ def _prepare(source: str) -> tuple[str, int]:
             skipped += min(length, len(source) - match.end())
             pos = match.end() + length
             continue
+        if match.group(2) is not None:
+            # RTF 1.9.1: "\*" marks an ignorable destination only as the first control of a group
+            # ("{\*\dest ...}"). striprtf ignores the rest of *any* group holding a "\*"; one that
+            # does not follow "{" means nothing, so it is dropped and the group's text kept.
+            if _opens_group(source, match.start()):
+                out.append(match.group(0))
+            pos = match.end()
+            continue
         token = match.group(0)
         out.append(token if token[1] in "\\{}" else "\\tab ")
         pos = match.end()
     out.append(source[pos:])
     joined = "".join(out)
     return _HIGH_BYTE.sub(lambda m: f"\\'{ord(m.group()):02x}", joined), skipped
+
+
+def _opens_group(source: str, pos: int) -> bool:
+    """Whether the control at ``pos`` is the first of its group: after ``{`` (not ``\\{``), whitespace aside."""
+    i = pos - 1
+    while i >= 0 and source[i] in " \t\r\n":
+        i -= 1
+    if i < 0 or source[i] != "{":
+        return False
+    slashes = 0
+    while i - 1 - slashes >= 0 and source[i - 1 - slashes] == "\\":
+        slashes += 1
+    return slashes % 2 == 0
 
 
 def _code_page(source: str) -> str:

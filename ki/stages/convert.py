@@ -4,8 +4,9 @@ Spec: insertion-pipeline.md "Parse (convert)" and "Failure modes". An existing
 artifact for the content hash makes the stage a no-op; identical bytes arriving
 as several files are converted once (a per-hash advisory lock serialises the
 converters of the same content; the second finds the artifact). A container
-(mail, mbox) registers its attachments or messages as child objects, each
-converted and indexed as a document of its own, linked by ``parent_id``.
+(mail, mbox, DOCX/PPTX/XLSX, PDF: ``ki.convert.embedded.CONTAINER_FORMATS``) registers its
+attachments, messages or embedded documents as child objects, each converted and indexed as a
+document of its own, linked by ``parent_id``.
 """
 
 from __future__ import annotations
@@ -13,15 +14,12 @@ from __future__ import annotations
 from pathlib import PurePath
 
 from ki.context import StageContext, StageOutcome
-from ki.convert.embedded import extract_embedded
+from ki.convert.embedded import CONTAINER_FORMATS, extract_embedded, may_embed
 from ki.convert.router import convert_bytes
 from ki.errors import RetryableStageError
 from ki.sources.children import register_children
 from ki.store.artifacts import STRUCTURED_JSON, get_artifact, put_artifact
 from ki.store.locks import session_advisory_lock
-
-#: Formats whose objects contain other documents (attachments, messages).
-CONTAINER_FORMATS = frozenset({"eml", "mbox", "msg"})
 
 
 def handle(ctx: StageContext) -> StageOutcome:
@@ -52,8 +50,8 @@ def handle(ctx: StageContext) -> StageOutcome:
     details = {}
     if body.get("format") in CONTAINER_FORMATS:
         # Every object holding this content gets its own children (its own permissions).
-        data = ctx.pipeline.blobs.read(content_hash)
-        parts = extract_embedded(body["format"], data, filename)
+        parts = extract_embedded(body["format"], ctx.pipeline.blobs.read(content_hash), filename) \
+            if may_embed(body) else []
         if parts or ctx.obj.parent_id is None:
             details["embedded"] = register_children(ctx.pipeline, ctx.obj, parts)
     return StageOutcome(status="done", details=details)
