@@ -10,6 +10,9 @@ its long side exceeds :data:`MAX_ASPECT` times its short side (rules, spacers, b
 from __future__ import annotations
 
 import io
+from typing import Any
+
+from ki.convert.model import StructuredDocument
 
 MIN_SIDE_PX = 16
 MIN_AREA_PX = 32 * 32
@@ -35,3 +38,41 @@ def image_size(data: bytes) -> tuple[int, int] | None:
             return image.size
     except (UnidentifiedImageError, OSError, ValueError, Image.DecompressionBombError, SyntaxError):
         return None
+
+
+def skipped_image_document(filename: str, records: list[dict[str, Any]], *, fmt: str = "image",
+                           pages: int | None = None) -> StructuredDocument:
+    """The document of an image none of whose pages was worth OCR: no text, the skip recorded.
+
+    ``records`` are ``ocr_pages`` records (``source="skipped"``, ``reason``, ``size``). Such a file
+    (a spacer, an icon) has nothing to find; it is a document with empty text, not a quarantine.
+    """
+    reasons = sorted({r.get("reason") or "" for r in records})
+    return StructuredDocument(
+        text="",
+        format=fmt,
+        converter="ki.ocr",
+        converter_version="1",
+        pages=pages or len(records),
+        warnings=[f"{filename}: not OCR'd ({', '.join(reasons)}: below {MIN_SIDE_PX} px, {MIN_AREA_PX} px² or "
+                  f"beyond a {MAX_ASPECT:g}:1 aspect ratio)"],
+        metadata={"ocr_pages": records, "ocr_skipped": reasons},
+    )
+
+
+def skip_tiny_image(data: bytes, filename: str) -> StructuredDocument | None:
+    """The :func:`skipped_image_document` of a single-frame image below the floor, else None (cheap: header only)."""
+    size = image_size(data)
+    reason = ocr_skip_reason(*size) if size else None
+    if reason is None or size is None:
+        return None
+    from PIL import Image
+
+    try:
+        with Image.open(io.BytesIO(data)) as image:
+            if int(getattr(image, "n_frames", 1) or 1) > 1:
+                return None  # each frame is judged by the OCR page loop
+    except (OSError, ValueError, Image.DecompressionBombError, SyntaxError):
+        return None
+    return skipped_image_document(filename, [{"page": 1, "source": "skipped", "rotation": 0, "confidence": None,
+                                              "chars": 0, "reason": reason, "size": list(size)}])

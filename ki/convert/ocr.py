@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ki.convert.formats import image_kind
+from ki.convert.image_floor import ocr_skip_reason, skipped_image_document
 from ki.convert.model import StructuredDocument, clean_text
 from ki.convert.ocr_engine import (
     MAX_SIDE,
@@ -70,7 +71,9 @@ class _Page:
     layer: str = ""  # the (unusable) text layer, kept when OCR finds nothing
     load: Callable[[], Any] | None = None  # returns the page as a BGR ndarray
     error: str | None = None
-    source: str = "text_layer"  # of ``text``: "text_layer", or "blank" (nothing drawn on the page)
+    source: str = "text_layer"  # of ``text``: "text_layer", "blank" (nothing drawn), "skipped" (see reason)
+    reason: str | None = None  # why a page was not OCR'd (ki.convert.image_floor), with ``size``
+    size: tuple[int, int] | None = None
 
 
 @dataclass
@@ -114,15 +117,11 @@ def _convert_pages(pages: Iterator[_Page], run: _Run) -> None:
             continue
         if page.text is not None:
             run.texts.append(page.text)
-            run.records.append(
-                {
-                    "page": page.number,
-                    "source": page.source,
-                    "rotation": 0,
-                    "confidence": None,
-                    "chars": len(page.text),
-                }
-            )
+            record = {"page": page.number, "source": page.source, "rotation": 0, "confidence": None,
+                      "chars": len(page.text)}
+            if page.reason:
+                record.update(reason=page.reason, size=list(page.size or ()))
+            run.records.append(record)
             continue
         if run.seconds >= run.doc_timeout:
             raise _too_large(
@@ -180,6 +179,8 @@ def _convert_pages(pages: Iterator[_Page], run: _Run) -> None:
 
 
 def _finish(run: _Run, fmt: str, n_pages: int, title: str | None, extra: dict[str, Any]) -> StructuredDocument:
+    if run.records and all(r["source"] == "skipped" for r in run.records):
+        return skipped_image_document(run.filename, run.records, fmt=fmt, pages=n_pages)
     if not any(t.strip() for t in run.texts):
         raise UnsupportedDocument(
             f"{run.filename}: OCR found no text with confidence >= {run.floor:g} on {n_pages} page(s)",
@@ -415,7 +416,16 @@ def ocr_image(
 
     def pages() -> Iterator[_Page]:
         for index in range(n_frames):
-            yield _Page(index + 1, load=functools.partial(frame, index))
+            try:
+                image.seek(index)
+                size = image.size
+            except (OSError, ValueError, EOFError):
+                size = None  # the frame's own load reports it
+            reason = ocr_skip_reason(*size) if size else None
+            if reason:
+                yield _Page(index + 1, text="", source="skipped", reason=reason, size=size)
+            else:
+                yield _Page(index + 1, load=functools.partial(frame, index))
 
     try:
         _convert_pages(pages(), run)

@@ -40,7 +40,8 @@ def convert_pdf(data: bytes, filename: str) -> StructuredDocument:
         file is encrypted but opened with the empty user password), ``form_fields``
         (distinct AcroForm field names seen on widget annotations), ``embedded_files``
         (attachment count), ``header_offset`` (bytes skipped before ``%PDF-``) and
-        ``pages_without_text`` (indexes of text-less pages, when some pages have text).
+        ``pages_without_text`` (indexes of text-less pages that draw something, the pages OCR may
+        read; a page that draws nothing but annotations is not one).
         ``parts`` holds ``annotation:p<n>`` (notes, free text, highlights with the text they cover)
         and ``form_field:p<n>`` (``name: value``) per page (:mod:`ki.convert.pdf_annots`); the page
         text itself comes from :mod:`ki.convert.pdf_text` (hyphenation, letter spacing, right-to-left
@@ -89,6 +90,7 @@ def _convert_locked(body: bytes, filename: str, offset: int) -> StructuredDocume
         field_names: set[str] = set()
         widget_count = 0
         failed_pages: list[int] = []
+        noted_pages: set[int] = set()
         image_pages = 0
         for index in range(n_pages):  # one page open at a time
             text = ""
@@ -103,6 +105,8 @@ def _convert_locked(body: bytes, filename: str, offset: int) -> StructuredDocume
                         textpage.close()
                     if not text.strip() and _has_image(page):
                         image_pages += 1
+                    if not text.strip() and notes is not None and pdfium_c.FPDFPage_CountObjects(page) == 0:
+                        noted_pages.add(index)  # draws nothing but annotations, whose text is read
                     if notes is not None:
                         widget_count += notes.widgets
                         field_names |= notes.field_names
@@ -140,7 +144,7 @@ def _convert_locked(body: bytes, filename: str, offset: int) -> StructuredDocume
 
     metadata["page_chars"] = page_chars
     metadata["form_fields"] = len(field_names) or widget_count
-    empty_pages = [i for i, t in enumerate(texts) if not t.strip()]
+    empty_pages = [i for i, t in enumerate(texts) if not t.strip() and i not in noted_pages]
     if empty_pages:
         metadata["pages_without_text"] = empty_pages
     if failed_pages:

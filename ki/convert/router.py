@@ -139,6 +139,11 @@ def convert_bytes(data: bytes, filename: str, config: KiConfig, *, renew: Renew 
     scans_to_docling = docling and config.pipeline.ocr.prefer_docling
     ocr = ocr_enabled(config)
     if fmt == "image":
+        from ki.convert.image_floor import skip_tiny_image
+
+        skipped = skip_tiny_image(data, filename)  # a spacer or an icon: neither OCR nor Docling (issue 14 item 7a)
+        if skipped is not None:
+            return skipped
         if scans_to_docling:
             return docling_client(config).convert(data, filename)
         if ocr:

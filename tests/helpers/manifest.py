@@ -66,6 +66,7 @@ class Manifest:
         file_facts: clause prefixes that describe the file rather than ki's output (not tested).
         expected_unmet: ``(path, clause) -> reason`` for clauses ki cannot meet (strict xfail).
         exclude: row paths checked elsewhere (e.g. the mbox row of ``eml/``).
+        root: the folder holding ``MANIFEST.tsv`` and the files (default: the shared real corpus).
     """
 
     folder: str
@@ -73,16 +74,19 @@ class Manifest:
     file_facts: tuple[str, ...] = ()
     expected_unmet: dict[tuple[str, str], str] = field(default_factory=dict)
     exclude: frozenset[str] = frozenset()
+    root: Path | None = None
     _results: dict[Path, Result] = field(default_factory=dict, repr=False)
 
     def rows(self) -> list[dict[str, str]]:
-        """The folder's MANIFEST rows (``path``, ``expected``, ``licence``, ...); [] without a corpus."""
-        manifest = corpus_dir() / "MANIFEST.tsv"
+        """The folder's MANIFEST rows (``path``, ``expected``, ``licence``, ...); [] without a corpus.
+
+        ``folder=""`` takes every row."""
+        manifest = (self.root or corpus_dir()) / "MANIFEST.tsv"
         if not manifest.is_file():
             return []
         with manifest.open(encoding="utf-8", newline="") as fh:
             rows = csv.DictReader(fh, delimiter="\t", quoting=csv.QUOTE_NONE)
-            return [r for r in rows if r["path"].startswith(self.folder + "/") and r["path"] not in self.exclude]
+            return [r for r in rows if r["path"].startswith(self.folder + "/" if self.folder else "") and r["path"] not in self.exclude]
 
     def clauses(self, row: dict[str, str]) -> list[str]:
         """The row's clauses about ki's output (file facts left out)."""

@@ -104,7 +104,7 @@ def test_no_visible_text_is_empty_text(data: bytes) -> None:
     assert info.value.reason == "empty_text"
 
 
-def test_script_style_hidden_and_comments_are_dropped() -> None:
+def test_script_style_hidden_and_comments_are_dropped_noscript_kept() -> None:
     html = (
         b"<html><head><style>p{color:red}</style><script>alert('x')</script></head><body>"
         b"<p>Kept<!-- a comment --> text</p><div hidden>secret one</div>"
@@ -112,7 +112,7 @@ def test_script_style_hidden_and_comments_are_dropped() -> None:
         b"<p>Tail</p></body></html>"
     )
     doc = convert_html(html, "a.html")
-    assert doc.text == "Kept text\n\nTail"
+    assert doc.text == "Kept text\n\nenable js\n\nTail"  # ki runs no scripts: noscript content shows
 
 
 def test_block_inline_table_and_pre_layout() -> None:
@@ -181,3 +181,24 @@ def test_utf8_with_one_stray_byte_stays_utf8() -> None:
     doc = convert_html(html, "a.html")
     assert doc.encoding == "utf-8" and "München, Düsseldorf, Köln" in doc.text
     assert "10\ufffd" in doc.text and doc.warnings
+
+
+def test_iframe_srcdoc_is_text_and_template_is_not() -> None:
+    """Issue 20 item 6: an iframe's srcdoc document is page text (nested ones too, bounded); a template's
+    content is inert and never rendered; noscript content shows (ki runs no scripts)."""
+    html = (b'<html><body><p>Before</p><iframe srcdoc="&lt;p&gt;Framed &lt;b&gt;clause&lt;/b&gt;&lt;/p&gt;'
+            b'&lt;iframe srcdoc=&quot;nested frame&quot;&gt;&lt;/iframe&gt;">fallback</iframe><p>After</p>'
+            b'<iframe src="x.html">no srcdoc</iframe><template><p>Template row</p></template>'
+            b'<noscript>Scripting is off</noscript></body></html>')
+    doc = convert_html(html, "frames.html")
+    assert doc.text == "Before\n\nFramed clause\n\nnested frame\n\nAfter\n\nScripting is off"
+    deep = "x"
+    for level in range(6):
+        deep = f"<p>level{level}</p><iframe srcdoc='{html_escape(deep)}'></iframe>"
+    assert convert_html(deep.encode(), "deep.html").text.split("\n\n") == ["level5", "level4", "level3", "level2"]
+
+
+def html_escape(value: str) -> str:
+    import html
+
+    return html.escape(value, quote=True)

@@ -342,3 +342,111 @@ def test_parse_addresses_shapes() -> None:
         Address(name="", address="x@example.com"),
     ]
     assert parse_addresses("undisclosed-recipients:;") == []
+
+
+# ---------------------------------------------------------------------------- issue 20 item 7: charset labels
+
+
+def _mail(charset: str, body: bytes, subject: bytes = b"s") -> bytes:
+    return (b"Subject: " + subject + b"\r\nMIME-Version: 1.0\r\nContent-Type: text/plain; charset=" + charset.encode()
+            + b"\r\nContent-Transfer-Encoding: 8bit\r\n\r\n" + body + b"\r\n")
+
+
+@pytest.mark.parametrize(
+    ("label", "text", "codec"),
+    [
+        ("visual", "חוזה שכירות חתום", "iso8859_8"),  # WHATWG: visual / logical Hebrew labels
+        ("iso-8859-8-i", "חוזה שכירות חתום", "iso8859_8"),
+        ("logical", "חוזה שכירות חתום", "iso8859_8"),
+        ("x-cp1251", "Договор аренды подписан", "cp1251"),
+        ("x-mac-cyrillic", "Договор аренды подписан", "mac_cyrillic"),
+        ("dos-874", "สัญญาเช่า", "cp874"),
+        ('"windows-1250";', "Smlouva o nájmu podepsána", "cp1250"),  # quoted, trailing punctuation
+        ("windows1252", "Vertrag über die Miete – unterschrieben", "cp1252"),  # hyphen dropped (typo class)
+        ("x-sjis", "賃貸契約書", "cp932"),
+    ],
+)
+def test_labels_python_does_not_know_go_through_the_whatwg_table(label: str, text: str, codec: str) -> None:
+    doc = convert_mail(_mail(label, text.encode(codec)), "l.eml")
+    assert doc.text.endswith(f"\n\n{text}\n")
+    assert not any(d.startswith("charset") for d in doc.mail.defects)
+
+
+def test_encoded_word_labels_go_through_the_whatwg_table() -> None:
+    import base64
+
+    word = base64.b64encode("Договор №7".encode("cp1251")).decode()
+    doc = convert_mail(_mail("utf-8", b"x", subject=f"=?x-cp1251?B?{word}?=".encode()), "h.eml")
+    assert doc.mail.subject == "Договор №7"
+
+
+def test_detector_changing_the_script_is_a_defect_and_the_declared_charset_wins() -> None:
+    # Hebrew in ISO-8859-8 with one byte the label leaves undefined (0xFF): the declared charset
+    # cannot decode strictly; a detector reads the bytes as Cyrillic.
+    hebrew = "הסכם השכירות נחתם היום בין הצדדים והשוכר מתחייב לשלם".encode("iso8859_8") + b" \xff"
+    doc = convert_mail(_mail("iso-8859-8", hebrew), "h.eml")
+    body = doc.text.split("\n\n", 1)[1]
+    assert body.startswith("הסכם השכירות נחתם היום")
+    mismatch = [d for d in doc.mail.defects if d.startswith("charset_script_mismatch")]
+    assert mismatch and "HEBREW" in mismatch[0]
+
+
+def test_utf8_body_under_a_single_byte_label_is_utf8_with_a_defect() -> None:
+    doc = convert_mail(_mail("iso-8859-1", "Grüße aus München".encode()), "u.eml")
+    assert doc.text.endswith("\n\nGrüße aus München\n")
+    assert any(d.startswith("charset_mismatch") and "UTF-8" in d for d in doc.mail.defects)
+
+
+def test_unknown_label_is_a_defect_and_detection_decides() -> None:
+    doc = convert_mail(_mail("x-no-such-charset", "plain ascii".encode()), "n.eml")
+    assert doc.text.endswith("\n\nplain ascii\n")
+    assert "charset_mismatch: declared x-no-such-charset (unknown label)" in doc.mail.defects
+
+
+# ---------------------------------------------------------------------------- issue 14 item 7b: inline images
+
+
+def _png(width: int, height: int) -> bytes:
+    import io
+
+    from PIL import Image
+
+    out = io.BytesIO()
+    Image.new("RGB", (width, height), "white").save(out, "PNG")
+    return out.getvalue()
+
+
+def test_inline_images_stay_with_the_mail_and_real_attachments_become_children() -> None:
+    from ki.convert.embedded import extract_embedded
+
+    msg = EmailMessage()
+    msg["Subject"] = "Newsletter"
+    msg.set_content("See the logo")
+    msg.add_alternative('<p><img src="cid:logo@x"> text <img src="cid:spacer@x"></p>', subtype="html")
+    html = msg.get_payload()[1]
+    html.add_related(_png(300, 80), "image", "png", cid="<logo@x>", filename="logo.png", disposition="attachment")
+    html.add_related(_png(400, 1), "image", "png", cid="<spacer@x>", filename="spacer.png")
+    msg.add_attachment(_png(10, 10), maintype="image", subtype="png", filename="pixel.png")  # tiny, no cid
+    msg.add_attachment(_png(800, 600), maintype="image", subtype="png", filename="scan.png")
+    msg.add_attachment(b"%PDF-1.4 contract", maintype="application", subtype="pdf", filename="contract.pdf")
+    doc = convert_mail(msg.as_bytes(), "n.eml")
+    assert {"logo.png", "spacer.png", "pixel.png", "scan.png", "contract.pdf"} <= set(doc.mail.attachments)
+    assert [p.name for p in extract_embedded("eml", msg.as_bytes(), "n.eml")] == ["scan.png", "contract.pdf"]
+
+
+def test_msg_inline_images_keep_their_content_id(real_corpus: Path) -> None:
+    from ki.convert.embedded import extract_embedded
+    from ki.convert.msg import msg_to_rfc822
+
+    data = (real_corpus / "msg/mail-parser_mail_outlook_1.msg").read_bytes()
+    rebuilt = msg_to_rfc822(data, "x.msg")
+    assert b"Content-ID: <spacer.gif>" in rebuilt and b"Content-ID: <newsletter.png>" in rebuilt
+    assert extract_embedded("msg", data, "x.msg") == []  # five cid-referenced images: the mail's rendering
+
+
+def test_raw_utf8_attachment_name_is_decoded(real_corpus: Path) -> None:
+    from ki.convert.embedded import extract_embedded
+
+    data = (real_corpus / "eml/flanker_russian-attachment-yahoo.eml").read_bytes()
+    (part,) = extract_embedded("eml", data, "r.eml")
+    assert part.name.startswith("Картинка с очень, очень длинным")

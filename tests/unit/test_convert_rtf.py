@@ -158,3 +158,13 @@ def test_only_control_words_is_empty_text() -> None:
 
 def test_utf8_bom_before_signature_is_accepted() -> None:
     assert convert_rtf(b"\xef\xbb\xbf{\\rtf1\\ansi Hi\\par}", "bom.rtf").text == "Hi"
+
+
+def test_star_inside_a_group_keeps_the_rest_of_the_group() -> None:
+    """Issue 20 item 5: ``\\*`` marks an ignorable destination only as the first control of a group."""
+    rtf = (rb"{\rtf1\ansi{\fonttbl{\f0 Arial;}}{\*\generator Word;}"
+           rb"{\b Clause 7 \* survives the star} and {\i a second \*\foo group} stays."
+           rb"{ \*\userprops ignorable after a space}{\\* literal star}\par}")
+    doc = convert_rtf(rtf, "star.rtf")
+    assert doc.text == "Clause 7  survives the star and a second group stays. \\* literal star"
+    assert "Word" not in doc.text and "ignorable" not in doc.text

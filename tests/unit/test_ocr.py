@@ -454,3 +454,31 @@ def test_lane_bounds_process_wide_concurrency(fake) -> None:
         assert not errors and engine.max_active == 2
     finally:
         ocr.set_ocr_concurrency(1)
+
+
+# --------------------------------------------------------------------------- issue 14 item 7a: images below the floor
+
+
+def test_images_below_the_floor_are_skipped_with_a_reason_and_never_read(fake) -> None:
+    from PIL import Image
+
+    from ki.config.settings import KiConfig
+    from ki.convert.router import convert_bytes
+
+    engine = fake()
+    for size, reason in (((400, 1), "too_small"), ((12, 12), "too_small"), ((2400, 20), "degenerate_aspect")):
+        buf = io.BytesIO()
+        Image.new("L", size, 255).save(buf, "GIF")
+        doc = convert_bytes(buf.getvalue(), "spacer.gif", KiConfig())
+        assert doc.text == "" and doc.metadata["ocr_skipped"] == [reason]
+        assert doc.metadata["ocr_pages"][0]["size"] == list(size)
+    # A multi-frame TIFF: the tiny frame is skipped, the page-sized one read.
+    frames = [Image.new("L", (300, 2), 255), Image.new("L", (800, 600), 255)]
+    buf = io.BytesIO()
+    frames[0].save(buf, "TIFF", save_all=True, append_images=frames[1:])
+    doc = ocr_image(buf.getvalue(), "two.tif")
+    assert [r["source"] for r in doc.metadata["ocr_pages"]] == ["skipped", "ocr"]
+    assert doc.metadata["ocr_pages"][0]["reason"] == "too_small" and engine.calls >= 1
+    calls = engine.calls
+    ocr_image(_tiff(1, size=(5, 400)), "rule.tif")
+    assert engine.calls == calls  # a skipped image never reaches the engine
