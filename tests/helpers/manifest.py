@@ -86,7 +86,8 @@ class Manifest:
             return []
         with manifest.open(encoding="utf-8", newline="") as fh:
             rows = csv.DictReader(fh, delimiter="\t", quoting=csv.QUOTE_NONE)
-            return [r for r in rows if r["path"].startswith(self.folder + "/" if self.folder else "") and r["path"] not in self.exclude]
+            prefix = self.folder + "/" if self.folder else ""
+            return [r for r in rows if r["path"].startswith(prefix) and r["path"] not in self.exclude]
 
     def clauses(self, row: dict[str, str]) -> list[str]:
         """The row's clauses about ki's output (file facts left out)."""

@@ -92,3 +92,77 @@ def test_rescan_keeps_children_and_tombstone_removes_them(make_ctx, real_corpus,
         n = conn.execute(text("SELECT count(*) FROM chunk WHERE source_object_id = ANY(:ids)"),
                          {"ids": [k.id for k in after]}).scalar()
     assert n == 0
+
+
+# ---------------------------------------------------------------------------- issue 20 item 2, issue 14 item 7
+
+
+FIXTURES = __import__("pathlib").Path(__file__).resolve().parents[1] / "fixtures"
+
+
+def _states(conn, oid):
+    return dict(conn.execute(text("SELECT stage, status FROM processing_state WHERE source_object_id = :i"),
+                             {"i": oid}).fetchall())
+
+
+def test_docx_embedded_objects_become_children_converted_indexed_with_the_parents_source(ctx, tmp_path):
+    root = tmp_path / "docx"
+    root.mkdir()
+    shutil.copy(FIXTURES / "ooxml" / "tika_testWORD_EMFAndAttachments.docx", root / "annexes.docx")
+    shutil.copy(FIXTURES / "ooxml" / "tika_testWORD_charts.docx", root / "chart.docx")
+    _insert(ctx, root)
+    kids = _children(ctx, "annexes.docx")
+    assert [k.path.rsplit(" » ", 1)[1] for k in kids] == ["Microsoft_Word_Document.docx", "TestText.txt",
+                                                          "oleObject2.pdf"]
+    expected = ["This is test word document for parser.", "This is Text File", "This is test PDF document for parser."]
+    with ctx.db.engine.connect() as conn:
+        sources = set(conn.execute(text("SELECT DISTINCT source_id FROM source_object WHERE id = ANY(:i) OR "
+                                        "external_id = 'annexes.docx'"), {"i": [k.id for k in kids]}).scalars())
+        assert len(sources) == 1  # children live in their container's source: its permissions
+        for kid, want in zip(kids, expected, strict=True):
+            body = get_artifact(conn, kid.content_hash, STRUCTURED_JSON)
+            assert want in body["text"]
+            assert _states(conn, kid.id)["index"] == "done"
+        parent = conn.execute(text("SELECT content_hash FROM source_object WHERE external_id = 'chart.docx'")).scalar()
+        chart = get_artifact(conn, parent, STRUCTURED_JSON)
+        assert "wants a peach" in chart["parts"]["chart:1"]
+        hits = search(conn, "Text File")
+    assert any(h.source_object_id == kids[1].id for h in hits)
+
+
+def test_inline_mail_images_and_spacers_are_never_quarantined(ctx, real_corpus, tmp_path):
+    from PIL import Image
+
+    root = tmp_path / "inline"
+    root.mkdir()
+    shutil.copy(real_corpus / "msg" / "mail-parser_mail_outlook_1.msg", root / "newsletter.msg")
+    Image.new("P", (400, 1)).save(root / "spacer.gif")
+    _insert(ctx, root)
+    assert _children(ctx, "newsletter.msg") == []  # five cid-referenced images stay with the mail
+    with ctx.db.engine.connect() as conn:
+        quarantined = conn.execute(text("SELECT count(*) FROM processing_state WHERE status = 'quarantined'")).scalar()
+        spacer = conn.execute(text("SELECT id, content_hash FROM source_object WHERE external_id = 'spacer.gif'")).one()
+        body = get_artifact(conn, spacer.content_hash, STRUCTURED_JSON)
+    assert quarantined == 0
+    assert body["text"] == "" and body["metadata"]["ocr_skipped"] == ["too_small"]
+
+
+def test_pdf_attachments_become_children_and_annotation_only_pages_convert(ctx, real_corpus, tmp_path):
+    from helpers.pdf_build import latin_pdf
+
+    root = tmp_path / "pdf"
+    root.mkdir()
+    shutil.copy(real_corpus / "pdf" / "tika_testPDF_multiFormatEmbFiles.pdf", root / "bundle.pdf")
+    note = (b"<< /Type /Annot /Subtype /Text /Rect [300 700 320 720] /Contents (Verjaehrung pruefen) "
+            b"/T (Dr. Weber) /P PAGE >>")
+    (root / "note.pdf").write_bytes(latin_pdf([[]], annotations={0: [note]}))
+    _insert(ctx, root)
+    kids = _children(ctx, "bundle.pdf")
+    assert kids and all(k.content_hash for k in kids)
+    with ctx.db.engine.connect() as conn:
+        assert all(_states(conn, k.id)["convert"] in ("done", "quarantined") for k in kids)
+        row = conn.execute(text("SELECT id, content_hash FROM source_object WHERE external_id = 'note.pdf'")).one()
+        body = get_artifact(conn, row.content_hash, STRUCTURED_JSON)
+        states = _states(conn, row.id)
+    assert states["convert"] == "done"  # not empty_text: the page's text is its note
+    assert body["text"] == "" and body["parts"] == {"annotation:p1": "[Dr. Weber] Verjaehrung pruefen"}

@@ -398,7 +398,7 @@ def test_utf8_body_under_a_single_byte_label_is_utf8_with_a_defect() -> None:
 
 
 def test_unknown_label_is_a_defect_and_detection_decides() -> None:
-    doc = convert_mail(_mail("x-no-such-charset", "plain ascii".encode()), "n.eml")
+    doc = convert_mail(_mail("x-no-such-charset", b"plain ascii"), "n.eml")
     assert doc.text.endswith("\n\nplain ascii\n")
     assert "charset_mismatch: declared x-no-such-charset (unknown label)" in doc.mail.defects
 

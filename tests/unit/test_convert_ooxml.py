@@ -31,7 +31,8 @@ FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "ooxml"
 def _convert(data: bytes, name: str) -> StructuredDocument:
     if name.endswith(".docx"):
         return convert_docx(data, name)
-    return add_package_parts(StructuredDocument(text="", format=name.rsplit(".", 1)[1], converter="docling"), data, name)
+    docling = StructuredDocument(text="", format=name.rsplit(".", 1)[1], converter="docling")  # Docling's text
+    return add_package_parts(docling, data, name)
 
 
 MANIFEST = Manifest("", _convert, root=FIXTURES)
@@ -128,7 +129,7 @@ CHUNKS = {
     "htm": (b"<p>Second&nbsp;HTML chunk</p>", "Second\xa0HTML chunk"),
     "mht": (MHT, "Imported M\xfcnchen clause"),
     "rtf": (rb"{\rtf1\ansi {\b Imported} RTF clause\par}", "Imported RTF clause"),
-    "txt": ("Imported plain text clause\nsecond line".encode(), "Imported plain text clause\nsecond line"),
+    "txt": (b"Imported plain text clause\nsecond line", "Imported plain text clause\nsecond line"),
     "bin": (b"Typed by its content type", "Typed by its content type"),  # [Content_Types] says text/plain
 }
 
@@ -152,14 +153,15 @@ def test_alt_chunk_docx_nested_and_missing_part_warns() -> None:
     assert any("c2" in w and "not in the package" in w for w in doc.warnings)
 
 
-CHART = f"""<?xml version="1.0"?><c:chartSpace xmlns:c="http://schemas.openxmlformats.org/drawingml/2006/chart"
+CHART = """<?xml version="1.0"?><c:chartSpace xmlns:c="http://schemas.openxmlformats.org/drawingml/2006/chart"
  xmlns:a="http://schemas.openxmlformats.org/drawingml/2006/main"><c:chart>
 <c:title><c:tx><c:rich><a:p><a:r><a:t>Fees per quarter</a:t></a:r></a:p></c:rich></c:tx></c:title>
 <c:plotArea><c:barChart>
  <c:ser><c:tx><c:v>Hourly</c:v></c:tx>
   <c:cat><c:strLit><c:pt idx="0"><c:v>Q1</c:v></c:pt><c:pt idx="1"><c:v>Q2</c:v></c:pt></c:strLit></c:cat>
   <c:val><c:numLit><c:pt idx="0"><c:v>1200</c:v></c:pt><c:pt idx="1"><c:v>900</c:v></c:pt></c:numLit></c:val></c:ser>
- <c:ser><c:tx><c:strRef><c:f>Sheet1!$C$1</c:f><c:strCache><c:pt idx="0"><c:v>Fixed</c:v></c:pt></c:strCache></c:strRef></c:tx>
+ <c:ser><c:tx><c:strRef><c:f>Sheet1!$C$1</c:f>
+  <c:strCache><c:pt idx="0"><c:v>Fixed</c:v></c:pt></c:strCache></c:strRef></c:tx>
   <c:val><c:numRef><c:f>x</c:f><c:numCache><c:pt idx="1"><c:v>300</c:v></c:pt></c:numCache></c:numRef></c:val></c:ser>
 </c:barChart>
 <c:valAx><c:title><c:tx><c:rich><a:p><a:r><a:t>EUR</a:t></a:r></a:p></c:rich></c:tx></c:title></c:valAx>
@@ -196,7 +198,7 @@ def test_embedded_documents_become_children_with_names() -> None:
     parts = {
         "word/embeddings/Letter.docx": inner_docx,
         "word/embeddings/Report.pdf": _pdf_bytes(),
-        "word/embeddings/Notes.txt": "Plain annex text".encode(),
+        "word/embeddings/Notes.txt": b"Plain annex text",
         "word/embeddings/Sheet.xlsx": xlsx.getvalue(),
         "word/embeddings/clip.wav": b"RIFF\x00\x00\x00\x00WAVEfmt ",  # media, not a document
         "word/media/image1.png": b"\x89PNG\r\n\x1a\n",  # an image of the body, not an embedding

@@ -43,11 +43,14 @@ def test_soft_hyphen_and_u_fffe_never_reach_the_text() -> None:
     assert not {"\ufffe", "\xad", "\x02"} & set(doc.text)
 
 
-NOTE = b"<< /Type /Annot /Subtype /Text /Rect [300 700 320 720] /Contents (Check clause 4.2 before signing) /T (Jane Doe) /P PAGE >>"
-FREE = b"<< /Type /Annot /Subtype /FreeText /Rect [72 600 300 640] /Contents (DRAFT - not for circulation) /DA (/Helv 12 Tf 0 g) /P PAGE >>"
-HIGHLIGHT = (b"<< /Type /Annot /Subtype /Highlight /Rect [70 715 250 733] /QuadPoints [70 732 250 732 70 716 250 716] "
-             b"/Contents (Too high, negotiate) /T (Max Bauer) /P PAGE >>")
-POPUP = b"<< /Type /Annot /Subtype /Popup /Rect [300 500 400 600] /Contents (Check clause 4.2 before signing) /P PAGE >>"
+NOTE = (b"<< /Type /Annot /Subtype /Text /Rect [300 700 320 720] /Contents (Check clause 4.2 before signing) "
+        b"/T (Jane Doe) /P PAGE >>")
+FREE = (b"<< /Type /Annot /Subtype /FreeText /Rect [72 600 300 640] /Contents (DRAFT - not for circulation) "
+        b"/DA (/Helv 12 Tf 0 g) /P PAGE >>")
+HIGHLIGHT = (b"<< /Type /Annot /Subtype /Highlight /Rect [70 715 250 733] "
+             b"/QuadPoints [70 732 250 732 70 716 250 716] /Contents (Too high, negotiate) /T (Max Bauer) /P PAGE >>")
+POPUP = (b"<< /Type /Annot /Subtype /Popup /Rect [300 500 400 600] /Contents (Check clause 4.2 before signing) "
+         b"/P PAGE >>")
 LINK = b"<< /Type /Annot /Subtype /Link /Rect [72 500 100 520] /A << /S /URI /URI (http://example.com) >> /P PAGE >>"
 TEXT_FIELD = (b"<< /Type /Annot /Subtype /Widget /FT /Tx /T (ClientName) /TU (Client name) /V (M\\374ller GmbH) "
               b"/Rect [72 400 300 420] /DA (/Helv 10 Tf 0 g) /P PAGE >>")
