@@ -72,6 +72,22 @@ class OcrConfig(BaseModel):
     prefer_docling: bool = True
 
 
+class ConvertConfig(BaseModel):
+    """``pipeline.convert.*``: the per-file budget of ki's own converters (issue 14 item 7d).
+
+    Attributes:
+        isolate: convert in worker processes (``ki.convert.isolation``); off: in the calling process,
+            without a memory limit (tests of converters, debugging).
+        memory_mb: each worker's ``RLIMIT_DATA`` (MiB); a file needing more is quarantined ``too_large``.
+        timeout_seconds: wall-clock budget of one file's conversion, OCR included (s); keep it above
+            ``pipeline.ocr.document_timeout_seconds``.
+    """
+
+    isolate: bool = True
+    memory_mb: int = Field(default=1536, ge=256, le=1_048_576)
+    timeout_seconds: float = Field(default=900, gt=0)
+
+
 class PipelineConfig(BaseModel):
     """``pipeline.*`` (spec: Configuration table)."""
 
@@ -89,6 +105,7 @@ class PipelineConfig(BaseModel):
     #: A JSON ontology replacing the shipped one (shaped like truth.json's ``ontology``; ki.ontology.load).
     ontology_file: str | None = None
     ocr: OcrConfig = Field(default_factory=OcrConfig)
+    convert: ConvertConfig = Field(default_factory=ConvertConfig)
     stages: dict[str, StageConfig] = Field(default_factory=_default_stages)
 
     @field_validator("stages", mode="after")

@@ -21,11 +21,12 @@ for the lane is not counted against a page's budget.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from importlib import metadata as importlib_metadata
 from pathlib import Path
@@ -172,6 +173,22 @@ def renew_claim(renew: Renew | None) -> None:
     """Call ``renew``; raise :class:`~ki.errors.ClaimLost` when it returns ``False``."""
     if renew is not None and renew() is False:
         raise ClaimLost("the claim was lost while OCR was running")
+
+
+@contextlib.contextmanager
+def lane_slot(renew: Renew | None = None) -> Iterator[None]:
+    """Hold one slot of the process-wide OCR lane (while a worker process runs OCR for this caller).
+
+    ``renew`` is called every :data:`WAIT_SLICE` seconds while waiting for the slot.
+    Raises: :class:`~ki.errors.ClaimLost` when ``renew()`` returns False.
+    """
+    lane = _lane
+    while not lane.acquire(timeout=WAIT_SLICE):
+        renew_claim(renew)
+    try:
+        yield
+    finally:
+        lane.release()
 
 
 class PageTimeout(Exception):

@@ -55,51 +55,69 @@ def handles_reason(config: KiConfig, reason: str) -> bool:
     return False
 
 
-def converter_for(fmt: str, config: KiConfig) -> Converter:
-    """The converter function for a detected format.
+#: The built-in converter of each format, as ``"module:function"`` (run in a worker: ki.convert.isolation).
+BUILTIN_CONVERTERS = {
+    "txt": "ki.convert.text:convert_text",
+    "eml": "ki.convert.mail:convert_mail",
+    "msg": "ki.convert.msg:convert_msg",
+    "mbox": "ki.convert.embedded:convert_mbox",
+    "docx": "ki.convert.docx:convert_docx",
+    "pdf": "ki.convert.pdf:convert_pdf",
+    "html": "ki.convert.html:convert_html",
+    "rtf": "ki.convert.rtf:convert_rtf",
+}
+OCR_PDF = "ki.convert.ocr:ocr_pdf"
+OCR_IMAGE = "ki.convert.ocr:ocr_image"
+
+
+def converter_target(fmt: str) -> str:
+    """The ``"module:function"`` of the built-in converter for a detected format.
 
     Raises:
         UnsupportedDocument: no converter here can read it (reason ``needs_ocr`` for
             images, ``unsupported_format`` otherwise); released when one is configured.
     """
-    if fmt == "txt":
-        from ki.convert.text import convert_text
-
-        return convert_text
-    if fmt == "eml":
-        from ki.convert.mail import convert_mail
-
-        return convert_mail
-    if fmt == "msg":
-        from ki.convert.msg import convert_msg
-
-        return convert_msg
-    if fmt == "mbox":
-        from ki.convert.embedded import convert_mbox
-
-        return convert_mbox
-    if fmt == "docx":
-        from ki.convert.docx import convert_docx
-
-        return convert_docx
-    if fmt == "pdf":
-        from ki.convert.pdf import convert_pdf
-
-        return convert_pdf
-    if fmt == "html":
-        from ki.convert.html import convert_html
-
-        return convert_html
-    if fmt == "rtf":
-        from ki.convert.rtf import convert_rtf
-
-        return convert_rtf
+    target = BUILTIN_CONVERTERS.get(fmt)
+    if target is not None:
+        return target
     if fmt == "image":
         raise UnsupportedDocument("an image needs OCR, and no OCR converter is configured", reason="needs_ocr")
     raise UnsupportedDocument(
         f"no converter for this format ({fmt}); configure components.docling_url to convert it",
         reason="unsupported_format",
     )
+
+
+def converter_for(fmt: str, config: KiConfig) -> Converter:
+    """The converter function for a detected format (in this process; see :func:`converter_target`)."""
+    from ki.convert.isolation import _resolve
+
+    return _resolve(converter_target(fmt))
+
+
+def run_builtin(config: KiConfig, target: str, data: bytes, filename: str, *, renew: Renew | None = None,
+                **kwargs: object) -> StructuredDocument:
+    """Run a built-in converter under the per-file budget of ``pipeline.convert`` (issue 14 item 7d).
+
+    With ``pipeline.convert.isolate`` the converter runs in a worker process
+    (:mod:`ki.convert.isolation`): over its memory or wall-clock budget the file is ``too_large``;
+    ``renew`` is called while waiting. OCR targets hold a slot of the process-wide OCR lane meanwhile.
+    Without isolation the converter runs here (OCR targets get ``renew`` between pages).
+    """
+    from ki.convert import isolation
+
+    ocr = target in (OCR_PDF, OCR_IMAGE)
+    budget = config.pipeline.convert
+    if not budget.isolate:
+        extra = {"renew": renew} if ocr else {}
+        return isolation._resolve(target)(data, filename, **kwargs, **extra)
+    workers = isolation.pool(isolation.Budget(budget.memory_mb, budget.timeout_seconds))
+    if not ocr:
+        return workers.run(target, data, filename, renew=renew, **kwargs)
+    from ki.convert.ocr_engine import lane_slot
+
+    with lane_slot(renew):
+        return workers.run(target, data, filename, renew=renew, **kwargs)
 
 
 def docling_client(config: KiConfig):
@@ -111,10 +129,10 @@ def docling_client(config: KiConfig):
 DOCLING_ONLY = frozenset({"image", "office"})
 
 
-def _ocr_kwargs(config: KiConfig, renew: Renew | None) -> dict:
+def _ocr_kwargs(config: KiConfig) -> dict:
     o = config.pipeline.ocr
     return {"max_pages": o.max_pages, "page_timeout_seconds": o.page_timeout_seconds,
-            "doc_timeout_seconds": o.document_timeout_seconds, "renew": renew}
+            "doc_timeout_seconds": o.document_timeout_seconds}
 
 
 def convert_bytes(data: bytes, filename: str, config: KiConfig, *, renew: Renew | None = None) -> StructuredDocument:
@@ -147,16 +165,14 @@ def convert_bytes(data: bytes, filename: str, config: KiConfig, *, renew: Renew 
         if scans_to_docling:
             return docling_client(config).convert(data, filename)
         if ocr:
-            from ki.convert.ocr import ocr_image
-
-            return ocr_image(data, filename, **_ocr_kwargs(config, renew))
+            return run_builtin(config, OCR_IMAGE, data, filename, renew=renew, **_ocr_kwargs(config))
     if fmt in DOCLING_ONLY and docling:
         from ki.convert.ooxml_parts import add_package_parts
 
         # Docling reads a deck's or workbook's text; charts, SmartArt and embedded objects are ki's.
         return add_package_parts(docling_client(config).convert(data, filename), data, filename)
     try:
-        doc = converter_for(fmt, config)(data, filename)
+        doc = run_builtin(config, converter_target(fmt), data, filename, renew=renew)
     except UnsupportedDocument as exc:
         if exc.reason != "needs_ocr":
             raise
@@ -164,17 +180,14 @@ def convert_bytes(data: bytes, filename: str, config: KiConfig, *, renew: Renew 
         if scans_to_docling:
             return _with_parts(docling_client(config).convert(data, filename), kept)
         if ocr and fmt == "pdf":
-            from ki.convert.ocr import ocr_pdf
-
-            return _with_parts(ocr_pdf(data, filename, **_ocr_kwargs(config, renew)), kept)
+            return _with_parts(run_builtin(config, OCR_PDF, data, filename, renew=renew, **_ocr_kwargs(config)), kept)
         if docling:
             return _with_parts(docling_client(config).convert(data, filename), kept)
         raise
     if fmt == "pdf" and ocr and doc.metadata.get("pages_without_text") and not scans_to_docling:
-        from ki.convert.ocr import ocr_pdf
-
         try:
-            scanned = ocr_pdf(data, filename, text_layer_pages=doc.text.split("\f"), **_ocr_kwargs(config, renew))
+            scanned = run_builtin(config, OCR_PDF, data, filename, renew=renew,
+                                  text_layer_pages=doc.text.split("\f"), **_ocr_kwargs(config))
         except UnsupportedDocument as exc:
             if exc.reason == "empty_text" and doc.parts:
                 return doc  # pages whose only text is in annotations: OCR read nothing more

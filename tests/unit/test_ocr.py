@@ -283,7 +283,7 @@ def test_runs_offline_without_downloads(tmp_path: Path, real_corpus: Path) -> No
         import rapidocr.utils.download_file as download_file
         download_file.DownloadFile.run = classmethod(refuse)
         data = open(sys.argv[1], "rb").read()
-        print(ocr_pdf(data, "scan.pdf").text)
+        print(ocr_pdf(data, "scan.pdf", page_timeout_seconds=900, doc_timeout_seconds=3600).text)
         """
     )
     home = tmp_path / "home"
@@ -296,7 +296,7 @@ def test_runs_offline_without_downloads(tmp_path: Path, real_corpus: Path) -> No
         text=True,
         env=env,
         cwd=Path(__file__).resolve().parents[2],
-        timeout=120,
+        timeout=900,
         check=False,
     )
     assert out.returncode == 0, out.stderr

@@ -1,0 +1,91 @@
+"""Issue 14 item 7d: each conversion runs in a worker process under a memory and a wall-clock budget.
+
+Real worker processes (``python -m ki.convert.isolation``) run real converters and the misbehaving
+ones of ``tests/helpers/hostile.py``; nothing is mocked. About 10 s (worker starts dominate).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from ki.config.settings import KiConfig
+from ki.convert import isolation
+from ki.convert.router import convert_bytes
+from ki.errors import ClaimLost, UnsupportedDocument
+
+TESTS = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture
+def workers(monkeypatch):
+    monkeypatch.setenv("PYTHONPATH", f"{TESTS}:{__import__('os').environ.get('PYTHONPATH', '')}")
+    isolation.reset_pools()
+    made = []
+
+    def make(memory_mb: int = 512, seconds: float = 30) -> isolation.WorkerPool:
+        pool = isolation.WorkerPool(isolation.Budget(memory_mb, seconds))
+        made.append(pool)
+        return pool
+
+    yield make
+    for pool in made:
+        pool.close()
+    isolation.reset_pools()
+
+
+def test_a_worker_is_reused_and_returns_the_document(workers) -> None:
+    pool = workers()
+    first = pool.run("helpers.hostile:echo", b"one", "a.txt")
+    second = pool.run("helpers.hostile:echo", b"two", "b.txt")
+    assert (first.text, second.text) == ("one", "two")
+    assert first.metadata["pid"] == second.metadata["pid"]
+
+
+def test_memory_over_the_budget_is_too_large_with_the_figure(workers) -> None:
+    pool = workers(memory_mb=300)
+    with pytest.raises(UnsupportedDocument) as info:
+        pool.run("helpers.hostile:allocate", b"", "bomb.bin", megabytes=600)
+    assert info.value.reason == "too_large" and info.value.details["limit_mb"] == 300
+    assert "300 MB" in str(info.value)
+    assert pool.run("helpers.hostile:allocate", b"", "ok.bin", megabytes=50).text == "allocated 50 MiB"
+
+
+def test_wall_clock_over_the_budget_is_too_large_and_the_worker_is_killed(workers) -> None:
+    pool = workers(seconds=1.0)
+    with pytest.raises(UnsupportedDocument) as info:
+        pool.run("helpers.hostile:sleep", b"", "slow.bin", seconds=30)
+    assert info.value.reason == "too_large" and info.value.details["limit_seconds"] == 1.0
+    assert 1.0 <= info.value.details["elapsed_seconds"] < 5
+    assert pool.run("helpers.hostile:echo", b"next file", "n.txt").text == "next file"  # a new worker
+
+
+def test_a_crash_is_corrupt_and_a_lost_claim_stops_the_worker(workers, monkeypatch) -> None:
+    pool = workers()
+    with pytest.raises(UnsupportedDocument) as info:
+        pool.run("helpers.hostile:crash", b"", "crash.pdf")
+    assert info.value.reason == "corrupt" and info.value.details["signal"] == "SIGSEGV"
+    monkeypatch.setattr(isolation, "RENEW_SECONDS", 0.2)
+    with pytest.raises(ClaimLost):
+        pool.run("helpers.hostile:sleep", b"", "long.bin", renew=lambda: False, seconds=20)
+
+
+def test_converter_errors_cross_the_process_boundary_as_they_were() -> None:
+    config = KiConfig()
+    with pytest.raises(UnsupportedDocument) as info:
+        convert_bytes(b"%PDF-1.4 not really", "x.pdf", config)
+    assert info.value.reason == "corrupt" and info.value.details["err_code"] is not None
+    assert convert_bytes(b"Mietvertrag vom 3. Mai", "m.txt", config).text == "Mietvertrag vom 3. Mai"
+
+
+def test_the_router_applies_the_configured_budget(monkeypatch) -> None:
+    isolation.reset_pools()
+    config = KiConfig.model_validate({"pipeline": {"convert": {"timeout_seconds": 0.2}}})
+    big = ("Zeile mit Text und Umlauten äöü\n" * 400_000).encode("cp1252")  # ~13 MB of cp1252 text
+    with pytest.raises(UnsupportedDocument) as info:
+        convert_bytes(big, "huge.txt", config)
+    assert info.value.reason == "too_large" and info.value.details["limit_seconds"] == 0.2
+    direct = KiConfig.model_validate({"pipeline": {"convert": {"isolate": False}}})
+    assert convert_bytes(b"in process", "p.txt", direct).text == "in process"
+    isolation.reset_pools()
