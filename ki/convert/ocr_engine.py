@@ -182,7 +182,7 @@ def lane_slot(renew: Renew | None = None) -> Iterator[None]:
     ``renew`` is called every :data:`WAIT_SLICE` seconds while waiting for the slot.
     Raises: :class:`~ki.errors.ClaimLost` when ``renew()`` returns False.
     """
-    lane = _lane
+    lane = _current_lane()
     while not lane.acquire(timeout=WAIT_SLICE):
         renew_claim(renew)
     try:

@@ -1,6 +1,6 @@
 """Converters that misbehave on purpose, run inside ki's conversion workers by tests of the per-file budget.
 
-A worker imports them by name (``helpers.hostile:allocate``), so the test puts ``tests/`` on the
+A worker imports them by name (``tests.helpers.hostile:allocate``), so the test puts the repository on the
 worker's ``PYTHONPATH``. Each has a converter's signature ``(data, filename, **kwargs)``.
 """
 

@@ -148,7 +148,7 @@ def test_inline_mail_images_and_spacers_are_never_quarantined(ctx, real_corpus, 
 
 
 def test_pdf_attachments_become_children_and_annotation_only_pages_convert(ctx, real_corpus, tmp_path):
-    from helpers.pdf_build import latin_pdf
+    from tests.helpers.pdf_build import latin_pdf
 
     root = tmp_path / "pdf"
     root.mkdir()

@@ -15,12 +15,12 @@ from ki.convert import isolation
 from ki.convert.router import convert_bytes
 from ki.errors import ClaimLost, UnsupportedDocument
 
-TESTS = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture
 def workers(monkeypatch):
-    monkeypatch.setenv("PYTHONPATH", f"{TESTS}:{__import__('os').environ.get('PYTHONPATH', '')}")
+    monkeypatch.setenv("PYTHONPATH", f"{REPO}:{__import__('os').environ.get('PYTHONPATH', '')}")
     isolation.reset_pools()
     made = []
 
@@ -37,8 +37,8 @@ def workers(monkeypatch):
 
 def test_a_worker_is_reused_and_returns_the_document(workers) -> None:
     pool = workers()
-    first = pool.run("helpers.hostile:echo", b"one", "a.txt")
-    second = pool.run("helpers.hostile:echo", b"two", "b.txt")
+    first = pool.run("tests.helpers.hostile:echo", b"one", "a.txt")
+    second = pool.run("tests.helpers.hostile:echo", b"two", "b.txt")
     assert (first.text, second.text) == ("one", "two")
     assert first.metadata["pid"] == second.metadata["pid"]
 
@@ -46,29 +46,29 @@ def test_a_worker_is_reused_and_returns_the_document(workers) -> None:
 def test_memory_over_the_budget_is_too_large_with_the_figure(workers) -> None:
     pool = workers(memory_mb=300)
     with pytest.raises(UnsupportedDocument) as info:
-        pool.run("helpers.hostile:allocate", b"", "bomb.bin", megabytes=600)
+        pool.run("tests.helpers.hostile:allocate", b"", "bomb.bin", megabytes=600)
     assert info.value.reason == "too_large" and info.value.details["limit_mb"] == 300
     assert "300 MB" in str(info.value)
-    assert pool.run("helpers.hostile:allocate", b"", "ok.bin", megabytes=50).text == "allocated 50 MiB"
+    assert pool.run("tests.helpers.hostile:allocate", b"", "ok.bin", megabytes=50).text == "allocated 50 MiB"
 
 
 def test_wall_clock_over_the_budget_is_too_large_and_the_worker_is_killed(workers) -> None:
     pool = workers(seconds=1.0)
     with pytest.raises(UnsupportedDocument) as info:
-        pool.run("helpers.hostile:sleep", b"", "slow.bin", seconds=30)
+        pool.run("tests.helpers.hostile:sleep", b"", "slow.bin", seconds=30)
     assert info.value.reason == "too_large" and info.value.details["limit_seconds"] == 1.0
     assert 1.0 <= info.value.details["elapsed_seconds"] < 5
-    assert pool.run("helpers.hostile:echo", b"next file", "n.txt").text == "next file"  # a new worker
+    assert pool.run("tests.helpers.hostile:echo", b"next file", "n.txt").text == "next file"  # a new worker
 
 
 def test_a_crash_is_corrupt_and_a_lost_claim_stops_the_worker(workers, monkeypatch) -> None:
     pool = workers()
     with pytest.raises(UnsupportedDocument) as info:
-        pool.run("helpers.hostile:crash", b"", "crash.pdf")
+        pool.run("tests.helpers.hostile:crash", b"", "crash.pdf")
     assert info.value.reason == "corrupt" and info.value.details["signal"] == "SIGSEGV"
     monkeypatch.setattr(isolation, "RENEW_SECONDS", 0.2)
     with pytest.raises(ClaimLost):
-        pool.run("helpers.hostile:sleep", b"", "long.bin", renew=lambda: False, seconds=20)
+        pool.run("tests.helpers.hostile:sleep", b"", "long.bin", renew=lambda: False, seconds=20)
 
 
 def test_converter_errors_cross_the_process_boundary_as_they_were() -> None:

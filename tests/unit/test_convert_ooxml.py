@@ -14,7 +14,6 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from helpers.manifest import Manifest, document, quoted
 
 from ki.config.settings import KiConfig
 from ki.convert.docx import convert_docx
@@ -24,6 +23,7 @@ from ki.convert.model import StructuredDocument
 from ki.convert.ooxml_parts import add_package_parts
 from ki.convert.router import convert_bytes
 from ki.errors import UnsupportedDocument
+from tests.helpers.manifest import Manifest, document, quoted
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "ooxml"
 
@@ -185,7 +185,7 @@ def test_chart_becomes_a_table_and_smartart_its_points() -> None:
 
 
 def _pdf_bytes() -> bytes:
-    from helpers.pdf_build import latin_pdf, text_lines
+    from tests.helpers.pdf_build import latin_pdf, text_lines
 
     return latin_pdf([text_lines(b"(Annexed expert report)")])
 

@@ -12,12 +12,12 @@ import json
 from pathlib import Path
 
 import pytest
-from helpers.pdf_build import latin_pdf, text_lines
 
 from ki.config.settings import KiConfig
 from ki.convert.pdf import convert_pdf
 from ki.convert.router import convert_bytes
 from ki.errors import UnsupportedDocument
+from tests.helpers.pdf_build import latin_pdf, text_lines
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "pdf_text"
 TRUTH = json.loads((FIXTURES / "truth.json").read_text(encoding="utf-8"))
