@@ -14,9 +14,10 @@ reordering. What its plain text gets wrong, and this module fixes with the chara
 * presentation forms and compatibility ligatures (U+FB00–U+FB4F, U+FB50–U+FDFF, U+FE70–U+FEFF:
   ``ﬁ``, Hebrew and Arabic forms) are NFKC-normalised.
 
-A word gap is a horizontal gap between the advance boxes (``FPDFText_GetLooseCharBox``) of two
-characters on the same line that exceeds the median gap of the neighbouring letter pairs by
-:data:`WORD_GAP_EM` of the font size. Boxes are read only around the characters concerned.
+A word gap is a horizontal gap between two characters on the same line that exceeds the median
+gap of the neighbouring letter pairs by :data:`WORD_GAP_EM` of the font size, both between their
+advance boxes (``FPDFText_GetLooseCharBox``) and between their ink boxes (``FPDFText_GetCharBox``).
+Boxes are read only around the characters concerned.
 """
 
 from __future__ import annotations
@@ -43,29 +44,39 @@ _RTL = re.compile("[\u0590-\u08ff\ufb1d-\ufdff\ufe70-\ufefc]")
 
 
 class _Boxes:
-    """Advance boxes and font sizes of a text page's characters, read on demand."""
+    """Advance (loose) and ink (tight) boxes and font sizes of a text page's characters, read on demand."""
 
     def __init__(self, textpage: pdfium.PdfTextPage):
         self._tp = textpage
-        self._cache: dict[int, tuple[float, float, float, float, float] | None] = {}
+        self._cache: dict[tuple[int, bool], tuple[float, float, float, float, float] | None] = {}
         self._rect = pdfium_c.FS_RECTF()
+        self._edges = [ctypes.c_double() for _ in range(4)]
 
-    def get(self, i: int) -> tuple[float, float, float, float, float] | None:
-        """``(left, right, bottom, top, font_size)`` of character ``i``, or None when PDFium has none."""
-        if i not in self._cache:
-            ok = pdfium_c.FPDFText_GetLooseCharBox(self._tp, i, ctypes.byref(self._rect))
-            r = self._rect
+    def get(self, i: int, ink: bool = False) -> tuple[float, float, float, float, float] | None:
+        """``(left, right, bottom, top, font_size)`` of character ``i`` (its ink box when ``ink``), or None."""
+        key = (i, ink)
+        if key not in self._cache:
+            if ink:
+                left, right, bottom, top = self._edges
+                ok = pdfium_c.FPDFText_GetCharBox(self._tp, i, left, right, bottom, top)
+                edges = (left.value, right.value, bottom.value, top.value)
+            else:
+                ok = pdfium_c.FPDFText_GetLooseCharBox(self._tp, i, ctypes.byref(self._rect))
+                r = self._rect
+                edges = (r.left, r.right, r.bottom, r.top)
             size = float(pdfium_c.FPDFText_GetFontSize(self._tp, i))
-            self._cache[i] = (r.left, r.right, min(r.bottom, r.top), max(r.bottom, r.top), size) if ok else None
-        return self._cache[i]
+            self._cache[key] = (edges[0], edges[1], min(edges[2:]), max(edges[2:]), size) if ok else None
+        return self._cache[key]
 
-    def gap(self, a: int, b: int) -> float | None:
+    def gap(self, a: int, b: int, ink: bool = False) -> float | None:
         """Horizontal gap between characters ``a`` and ``b`` on one line (either direction), else None."""
-        box_a, box_b = self.get(a), self.get(b)
+        box_a, box_b = self.get(a, ink), self.get(b, ink)
         if box_a is None or box_b is None:
             return None
         height = min(box_a[3] - box_a[2], box_b[3] - box_b[2])
         overlap = min(box_a[3], box_b[3]) - max(box_a[2], box_b[2])
+        if ink and height <= 0:
+            return max(box_b[0] - box_a[1], box_a[0] - box_b[1])  # a flat glyph (a dash): trust the line
         if height <= 0 or overlap < 0.5 * height:
             return None  # not on one line
         return max(box_b[0] - box_a[1], box_a[0] - box_b[1])
@@ -74,17 +85,24 @@ class _Boxes:
 def _is_word_gap(boxes: _Boxes, pair: tuple[int, int], neighbours: list[tuple[int, int]]) -> bool | None:
     """Whether the gap between the characters of ``pair`` is a word space; None when positions are unknown.
 
-    It is when it exceeds the median gap of the ``neighbours`` pairs (the line's letter spacing) by
-    :data:`WORD_GAP_EM` of the font size.
+    It is when, with the advance boxes and with the ink boxes alike, it exceeds the median gap of
+    the ``neighbours`` pairs (the line's letter spacing) by :data:`WORD_GAP_EM` of the font size: a
+    producer placing glyphs by their advances and one placing them by their ink (wrong ``/W``
+    widths, joined Arabic forms whose ink overhangs the advance) both leave word gaps in both.
     """
-    gap = boxes.gap(*pair)
     box = boxes.get(pair[0])
-    if gap is None or box is None:
+    if box is None:
         return None
     size = box[4] or (box[3] - box[2])
-    local = [g for g in (boxes.gap(*p) for p in neighbours) if g is not None]
-    spacing = statistics.median(local) if local else 0.0
-    return gap > spacing + WORD_GAP_EM * size
+    verdicts = []
+    for ink in (False, True):
+        gap = boxes.gap(*pair, ink=ink)
+        if gap is None:
+            continue
+        local = [g for g in (boxes.gap(*p, ink=ink) for p in neighbours) if g is not None]
+        spacing = statistics.median(local) if local else 0.0
+        verdicts.append(gap > spacing + WORD_GAP_EM * size)
+    return all(verdicts) if verdicts else None
 
 
 def _chars(textpage: pdfium.PdfTextPage, n: int) -> str:

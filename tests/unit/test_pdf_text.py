@@ -32,7 +32,7 @@ def test_text_layer_is_exact(name: str) -> None:
 def test_every_script_and_layout_is_covered() -> None:
     scripts = {(v["script"], v["layout"]) for v in TRUTH.values()}
     for script in ("hebrew", "arabic", "persian"):
-        assert {(script, layout) for layout in ("object", "glyphs-logical", "glyphs-visual")} <= scripts
+        assert {(script, layout) for layout in ("object", "glyphs-logical", "glyphs-visual", "glyphs-ink")} <= scripts
     assert {("latin", "hyphenated"), ("latin", "kerned"), ("latin", "tracked"), ("latin", "ligatures")} <= scripts
     assert "\u0644\u0627" in TRUTH["arabic-object.pdf"]["text"]  # lam-alef decomposed in logical order
 
