@@ -25,6 +25,11 @@ from ki.errors import UnsupportedDocument
 
 #: At most this many embedded objects per container; more are reported as a warning.
 MAX_EMBEDDED = 200
+#: Containers nested deeper than this (a DOCX in a DOCX in a mail …) do not register children:
+#: a file that embeds copies of itself must not multiply without end.
+MAX_NESTING = 4
+#: How a child's path names its container (``mail.eml » report.pdf``; ki.sources.children).
+NESTING_SEP = " » "
 
 #: Formats (``StructuredDocument.format``) whose documents may contain other documents.
 CONTAINER_FORMATS = frozenset({"eml", "mbox", "msg", "docx", "pptx", "xlsx", "pdf"})
@@ -205,14 +210,15 @@ def extract_embedded(fmt: str, data: bytes, filename: str) -> list[EmbeddedPart]
     return []
 
 
-def may_embed(body: dict) -> bool:
+def may_embed(body: dict, path: str = "") -> bool:
     """Whether a ``structured_json`` body may have embedded documents worth extracting.
 
     False for a container format whose converter counted none (a PDF without attached files, a
-    DOCX without embedded objects), so the convert stage need not read the blob again.
+    DOCX without embedded objects), so the convert stage need not read the blob again, and for a
+    container :data:`MAX_NESTING` levels deep (``path`` is the object's path).
     """
     fmt = body.get("format")
-    if fmt not in CONTAINER_FORMATS:
+    if fmt not in CONTAINER_FORMATS or path.count(NESTING_SEP) >= MAX_NESTING:
         return False
     metadata = body.get("metadata") or {}
     counted = {"pdf": "embedded_files", "docx": "embedded_objects"}.get(fmt)

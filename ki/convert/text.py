@@ -146,7 +146,7 @@ def decode_text(data: bytes) -> tuple[str, str]:
     guess = _charset_normalizer_guess(data)
     if guess is not None:
         return data.decode(guess), guess
-    if any(0x80 <= b <= 0x9F for b in data):
+    if _C1_BYTES.search(data):  # smart quotes (a byte regex: C speed on large files)
         try:
             return data.decode("cp1252"), "cp1252"
         except UnicodeDecodeError:  # 0x81, 0x8D, 0x8F, 0x90, 0x9D are undefined in cp1252
@@ -199,6 +199,7 @@ def _binary_bytes(data: bytes) -> bool:
 
 _BINARY_BYTES = [b for b in range(32) if chr(b) not in _ALLOWED_CONTROLS] + [0x7F]
 _NEWLINES = re.compile(r"\r\n?")
+_C1_BYTES = re.compile(rb"[\x80-\x9f]")
 
 
 def normalise_newlines(text: str) -> str:

@@ -14,12 +14,12 @@ from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
 from ki.context import PipelineContext, SourceObjectView
-from ki.convert.embedded import EmbeddedPart, extract_embedded
+from ki.convert.embedded import NESTING_SEP, EmbeddedPart, extract_embedded
 from ki.errors import ArtifactTooLarge, UnsupportedDocument
 from ki.index.postgres import delete_object_chunks
 from ki.store.requeue import requeue_from_fetch, seed_rows
 
-SEP = " » "
+SEP = NESTING_SEP
 
 
 def child_external_id(parent_external_id: str, part: EmbeddedPart) -> str:

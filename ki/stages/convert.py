@@ -51,7 +51,7 @@ def handle(ctx: StageContext) -> StageOutcome:
     if body.get("format") in CONTAINER_FORMATS:
         # Every object holding this content gets its own children (its own permissions).
         parts = extract_embedded(body["format"], ctx.pipeline.blobs.read(content_hash), filename) \
-            if may_embed(body) else []
+            if may_embed(body, ctx.obj.path) else []
         if parts or ctx.obj.parent_id is None:
             details["embedded"] = register_children(ctx.pipeline, ctx.obj, parts)
     return StageOutcome(status="done", details=details)

@@ -166,3 +166,29 @@ def test_pdf_attachments_become_children_and_annotation_only_pages_convert(ctx, 
         states = _states(conn, row.id)
     assert states["convert"] == "done"  # not empty_text: the page's text is its note
     assert body["text"] == "" and body["parts"] == {"annotation:p1": "[Dr. Weber] Verjaehrung pruefen"}
+
+
+def test_a_file_over_its_conversion_budget_is_quarantined_too_large_with_the_figure(make_ctx, tmp_path,
+                                                                                   monkeypatch):
+    """Issue 14 item 7d through the pipeline: a classified quarantine, never an outage; the rest converts."""
+    from ki.convert import isolation
+
+    monkeypatch.setenv("KI_PIPELINE__CONVERT__TIMEOUT_SECONDS", "1.0")
+    isolation.reset_pools()
+    ctx = make_ctx()
+    root = tmp_path / "budget"
+    root.mkdir()
+    (root / "huge.txt").write_bytes(("Zeile mit Text und Umlauten äöü\n" * 1_000_000).encode("cp1252"))  # 32 MB
+    (root / "small.txt").write_text("ein kleiner Vermerk")
+    sid = register_local_source(ctx, root)
+    scan_source(ctx, sid)
+    launch_insertion(ctx, source_id=sid, wait_for_retries_seconds=0)
+    with ctx.db.engine.connect() as conn:
+        rows = {r.external_id: r for r in conn.execute(text(
+            "SELECT so.external_id, ps.status, ps.last_error FROM processing_state ps "
+            "JOIN source_object so ON so.id = ps.source_object_id WHERE ps.stage = 'convert'"))}
+    isolation.reset_pools()
+    assert rows["small.txt"].status == "done"
+    huge = rows["huge.txt"]
+    assert huge.status == "quarantined" and huge.last_error["reason"] == "too_large"
+    assert huge.last_error["details"]["limit_seconds"] == 1.0 and huge.last_error["deterministic"] is True

@@ -82,7 +82,7 @@ def test_converter_errors_cross_the_process_boundary_as_they_were() -> None:
 def test_the_router_applies_the_configured_budget(monkeypatch) -> None:
     isolation.reset_pools()
     config = KiConfig.model_validate({"pipeline": {"convert": {"timeout_seconds": 0.2}}})
-    big = ("Zeile mit Text und Umlauten äöü\n" * 400_000).encode("cp1252")  # ~13 MB of cp1252 text
+    big = ("Zeile mit Text und Umlauten äöü\n" * 400_000).encode("cp1252")  # ~13 MB of cp1252 text: seconds
     with pytest.raises(UnsupportedDocument) as info:
         convert_bytes(big, "huge.txt", config)
     assert info.value.reason == "too_large" and info.value.details["limit_seconds"] == 0.2

@@ -224,3 +224,9 @@ def test_docx_without_embeddings_needs_no_second_read() -> None:
     doc = convert_docx(_docx(_p("Plain."), {}, []), "plain.docx")
     assert doc.metadata["embedded_objects"] == 0 and not may_embed(doc.model_dump(mode="json"))
     assert extract_embedded("docx", b"not a zip", "x.docx") == []
+
+
+def test_containers_nested_too_deep_register_no_children() -> None:
+    body = {"format": "docx", "metadata": {"embedded_objects": 2}}
+    assert may_embed(body, "a.docx » b.docx » c.docx")
+    assert not may_embed(body, "a.eml » b.docx » c.docx » d.docx » e.docx")
