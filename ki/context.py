@@ -6,8 +6,6 @@ Spec: DESIGN.md "The one rule", "Layout" (``ki/context.py``) and ``ki/stages/`` 
 
 from __future__ import annotations
 
-import os
-import socket
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -19,6 +17,7 @@ from sqlalchemy import text
 from ki.config.loader import ProcessSettings, load_config
 from ki.config.settings import KiConfig, PipelineConfig
 from ki.errors import RetryableStageError
+from ki.liveness import this_worker
 from ki.store.artifacts import STRUCTURED_JSON, get_artifact
 from ki.store.blobs import BlobStore
 from ki.store.claims import OBJECT_COLUMNS, Claim, UnlockPlan, renew_claim
@@ -93,14 +92,14 @@ class PipelineContext:
         blobs: the content-addressed store under ``<data_dir>/blobs``.
         config: the effective configuration (reloaded at each run start).
         settings: process-level settings.
-        worker_id: ``host:pid`` (recorded on claims).
+        worker_id: ``host:pid:start`` (recorded on claims; ``ki.liveness``).
     """
 
     db: Database
     blobs: BlobStore
     config: KiConfig
     settings: ProcessSettings
-    worker_id: str = field(default_factory=lambda: f"{socket.gethostname()}:{os.getpid()}")
+    worker_id: str = field(default_factory=this_worker)
     _plans: tuple[KiConfig, dict[str, StagePlan]] | None = field(default=None, init=False, repr=False, compare=False)
 
     @classmethod

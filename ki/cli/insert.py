@@ -82,7 +82,9 @@ def scan_and_run(ctx, source_id: int, root: Path, *, workers: int | None = None,
             if c["failed"]:
                 note += f" [yellow]{c['failed']} awaiting retry[/]"
             progress.update(tasks[s], completed=finished, total=total, note=note)
-        if status.waiting_for_retry is not None:
+        if status.waiting_for_running and status.holders:
+            console.print(waiting_for_holders(status), end="\r", markup=False)
+        elif status.waiting_for_retry is not None:
             due, n = status.waiting_for_retry
             console.print(f"waiting for {n} retr{'y' if n == 1 else 'ies'} due at {due:%H:%M:%S} UTC", end="\r")
 
@@ -113,6 +115,18 @@ def scan_and_run(ctx, source_id: int, root: Path, *, workers: int | None = None,
 
 
 SKIPPED_SHOWN = 10
+
+
+def waiting_for_holders(status) -> str:
+    """What the run waits for when only other processes' claims are left (issue 14 item 2): each
+    holder, its rows and its silence, and when a silent one is presumed dead."""
+    parts = []
+    for h in status.holders[:3]:
+        parts.append(f"{h.rows} held by {h.worker or '?'} (heartbeat {h.silent_seconds:.0f} s ago)")
+    more = f" and {len(status.holders) - 3} more holders" if len(status.holders) > 3 else ""
+    return (f"waiting for {status.waiting_for_running} running stage(s): {'; '.join(parts)}{more}; "
+            f"a silent holder is presumed dead after {status.claim_timeout_seconds:.0f} s, "
+            "an ended process of this host at once")
 
 
 def print_scan_notes(report) -> None:

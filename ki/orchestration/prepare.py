@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from ki.context import PipelineContext
 from ki.errors import CAPABILITY_REASONS
+from ki.liveness import dead_here
 from ki.ontology.requeue import requeue_ontology_outdated
 from ki.store import claims as q
 from ki.store import requeue
@@ -34,15 +35,26 @@ class PrepareReport:
     ontology_requeued: int = 0
 
 
+def dead_claim_holders(ctx: PipelineContext) -> list[str]:
+    """The ``claimed_by`` of running rows whose process is known dead: on this host, gone or its pid
+    reused (``ki.liveness``; issue 14 item 2). Other hosts' claims wait for the timeout."""
+    with ctx.db.engine.connect() as conn:
+        holders = q.claim_holders(conn)
+    return [h.worker for h in holders if h.worker is not None and dead_here(h.worker)]
+
+
 def recover_stale_claims(ctx: PipelineContext) -> int:
-    """Fail (StaleClaim, due now) every running row silent for ``claim_timeout_seconds``."""
+    """Fail (StaleClaim, due now) every running row silent for ``claim_timeout_seconds``, and at once
+    every running row held by a dead process of this host (:func:`dead_claim_holders`)."""
     limits = {s: ctx.config.pipeline.stage(s).max_attempts for s in PIPELINE_STAGE_ORDER}
+    dead = dead_claim_holders(ctx)
     with ctx.db.engine.begin() as conn:
         n = q.recover_stale_claims(
-            conn, timeout_seconds=ctx.config.pipeline.claim_timeout_seconds, max_attempts=limits
+            conn, timeout_seconds=ctx.config.pipeline.claim_timeout_seconds, max_attempts=limits, dead_workers=dead
         )
     if n:
-        log.warning("recovered %d stale claim(s) (silent > %s s)", n, ctx.config.pipeline.claim_timeout_seconds)
+        log.warning("recovered %d stale claim(s) (silent > %s s%s)", n, ctx.config.pipeline.claim_timeout_seconds,
+                    f", or held by ended process(es) {', '.join(dead)}" if dead else "")
     return n
 
 

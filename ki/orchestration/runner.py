@@ -22,11 +22,12 @@ from sqlalchemy.pool import NullPool
 
 from ki.context import PipelineContext
 from ki.errors import RunAborted
+from ki.liveness import dead_here
 from ki.orchestration.execute import ExecutionResult, execute_claim
 from ki.orchestration.heartbeat import ClaimKeeper
 from ki.orchestration.prepare import PrepareReport, recover_stale_claims, run_prepare_steps
 from ki.store import claims as q
-from ki.store.claims import Claim
+from ki.store.claims import Claim, ClaimHolder
 from ki.store.status import idle_snapshot
 
 log = logging.getLogger(__name__)
@@ -70,6 +71,10 @@ class RunnerStatus:
     active: int
     waiting_for_retry: tuple[datetime, int] | None = None
     waiting_for_running: int = 0
+    #: while waiting for rows other processes hold: who holds them (``ClaimHolder``: worker, rows,
+    #: seconds since its oldest heartbeat); the timeout after which a silent holder is presumed dead
+    holders: list[ClaimHolder] = field(default_factory=list)
+    claim_timeout_seconds: float = 0.0
 
 
 class PipelineRunner:
@@ -110,6 +115,9 @@ class PipelineRunner:
         self._errors: list[BaseException] = []
         self._abort: RunAborted | None = None
         self._retry_wait_spent = 0.0  # seconds spent idle, waiting only for retries to fall due
+        self._last_waiting: RunnerStatus | None = None  # the last status that found others holding rows
+        self._progress = (0, time.monotonic())  # (counters.processed, when it last changed)
+        self._holders_checked = 0.0
         timeout = ctx.config.pipeline.claim_timeout_seconds
         self._stale_every = max(0.5, min(60.0, timeout / 3))
         # worker threads' own connections (see _open_connection): no pool, autocommit
@@ -183,19 +191,49 @@ class PipelineRunner:
         with self._lock:
             self.counters.add(result, time.perf_counter() - started)
 
+    def _others_holding(self, status: RunnerStatus, running: int) -> None:
+        """Fill ``status`` with the other processes holding running rows (issue 14 item 2: say what the
+        run waits for), and recover at once the rows of any that ended on this host."""
+        with self.ctx.db.engine.connect() as conn:
+            holders = [h for h in q.claim_holders(conn) if h.worker != self.ctx.worker_id]
+        if not holders:
+            return
+        status.waiting_for_running = min(running, sum(h.rows for h in holders))
+        status.holders = holders
+        status.claim_timeout_seconds = self.ctx.config.pipeline.claim_timeout_seconds
+        if any(h.worker is not None and dead_here(h.worker) for h in holders):
+            recover_stale_claims(self.ctx)  # a holder of this host ended: its rows are due now
+
     def _idle_verdict(self) -> RunnerStatus | None:
         """None when there is nothing left to do; else the status to report while waiting."""
         with self._lock:
             active = self._active
         status = RunnerStatus(self.counters, active)
+        now = time.monotonic()
+        if self.counters.processed != self._progress[0]:
+            self._progress = (self.counters.processed, now)
         if active:
+            # workers only polling for a second without progress: is the run waiting for others' claims?
+            if now - self._progress[1] >= 1.0 and now - self._holders_checked >= 1.0:
+                self._holders_checked = now
+                with self.ctx.db.engine.connect() as conn:
+                    left = idle_snapshot(conn)
+                if not left.eligible and left.running:
+                    self._others_holding(status, left.running)
+                self._last_waiting = status if status.holders else None
+            elif self._last_waiting is not None and now - self._progress[1] >= 1.0:
+                last = self._last_waiting
+                status.waiting_for_running, status.holders = last.waiting_for_running, last.holders
+                status.claim_timeout_seconds = last.claim_timeout_seconds
             return status
+        self._last_waiting = None
         with self.ctx.db.engine.connect() as conn:
             left = idle_snapshot(conn)
         if left.eligible:
             return status
         if left.running:
             status.waiting_for_running = left.running
+            self._others_holding(status, left.running)
             return status
         if left.failed and left.due is not None and self.wait_for_retries_seconds > 0:
             wait = (left.due - datetime.now(UTC)).total_seconds()

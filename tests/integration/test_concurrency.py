@@ -175,7 +175,7 @@ def test_kill_9_mid_stage_is_recovered_by_the_next_runner(make_ctx, db_url, data
             assert first.poll() is None, f"first runner exited: {first.communicate()[1][-3000:]}"
             assert time.monotonic() < deadline, "the slow fetch was never claimed"
             time.sleep(0.05)
-        assert row.claimed_by.endswith(f":{first.pid}") and row.attempts == 1
+        assert row.claimed_by.split(":")[1] == str(first.pid) and row.attempts == 1
         os.kill(first.pid, signal.SIGKILL)
         first.wait(timeout=10)
     finally:
@@ -202,6 +202,48 @@ def test_kill_9_mid_stage_is_recovered_by_the_next_runner(make_ctx, db_url, data
                                 "WHERE source_object_id = :o AND stage = 'fetch'"), {"o": slow_oid}).one()
     assert (row.status, row.attempts, row.completions, row.run_id) == ("done", 2, 1, result["run_id"])
     _assert_exactly_once(ctx, 12)
+
+
+@pytest.mark.slow
+def test_a_killed_runner_of_this_host_is_recovered_at_once_not_after_the_timeout(make_ctx, db_url, data_dir,
+                                                                              tmp_path):
+    """Issue 14 item 2: the claim names host, pid and start time; the next runner sees the pid gone and
+    recovers the row at once (the default claim_timeout_seconds, 900 s, is never waited for)."""
+    ctx = make_ctx()
+    _write_docs(tmp_path / "estate", 4)
+    slow_id = "d00/doc-0002.txt"
+    scan_source(ctx, register_local_source(ctx, tmp_path / "estate"))
+    first = _spawn(db_url, data_dir, workers=2, extra_env={"KI_TEST_SLOW_FETCH": f"{slow_id}:300"})
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            with ctx.db.engine.connect() as conn:
+                held = conn.execute(text("SELECT ps.claimed_by FROM processing_state ps JOIN source_object so "
+                                         "ON so.id = ps.source_object_id WHERE so.external_id = :e "
+                                         "AND ps.stage = 'fetch' AND ps.status = 'running'"),
+                                    {"e": slow_id}).scalar()
+            if held:
+                break
+            assert first.poll() is None, f"first runner exited: {first.communicate()[1][-3000:]}"
+            assert time.monotonic() < deadline, "the slow fetch was never claimed"
+            time.sleep(0.05)
+        os.kill(first.pid, signal.SIGKILL)
+        first.wait(timeout=10)
+    finally:
+        if first.poll() is None:
+            first.kill()
+            first.wait()
+    host, pid, start = held.split(":")
+    assert int(pid) == first.pid and int(start) > 0
+    started = time.monotonic()
+    second = _spawn(db_url, data_dir, workers=2, extra_env={"KI_TEST_WATCH_ID": slow_id})
+    result, stderr = _result(second, timeout=120)
+    assert result["status"] == "completed"
+    assert time.monotonic() - started < 100  # at load 30; the claim timeout is 900 s
+    seen = result["watched"][0]
+    assert seen["claim_attempts"] == 2
+    assert seen["last_error"]["message"] == f"worker {held} is gone (its process ended): claim recovered at once"
+    _assert_exactly_once(ctx, 4)
 
 
 def test_late_commit_of_a_recovered_claim_is_refused(ctx, tmp_path, monkeypatch):
