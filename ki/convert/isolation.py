@@ -8,7 +8,11 @@ lxml, striprtf, Pillow and onnxruntime parse untrusted bytes) run in a pool of w
   mappings, which is what a parser's allocations use; not the shared libraries' mappings, which
   ``RLIMIT_AS`` would count) to ``pipeline.convert.memory_mb``. An allocation beyond it fails:
   Python raises MemoryError, a C library aborts; either way the file is quarantined ``too_large``
-  with the limit and the worker's peak resident size.
+  with the limit and the worker's peak resident size. A C parser whose allocation fails may report
+  damage instead (libxml2's "unknown error"): a failure after the file pushed the worker past
+  :data:`OUT_OF_MEMORY_SHARE` of its budget is ``too_large`` too (``converter_failure`` says what
+  the converter reported). The peak counts shared libraries, the limit does not: a file may finish
+  with a peak a little above ``memory_mb``.
 * **Wall clock**: the caller waits at most ``pipeline.convert.timeout_seconds``, renewing its
   claim every :data:`RENEW_SECONDS` meanwhile; then the worker is killed and the file quarantined
   ``too_large`` with the figure. A lost claim kills the worker too (:class:`~ki.errors.ClaimLost`).
@@ -20,7 +24,7 @@ lxml, striprtf, Pillow and onnxruntime parse untrusted bytes) run in a pool of w
 A worker is a fresh interpreter (``python -m ki.convert.isolation``: no fork of a threaded parent,
 no re-import of the caller's ``__main__``); starting one costs about a second of imports, so a
 worker is reused for :data:`MAX_TASKS_PER_WORKER` files (or until its peak memory passes half its
-limit), then replaced: bench/convert.py measures the cost per file of in-process, reused-worker
+limit), then replaced: bench/convert_isolation.py measures the cost per file of in-process, reused-worker
 and worker-per-file conversion. The OCR lane still bounds OCR
 process-wide: the caller holds a lane slot while a worker runs OCR.
 """
@@ -47,6 +51,11 @@ RENEW_SECONDS = 10.0
 STARTUP_SECONDS = 300.0  # a worker that has not imported the converters by then is an outage
 MAX_TASKS_PER_WORKER = 200
 MAX_IDLE_WORKERS = 4
+#: A worker whose peak resident size passed this share of its budget is retired after the file; a
+#: file that failed past it is classified ``too_large`` (its allocations failed), not by the failure.
+OUT_OF_MEMORY_SHARE = 0.5
+#: Converter verdicts an allocation failure inside a C parser can masquerade as.
+MEMORY_MASKING_REASONS = frozenset({"corrupt", "conversion_failed"})
 #: Modules a worker imports before its first job (the converters; OCR's engine loads on first use).
 PRELOAD = ("ki.convert.router", "ki.convert.pdf", "ki.convert.docx", "ki.convert.mail", "ki.convert.msg",
            "ki.convert.html", "ki.convert.rtf", "ki.convert.text", "ki.convert.embedded")
@@ -67,7 +76,11 @@ class Budget:
 # --------------------------------------------------------------------------- the worker side
 
 
-def _resolve(target: str) -> Callable[..., StructuredDocument]:
+def resolve(target: str) -> Callable[..., StructuredDocument]:
+    """The converter function named by ``target`` (``"module:function"``), imported on first use.
+
+    Raises: ImportError / AttributeError for a target that names nothing (a bug in the caller).
+    """
     module, _, name = target.partition(":")
     return getattr(importlib.import_module(module), name)
 
@@ -87,7 +100,7 @@ def _serve(inbox: Connection, outbox: Connection, memory_bytes: int) -> None:
         except (EOFError, OSError):
             return
         try:
-            doc = _resolve(target)(data, filename, **kwargs)
+            doc = resolve(target)(data, filename, **kwargs)
             answer: tuple = ("ok", doc.model_dump(mode="json"))
         except UnsupportedDocument as exc:
             answer = ("unsupported", str(exc), exc.reason, exc.details)
@@ -176,6 +189,8 @@ class WorkerPool:
         self.budget = budget
         self._idle: list[_Worker] = []
         self._lock = threading.Lock()
+        #: The worker's peak resident size (MiB) after the latest file that came back (benchmarks).
+        self.last_peak_mb: float | None = None
 
     def _checkout(self, renew: Renew | None) -> _Worker:
         with self._lock:
@@ -194,7 +209,7 @@ class WorkerPool:
 
     def _checkin(self, worker: _Worker, peak_mb: float) -> None:
         worker.tasks += 1
-        if worker.tasks >= MAX_TASKS_PER_WORKER or peak_mb > self.budget.memory_mb / 2:
+        if worker.tasks >= MAX_TASKS_PER_WORKER or peak_mb > self.budget.memory_mb * OUT_OF_MEMORY_SHARE:
             worker.kill()
             return
         with self._lock:
@@ -232,6 +247,7 @@ class WorkerPool:
             worker.kill()
             raise
         *payload, peak = answer
+        self.last_peak_mb = peak
         self._checkin(worker, peak)
         return self._result(payload, peak, filename)
 
@@ -281,10 +297,19 @@ class WorkerPool:
         kind = payload[0]
         if kind == "ok":
             return StructuredDocument.model_validate(payload[1])
+        limit = self.budget.memory_mb
+        if (kind == "error" or (kind == "unsupported" and payload[2] in MEMORY_MASKING_REASONS)) \
+                and peak > limit * OUT_OF_MEMORY_SHARE:
+            # A worker starts a file below half its budget (else it is retired): a failure after this
+            # file pushed it past that is its allocations failing (libxml2 reports "unknown error",
+            # a parser's MemoryError caught as damage), not the file's damage.
+            failure = payload[2] if kind == "unsupported" else payload[1]
+            raise UnsupportedDocument(
+                f"{filename}: conversion failed near its memory budget of {limit} MB ({payload[1]})",
+                reason="too_large", details={"limit_mb": limit, "peak_mb": peak, "converter_failure": failure})
         if kind == "unsupported":
             raise UnsupportedDocument(payload[1], reason=payload[2], details=payload[3])
         if kind == "memory":
-            limit = self.budget.memory_mb
             raise UnsupportedDocument(f"{filename}: conversion needed more than its memory budget of {limit} MB",
                                       reason="too_large", details={"limit_mb": limit, "peak_mb": peak})
         name, message = payload[1], payload[2]

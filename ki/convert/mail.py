@@ -197,7 +197,7 @@ def convert_mail(data: bytes, filename: str) -> StructuredDocument:
     data = tame_mime_headers(data, defects)
     try:
         msg = parse_message(data)
-    except (RecursionError, MemoryError, ValueError, IndexError) as exc:
+    except (RecursionError, ValueError, IndexError) as exc:  # MemoryError: the worker's budget (too_large)
         raise UnsupportedDocument(f"{filename}: MIME parse failed: {exc}", reason="corrupt") from exc
     root_type = content_type(msg)
     scheme = encryption(msg)
@@ -277,7 +277,7 @@ def mime_body_document(data: bytes, filename: str) -> StructuredDocument:
     defects: list[str] = []
     try:
         msg = parse_message(tame_mime_headers(data, defects))
-    except (RecursionError, MemoryError, ValueError, IndexError) as exc:
+    except (RecursionError, ValueError, IndexError) as exc:  # MemoryError: the worker's budget (too_large)
         raise UnsupportedDocument(f"{filename}: MIME parse failed: {exc}", reason="corrupt") from exc
     body = normalise_newlines(BodyWalker(defects).text(msg)).strip()
     if not body:

@@ -90,9 +90,9 @@ def converter_target(fmt: str) -> str:
 
 def converter_for(fmt: str, config: KiConfig) -> Converter:
     """The converter function for a detected format (in this process; see :func:`converter_target`)."""
-    from ki.convert.isolation import _resolve
+    from ki.convert.isolation import resolve
 
-    return _resolve(converter_target(fmt))
+    return resolve(converter_target(fmt))
 
 
 def run_builtin(config: KiConfig, target: str, data: bytes, filename: str, *, renew: Renew | None = None,
@@ -110,7 +110,7 @@ def run_builtin(config: KiConfig, target: str, data: bytes, filename: str, *, re
     budget = config.pipeline.convert
     if not budget.isolate:
         extra = {"renew": renew} if ocr else {}
-        return isolation._resolve(target)(data, filename, **kwargs, **extra)
+        return isolation.resolve(target)(data, filename, **kwargs, **extra)
     workers = isolation.pool(isolation.Budget(budget.memory_mb, budget.timeout_seconds))
     if not ocr:
         return workers.run(target, data, filename, renew=renew, **kwargs)

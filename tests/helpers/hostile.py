@@ -11,6 +11,7 @@ import signal
 import time
 
 from ki.convert.model import StructuredDocument
+from ki.errors import UnsupportedDocument
 
 
 def allocate(data: bytes, filename: str, *, megabytes: int) -> StructuredDocument:
@@ -34,3 +35,10 @@ def crash(data: bytes, filename: str) -> StructuredDocument:
 def echo(data: bytes, filename: str) -> StructuredDocument:
     """Return the bytes as text, with the worker's pid (to see reuse)."""
     return StructuredDocument(text=data.decode(), format="txt", converter="hostile", metadata={"pid": os.getpid()})
+
+
+def allocate_then_fail(data: bytes, filename: str, *, megabytes: int) -> StructuredDocument:
+    """Allocate ``megabytes`` MiB, then report damage, as libxml2 does when its buffer cannot grow."""
+    blocks = [bytearray(1 << 20) for _ in range(megabytes)]
+    raise UnsupportedDocument(f"{filename}: not well-formed XML (unknown error) after {len(blocks)} MiB",
+                              reason="corrupt")

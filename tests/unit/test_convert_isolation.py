@@ -52,6 +52,18 @@ def test_memory_over_the_budget_is_too_large_with_the_figure(workers) -> None:
     assert pool.run("tests.helpers.hostile:allocate", b"", "ok.bin", megabytes=50).text == "allocated 50 MiB"
 
 
+def test_a_failure_near_the_memory_budget_is_too_large_not_the_failure(workers) -> None:
+    """A C parser whose allocation fails reports damage ("unknown error"): past half the budget it is the budget."""
+    pool = workers(memory_mb=300)
+    with pytest.raises(UnsupportedDocument) as info:
+        pool.run("tests.helpers.hostile:allocate_then_fail", b"", "bomb.docx", megabytes=200)
+    assert info.value.reason == "too_large" and info.value.details["converter_failure"] == "corrupt"
+    assert info.value.details["limit_mb"] == 300 and info.value.details["peak_mb"] > 150
+    with pytest.raises(UnsupportedDocument) as info:  # a fresh worker: damage found early stays damage
+        pool.run("tests.helpers.hostile:allocate_then_fail", b"", "broken.docx", megabytes=5)
+    assert info.value.reason == "corrupt"
+
+
 def test_wall_clock_over_the_budget_is_too_large_and_the_worker_is_killed(workers) -> None:
     pool = workers(seconds=1.0)
     with pytest.raises(UnsupportedDocument) as info:
