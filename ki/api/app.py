@@ -1,8 +1,9 @@
 """The ``ki serve`` app factory: one FastAPI app for the console page, ``/api``, ``/healthz`` and more.
 
 DESIGN.md "The operator surface is one app": the console page at ``/``, the JSON API under
-``/api/`` (OpenAPI at ``/api/openapi.json``), ``/healthz``; later issues add ``/v1/work-items``,
-MCP at ``/mcp/full`` and ``/metrics`` to the same app. :func:`create_app` is open for them:
+``/api/`` (OpenAPI at ``/api/openapi.json``), ``/healthz``, ``/v1/work-items``
+(:mod:`ki.api.routes_work_items`) and MCP at ``/mcp/full`` (:mod:`ki.api.mcp_server`, its session manager
+entered in this app's lifespan); later issues add ``/metrics`` to the same app. :func:`create_app` is open for them:
 
 * ``extra_routers``: FastAPI routers included as they are (use :func:`ki.api.auth.require_scope`
   in their dependencies for the same tokens and scopes);
@@ -82,15 +83,18 @@ def create_app(ctx: PipelineContext | None = None, *, extra_routers: Sequence[AP
         routes_quarantine,
         routes_work_items,
     )
+    from ki.api.mcp_server import MOUNT_PATH, build_mcp
 
     ctx = ctx or PipelineContext.open()
     state = ServerState(ctx=ctx, launcher=RunLauncher(ctx), buckets=BucketCache(ctx.db.engine))
+    server = ctx.settings.server
+    mcp_app, mcp_lifespan = build_mcp(state, served_host=server.host, served_port=server.port)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         async with contextlib.AsyncExitStack() as stack:
             stack.callback(state.buckets.stop)
-            for enter in lifespans:
+            for enter in (mcp_lifespan, *lifespans):
                 await stack.enter_async_context(enter(app))
             yield
 
@@ -114,7 +118,7 @@ def create_app(ctx: PipelineContext | None = None, *, extra_routers: Sequence[AP
     for router in (routes_pipeline.router, routes_config.router, routes_quarantine.router, routes_costs.router,
                    routes_admin.router, routes_work_items.router, health.router, page.router, *extra_routers):
         app.include_router(router)
-    for path, sub in mounts:
+    for path, sub in ((MOUNT_PATH, mcp_app), *mounts):
         app.mount(path, sub)
     _document_errors(app)
     app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")
