@@ -22,6 +22,20 @@ def _fresh_services():
     services.reset()
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _private_data_dir(tmp_path_factory):
+    """A data directory of this session for code that reads ``KI_DATA_DIR`` without a test's own (the
+    embedded lexical index of a test database lives under it): never the user's ~/.local/share/ki."""
+    if os.environ.get("KI_DATA_DIR"):
+        yield
+        return
+    os.environ["KI_DATA_DIR"] = str(tmp_path_factory.mktemp("ki-session-data"))
+    try:
+        yield
+    finally:
+        os.environ.pop("KI_DATA_DIR", None)
+
+
 @pytest.fixture(scope="session")
 def shared() -> Path:
     return shared_dir()

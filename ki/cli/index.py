@@ -18,7 +18,7 @@ group = typer.Typer(no_args_is_help=True, help="The search index")
 @group.command("reset-vectors")
 def reset_vectors() -> None:
     """Drop every vector, the HNSW index, the embedding cache and the index's embedder record."""
-    from ki.index.search import backend_for
+    from ki.index.factory import backend_for
 
     ctx = open_context()
     backend = backend_for(ctx.db, ctx.config)

@@ -16,11 +16,21 @@ def search(
     matter: str = typer.Option(None, "--matter", help="only this matter (reference)"),
     doc_type: str = typer.Option(None, "--type", help="only this document type (ontology node, ancestors match)"),
     since: str = typer.Option(None, "--since", help="only documents dated on or after YYYY-MM-DD"),
+    parts: list[str] = typer.Option(None, "--in", help="only these parts (repeat): body, comment, footnote, "
+                                    "header, footer, deleted (struck text), fields (file name, title …)"),
+    not_parts: list[str] = typer.Option(None, "--not-in", help="never these parts (repeat), e.g. deleted"),
     mode: str = typer.Option("hybrid", help="hybrid, lexical or vector"),
     limit: int = typer.Option(10, min=1, max=200),
+    offset: int = typer.Option(0, min=0, max=1000, help="skip this many hits (paging)"),
+    cursor: str = typer.Option(None, "--cursor", help="the next page: the cursor the previous page printed"),
+    explain: bool = typer.Option(False, "--explain", help="show how the query was understood"),
     as_json: bool = typer.Option(False, "--json"),
 ) -> None:
-    """Hybrid search (German + English full text and vectors, fused by RRF) over indexed documents."""
+    """Hybrid search (full text with German/Dutch compounds and document fields, and vectors, fused by RRF).
+
+    Plain words: documents with all of them first, then those with most; "a phrase" must match as written;
+    -word excludes documents containing it; a or b takes either.
+    """
     from datetime import date
 
     from ki.index.search import search as run_search
@@ -34,22 +44,38 @@ def search(
         console.print(f"[red]--mode must be hybrid, lexical or vector, not {mode!r}[/]")
         raise typer.Exit(2)
     ctx = open_context()
-    response = run_search(ctx.db, query, principals=as_principal or None, operator=not as_principal,
-                          matter=matter, doc_type=doc_type, since=since_day, limit=limit, mode=mode,
-                          config=ctx.config)
+    try:
+        response = run_search(ctx.db, query, principals=as_principal or None, operator=not as_principal,
+                              matter=matter, doc_type=doc_type, since=since_day, parts=parts or None,
+                              not_parts=not_parts or (), limit=limit, offset=offset, cursor=cursor, mode=mode,
+                              explain=explain, config=ctx.config)
+    except ValueError as exc:
+        console.print(f"[red]{exc}[/]")
+        raise typer.Exit(2) from exc
     for note in response.notes:
         console.print(f"[yellow]{note}[/]")
     if as_json:
-        out.print_json(json.dumps([h.model_dump() for h in response.hits]))
+        out.print_json(json.dumps(response.model_dump(mode="json")))
         return
+    if explain and response.explanation:
+        out.print("[bold]query:[/]")
+        for line in response.explanation:
+            out.print(f"  {line}", markup=False, highlight=False)
     if not as_principal:
         console.print("[dim]searching as the local operator (all grants); use --as PRINCIPAL to check access[/]")
     if not response.hits:
-        out.print("no results")
-    for i, h in enumerate(response.hits, 1):
+        out.print("no results" if not response.offset else "no more results")
+    for i, h in enumerate(response.hits, response.offset + 1):
         facts = " ".join(f"{k} {v}" for k, v in (("matter", h.matter), ("type", h.doc_type)) if v)
-        out.print(f"{i:>2}. [bold]{h.path}[/]  (score {h.score:.3f}{', ' + facts if facts else ''})")
+        where = "struck text (tracked deletion)" if h.part == "deleted" else ", ".join(h.matched) or h.part
+        out.print(f"{i:>2}. [bold]{h.path}[/]  (score {h.score:.2f}; in {where}{'; ' + facts if facts else ''})")
+        if h.anchor:
+            out.print(f"    on «{h.anchor}»", markup=False, highlight=False)
         out.print(f"    {h.snippet}", markup=False, highlight=False)
+        for other in h.also_at:
+            out.print(f"    also at {other}", markup=False, highlight=False)
+    if response.next_cursor:
+        out.print(f"[dim]more: --offset {response.next_offset} (or --cursor {response.next_cursor})[/]")
 
 
 def register(app: typer.Typer) -> None:

@@ -153,8 +153,9 @@ class StructuredDocument(BaseModel):
         issue 20 item 1: everything in a file is findable, the hit says where).
 
         Order: ``body`` (when it has text), then ``parts`` in their order, comments (with their anchor),
-        tracked deletions (one part per document part they were struck from), then the mail headers the body
-        does not show (Bcc, Reply-To) and the attachment names. Empty parts are left out. Returns
+        tracked deletions (one part per document part they were struck from: in the body, the lines before the
+        changes that hold the struck words), then the mail headers the body does not show (Bcc, Reply-To) and
+        the attachment names. Empty parts are left out. Returns
         :class:`TextualPart` values; raises nothing.
         """
         return _textual_parts(self)
@@ -206,6 +207,32 @@ def part_kind(key: str) -> str:
     return kind if kind in PART_KINDS and kind not in ("body", "comment", "deleted") else "other"
 
 
+def _deleted_parts(doc: StructuredDocument) -> list[TextualPart]:
+    """Struck text, one part per document part it was struck from. In the body, the lines of the view before
+    the changes (``original_text``) that hold a deletion and are not in the accepted view — the struck words
+    in their sentence, so a struck clause is found by its words; elsewhere (and for deletions no such line
+    holds) the deleted runs themselves."""
+    deleted: dict[str, list[Revision]] = {}
+    for r in doc.revisions:
+        if r.kind in DELETED_REVISIONS and r.text.strip():
+            deleted.setdefault(r.part or "document", []).append(r)
+    out: list[TextualPart] = []
+    for part, revs in deleted.items():
+        authors = {r.author for r in revs}
+        lines: list[str] = []
+        rest = revs
+        if part == "document" and doc.original_text:
+            accepted = {ln.strip() for ln in doc.text.splitlines()}
+            changed = [ln.strip() for ln in doc.original_text.splitlines() if ln.strip() and ln.strip() not in accepted]
+            held = [ln for ln in changed if any(r.text.strip() in ln for r in revs)]
+            lines = list(dict.fromkeys(held))
+            rest = [r for r in revs if not any(r.text.strip() in ln for ln in lines)]
+        lines += [r.text.strip() for r in rest]
+        out.append(TextualPart("deleted", "deleted" if part == "document" else f"deleted:{part}", "\n".join(lines),
+                               author=next(iter(authors)) if len(authors) == 1 else None))
+    return out
+
+
 def _textual_parts(doc: StructuredDocument) -> list[TextualPart]:
     out: list[TextualPart] = []
     if doc.text.strip():
@@ -217,15 +244,7 @@ def _textual_parts(doc: StructuredDocument) -> list[TextualPart]:
         if c.text.strip():
             anchor = " ".join(c.anchor_text.split()) if c.anchor_text and c.anchor_text.strip() else None
             out.append(TextualPart("comment", f"comment:{c.comment_id}", c.text, anchor=anchor, author=c.author))
-    deleted: dict[str, list[Revision]] = {}
-    for r in doc.revisions:
-        if r.kind in DELETED_REVISIONS and r.text.strip():
-            deleted.setdefault(r.part or "document", []).append(r)
-    for part, revs in deleted.items():
-        authors = {r.author for r in revs}
-        out.append(TextualPart("deleted", "deleted" if part == "document" else f"deleted:{part}",
-                               "\n".join(r.text.strip() for r in revs),
-                               author=next(iter(authors)) if len(authors) == 1 else None))
+    out.extend(_deleted_parts(doc))
     if doc.mail is not None:
         # Subject, From, To, Cc and Date open the body already; these are the headers it does not show.
         lines = [f"{label}: {', '.join(f'{a.name} <{a.address}>' if a.name else a.address for a in addrs)}"

@@ -8,17 +8,17 @@ pgvector embedded, OpenSearch at scale, the same fusion). Implementations:
 synced from). Hybrid ranking (:mod:`ki.index.hybrid`) is shared: a backend only answers the two
 halves, each with the same permission filter.
 
-Ordinals: ``-1`` is a document's profile row, ``0..n-1`` its text chunks, ``1000+`` clause rows
-(:data:`PROFILE_ORDINAL`, :data:`CLAUSE_ORDINAL_BASE`).
+Ordinals: ``-1`` is a document's profile row (:data:`PROFILE_ORDINAL`, kind ``profile``: its document
+fields), ``0..n-1`` the passages of its textual parts, body first (each row's ``kind`` says which part:
+``body``, ``comment``, ``footnote``, ``deleted`` … — ``ki.convert.model.PART_KINDS``).
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import date
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -26,12 +26,8 @@ from ki.access.projection import AccessProjection
 from ki.errors import ConfigurationError
 from ki.index.embeddings import EmbedderIdentity
 
-#: A query in web-search syntax (both backends): a "quoted phrase", a -excluded word, or ``or`` between
-#: words. Plain queries match any word (ranked by how many); these match as written.
-WEBSEARCH_SYNTAX = re.compile(r'"|(^|\s)-\S|\s(or|OR)\s')
-
 PROFILE_ORDINAL = -1
-CLAUSE_ORDINAL_BASE = 1000
+PROFILE_KIND = "profile"
 
 
 class EmbedderMismatch(ConfigurationError):
@@ -59,14 +55,19 @@ class ChunkRow:
     """One row of a document in the index.
 
     Attributes:
-        ordinal: -1 profile, 0..n-1 text chunks, 1000+ clauses.
-        text: the indexed text (lexical half; snippets).
+        ordinal: -1 profile, 0..n-1 passages.
+        text: the passage (lexical half; snippets); for the profile row the text its vector is made from.
         embedding: float32 ``(dimension,)`` L2-normalised, or None when the index has no vectors.
+        kind: the part (``body``, ``comment``, ``footnote``, ``deleted`` …; ``profile`` for ordinal -1).
+        meta: JSON facts of the part: ``key`` (its ``parts`` key), ``anchor`` / ``author`` (comments);
+            the profile row's ``fields`` (``title``, ``name``, ``folder``, ``type``, ``matter``, ``party``).
     """
 
     ordinal: int
     text: str
     embedding: np.ndarray | None = None
+    kind: str = "body"
+    meta: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -112,22 +113,28 @@ class SearchFilters:
         matter: a matter reference (``2024-0153``) or id, or None.
         doc_type: an ontology node id; matches the document type or any of its ancestors.
         since: documents dated on or after this day (document date when known, else file mtime).
+        kinds: search only these parts (``deleted``, ``comment`` …; ``profile`` = the document fields), or
+            None for all; not_kinds: never these.
     """
 
     principals: tuple[str, ...] | None
     matter: str | None = None
     doc_type: str | None = None
     since: date | None = None
+    kinds: tuple[str, ...] | None = None
+    not_kinds: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
 class RankedChunk:
-    """One row a half returned, best first: ``score`` is the half's own (text rank or 1 − cosine distance)."""
+    """One row a half returned, best first: ``score`` is the half's own (BM25 or cosine similarity);
+    ``tier`` (lexical half): 1 = the row matches every group of the query, 2 = some (:mod:`ki.index.query`)."""
 
     source_object_id: int
     ordinal: int
     content_hash: str
     score: float
+    tier: int = 1
 
 
 @dataclass
@@ -182,7 +189,8 @@ class SearchBackend(Protocol):
         ...
 
     def search_lexical(self, query: str, filters: SearchFilters, k: int) -> list[RankedChunk]:
-        """Up to ``k`` rows matching ``query`` in full text, best first."""
+        """The best row of each of the ``k`` best distinct contents matching ``query`` (the semantics of
+        :mod:`ki.index.query`: every row that matches is ranked, exact top k), best first."""
         ...
 
     def search_vector(self, vector: np.ndarray, filters: SearchFilters, k: int) -> list[RankedChunk]:
@@ -191,5 +199,5 @@ class SearchBackend(Protocol):
         ...
 
     def filter_report(self, filters: SearchFilters) -> FilterReport:
-        """Which of ``filters`` (matter, type, since) are applied, and notes for those ignored."""
+        """Which of ``filters`` (parts, matter, type, since) are applied, and notes for those ignored."""
         ...

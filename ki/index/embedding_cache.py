@@ -22,7 +22,7 @@ import numpy as np
 from sqlalchemy import text
 
 from ki.index.embeddings import Embedder, input_sha256
-from ki.index.postgres import _register_vector
+from ki.index.pgvector import register_vector
 from ki.store.db import Database
 from ki.store.locks import session_advisory_lock
 
@@ -62,7 +62,7 @@ def embed_rows(db: Database, embedder: Embedder, content_hash: str, inputs: Mapp
     shas = {o: input_sha256(t) for o, t in inputs.items()}
     with session_advisory_lock(db, "embed", f"{embedder.name}\x00{content_hash}"):
         with db.engine.connect() as conn:
-            _register_vector(conn)
+            register_vector(conn)
             cached = conn.execute(CACHED_SQL, {"e": embedder.name, "h": content_hash}).fetchall()
         vectors: dict[int, np.ndarray] = {}
         for r in cached:
@@ -81,7 +81,7 @@ def embed_rows(db: Database, embedder: Embedder, content_hash: str, inputs: Mapp
             for o, vec in zip(missing, matrix, strict=True):
                 vectors[o] = vec
             with db.engine.begin() as conn:
-                _register_vector(conn)
+                register_vector(conn)
                 conn.execute(STORE_SQL, {"e": embedder.name, "h": content_hash, "ordinals": missing,
                                          "shas": [shas[o] for o in missing], "embs": [vectors[o] for o in missing]})
     return EmbedResult(vectors, len(missing), reused)

@@ -11,7 +11,10 @@ from: path, snippet, matter, type), then to OpenSearch (:mod:`ki.index.opensearc
 OpenSearch sync fails the stage (retried), and the rewrite by ordinal makes the retry complete the
 sync. Searches run both halves on OpenSearch with the caller's permission filter (``terms`` on
 ``allowed_principals``, ``must_not terms`` on ``denied_principals``: deny beats allow; inside
-``knn.filter`` for the vector half), then the record confirms each candidate in one query: the row
+``knn.filter`` for the vector half); the lexical half is the query tree of :mod:`ki.index.query_plan` over the
+streams of :mod:`ki.index.analysis` (the same semantics and analysis as the embedded backend), in rounds of
+``collapse`` on ``content_hash`` (:func:`ki.index.lexical_search.rank_contents`); the record confirms each
+candidate in one query: the row
 exists, its object is not tombstoned, the record's permissions admit the caller (a narrowed grant
 never over-permits while OpenSearch lags), and the matter / type / since filters hold (they are
 facts of the record; candidates are over-fetched ×4 when one is set). Rows the record no longer
@@ -21,7 +24,8 @@ OpenSearch when a search meets them. Fusion stays in :mod:`ki.index.hybrid` (RRF
 Index: one per ki database, ``ki-chunks-<database name>`` (``KI_OPENSEARCH_INDEX`` overrides),
 ``dynamic: strict``, 1 shard, 0 replicas, ``index.knn: true``; the vector field
 (``knn_vector``, ``engine: lucene``, ``innerproduct`` of unit vectors, HNSW) is added with the first embedder, whose
-identity is recorded in the mapping's ``_meta`` (``embedder``, ``dimension``).
+identity is recorded in the mapping's ``_meta`` (``embedder``, ``dimension``, ``ki_schema``: an index of an
+older mapping is deleted and written again from the record by the next index write).
 """
 
 from __future__ import annotations
@@ -42,6 +46,8 @@ from ki.index.backend import (
     WriteResult,
 )
 from ki.index.embeddings import EmbedderIdentity
+from ki.index.lexical import LexHit
+from ki.index.lexical_search import rank_contents
 from ki.index.opensearch_bulk import (
     BulkOptions,
     SyncReport,
@@ -52,6 +58,7 @@ from ki.index.opensearch_bulk import (
 )
 from ki.index.opensearch_index import (
     FACT_FILTER_OVERFETCH,
+    KI_SCHEMA,
     KNOWN_IDENTITIES,
     LOCK,
     OVERFETCH_MARGIN,
@@ -62,22 +69,18 @@ from ki.index.opensearch_index import (
     hit_row,
     index_body,
     index_name_for,
+    lex_hits,
     lexical_body,
     row_actions,
     similarity_from_score,
+    to_dsl,
     vector_body,
     vector_field,
 )
 from ki.index.postgres import PostgresBackend
-
-# Candidates of both halves confirmed by the record: live row, tombstone-free, permitted, fact filters.
-_CONFIRM = """
-SELECT h.i, c.source_object_id IS NOT NULL AND so.id IS NOT NULL AS live,
-       coalesce(c.source_object_id IS NOT NULL AND so.id IS NOT NULL AND {acl} {filters}, false) AS visible
-FROM unnest(CAST(:oids AS bigint[]), CAST(:ords AS int[]), CAST(:idx AS int[])) AS h(oid, ord, i)
-LEFT JOIN chunk c ON c.source_object_id = h.oid AND c.ordinal = h.ord AND NOT c.is_deleted
-LEFT JOIN source_object so ON so.id = c.source_object_id AND so.deleted_at IS NULL
-"""
+from ki.index.query import parse_query
+from ki.index.query_plan import Node
+from ki.index.record import confirm, object_facts
 
 
 class OpenSearchBackend:
@@ -98,12 +101,13 @@ class OpenSearchBackend:
 
     def __init__(self, db: Any, url: str, *, index: str | None = None, bulk: BulkOptions | None = None,
                  client: Any = None):
-        self.record = PostgresBackend(db)
+        self.record = PostgresBackend(db, lexical=False)
         self.engine: Engine = self.record.engine
         self.url = url
         self.index = index or index_name_for(self.engine)
         self.bulk = bulk or BulkOptions()
         self.client = client if client is not None else client_for(url)
+        self._outdated = False
 
     def _fail(self, exc: BaseException, what: str) -> Exception:
         return classify_transport_error(exc, index=self.index, what=what)
@@ -122,6 +126,7 @@ class OpenSearchBackend:
             raise self._fail(exc, "reading the index mapping") from exc
         mappings = resp.get(self.index, {}).get("mappings", {}) or {}
         meta = mappings.get("_meta") or {}
+        self._outdated = meta.get("ki_schema") != KI_SCHEMA
         method = ((mappings.get("properties") or {}).get("embedding") or {}).get("method") or {}
         with LOCK:
             SPACES[(self.url, self.index)] = str(method.get("space_type") or SPACE_TYPE)
@@ -152,6 +157,10 @@ class OpenSearchBackend:
 
         key = (self.url, self.index)
         exists, current = self._read_identity()
+        rebuild = exists and self._outdated
+        if rebuild:  # an index of an older mapping (another analysis): made again from the record below
+            self.drop_index()
+            exists, current = False, None
         if exists and current != identity and (current is not None or identity is None):
             raise EmbedderMismatch(current, identity, backend=self.name)
         recorded = self.record.index_identity()
@@ -182,6 +191,16 @@ class OpenSearchBackend:
         self.record.ensure_embedder(identity)
         with LOCK:
             KNOWN_IDENTITIES[key] = identity
+        if rebuild:
+            self.rebuild_from_record()
+
+    def rebuild_from_record(self, batch: int = 500) -> int:
+        """Write every object the record holds to OpenSearch (after its index was made again). Returns objects."""
+        with self.engine.connect() as conn:
+            oids = list(conn.execute(text("SELECT DISTINCT source_object_id FROM chunk ORDER BY 1")).scalars())
+        for i in range(0, len(oids), batch):
+            self.resync_from_record(oids[i:i + batch])
+        return len(oids)
 
     def reset_vectors(self) -> int:
         """Drop the record's vectors (:meth:`PostgresBackend.reset_vectors`) and the OpenSearch index
@@ -209,8 +228,11 @@ class OpenSearchBackend:
         surplus rows. Per-document outcome in the report (``raise_for``); whole-request faults raise."""
         generation = uuid.uuid4().hex
         versions = access_versions or {}
+        with self.engine.connect() as conn:
+            facts = object_facts(conn, [d.source_object_id for d in docs])
         docs_actions = [(d.source_object_id, row_actions(self.index, d, generation=generation,
-                                                              access_version=versions.get(d.source_object_id, 0)))
+                                                              access_version=versions.get(d.source_object_id, 0),
+                                                              facts=facts.get(d.source_object_id)))
                         for d in docs]
         return sync_documents(self.client, self.index, docs_actions, generation=generation, options=self.bulk)
 
@@ -349,19 +371,36 @@ class OpenSearchBackend:
 
     def search_halves(self, query: str, vector: np.ndarray | None, filters: SearchFilters, k: int
                       ) -> tuple[list[RankedChunk], list[RankedChunk]]:
-        """Both halves (see :meth:`search_lexical`, :meth:`search_vector`) in one ``_msearch`` and one
-        check by the record: :func:`ki.index.hybrid.hybrid_search` uses this when a backend has it."""
-        lbody = lexical_body(query, filters, self._fetch(filters, k)) if query.strip() else None
-        lex, vec = self._run([lbody, self._vector_body(vector, filters, k)], "the hybrid search")
+        """Both halves (see :meth:`search_lexical`, :meth:`search_vector`): :func:`ki.index.hybrid.hybrid_search`
+        uses this when a backend has it."""
+        lexical = self.search_lexical(query, filters, k) if query.strip() else []
+        vbody = self._vector_body(vector, filters, k)
+        if vbody is None:
+            return lexical, []
+        (vec,) = self._run([vbody], "the vector search")
         space = SPACES.get((self.url, self.index), SPACE_TYPE)
-        return self._confirm([[(hit_row(h), float(h["_score"])) for h in lex],
-                              [(hit_row(h), similarity_from_score(float(h["_score"]), space)) for h in vec]],
-                             filters, k)
+        return lexical, self._confirm([[(hit_row(h), similarity_from_score(float(h["_score"]), space))
+                                        for h in vec]], filters, k)[0]
 
     def search_lexical(self, query: str, filters: SearchFilters, k: int) -> list[RankedChunk]:
-        """BM25 ``multi_match`` (any word; rows with more of them rank higher) over text (English and
-        German stems, exact tokens) and title, under the permission filter; confirmed by the record."""
-        return self.search_halves(query, None, filters, k)[0]
+        """The best row of each of the ``k`` best contents (:mod:`ki.index.query`): BM25 over the analysed
+        streams, rounds of ``collapse`` on ``content_hash`` under the permission filter, each candidate confirmed
+        by the record (:func:`ki.index.lexical_search.rank_contents`)."""
+        parsed = parse_query(query)
+        if parsed.empty:
+            return []
+
+        def run(node: Node, size: int, tier: int) -> list[LexHit]:
+            (hits,) = self._run([lexical_body(node, size)], "the lexical search")
+            return lex_hits(hits, tier)
+
+        def any_match(node: Node) -> bool:
+            (hits,) = self._run([{"size": 1, **{"stored_fields": "_none_"}, "query": to_dsl(node)}],
+                                "the exclusion check")
+            return bool(hits)
+
+        report = self.record.filter_report(filters)
+        return rank_contents(run, any_match, self.engine, parsed, filters, k, engine_facts=frozenset(report.applied))
 
     def search_vector(self, vector: np.ndarray, filters: SearchFilters, k: int) -> list[RankedChunk]:
         """Lucene k-NN (cosine) with the permission filter inside ``knn.filter`` (so k permitted rows come
@@ -379,13 +418,8 @@ class OpenSearchBackend:
         if not hits:
             return tuple([] for _ in halves)
         with self.engine.connect() as conn:
-            where, params, _ = self.record._filters(conn, filters)
-            acl, acl_params = self.record._acl(filters)
-            params |= acl_params | {"oids": [int(s["source_object_id"]) for s, _ in hits],
-                                    "ords": [int(s["ordinal"]) for s, _ in hits], "idx": list(range(len(hits)))}
-            rows = conn.execute(text(_CONFIRM.format(acl=acl, filters=where)), params).fetchall()
-        visible = {r.i for r in rows if r.visible}
-        stale = {(hits[r.i][0]["source_object_id"], hits[r.i][0]["ordinal"]): hits[r.i][0] for r in rows if not r.live}
+            visible, dead = confirm(conn, [(int(s["source_object_id"]), int(s["ordinal"])) for s, _ in hits], filters)
+        stale = {(hits[i][0]["source_object_id"], hits[i][0]["ordinal"]): hits[i][0] for i in dead}
         if stale:
             self._purge(list(stale.values()))
         out: list[list[RankedChunk]] = []

@@ -1,10 +1,19 @@
-"""The OpenSearch index ki writes: its settings and strict mapping, its name, the client, the permission filter.
+"""The OpenSearch index ki writes: its settings and strict mapping, its name, the client, the queries.
 
 Spec: insertion-pipeline.md "Index" (permission projection; the model name and dimension recorded on
 the index); notes/opensearch.md §2.3 (index shape: ``dynamic: strict``, keyword permission fields,
-``knn_vector`` with ``engine: lucene`` — never the faiss default, whose native library is absent —
-text with English/German analyzers and a whitespace subfield for citations) and §2.2 (the permission
-filter inside ``knn.filter``, never a post-filter).
+``knn_vector`` with ``engine: lucene`` — never the faiss default, whose native library is absent) and §2.2
+(the permission filter inside ``knn.filter``, never a post-filter); issue 15 items 2–4.
+
+**One analysis for both backends.** The text fields hold the token streams of :mod:`ki.index.analysis`
+(the same words, stems and compound parts the embedded index holds; ``whitespace`` analyzer, one position per
+word), and the lexical half runs the same query tree (:mod:`ki.index.query_plan`, rendered by :func:`to_dsl`):
+a word means the same on both backends, and both rank by BM25 (Lucene's and tantivy's, k1 1.2, b 0.75).
+German and Dutch compounds are split by ki's splitter with the lexicons shipped in the repository
+(:mod:`ki.index.compounds`), not by OpenSearch's ``dictionary_decompounder``: that filter emits every
+dictionary word found inside a token at the token's own position (so a query cannot ask for the parts in
+order: ``Mietvertrag`` would match any text holding ``Miete`` and ``Vertrag``), and it would need the word list
+(≈ 230,000 words) in every index's settings.
 """
 
 from __future__ import annotations
@@ -20,19 +29,22 @@ from sqlalchemy.engine import Connection
 from ki import services
 from ki.access.projection import AccessProjection
 from ki.config.process import OpenSearchSettings, current
-from ki.index.backend import WEBSEARCH_SYNTAX, ChunkRow, IndexDocument, SearchFilters
+from ki.index.backend import ChunkRow, IndexDocument, SearchFilters
 from ki.index.embeddings import EmbedderIdentity, normalise_rows
+from ki.index.lexical import DOC_FIELDS, LexHit, LexRow, row_source
+from ki.index.query_plan import AllOf, AnyOf, AtLeast, Filtered, InSet, Node, Phrase, Term, WithBonus
 
-#: Text analysis: English stems on ``text``/``title``, German stems on ``.de``, exact tokens (citations,
-#: docket numbers) on ``.exact``.
-_TEXT = {"type": "text", "analyzer": "english", "fields": {"de": {"type": "text", "analyzer": "german"},
-                                                           "exact": {"type": "text", "analyzer": "whitespace"}}}
-#: The lexical half's fields and weights (the title counts double).
-LEXICAL_FIELDS = ["text", "text.de", "text.exact", "title^2", "title.de^2"]
+#: ``_meta.ki_schema`` of the mapping below; an index of another schema is rebuilt from the record.
+KI_SCHEMA = 2
 #: Candidates per half are over-fetched by this factor when matter / type / since filters are set.
 FACT_FILTER_OVERFETCH = 4
 #: Candidates per half beyond ``k`` (room for rows the record refuses).
 OVERFETCH_MARGIN = 10
+#: Query-tree field names (:mod:`ki.index.lexical`) → OpenSearch fields.
+FIELD_MAP = {"oid": "source_object_id", "chash": "content_hash", "allow": "allowed_principals",
+             "deny": "denied_principals"}
+_WS = {"type": "text", "analyzer": "whitespace"}
+_WS_FREQS = {"type": "text", "analyzer": "whitespace", "index_options": "freqs"}
 
 
 #: The k-NN space of ki's vector field. ki's vectors are unit length (every embedder's output goes through
@@ -94,12 +106,18 @@ def index_body(identity: EmbedderIdentity | None) -> dict[str, Any]:
         "content_hash": {"type": "keyword"},
         "generation": {"type": "keyword"},
         "access_version": {"type": "integer"},
-        "title": {"type": "text", "analyzer": "english", "fields": {"de": {"type": "text", "analyzer": "german"}}},
-        "text": _TEXT,
+        "kind": {"type": "keyword"},
         "allowed_principals": {"type": "keyword"},
         "denied_principals": {"type": "keyword"},
+        "matter": {"type": "keyword"},
+        "dtype": {"type": "keyword"},
+        "ddate": {"type": "integer"},
+        "mtime": {"type": "long"},
+        **{f: _WS for f in ("t_exact", "t_de", "t_en", "t_parts")},
+        **{f"f_{f}": _WS for f in DOC_FIELDS},
+        **{f"f_{f}_x": _WS_FREQS for f in DOC_FIELDS},
     }
-    meta: dict[str, Any] = {"ki_schema": 1}
+    meta: dict[str, Any] = {"ki_schema": KI_SCHEMA}
     if identity is not None:
         props["embedding"] = vector_field(identity.dimension)
         meta |= {"embedder": identity.embedder, "dimension": int(identity.dimension)}
@@ -196,33 +214,52 @@ def hit_row(hit: dict[str, Any]) -> dict[str, Any]:
             "content_hash": str(fields["content_hash"][0])}
 
 
-#: ``or`` between words (web-search syntax) → ``simple_query_string``'s ``|``.
-_OR_WORD = re.compile(r"(?<=\s)(?:or|OR)(?=\s)")
-#: Characters that are operators in ``simple_query_string`` but plain text in web-search syntax.
-_SQS_SPECIAL = re.compile(r"([+*~()\\|])")
+def to_dsl(node: Node) -> dict[str, Any]:
+    """Render a :mod:`ki.index.query_plan` tree as OpenSearch query DSL (filters in ``bool.filter``)."""
+
+    def f(name: str) -> str:
+        return FIELD_MAP.get(name, name)
+
+    def boosted(q: dict[str, Any], b: float) -> dict[str, Any]:
+        if b != 1.0:
+            inner = next(iter(q.values()))
+            inner["boost"] = b
+        return q
+
+    if isinstance(node, Term):
+        return {"term": {f(node.field): {"value": node.value, "boost": node.boost}}}
+    if isinstance(node, Phrase):
+        return {"match_phrase": {f(node.field): {"query": " ".join(node.words), "boost": node.boost}}}
+    if isinstance(node, AnyOf):
+        return boosted({"bool": {"should": [to_dsl(c) for c in node.children], "minimum_should_match": 1}},
+                       node.boost)
+    if isinstance(node, AllOf):
+        return boosted({"bool": {"must": [to_dsl(c) for c in node.children]}}, node.boost)
+    if isinstance(node, WithBonus):
+        return {"bool": {"must": [to_dsl(node.query)], "should": [to_dsl(node.bonus)]}}
+    if isinstance(node, InSet):
+        return {"terms": {f(node.field): list(node.values)}}
+    if isinstance(node, AtLeast):
+        return {"range": {f(node.field): {"gte": node.value}}}
+    if isinstance(node, Filtered):
+        return {"bool": {"must": [to_dsl(node.query)], "filter": [to_dsl(m) for m in node.must],
+                         "must_not": [to_dsl(m) for m in node.must_not]}}
+    raise TypeError(f"not a query node: {node!r}")
 
 
-def websearch_query(query: str) -> dict[str, Any]:
-    """A query in web-search syntax (:data:`~ki.index.backend.WEBSEARCH_SYNTAX`) as ``simple_query_string``
-    with the meaning PostgreSQL's ``websearch_to_tsquery`` gives it: every word required, ``"…"`` a
-    phrase, ``-word`` excluded, ``or`` between alternatives; other operator characters are escaped.
-
-    Spec: insertion-pipeline.md "Index" (hybrid search: the lexical half of both backends)."""
-    escaped = _OR_WORD.sub("|", _SQS_SPECIAL.sub(r"\\\1", query))
-    return {"simple_query_string": {"query": escaped, "fields": LEXICAL_FIELDS, "default_operator": "and",
-                                    "flags": "OR|NOT|PHRASE|WHITESPACE|ESCAPE"}}
+def lexical_body(node: Node, size: int) -> dict[str, Any]:
+    """One round of the lexical half: the tree's best ``size`` rows, one per content (``collapse`` on
+    ``content_hash``: the best row of each content, so a document with many matching passages takes one place)."""
+    return {"size": size, **_HIT_READ, "query": to_dsl(node), "collapse": {"field": "content_hash"}}
 
 
-def lexical_body(query: str, filters: SearchFilters, size: int) -> dict[str, Any]:
-    """The lexical half: BM25 ``multi_match`` (``most_fields``: any word; rows matching more of them, in
-    more fields, rank higher) over :data:`LEXICAL_FIELDS`, or :func:`websearch_query` for a query in
-    web-search syntax; permission filter in ``bool.filter``."""
-    acl = acl_filter(filters)
-    if WEBSEARCH_SYNTAX.search(query):
-        q = websearch_query(query)
-    else:
-        q = {"multi_match": {"query": query, "fields": LEXICAL_FIELDS, "type": "most_fields"}}
-    return {"size": size, **_HIT_READ, "query": {"bool": {"must": [q], "filter": [acl] if acl else []}}}
+def lex_hits(hits: list[dict[str, Any]], tier: int) -> list[LexHit]:
+    """Search hits (read with :data:`HIT_FIELDS`) as :class:`ki.index.lexical.LexHit`."""
+    out = []
+    for h in hits:
+        r = hit_row(h)
+        out.append(LexHit(r["source_object_id"], r["ordinal"], r["content_hash"], float(h["_score"]), tier))
+    return out
 
 
 def vector_body(vector: np.ndarray, filters: SearchFilters, size: int) -> dict[str, Any]:
@@ -235,19 +272,22 @@ def vector_body(vector: np.ndarray, filters: SearchFilters, size: int) -> dict[s
     return {"size": size, **_HIT_READ, "query": {"knn": {"embedding": knn}}}
 
 
-def row_actions(index: str, doc: IndexDocument, *, generation: str, access_version: int) -> list[dict[str, Any]]:
+def row_actions(index: str, doc: IndexDocument, *, generation: str, access_version: int,
+                facts: tuple[tuple[str, ...], tuple[str, ...], Any, Any] | None = None) -> list[dict[str, Any]]:
     """The bulk ``index`` actions of a document's rows (ids ``<object>-<ordinal>``; every row carries the
-    sync's ``generation`` and the permission projection).
+    sync's ``generation``, the permission projection, the analysed streams of :func:`ki.index.lexical.row_source`
+    and the object's ``facts`` (:func:`ki.index.record.object_facts`; None: unknown, no fact filter matches).
 
     Raises: ValueError when a row lacks a vector of the document embedder's dimension.
     """
+    matters, doc_types, doc_date, mtime_ns = facts or ((), (), None, None)
     out = []
     for r in doc.rows:
-        src: dict[str, Any] = {
-            "source_object_id": doc.source_object_id, "ordinal": r.ordinal, "content_hash": doc.content_hash,
-            "generation": generation, "access_version": access_version, "title": doc.title or "",
-            "text": r.text, "allowed_principals": list(doc.access.allowed),
-            "denied_principals": list(doc.access.denied)}
+        row = LexRow(doc.source_object_id, r.ordinal, doc.content_hash, r.kind, r.text,
+                     dict((r.meta or {}).get("fields") or {}), tuple(doc.access.allowed), tuple(doc.access.denied),
+                     matters, doc_types, doc_date, mtime_ns)
+        src = {FIELD_MAP.get(k, k): v for k, v in row_source(row).items()}
+        src |= {"generation": generation, "access_version": access_version}
         if doc.embedder is not None:
             if r.embedding is None or r.embedding.shape != (doc.embedder.dimension,):
                 raise ValueError(f"row {r.ordinal} of object {doc.source_object_id} has no "
@@ -262,12 +302,12 @@ def documents_from_record(conn: Connection, source_object_ids: list[int], identi
                           ) -> tuple[list[IndexDocument], dict[int, int]]:
     """The objects as the record (``chunk``) holds them: IndexDocuments and each one's access_version.
     Objects without rows are absent; vectors only when every row has one and the record has an embedder."""
-    from ki.index.postgres import _register_vector
+    from ki.index.pgvector import register_vector
 
-    _register_vector(conn)
+    register_vector(conn)
     rows = conn.execute(text(
         "SELECT source_object_id, ordinal, text, title, content_hash, allowed_principals, denied_principals, "
-        "access_version, embedding FROM chunk WHERE source_object_id = ANY(:o) AND NOT is_deleted "
+        "access_version, embedding, kind, meta FROM chunk WHERE source_object_id = ANY(:o) AND NOT is_deleted "
         "ORDER BY source_object_id, ordinal"), {"o": list(source_object_ids)}).fetchall()
     by_object: dict[int, list[Any]] = {}
     for r in rows:
@@ -278,7 +318,7 @@ def documents_from_record(conn: Connection, source_object_ids: list[int], identi
         vectors = identity is not None and all(r.embedding is not None for r in rs)
         docs.append(IndexDocument(
             oid, first.content_hash, first.title,
-            [ChunkRow(r.ordinal, r.text, as_array(r.embedding) if vectors else None) for r in rs],
+            [ChunkRow(r.ordinal, r.text, as_array(r.embedding) if vectors else None, r.kind, r.meta) for r in rs],
             AccessProjection(tuple(first.allowed_principals), tuple(first.denied_principals)),
             identity if vectors else None))
         versions[oid] = max(r.access_version for r in rs)

@@ -260,7 +260,7 @@ def _drop_from_search_index(ctx: PipelineContext, ids: list[int]) -> None:
     (every hit is checked against the record) and are deleted when a search meets them."""
     if not ids or not getattr(ctx.config.components, "opensearch_url", None):
         return
-    from ki.index.search import backend_for
+    from ki.index.factory import backend_for
 
     try:
         backend_for(ctx.db, ctx.config).delete_objects(ids)

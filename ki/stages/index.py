@@ -1,4 +1,4 @@
-"""Stage ``index``: chunk the accepted text, embed it, and write it with its permissions to the search backend.
+"""Stage ``index``: chunk every textual part, embed it, and write it with its permissions to the search backend.
 
 Spec: insertion-pipeline.md "Index": chunks by ``retrieval.chunk_chars`` / ``chunk_overlap_chars``;
 each embedded with ``retrieval.embedding_model`` (with the optional context header: the chunks'
@@ -16,9 +16,16 @@ updates only the permission fields of the object's rows and bumps their ``access
 re-splitting, no embedding. A failed attempt keeps the marker (in ``last_error.details``), so the
 retry is access-only too; a full re-index (new bytes, a new producer version) clears it.
 
-Not yet: clause rows (ordinals 1000+) need the ``notable_clauses`` artifact of Extract metadata,
-which this release does not produce; the profile row is written for every document (there is no
-"final version" before Relate runs).
+**Every textual part** (issue 20 item 1): :meth:`ki.convert.model.StructuredDocument.textual_parts` — the
+body (the accepted view), comments (with their anchor), footnotes, endnotes, headers, footers, text boxes,
+annotations, form fields, charts, SmartArt, mail headers the body lacks, attachment names and tracked
+deletions (kind ``deleted``: struck text stays findable, marked and filterable) — is chunked, body first;
+each row records its ``kind`` and ``meta`` (the part's key, a comment's anchor and author). The profile row
+(ordinal −1, kind ``profile``) carries the document fields search ranks with boosts (issue 15 item 3:
+:func:`document_fields`); its text (title, type, matter, opening) is what its vector is made from.
+
+Not yet: clause rows need the ``notable_clauses`` artifact of Extract metadata, which this release does not
+produce; the profile row is written for every document (there is no "final version" before Relate runs).
 
 Errors: RetryableStageError (no structured_json yet); AclReadError (grants unreadable:
 infrastructure, retried, never public nor revoked); EmbedderMismatch (ConfigurationError: the run
@@ -27,7 +34,7 @@ stops, nothing written); the embedder's errors (gateway outage = infrastructure)
 
 from __future__ import annotations
 
-from pathlib import PurePath
+from pathlib import PurePath, PurePosixPath
 from typing import Any
 
 from sqlalchemy import text
@@ -35,13 +42,13 @@ from sqlalchemy import text
 from ki import services
 from ki.access.load import object_projection
 from ki.context import StageContext, StageOutcome
-from ki.convert.model import StructuredDocument
-from ki.index.backend import PROFILE_ORDINAL, ChunkRow, IndexDocument
+from ki.convert.model import StructuredDocument, TextualPart
+from ki.index.backend import PROFILE_KIND, PROFILE_ORDINAL, ChunkRow, IndexDocument
 from ki.index.chunking import chunk_text
 from ki.index.embedding_cache import embed_rows
 from ki.index.embeddings import context_header, embedding_input, identity_of
+from ki.index.factory import backend_for
 from ki.index.facts import fact_sources
-from ki.index.search import backend_for
 from ki.taxonomies import ACCESS_ONLY_REINDEX, SOURCE_OBJECT_DELETED, has_access_only_marker
 
 PROFILE_OPENING_CHARS = 600
@@ -51,7 +58,7 @@ HEADER_TITLE_MAX_CHARS = 200
 def handle(ctx: StageContext) -> StageOutcome:
     """Index the object (or refresh only its permissions when the row carries ``access_only_reindex``).
 
-    Returns done (details: rows, embedded, reused, access_version) or skipped ``no_text``.
+    Returns done (details: rows, embedded, reused, access_version) or skipped ``no_text`` (no textual part).
     """
     db = ctx.pipeline.db
     backend = backend_for(db, ctx.config)
@@ -86,12 +93,54 @@ def _refresh_access(ctx: StageContext, backend: Any) -> StageOutcome:
     return StageOutcome(status="done", details={ACCESS_ONLY_REINDEX: True, "access_version": version})
 
 
-def _document_facts(conn: Any, source_object_id: int) -> tuple[str | None, str | None]:
-    """(document type, matter reference + title) once Extract metadata / Classify have written them, else None."""
+def _document_facts(conn: Any, source_object_id: int) -> tuple[str | None, str | None, list[str]]:
+    """(document type, matter reference + title, party names) once Extract metadata / Classify have written
+    them, else None / None / []."""
     facts = fact_sources(conn)
     row = conn.execute(text(f"SELECT {facts.type_value(':o')} AS doc_type, "
                             f"{facts.matter_value(':o', with_title=True)} AS matter"), {"o": source_object_id}).one()
-    return row.doc_type, row.matter
+    parties: list[str] = []
+    if facts.has("document_party", "source_object_id", "name"):
+        parties = list(conn.execute(text("SELECT DISTINCT name FROM document_party WHERE source_object_id = :o "
+                                         "ORDER BY name"), {"o": source_object_id}).scalars())
+    return row.doc_type, row.matter, parties
+
+
+def document_fields(ctx: StageContext, title: str | None, doc_type: str | None, matter: str | None,
+                    parties: list[str]) -> dict[str, str]:
+    """The profile row's searchable fields (issue 15 item 3): ``title``, ``name`` (the file name; an embedded
+    object's own name), ``folder`` (the folders from the source root down), ``type`` (the document type's
+    labels in both languages), ``matter`` (reference and title), ``party`` (names on the document)."""
+    from ki.sources.children import SEP
+
+    top = ctx.obj.external_id.split("#", 1)[0]
+    fields = {"title": title or "", "name": PurePath(ctx.obj.path.split(SEP)[-1]).name,
+              "folder": " / ".join(PurePosixPath(top).parent.parts), "matter": matter or "",
+              "party": "\n".join(parties)}
+    if doc_type:
+        labels = [doc_type.replace("_", " ")]
+        try:
+            from ki.ontology.load import active_ontology
+
+            node = active_ontology(ctx.config).node_view(doc_type)
+            labels = [node["label"]["de"], node["label"]["en"]]
+        except Exception:  # noqa: BLE001 - an unknown node (another ontology) still names its id
+            pass
+        fields["type"] = " / ".join(dict.fromkeys(x for x in labels if x))
+    return {k: v for k, v in fields.items() if v}
+
+
+def passage_rows(parts: list[TextualPart], *, chunk_chars: int, overlap_chars: int
+                 ) -> list[tuple[str, str, dict[str, str] | None]]:
+    """Every textual part chunked, body first: (kind, passage, meta) in ordinal order; ``meta`` names the
+    part's key and, for comments, its anchor and author (None for the body)."""
+    out: list[tuple[str, str, dict[str, str] | None]] = []
+    for part in parts:
+        meta = None if part.kind == "body" else {k: v for k, v in (("key", part.key), ("anchor", part.anchor),
+                                                                      ("author", part.author)) if v}
+        for piece in chunk_text(part.text, chunk_chars=chunk_chars, overlap_chars=overlap_chars):
+            out.append((part.kind, piece, meta))
+    return out
 
 
 def header_title(doc: StructuredDocument) -> str | None:
@@ -132,16 +181,18 @@ def _index(ctx: StageContext, backend: Any) -> StageOutcome:
     backend.ensure_embedder(identity)  # refuse another model before reading grants or embedding anything
     with db.engine.connect() as conn:
         access = object_projection(conn, ctx.obj.source_id, ctx.obj.id)
-        doc_type, matter = _document_facts(conn, ctx.obj.id)
+        doc_type, matter, parties = _document_facts(conn, ctx.obj.id)
     full_text = doc.text or ""
-    chunks = chunk_text(full_text, chunk_chars=retrieval.chunk_chars, overlap_chars=retrieval.chunk_overlap_chars)
+    passages = passage_rows(doc.textual_parts(), chunk_chars=retrieval.chunk_chars,
+                            overlap_chars=retrieval.chunk_overlap_chars)
     title = doc.title or PurePath(ctx.obj.path).stem
-    if not chunks:
+    if not passages:
         result = backend.write_document(IndexDocument(ctx.obj.id, content_hash, title, [], access, identity))
         return StageOutcome(status="skipped", reason="no_text", details={"deleted": result.deleted})
     htitle = header_title(doc)
-    texts = {PROFILE_ORDINAL: profile_text(htitle, doc_type, matter, full_text)}
-    texts.update(enumerate(chunks))
+    opening = full_text if full_text.strip() else passages[0][1]
+    texts = {PROFILE_ORDINAL: profile_text(htitle, doc_type, matter, opening)}
+    texts.update((i, p[1]) for i, p in enumerate(passages))
     vectors: dict[int, Any] = {}
     embedded = reused = 0
     if embedder is not None:
@@ -153,7 +204,10 @@ def _index(ctx: StageContext, backend: Any) -> StageOutcome:
         ctx.renew()
         res = embed_rows(db, embedder, content_hash, inputs, batch_size=retrieval.embedding_batch_size)
         vectors, embedded, reused = res.vectors, res.embedded, res.reused
-    rows = [ChunkRow(o, t, vectors.get(o)) for o, t in sorted(texts.items())]
+    fields = document_fields(ctx, doc.title or htitle, doc_type, matter, parties)
+    rows = [ChunkRow(PROFILE_ORDINAL, texts[PROFILE_ORDINAL], vectors.get(PROFILE_ORDINAL), PROFILE_KIND,
+                     {"fields": fields})]
+    rows += [ChunkRow(i, p[1], vectors.get(i), p[0], p[2]) for i, p in enumerate(passages)]
     result = backend.write_document(IndexDocument(ctx.obj.id, content_hash, title, rows, access, identity))
     if result.skipped_deleted:
         return StageOutcome(status="skipped", reason=SOURCE_OBJECT_DELETED)

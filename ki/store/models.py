@@ -198,9 +198,12 @@ class AuditLog(Base):
 
 
 class Chunk(Base):
-    """One indexed chunk of a source object's accepted text (embedded search backend).
+    """One indexed row of a source object: a passage of one of its textual parts, or its profile row.
 
-    ``tsv`` is generated from the text with the German and English configurations.
+    ``kind``: the part (``body``, ``comment``, ``footnote``, ``deleted`` …; ``profile`` at ordinal −1);
+    ``meta``: the part's key, a comment's anchor/author, the profile row's document ``fields`` (migration
+    0010). ``tsv`` is generated from the text with the German and English configurations (``<``/``>`` read as
+    spaces).
     """
 
     __tablename__ = "chunk"
@@ -214,7 +217,8 @@ class Chunk(Base):
         TSVECTOR,
         Computed(
             "setweight(to_tsvector('simple'::regconfig, coalesce(title, '')), 'A') || "
-            "to_tsvector('german'::regconfig, text) || to_tsvector('english'::regconfig, text)",
+            "to_tsvector('german'::regconfig, translate(text, '<>', '  ')) || "
+            "to_tsvector('english'::regconfig, translate(text, '<>', '  '))",
             persisted=True,
         ),
     )
@@ -223,12 +227,15 @@ class Chunk(Base):
     access_version: Mapped[int] = mapped_column(Integer, server_default=sa_text("0"))
     is_deleted: Mapped[bool] = mapped_column(Boolean, server_default=sa_text("false"))
     updated_at: Mapped[datetime] = mapped_column(TZ, server_default=func.now())
+    kind: Mapped[str] = mapped_column(Text, server_default=sa_text("'body'"))
+    meta: Mapped[dict[str, Any] | None] = mapped_column(JSONB)
     # Migration 0005_search: the chunk's vector (dimension per index, see ki.store.models_search.IndexMeta).
     embedding: Mapped[Any | None] = mapped_column(VECTOR())
     __table_args__ = (
         UniqueConstraint("source_object_id", "ordinal", name="uq_chunk_object_ordinal"),
         Index("ix_chunk_tsv", "tsv", postgresql_using="gin"),
         Index("ix_chunk_allowed_principals", "allowed_principals", postgresql_using="gin"),
+        Index("ix_chunk_content_hash", "content_hash"),
     )
 
 

@@ -12,7 +12,7 @@ from datetime import datetime
 from typing import Any
 
 from pgvector.sqlalchemy import VECTOR
-from sqlalchemy import BigInteger, CheckConstraint, DateTime, ForeignKey, Index, Integer, String, Text, func
+from sqlalchemy import UUID, BigInteger, CheckConstraint, DateTime, ForeignKey, Index, Integer, String, Text, func
 from sqlalchemy import text as sa_text
 from sqlalchemy.orm import Mapped, mapped_column
 
@@ -80,3 +80,23 @@ class AccessGrant(Base):
         Index("ix_access_grant_object", "source_object_id",
               postgresql_where=sa_text("source_object_id IS NOT NULL")),
     )
+
+
+class IndexChange(Base):
+    """The change log of the search record: one row per object whose rows changed, ``seq`` bumped by every
+    write (migration 0010; :mod:`ki.index.record`). Projections (the embedded lexical index) apply the
+    objects changed after the last ``seq`` they applied."""
+
+    __tablename__ = "index_change"
+    source_object_id: Mapped[int] = mapped_column(BigInteger, primary_key=True)
+    seq: Mapped[int] = mapped_column(BigInteger)
+    changed_at: Mapped[datetime] = mapped_column(TZ, server_default=func.now())
+    __table_args__ = (Index("ix_index_change_seq", "seq"),)
+
+
+class SearchEpoch(Base):
+    """One UUID per database (migration 0010): a projection built for another epoch is rebuilt."""
+
+    __tablename__ = "search_epoch"
+    epoch: Mapped[Any] = mapped_column(UUID, primary_key=True, server_default=sa_text("gen_random_uuid()"))
+    created_at: Mapped[datetime] = mapped_column(TZ, server_default=func.now())

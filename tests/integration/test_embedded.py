@@ -6,10 +6,15 @@ import shutil
 
 from sqlalchemy import text
 
-from ki.index.postgres import search
+from ki.index.search import search as _search
 from ki.launch import launch_insertion
 from ki.sources.scan import register_local_source, scan_source
 from ki.store.artifacts import STRUCTURED_JSON, get_artifact
+
+
+def search(conn, query, *, principals=None):
+    """The lexical hits of ``query`` (as the local operator unless ``principals``)."""
+    return _search(conn.engine, query, principals=principals, operator=principals is None, mode="lexical").hits
 
 
 def _insert(ctx, root):

@@ -194,14 +194,15 @@ def test_index_mapping_is_strict_with_lucene_vectors_and_the_embedder_recorded(m
     backend.ensure_embedder(IDENTITY)
     mapping = backend.client.indices.get_mapping(index=backend.index)[backend.index]["mappings"]
     assert mapping["dynamic"] == "strict"
-    assert mapping["_meta"] == {"ki_schema": 1, "embedder": IDENTITY.embedder, "dimension": 32}
+    assert mapping["_meta"] == {"ki_schema": 2, "embedder": IDENTITY.embedder, "dimension": 32}
     props = mapping["properties"]
     emb = props["embedding"]
     assert (emb["type"], emb["dimension"]) == ("knn_vector", 32)
     assert (emb["method"]["name"], emb["method"]["engine"], emb["method"]["space_type"]) == (
         "hnsw", "lucene", "innerproduct")
-    assert props["text"]["analyzer"] == "english" and props["text"]["fields"]["de"]["analyzer"] == "german"
-    assert props["text"]["fields"]["exact"]["analyzer"] == "whitespace"
+    # the token streams of ki.index.analysis, the same the embedded index holds (one analysis for both)
+    assert all(props[f]["analyzer"] == "whitespace" for f in ("t_exact", "t_de", "t_en", "t_parts", "f_name"))
+    assert props["f_name_x"]["index_options"] == "freqs" and props["kind"] == {"type": "keyword"}
     assert props["allowed_principals"] == props["denied_principals"] == {"type": "keyword"}
     assert backend.index_identity() == IDENTITY
     settings = backend.client.indices.get_settings(index=backend.index)[backend.index]["settings"]["index"]

@@ -23,11 +23,16 @@ import ki.sources.scan as scan_module
 import ki.stages.convert as convert_stage
 from ki.config.loader import set_config_value
 from ki.errors import SourceUnavailable
-from ki.index.postgres import search
+from ki.index.search import search as _search
 from ki.launch import launch_insertion
 from ki.orchestration.quarantine import list_quarantine
 from ki.sources.scan import register_local_source, scan_source
 from ki.taxonomies import PIPELINE_STAGE_ORDER, SOURCE_OBJECT_DELETED, WAITING_FOR_PREVIOUS_STAGE
+
+
+def search(conn, query, *, principals=None):
+    """The lexical hits of ``query`` (as the local operator unless ``principals``)."""
+    return _search(conn.engine, query, principals=principals, operator=principals is None, mode="lexical").hits
 
 
 def _copy_files(src: Path, dst: Path) -> Path:

@@ -33,9 +33,10 @@ from ki.access.projection import AccessProjection, GrantLevel, compile_projectio
 from ki.config.loader import set_config_value
 from ki.index.backend import ChunkRow, EmbedderMismatch, IndexDocument, SearchFilters
 from ki.index.embeddings import EmbedderIdentity, HashingEmbedder
+from ki.index.factory import backend_for
 from ki.index.hybrid import hybrid_search
 from ki.index.postgres import PostgresBackend
-from ki.index.search import backend_for, search
+from ki.index.search import search
 from ki.launch import launch_insertion
 from ki.sources.scan import register_local_source, scan_source
 from tests.helpers.postgres import insert_objects

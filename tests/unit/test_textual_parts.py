@@ -56,3 +56,13 @@ def test_every_part_in_order_with_kind_key_anchor_and_author():
 def test_empty_body_is_left_out():
     doc = StructuredDocument(text=" \n", format="pdf", converter="t", parts={"annotation:p1": "Notiz"})
     assert [(p.kind, p.text) for p in doc.textual_parts()] == [("annotation", "Notiz")]
+
+
+def test_struck_words_are_indexed_in_their_sentence():
+    doc = StructuredDocument(
+        text="The quick fox.\nOver the lazy brown dog.\nKept.", format="docx", converter="t",
+        original_text="The quick fox.\nOver the lazy brown frog.\nA struck paragraph.\nKept.",
+        revisions=[Revision(kind="del", text="frog"), Revision(kind="ins", text="dog"),
+                   Revision(kind="del", text="A struck paragraph."), Revision(kind="del", text="gone elsewhere")])
+    deleted = [p for p in doc.textual_parts() if p.kind == "deleted"]
+    assert [p.text for p in deleted] == ["Over the lazy brown frog.\nA struck paragraph.\ngone elsewhere"]

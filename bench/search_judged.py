@@ -1,0 +1,263 @@
+"""Judged search quality on an estate (issue 15 "Measure"): recall@10 per query class, and the 120 MB check.
+
+Run: ``.venv/bin/python bench/search_judged.py [--estate DIR] [--make-estate SEED:MATTERS] [--big-file-mb 120]
+[--json out.json]`` (default: the dev estate, ``$KI_SHARED_DIR/corpus/estate-dev``). ``--make-estate 7:200``
+generates ``make_estate.py --seed 7 --matters 200`` into a temporary folder first.
+
+``ki insert`` of the estate as a subprocess (a fresh data directory, lexical only: ``retrieval.embedding_model``
+``none``), then every judged query as the local operator through :func:`ki.index.search.search`. The query set
+is made from the estate's ``truth.json`` and the inserted text only (never from ki's own analysis):
+
+- ``title``: every title no other file has → that file;
+- ``file_name``: words of 5+ letters that occur in the names of 2–30 files → those files;
+- ``compound``: single-word document-type labels and synonyms of the ontology (German) that occur *inside a
+  longer word* of some titles or file names (``Mietvertrag`` in ``Gewerbemietvertrag``) → those files;
+- ``common_word``: frequent legal words → every file whose text holds the word;
+- ``paraphrase``: document type in other words + client + matter kind (``bench/search.py``) → the files of
+  that type in that matter.
+
+recall@10 of a query = |relevant contents in the top 10| / min(10, |relevant contents|) (identical copies count
+once: search shows one of them). Targets: ≥ 0.95 titles and file-name terms, ≥ 0.9 compounds.
+
+``--big-file-mb N``: after the queries, a text file of N MB made of the estate's own sentences (so every common
+word occurs in it thousands of times) is added and inserted; every query runs again. Reported: queries whose
+top 10 is unchanged, and whose top 10 is unchanged once the big file is taken out (it may take one place).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from collections import defaultdict
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _common import percentile, temp_workdir  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED = Path(os.environ.get("KI_SHARED_DIR", REPO.parent / "shared"))
+VENV_BIN = Path(sys.executable).parent
+TARGETS = {"title": 0.95, "file_name": 0.95, "compound": 0.9}
+COMMON_WORDS = ["Kündigung", "Vergleich", "Mieter", "Kaution", "Vertrag", "Rechnung", "Frist", "Zahlung", "Klage",
+                "Termin", "Vollmacht", "Gesellschaft", "Haftung", "Agreement", "Invoice", "Meeting", "Lease",
+                "Notice", "Payment", "Schedule"]
+WORD = re.compile(r"[^\W\d_]+")
+BIG_FILE_NAME = "Gesamtexport Altakten.txt"
+
+
+@dataclass
+class Judged:
+    cls: str
+    query: str
+    relevant: set[str]  # content sha256s
+
+
+def _words(s: str) -> list[str]:
+    return WORD.findall(s)
+
+
+def judged_queries(truth: dict[str, Any], body_text: dict[str, str]) -> list[Judged]:
+    """The judged set (see the module docstring); ``body_text``: path → the inserted text of that file."""
+    files = truth["files"]
+    sha = {p: f["sha256"] for p, f in files.items()}
+    out: list[Judged] = []
+    counts: dict[str, int] = defaultdict(int)
+    for f in files.values():
+        counts[f["title"]] += 1
+    for p in sorted(files):
+        t = files[p]["title"]
+        if t and counts[t] == 1:
+            out.append(Judged("title", t, {sha[p]}))
+    by_term: dict[str, set[str]] = defaultdict(set)
+    for p in files:
+        for w in _words(Path(p).stem):
+            if len(w) >= 5:
+                by_term[w.casefold()].add(p)
+    for term, ps in sorted(by_term.items()):
+        if 2 <= len(ps) <= 30:
+            out.append(Judged("file_name", term, {sha[p] for p in ps}))
+    labels = set()
+    for n in truth["ontology"]["nodes"]:
+        for term in [n["label"]["de"], *n["synonyms"].get("de", [])]:
+            if len(_words(term)) == 1 and len(term) >= 5:
+                labels.add(term)
+    for label in sorted(labels):
+        key = label.casefold()
+        ps = {p for p, f in files.items()
+              if any(key in w.casefold() and w.casefold() != key for w in _words(f["title"] or "") + _words(p))}
+        if ps:
+            out.append(Judged("compound", label, {sha[p] for p in ps}))
+    for word in COMMON_WORDS:
+        key = word.casefold()
+        ps = {p for p, text in body_text.items() if key in {w.casefold() for w in _words(text)}}
+        if ps:
+            out.append(Judged("common_word", word, {sha[p] for p in ps if p in sha}))
+    from search import paraphrase_queries  # noqa: PLC0415 - bench/search.py, same folder
+
+    for _ref, _node, q, shas in paraphrase_queries(truth):
+        out.append(Judged("paraphrase", q, set(shas)))
+    return out
+
+
+def _ki_insert(data_dir: Path, estate: Path) -> float:
+    env = {k: v for k, v in os.environ.items() if k != "KI_DATABASE_URL"}
+    env |= {"KI_DATA_DIR": str(data_dir), "KI_RETRIEVAL__EMBEDDING_MODEL": "none"}
+    t = time.perf_counter()
+    proc = subprocess.run([str(VENV_BIN / "ki"), "insert", str(estate)], env=env, capture_output=True, text=True,
+                          timeout=6 * 3600)
+    if proc.returncode != 0:
+        raise RuntimeError(f"ki insert failed ({proc.returncode}): {proc.stderr[-2000:]}")
+    return time.perf_counter() - t
+
+
+def _top10(ctx: Any, query: str, root: str) -> tuple[list[str], list[str], float]:
+    """(paths of the top 10, their also-at paths flattened, ms)."""
+    from ki.index.search import search
+
+    t = time.perf_counter()
+    hits = search(ctx.db, query, principals=None, operator=True, limit=10, mode="lexical", config=ctx.config).hits
+    ms = (time.perf_counter() - t) * 1000
+    rel = [h.path[len(root) + 1:] for h in hits]
+    also = [a[len(root) + 1:] for h in hits for a in h.also_at]
+    return rel, also, ms
+
+
+def _evaluate(ctx: Any, judged: list[Judged], truth: dict[str, Any], root: str) -> tuple[dict[str, Any], dict]:
+    sha = {p: f["sha256"] for p, f in truth["files"].items()}
+    per_class: dict[str, list[float]] = defaultdict(list)
+    lat: list[float] = []
+    tops: dict[tuple[str, str], list[str]] = {}
+    misses: dict[str, list[str]] = defaultdict(list)
+    for j in judged:
+        paths, _also, ms = _top10(ctx, j.query, root)
+        lat.append(ms)
+        tops[(j.cls, j.query)] = paths
+        got = {sha.get(p) for p in paths} & j.relevant
+        r = len(got) / min(10, len(j.relevant))
+        per_class[j.cls].append(r)
+        if r < 1 and len(misses[j.cls]) < 8:
+            misses[j.cls].append(j.query)
+    result = {"queries": len(judged), "query_p50_ms": round(percentile(lat, 50), 1),
+              "query_p95_ms": round(percentile(lat, 95), 1), "classes": {}}
+    for cls, values in sorted(per_class.items()):
+        result["classes"][cls] = {"queries": len(values), "recall_at_10": round(statistics.mean(values), 3),
+                                  "target": TARGETS.get(cls), "missed_examples": misses[cls]}
+    return result, tops
+
+
+def _big_file(path: Path, mb: int, texts: list[str], seed: int = 7) -> None:
+    rng = random.Random(seed)
+    sentences = [s.strip() for t in texts for s in re.split(r"(?<=[.!?])\s+|\n+", t) if len(s.strip()) > 20]
+    target = mb * (1 << 20)
+    with path.open("w", encoding="utf-8") as f:
+        n = 0
+        while n < target:
+            para = " ".join(rng.choice(sentences) for _ in range(12)) + "\n\n"
+            f.write(para)
+            n += len(para.encode("utf-8"))
+
+
+def run_estate(label: str, estate_dir: Path, big_file_mb: int | None) -> dict[str, Any]:
+    """Insert ``estate_dir/estate``, evaluate the judged set; with ``big_file_mb``, the 120 MB check."""
+    from sqlalchemy import text
+
+    from ki.config.loader import ProcessSettings
+    from ki.context import PipelineContext
+    from ki.store.db import stop_embedded_server
+
+    truth = json.loads((estate_dir / "truth.json").read_text())
+    out: dict[str, Any] = {"estate": label, "files": len(truth["files"])}
+    with temp_workdir(prefix="ki-bench-judged-") as work:
+        estate = work / "estate"
+        shutil.copytree(estate_dir / "estate", estate)
+        root = str(estate.resolve())
+        data_dir = work / "data"
+        out["insert_wall_s"] = round(_ki_insert(data_dir, estate), 1)
+        print(f"[{label}] ki insert: {out['insert_wall_s']} s ({out['files']} files), load {os.getloadavg()}")
+        ctx = PipelineContext.open(ProcessSettings(data_dir=data_dir, database_url=None))
+        try:
+            with ctx.db.engine.connect() as conn:
+                rows = conn.execute(text(
+                    "SELECT so.path, string_agg(c.text, ' ' ORDER BY c.ordinal) AS body FROM chunk c "
+                    "JOIN source_object so ON so.id = c.source_object_id WHERE c.kind <> 'profile' "
+                    "GROUP BY so.path")).fetchall()
+            body = {r.path[len(root) + 1:]: r.body for r in rows}
+            judged = judged_queries(truth, body)
+            result, tops = _evaluate(ctx, judged, truth, root)
+            out |= result
+            out["load_average"] = os.getloadavg()
+            for cls, c in result["classes"].items():
+                target = c["target"]
+                verdict = "" if target is None else (
+                    f" {'meets' if c['recall_at_10'] >= target else 'MISSES'} target {target}")
+                print(f"[{label}] {cls:12} {c['queries']:4} queries  recall@10 {c['recall_at_10']:.3f}{verdict}"
+                      f"  missed e.g. {c['missed_examples'][:3]}")
+            print(f"[{label}] {result['queries']} queries, p50 {result['query_p50_ms']} ms, "
+                  f"p95 {result['query_p95_ms']} ms")
+            if big_file_mb:
+                _big_file(estate / BIG_FILE_NAME, big_file_mb, list(body.values()))
+                t = time.perf_counter()
+                _ki_insert(data_dir, estate)
+                out["big_file_insert_s"] = round(time.perf_counter() - t, 1)
+                same = same_without = 0
+                changed: list[str] = []
+                for j in judged:
+                    after, _a, _ms = _top10(ctx, j.query, root)
+                    before = tops[(j.cls, j.query)]
+                    if after == before:
+                        same += 1
+                    without = [p for p in after if p != BIG_FILE_NAME]
+                    if without == before[:len(without)]:
+                        same_without += 1
+                    elif len(changed) < 10:
+                        changed.append(j.query)
+                with ctx.db.engine.connect() as conn:
+                    n = conn.execute(text("SELECT count(*) FROM chunk c JOIN source_object so ON so.id = "
+                                          "c.source_object_id WHERE so.path LIKE :p"),
+                                     {"p": f"%{BIG_FILE_NAME}"}).scalar()
+                out["big_file"] = {"mb": big_file_mb, "chunks": n, "queries": len(judged), "top10_unchanged": same,
+                                   "top10_unchanged_but_the_big_file": same_without, "changed_examples": changed}
+                print(f"[{label}] {big_file_mb} MB file ({n} chunks) inserted in {out['big_file_insert_s']} s: "
+                      f"{same}/{len(judged)} top-10s unchanged, {same_without}/{len(judged)} unchanged but for the "
+                      f"big file taking one place; changed e.g. {changed[:5]}")
+        finally:
+            ctx.db.dispose()
+            stop_embedded_server(data_dir / "pg")
+    return out
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--estate", type=Path, default=SHARED / "corpus" / "estate-dev")
+    parser.add_argument("--make-estate", help="SEED:MATTERS: generate an estate with make_estate.py first")
+    parser.add_argument("--big-file-mb", type=int, default=None)
+    parser.add_argument("--json", type=Path)
+    args = parser.parse_args()
+    results = []
+    if args.make_estate:
+        seed, matters = args.make_estate.split(":")
+        with temp_workdir(prefix="ki-bench-estate-") as work:
+            subprocess.run([sys.executable, str(SHARED / "tools" / "make_estate.py"), "--seed", seed, "--matters",
+                            matters, "--out", str(work / "e"), "--quiet"], check=True)
+            results.append(run_estate(f"seed {seed}, {matters} matters", work / "e", args.big_file_mb))
+    else:
+        results.append(run_estate(args.estate.name, args.estate, args.big_file_mb))
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=2, default=str))
+    print(json.dumps(results, indent=2, default=str))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

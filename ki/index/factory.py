@@ -1,0 +1,35 @@
+"""The search backend the configuration selects (issue 13 item 5: the factory in its own module).
+
+Spec: DESIGN.md "Two deployments" (PostgreSQL + tantivy + pgvector embedded; OpenSearch at scale).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ki.index.backend import SearchBackend
+
+
+def backend_for(db: Any, config: Any = None) -> SearchBackend:
+    """The search backend of ``config``.
+
+    ``components.opensearch_url`` unset → :class:`ki.index.postgres.PostgresBackend` (embedded); set →
+    :class:`ki.index.opensearch.OpenSearchBackend` on that URL, which writes the PostgreSQL record first and
+    syncs OpenSearch after it (the index stage writes both; searches run on OpenSearch).
+    Raises: ConfigurationError when the URL is set but opensearch-py is not installed.
+    """
+    from ki.index.postgres import PostgresBackend
+
+    url = getattr(config.components, "opensearch_url", None) if config is not None else None
+    if not url:
+        return PostgresBackend(db)
+    try:
+        import opensearchpy  # noqa: F401
+    except ImportError as exc:  # pragma: no cover - the opensearch extra is missing
+        from ki.errors import ConfigurationError
+
+        raise ConfigurationError("components.opensearch_url is set, but opensearch-py is not installed: "
+                                 "pip install 'ki[opensearch]'") from exc
+    from ki.index.opensearch import OpenSearchBackend
+
+    return OpenSearchBackend(db, url)

@@ -1,0 +1,274 @@
+"""Keeping the embedded lexical index (:mod:`ki.index.lexical`) in step with the PostgreSQL record.
+
+Spec: issue 15 item 1 (an index beside PostgreSQL, kept in step like the OpenSearch projection; the record
+stays PostgreSQL); DESIGN.md "The one rule" (the database is the truth; a crash or a second worker is
+harmless).
+
+Where: ``<data_dir>/search/lexical-<epoch>/`` (``KI_DATA_DIR``; the epoch is the database's
+``search_epoch``, so two databases — or a re-created one — never share a directory). Beside the tantivy
+files: ``state.json`` (``schema``, ``epoch``, ``watermark``: every change logged up to that ``seq`` is
+applied) and ``apply.lock``.
+
+How: :meth:`LexicalProjection.catch_up` takes ``apply.lock`` (``flock``; one applier per directory across
+processes, which also guards tantivy's single writer), reads the change log after the watermark
+(:mod:`ki.index.record`), and for each batch of objects deletes their documents and adds their current
+rows, commits, then writes the new watermark. Re-applying a change is harmless (delete + add of the record's
+rows), so a crash between the commit and ``state.json`` costs one batch again. After releasing the lock it
+looks at the log once more, so a change committed while it applied is never left for nobody. The index
+stage asks for it after every write (:meth:`LexicalProjection.request_apply`: a background thread of the
+process applies within :data:`APPLY_DEBOUNCE_SECONDS`, one commit for the writes of that moment, never
+waiting for another applier, which applies those writes too); searches call it first and wait up to
+:data:`SEARCH_WAIT_SECONDS` for another applier. A missing, corrupt
+or older-schema index is rebuilt from the record (every object's log entry: the migration seeds the log).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import logging
+import os
+import shutil
+import threading
+import time
+from collections.abc import Callable
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import Engine
+
+from ki.index.lexical import SCHEMA_VERSION, WRITER_HEAP_BYTES, build_schema, lex_document
+from ki.index.record import changes_after, lex_rows, log_head, record_epoch
+
+log = logging.getLogger(__name__)
+
+#: Objects applied per tantivy commit.
+BATCH_OBJECTS = 500
+#: After a write asks for an apply, the background applier waits this long for more writes (one commit for all).
+APPLY_DEBOUNCE_SECONDS = 0.5
+#: When another applier holds the lock, ask again this much later.
+APPLY_RETRY_SECONDS = 2.0
+#: How long a search waits for another process's applier before it searches what is committed.
+SEARCH_WAIT_SECONDS = 10.0
+STATE_FILE = "state.json"
+LOCK_FILE = "apply.lock"
+
+_REGISTRY: dict[tuple[str, str], LexicalProjection] = {}
+_REGISTRY_LOCK = threading.Lock()
+
+
+def default_root() -> Path:
+    """``<data_dir>/search`` of this process's settings."""
+    from ki.config.loader import ProcessSettings
+
+    return ProcessSettings().data_dir / "search"
+
+
+def projection_for(engine: Engine, root: Path | None = None) -> LexicalProjection:
+    """The process's projection of ``engine``'s database (one per database and root directory)."""
+    root = (root or default_root()).resolve()
+    with engine.connect() as conn:
+        epoch = record_epoch(conn)
+    key = (str(root), epoch)
+    with _REGISTRY_LOCK:
+        proj = _REGISTRY.get(key)
+        if proj is None:
+            proj = _REGISTRY[key] = LexicalProjection(engine, root / f"lexical-{epoch}", epoch)
+        return proj
+
+
+def reset_registry() -> None:
+    """Forget every open projection (tests)."""
+    with _REGISTRY_LOCK:
+        _REGISTRY.clear()
+
+
+class LexicalProjection:
+    """The lexical index of one database (see the module docstring).
+
+    Args:
+        engine: the record's engine. directory: the index's directory. epoch: the record's search epoch.
+    Raises (every method): OSError when the directory cannot be written; SQLAlchemy errors of the record.
+    """
+
+    def __init__(self, engine: Engine, directory: Path, epoch: str):
+        self.engine = engine
+        self.directory = directory
+        self.epoch = epoch
+        self.schema = build_schema()
+        self._index: Any = None
+        self._loaded_watermark = -1
+        self._thread_lock = threading.Lock()
+        self._wanted = threading.Event()
+        self._applier: threading.Thread | None = None
+
+    # -- state ------------------------------------------------------------------------------------
+
+    def _read_state(self) -> dict[str, Any]:
+        try:
+            state = json.loads((self.directory / STATE_FILE).read_text())
+        except (OSError, ValueError):
+            return {}
+        if state.get("schema") != SCHEMA_VERSION or state.get("epoch") != self.epoch:
+            return {}
+        return state
+
+    def watermark(self) -> int:
+        """The last ``seq`` applied (-1: no usable index yet)."""
+        return int(self._read_state().get("watermark", -1))
+
+    def _write_state(self, watermark: int) -> None:
+        tmp = self.directory / (STATE_FILE + ".tmp")
+        tmp.write_text(json.dumps({"schema": SCHEMA_VERSION, "epoch": self.epoch, "watermark": watermark}))
+        os.replace(tmp, self.directory / STATE_FILE)
+
+    @contextmanager
+    def _locked(self, block: bool, timeout: float) -> Any:
+        """Hold ``apply.lock`` (yield True) or not (yield False) after ``timeout`` seconds."""
+        self.directory.mkdir(parents=True, exist_ok=True)
+        deadline = time.monotonic() + timeout
+        if not self._thread_lock.acquire(timeout=timeout if block else 0):  # noqa: SIM115
+            yield False
+            return
+        fd = os.open(self.directory / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            while True:
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except BlockingIOError:
+                    if not block or time.monotonic() >= deadline:
+                        yield False
+                        return
+                    time.sleep(0.05)
+            try:
+                yield True
+            finally:
+                fcntl.flock(fd, fcntl.LOCK_UN)
+        finally:
+            os.close(fd)
+            self._thread_lock.release()
+
+    # -- the tantivy index ------------------------------------------------------------------------
+
+    def _open_or_create(self) -> tuple[Any, int]:
+        """(index, watermark) under the lock: an unusable index is replaced by an empty one at watermark 0."""
+        import tantivy
+
+        state = self._read_state()
+        if state and tantivy.Index.exists(str(self.directory)):
+            try:
+                return tantivy.Index.open(str(self.directory)), int(state["watermark"])
+            except (ValueError, OSError) as exc:
+                log.warning("the search index at %s cannot be opened (%s): rebuilding it from the record",
+                            self.directory, exc)
+        for child in self.directory.iterdir():
+            if child.name != LOCK_FILE:
+                shutil.rmtree(child) if child.is_dir() else child.unlink()
+        index = tantivy.Index(self.schema, path=str(self.directory), reuse=False)
+        self._write_state(0)
+        return index, 0
+
+    def index(self) -> Any:
+        """The tantivy index for searching, reloaded when another commit was applied since."""
+        import tantivy
+
+        wm = self.watermark()
+        if self._index is None:
+            if wm < 0:
+                self.catch_up(block=True, timeout=SEARCH_WAIT_SECONDS)
+                wm = self.watermark()
+            if wm < 0:
+                raise RuntimeError(f"the search index at {self.directory} is being built by another process")
+            self._index = tantivy.Index.open(str(self.directory))
+            self._loaded_watermark = wm
+        elif wm != self._loaded_watermark:
+            self._index.reload()
+            self._loaded_watermark = wm
+        return self._index
+
+    # -- catching up ------------------------------------------------------------------------------
+
+    def request_apply(self) -> None:
+        """Ask this process's background applier to catch up soon (after :data:`APPLY_DEBOUNCE_SECONDS`, so the
+        writes of that moment share one commit). Never blocks; what it does not apply before the process ends
+        stays in the log for the next applier or search."""
+        self._wanted.set()
+        with _REGISTRY_LOCK:
+            if self._applier is None or not self._applier.is_alive():
+                self._applier = threading.Thread(target=self._apply_loop, name="ki-lexical-apply", daemon=True)
+                self._applier.start()
+
+    def _apply_loop(self) -> None:
+        while True:
+            self._wanted.wait()
+            time.sleep(APPLY_DEBOUNCE_SECONDS)
+            self._wanted.clear()
+            try:
+                done = self.catch_up(block=False)
+            except Exception as exc:  # noqa: BLE001 - the log keeps the change; the next search applies it
+                log.warning("the lexical index at %s could not apply changes (a search will): %s", self.directory, exc)
+                done = True
+            if not done:  # another applier holds the lock: it applies these too, but look again later
+                time.sleep(APPLY_RETRY_SECONDS)
+                self._wanted.set()
+
+    def behind(self) -> bool:
+        """Whether the record logged a change this index has not applied."""
+        with self.engine.connect() as conn:
+            return log_head(conn) > self.watermark()
+
+    def catch_up(self, *, block: bool = False, timeout: float = 0.0,
+                 progress: Callable[[int], None] | None = None) -> bool:
+        """Apply every logged change (see the module docstring).
+
+        Args:
+            block: wait up to ``timeout`` seconds for another applier; False returns at once when one runs
+                (it applies what this caller wrote, too).
+            progress: called with the number of objects applied so far, after each batch.
+        Returns: True when this call found the index current or made it so; False when another applier held
+        the lock (the index may still be behind).
+        """
+        applied_total = 0
+        while True:
+            with self._locked(block, timeout) as held:
+                if not held:
+                    return False
+                applied_total += self._apply(progress, applied_total)
+            with self.engine.connect() as conn:
+                if log_head(conn) <= self.watermark():
+                    return True
+            block = False
+
+    def _apply(self, progress: Callable[[int], None] | None, done: int) -> int:
+        """Under the lock: apply every batch after the watermark. Returns objects applied."""
+        index, watermark = self._open_or_create()
+        with self.engine.connect() as conn:
+            changes = changes_after(conn, watermark, BATCH_OBJECTS)
+        if not changes:
+            return 0
+        writer = index.writer(WRITER_HEAP_BYTES, 1)
+        applied = 0
+        try:
+            while changes:
+                oids = [oid for oid, _ in changes]
+                for oid in oids:
+                    writer.delete_documents_by_term("oid", oid)
+                with self.engine.connect() as conn:
+                    for row in lex_rows(conn, oids):
+                        writer.add_document(lex_document(row))
+                writer.commit()
+                watermark = max(seq for _, seq in changes)
+                self._write_state(watermark)
+                applied += len(oids)
+                if progress is not None:
+                    progress(done + applied)
+                with self.engine.connect() as conn:
+                    changes = changes_after(conn, watermark, BATCH_OBJECTS)
+        except BaseException:
+            writer.rollback()
+            raise
+        finally:
+            writer.wait_merging_threads()
+        return applied

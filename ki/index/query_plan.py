@@ -1,0 +1,221 @@
+"""The lexical query both engines run: a small tree made from a :class:`~ki.index.query.ParsedQuery`.
+
+Spec: issue 15 item 4 (one definition for both backends). :func:`tier_node`, :func:`excluded_node` and
+:func:`filter_nodes` build the tree over the analysed fields both indexes hold (:mod:`ki.index.lexical`:
+``t_exact`` / ``t_de`` / ``t_en`` / ``t_parts`` for passages, ``f_<field>`` / ``f_<field>_x`` for a
+document's fields, and the filter fields); :func:`ki.index.lexical.to_tantivy` and
+:func:`ki.index.opensearch_index.to_dsl` render it. Scores are BM25 per field (k1 1.2, b 0.75 in both
+engines) times the weights of :mod:`ki.index.query`, summed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, date, datetime
+
+from ki.index.query import (
+    FIELD_WEIGHTS,
+    PHRASE_EXACT_WEIGHT,
+    PHRASE_STEM_WEIGHT,
+    STREAM_WEIGHTS,
+    Group,
+    Item,
+    ParsedQuery,
+)
+
+
+@dataclass(frozen=True)
+class Term:
+    """``field`` holds the token ``value`` (scored, × ``boost``)."""
+
+    field: str
+    value: str | int
+    boost: float = 1.0
+
+
+@dataclass(frozen=True)
+class Phrase:
+    """``field`` holds ``words`` at consecutive positions (scored, × ``boost``)."""
+
+    field: str
+    words: tuple[str, ...]
+    boost: float = 1.0
+
+
+@dataclass(frozen=True)
+class AnyOf:
+    """At least one child matches; scores add up (× ``boost``)."""
+
+    children: tuple[Node, ...]
+    boost: float = 1.0
+
+
+@dataclass(frozen=True)
+class AllOf:
+    """Every child matches; scores add up (× ``boost``)."""
+
+    children: tuple[Node, ...]
+    boost: float = 1.0
+
+
+@dataclass(frozen=True)
+class WithBonus:
+    """``query`` must match; ``bonus`` adds its score where it matches too (never required)."""
+
+    query: Node
+    bonus: Node
+
+
+@dataclass(frozen=True)
+class InSet:
+    """A filter (score 0): ``field`` holds one of ``values``."""
+
+    field: str
+    values: tuple[str | int, ...]
+
+
+@dataclass(frozen=True)
+class AtLeast:
+    """A filter (score 0): the integer ``field`` is at least ``value``."""
+
+    field: str
+    value: int
+
+
+@dataclass(frozen=True)
+class Filtered:
+    """``query`` scored, every ``must`` filter holding, no ``must_not`` node matching."""
+
+    query: Node
+    must: tuple[Node, ...] = ()
+    must_not: tuple[Node, ...] = ()
+
+
+Node = Term | Phrase | AnyOf | AllOf | WithBonus | InSet | AtLeast | Filtered
+
+
+def _phrase(field: str, words: tuple[str, ...], boost: float) -> Node:
+    return Term(field, words[0], boost) if len(words) == 1 else Phrase(field, words, boost)
+
+
+def item_node(item: Item) -> Node:
+    """One item across every passage stream and document field (see :mod:`ki.index.query`)."""
+    out: list[Node] = []
+    single = item.single
+    if single is not None:
+        f = single
+        out += [Term("t_exact", f.exact, STREAM_WEIGHTS["exact"]), Term("t_de", f.de, STREAM_WEIGHTS["de"]),
+                Term("t_en", f.en, STREAM_WEIGHTS["en"]), _phrase("t_parts", f.parts_de, STREAM_WEIGHTS["parts"])]
+        if f.parts_nl != f.parts_de and len(f.parts_nl) > 1:
+            out.append(_phrase("t_parts", f.parts_nl, STREAM_WEIGHTS["parts"]))
+        extra = sorted({f.de, f.en} - {f.exact})
+        for name, (w_exact, w_extra) in FIELD_WEIGHTS.items():
+            out.append(Term(f"f_{name}", f.exact, w_exact))
+            out += [Term(f"f_{name}_x", e, w_extra) for e in extra]
+            if len(f.parts_de) > 1:
+                out.append(AllOf(tuple(Term(f"f_{name}_x", p) for p in f.parts_de), w_extra))
+            elif f.parts_de[0] not in {*extra, f.exact}:
+                out.append(Term(f"f_{name}_x", f.parts_de[0], w_extra))
+        return AnyOf(tuple(out))
+    exact = tuple(f.exact for f in item.forms)
+    out += [_phrase("t_exact", exact, PHRASE_EXACT_WEIGHT if item.quoted else STREAM_WEIGHTS["exact"]),
+            _phrase("t_de", tuple(f.de for f in item.forms), PHRASE_STEM_WEIGHT),
+            _phrase("t_en", tuple(f.en for f in item.forms), PHRASE_STEM_WEIGHT * 0.7)]
+    out += [_phrase(f"f_{name}", exact, w) for name, (w, _) in FIELD_WEIGHTS.items()]
+    return AnyOf(tuple(out))
+
+
+def group_node(group: Group) -> Node:
+    """A group: any of its items."""
+    return item_node(group.items[0]) if len(group.items) == 1 else AnyOf(tuple(item_node(i) for i in group.items))
+
+
+def proximity_node(parsed: ParsedQuery) -> Node | None:
+    """The plain words of the query in a row, as a phrase (exact words, then stems): a bonus for passages
+    that hold them verbatim (``Here is some text`` unquoted still ranks the verbatim passage first)."""
+    singles = [g.items[0].single for g in parsed.groups if len(g.items) == 1 and not g.items[0].quoted]
+    words_ = [f for f in singles if f is not None]
+    if len(words_) < 2:
+        return None
+    return AnyOf((Phrase("t_exact", tuple(f.exact for f in words_), PHRASE_EXACT_WEIGHT),
+                  Phrase("t_de", tuple(f.de for f in words_), PHRASE_STEM_WEIGHT)))
+
+
+def tier_node(parsed: ParsedQuery, tier: int) -> Node:
+    """Tier 1: every group. Tier 2: every required group and at least one relaxable group. Both with the
+    :func:`proximity_node` bonus."""
+    if tier == 1:
+        node: Node = AllOf(tuple(group_node(g) for g in parsed.groups))
+    else:
+        relax = [group_node(g) for g in parsed.relaxable]
+        node = AllOf((*[group_node(g) for g in parsed.required], relax[0] if len(relax) == 1 else AnyOf(tuple(relax))))
+    bonus = proximity_node(parsed)
+    return node if bonus is None else WithBonus(node, bonus)
+
+
+def excluded_node(parsed: ParsedQuery) -> Node | None:
+    """Any excluded item, or None."""
+    if not parsed.excluded:
+        return None
+    return AnyOf(tuple(item_node(i) for i in parsed.excluded))
+
+
+@dataclass(frozen=True)
+class LexFilters:
+    """What the engines filter on (the record confirms each hit again).
+
+    Attributes:
+        principals: the caller's principals (``*`` included), None for the local operator.
+        kinds / not_kinds: parts to search only / never (``deleted``, ``comment``, ``profile`` …).
+        matter / doc_type / since: as :class:`ki.index.backend.SearchFilters`.
+        reject_oids / reject_contents: objects / contents already taken or refused.
+    """
+
+    principals: tuple[str, ...] | None
+    kinds: tuple[str, ...] | None = None
+    not_kinds: tuple[str, ...] = ()
+    matter: str | None = None
+    doc_type: str | None = None
+    since: date | None = None
+    reject_oids: tuple[int, ...] = ()
+    reject_contents: tuple[str, ...] = ()
+
+
+def filter_nodes(f: LexFilters) -> tuple[tuple[Node, ...], tuple[Node, ...]]:
+    """(must, must_not) filters: permissions (some allowed principal held, no denied one: deny beats allow),
+    parts, matter, type, since (document date on or after, else — undated — the file's mtime), refusals."""
+    must: list[Node] = []
+    must_not: list[Node] = []
+    if f.principals is not None:
+        must.append(InSet("allow", tuple(f.principals)))
+        must_not.append(InSet("deny", tuple(f.principals)))
+    if f.kinds is not None:
+        must.append(InSet("kind", tuple(f.kinds)))
+    if f.not_kinds:
+        must_not.append(InSet("kind", tuple(f.not_kinds)))
+    if f.matter:
+        must.append(InSet("matter", (f.matter,)))
+    if f.doc_type:
+        must.append(InSet("dtype", (f.doc_type,)))
+    if f.since:
+        day = int(f.since.strftime("%Y%m%d"))
+        secs = int(datetime(f.since.year, f.since.month, f.since.day, tzinfo=UTC).timestamp())
+        must.append(AnyOf((AtLeast("ddate", day), AllOf((InSet("ddate", (0,)), AtLeast("mtime", secs))))))
+    if f.reject_oids:
+        must_not.append(InSet("oid", tuple(f.reject_oids)))
+    if f.reject_contents:
+        must_not.append(InSet("chash", tuple(f.reject_contents)))
+    return tuple(must), tuple(must_not)
+
+
+def search_node(parsed: ParsedQuery, tier: int, f: LexFilters) -> Node:
+    """The query of one round: the tier's query under the filters, excluded items out."""
+    must, must_not = filter_nodes(f)
+    excl = excluded_node(parsed)
+    return Filtered(tier_node(parsed, tier), must, (*must_not, *([excl] if excl is not None else [])))
+
+
+def excluded_in(parsed: ParsedQuery, oid: int) -> Node | None:
+    """Rows of object ``oid`` that an excluded item matches (None without exclusions)."""
+    excl = excluded_node(parsed)
+    return None if excl is None else Filtered(excl, (InSet("oid", (oid,)),))

@@ -1,0 +1,145 @@
+"""Query semantics, the same on both backends (issue 15 items 1–5; issue 20 items 8–9): real PostgreSQL with the
+real tantivy projection, and the session's real OpenSearch node (marker ``opensearch``), written through the
+backend as the index stage does.
+
+Each test asserts which documents come back, in which order, and what the hit says. Cost: ~1 s per test on the
+embedded backend, ~2 s on OpenSearch.
+"""
+
+from __future__ import annotations
+
+import pytest
+from conftest import insert_objects
+
+from ki.access.projection import AccessProjection
+from ki.config.loader import set_config_value
+from ki.index.backend import PROFILE_ORDINAL, ChunkRow, IndexDocument, SearchFilters
+from ki.index.factory import backend_for
+from ki.index.search import search_with_backend
+
+OPEN = AccessProjection(("*",))
+
+
+def write(backend, oid, text, *, name="doc.txt", title=None, folder="", h=None, access=OPEN, parts=()):
+    rows = [ChunkRow(PROFILE_ORDINAL, title or name, None, "profile",
+                     {"fields": {k: v for k, v in (("title", title), ("name", name), ("folder", folder)) if v}}),
+            ChunkRow(0, text)]
+    for i, (kind, ptext) in enumerate(parts, 1):
+        rows.append(ChunkRow(i, ptext, None, kind, {"key": kind}))
+    backend.write_document(IndexDocument(oid, h or f"{oid:064d}", title, rows, access))
+
+
+def paths(response):
+    return [h.path.rsplit("/", 1)[-1] for h in response.hits]
+
+
+@pytest.fixture(params=["postgres", pytest.param("opensearch", marks=pytest.mark.opensearch)])
+def backend(request, ctx, monkeypatch):
+    """The embedded backend, or OpenSearch (this test's own index on the session node)."""
+    if request.param == "opensearch":
+        node = request.getfixturevalue("opensearch_node")
+        monkeypatch.setenv("KI_OPENSEARCH_REFRESH_INTERVAL", "100ms")
+        set_config_value(ctx.settings.data_dir, "components.opensearch_url", node.url)
+        ctx.reload_config()
+    b = backend_for(ctx.db, ctx.config)
+    assert b.name == request.param
+    if b.name == "opensearch":
+        b.drop_index()
+    yield b
+    if b.name == "opensearch":
+        b.drop_index()
+
+
+@pytest.fixture
+def corpus(ctx, backend):
+    ids = insert_objects(ctx, 8)
+    b = backend
+    write(b, ids[0], "Der Gewerbemietvertrag über die Halle wird gekündigt.", name="a.txt")
+    write(b, ids[1], "Der Mietvertrag über das Büro. Die Kündigung folgt.", name="b.txt")
+    write(b, ids[2], "Der Untermietvertrag mit dem Kündigungsschreiben.", name="c.txt")
+    write(b, ids[3], "Bitte <Datum einfügen> und <<Mandant>> eintragen; a<b and c>d.", name="d.txt")
+    write(b, ids[4], "Here is some text that a person wrote.", name="e.txt")
+    write(b, ids[5], "Some other text is here, and more text, text, text here.", name="f.txt")
+    write(b, ids[6], "Nichts davon.", name="2024-03-05 Mietvertrag Endfassung.docx",
+          folder="Akten/Thalbach Büroflächen")
+    write(b, ids[7], "Kaufvertrag ohne Bezug.", name="g.txt", parts=[("comment", "Die Kaution ist zu hoch"),
+                                                                  ("deleted", "drei Monatsmieten Kaution")])
+    return ctx, b, ids
+
+
+def run(b, ctx, q, **kw):
+    return search_with_backend(b, ctx.db.engine, q, mode="lexical", **kw)
+
+
+def test_compounds_found_below_exact(corpus):
+    ctx, b, ids = corpus
+    r = run(b, ctx, "Mietvertrag", limit=10)
+    got = [h.source_object_id for h in r.hits]
+    # the file named "… Mietvertrag …" and the exact passage first, the compounds after them
+    assert set(got) == {ids[0], ids[1], ids[2], ids[6]}
+    assert got.index(ids[1]) < got.index(ids[0]) and got.index(ids[1]) < got.index(ids[2])
+    k = run(b, ctx, "Kündigung")
+    assert [h.source_object_id for h in k.hits][:1] == [ids[1]] and ids[2] in [h.source_object_id for h in k.hits]
+
+
+def test_file_names_and_folders_are_fields(corpus):
+    ctx, b, ids = corpus
+    r = run(b, ctx, "Endfassung")
+    assert [h.source_object_id for h in r.hits] == [ids[6]]
+    assert r.hits[0].part == "fields" and r.hits[0].matched == ["file name"]
+    assert "«Endfassung»" in r.hits[0].snippet
+    both = run(b, ctx, "Mietvertrag Büroflächen")
+    assert both.hits[0].source_object_id == ids[6] and both.hits[0].matched == ["file name", "folder"]
+
+
+def test_angle_brackets_hold_text(corpus):
+    ctx, b, ids = corpus
+    for q in ("Mandant", "Datum einfügen", "a<b", "c>d"):
+        assert [h.source_object_id for h in run(b, ctx, q).hits] == [ids[3]], q
+    assert "<<«Mandant»>>" in run(b, ctx, "Mandant").hits[0].snippet
+
+
+def test_stop_word_phrase_ranks_the_verbatim_file_first(corpus):
+    ctx, b, ids = corpus
+    r = run(b, ctx, '"Here is some text"')
+    assert [h.source_object_id for h in r.hits] == [ids[4]]
+    assert r.hits[0].snippet.startswith("«Here is some text»")
+    plain = run(b, ctx, "Here is some text")
+    assert [h.source_object_id for h in plain.hits][:2] == [ids[4], ids[5]]
+
+
+def test_all_words_first_then_most(corpus):
+    ctx, b, ids = corpus
+    r = run(b, ctx, "Mietvertrag Kündigung Büro")
+    got = [h.source_object_id for h in r.hits]
+    assert got[0] == ids[1]  # the only passage with all three
+    assert ids[0] in got and ids[2] in got  # then those with some of them: never silently empty
+    assert run(b, ctx, "Kaufvertrag -Kaution").hits == []  # excluded anywhere in the document
+    assert [h.source_object_id for h in run(b, ctx, "Kaufvertrag or Mandant").hits] in ([ids[7], ids[3]],
+                                                                                         [ids[3], ids[7]])
+
+
+def test_parts_marked_and_filterable(corpus):
+    ctx, b, ids = corpus
+    r = run(b, ctx, "Monatsmieten")
+    assert [h.part for h in r.hits] == ["deleted"]
+    assert run(b, ctx, "Monatsmieten", filters=SearchFilters(principals=None, not_kinds=("deleted",))).hits == []
+    c = run(b, ctx, "zu hoch")
+    assert [h.part for h in c.hits] == ["comment"]
+
+
+def test_scores_paging_and_identical_copies(ctx, backend):
+    ids = insert_objects(ctx, 25)
+    b = backend
+    for i, oid in enumerate(ids[:24]):
+        write(b, oid, "Vergleich " * (1 + i % 5) + f"Dokument {i}", name=f"v{i}.txt")
+    write(b, ids[24], "Vergleich " * 5 + "Dokument 4", name="copy.txt", h=f"{ids[4]:064d}")  # bytes of v4
+    first = run(b, ctx, "Vergleich", limit=10)
+    assert first.hits[0].score == 1.0 and all(0 < h.score <= 1 for h in first.hits)
+    assert [h.score for h in first.hits] == sorted((h.score for h in first.hits), reverse=True)
+    second = run(b, ctx, "Vergleich", limit=10, offset=10)
+    third = run(b, ctx, "Vergleich", limit=10, offset=20)
+    seen = [h.content_hash for r in (first, second, third) for h in r.hits]
+    assert len(seen) == len(set(seen)) == 24 and third.next_offset is None and first.next_offset == 10
+    copy = next(h for r in (first, second, third) for h in r.hits if h.content_hash == f"{ids[4]:064d}")
+    assert len(copy.also_at) == 1
