@@ -25,9 +25,7 @@ STATE_MODELS = ("ProcessingState", "PipelineRun", "PipelineRunObject")
 SQL_RE = re.compile(r"\b(?:FROM|JOIN|UPDATE|INTO|TABLE)\s+(?:ONLY\s+)?(" + "|".join(STATE_TABLES) + r")\b", re.I)
 
 #: Exceptions while their owners are still at work: {(rule, what): owner}.
-KNOWN: dict[tuple[str, str], str] = {
-    ("cycle", "ki.index.opensearch <-> ki.index.opensearch_index <-> ki.index.postgres <-> ki.index.search"): "search",
-}
+KNOWN: dict[tuple[str, str], str] = {}
 
 
 def _module_name(path: Path) -> str:
