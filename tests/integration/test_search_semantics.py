@@ -9,13 +9,13 @@ embedded backend, ~2 s on OpenSearch.
 from __future__ import annotations
 
 import pytest
-from conftest import insert_objects
 
 from ki.access.projection import AccessProjection
 from ki.config.loader import set_config_value
 from ki.index.backend import PROFILE_ORDINAL, ChunkRow, IndexDocument, SearchFilters
 from ki.index.factory import backend_for
 from ki.index.search import search_with_backend
+from tests.helpers.postgres import insert_objects
 
 OPEN = AccessProjection(("*",))
 
