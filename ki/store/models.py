@@ -202,7 +202,7 @@ class Chunk(Base):
 
     ``kind``: the part (``body``, ``comment``, ``footnote``, ``deleted`` …; ``profile`` at ordinal −1);
     ``meta``: the part's key, a comment's anchor/author, the profile row's document ``fields`` (migration
-    0010). ``tsv`` is generated from the text with the German and English configurations (``<``/``>`` read as
+    0014). ``tsv`` is generated from the text with the German and English configurations (``<``/``>`` read as
     spaces).
     """
 

@@ -84,7 +84,7 @@ class AccessGrant(Base):
 
 class IndexChange(Base):
     """The change log of the search record: one row per object whose rows changed, ``seq`` bumped by every
-    write (migration 0010; :mod:`ki.index.record`). Projections (the embedded lexical index) apply the
+    write (migration 0014; :mod:`ki.index.record`). Projections (the embedded lexical index) apply the
     objects changed after the last ``seq`` they applied."""
 
     __tablename__ = "index_change"
@@ -95,7 +95,7 @@ class IndexChange(Base):
 
 
 class SearchEpoch(Base):
-    """One UUID per database (migration 0010): a projection built for another epoch is rebuilt."""
+    """One UUID per database (migration 0014): a projection built for another epoch is rebuilt."""
 
     __tablename__ = "search_epoch"
     epoch: Mapped[Any] = mapped_column(UUID, primary_key=True, server_default=sa_text("gen_random_uuid()"))

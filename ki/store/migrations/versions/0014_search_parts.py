@@ -1,7 +1,7 @@
 """Search: every textual part with its kind, the change log the lexical index follows, text inside ``<…>``.
 
-Revision ID: 0010_search_parts
-Revises: 0009_matter_import
+Revision ID: 0014_search_parts
+Revises: 0013_source_removed
 
 Spec: insertion-pipeline.md "Index"; issue 15 item 1 (an index beside PostgreSQL kept in step with the record);
 issue 20 items 1 and 8.
@@ -19,8 +19,8 @@ issue 20 items 1 and 8.
 
 from alembic import op
 
-revision = "0010_search_parts"
-down_revision = "0009_matter_import"
+revision = "0014_search_parts"
+down_revision = "0013_source_removed"
 branch_labels = None
 depends_on = None
 
