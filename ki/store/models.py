@@ -58,6 +58,8 @@ class Source(Base):
     last_scan_at: Mapped[datetime | None] = mapped_column(TZ)
     last_scan_count: Mapped[int | None] = mapped_column(Integer)
     created_at: Mapped[datetime] = mapped_column(TZ, server_default=func.now())
+    # Migration 0013_source_removed: set by ``ki source remove`` (the rows stay; see ki.store.sources).
+    removed_at: Mapped[datetime | None] = mapped_column(TZ)
     __table_args__ = (UniqueConstraint("kind", "root", name="uq_source_kind_root"),)
 
 
