@@ -129,3 +129,18 @@ def _unicode_label(body: bytes, pos: int) -> str | None:
         return body[pos : pos + 2 * n].decode("utf-16-le", "replace").rstrip("\x00") or None
     except struct.error:
         return None
+
+
+def ole_streams(data: bytes, limit: int = 6) -> list[str] | None:
+    """The names of the first ``limit`` streams of an OLE object (``Equation Native``, ``\x01CompObj`` …),
+    to say what an object :func:`unpack_ole` found no document in holds; None when it is not readable OLE.
+    Control characters in names are dropped. Raises: nothing.
+    """
+    import olefile
+
+    try:
+        with olefile.OleFileIO(io.BytesIO(data)) as ole:
+            names = ["/".join(entry) for entry in ole.listdir(streams=True, storages=False)]
+    except (OSError, ValueError, IndexError, struct.error, RecursionError):
+        return None
+    return ["".join(ch for ch in name if ch.isprintable()) for name in names[:limit]]

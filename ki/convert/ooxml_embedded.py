@@ -3,7 +3,8 @@
 Issue 20 item 2: an embedded PDF, DOCX, XLSX, text file or OLE package becomes a child document
 (see :mod:`ki.convert.embedded`). A member is either the embedded file itself (an OOXML package
 such as ``Microsoft_Word_Document.docx``, a PDF) or an OLE object (``oleObject1.bin``) unpacked by
-:mod:`ki.convert.ole`. Media without a document format (sounds, clips) are left out.
+:mod:`ki.convert.ole`. Media without a document format (sounds, clips) and OLE objects holding no
+document (equations, drawings) are left out with a warning naming the member (and the OLE streams).
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import posixpath
 import re
 
 from ki.convert.formats import CFB_MAGIC, is_document, sniff_bytes
-from ki.convert.ole import unpack_ole
+from ki.convert.ole import ole_streams, unpack_ole
 from ki.convert.ooxml_package import MAX_MEMBER_BYTES, OoxmlPackage
 from ki.errors import UnsupportedDocument
 
@@ -28,7 +29,8 @@ def embedded_files(pkg: OoxmlPackage) -> list[tuple[str, bytes]]:
 
     The name is the file's own (an OLE package's label, e.g. ``TestText.txt``), else the member's
     (``Microsoft_Word_Document.docx``), else the member's stem with the detected extension
-    (``oleObject2.pdf``). A member that cannot be read is skipped with a warning on ``pkg.warnings``.
+    (``oleObject2.pdf``). A member that cannot be read or holds no document is skipped with a warning
+    on ``pkg.warnings``.
     """
     out: list[tuple[str, bytes]] = []
     members = sorted((info.filename for lower, info in pkg.names.items() if _EMBEDDING.match(lower)), key=_natural)
@@ -43,9 +45,13 @@ def embedded_files(pkg: OoxmlPackage) -> list[tuple[str, bytes]]:
         if blob.startswith(CFB_MAGIC) and ext.lower() in (".bin", ""):
             content = unpack_ole(blob, max_bytes=MAX_MEMBER_BYTES)
             if content is None or not content.data:
+                streams = ole_streams(blob)
+                held = f"streams {', '.join(streams)}" if streams else "not readable OLE"
+                pkg.warnings.append(f"embedded object {member} skipped: no document ki reads in it ({held})")
                 continue
             name = content.name or f"{stem}.{content.ext}"
             if not is_document(content.data, name):
+                pkg.warnings.append(f"embedded object {member} skipped: {name} is not a document format ki reads")
                 continue
             out.append((name, content.data))
         elif blob and is_document(blob, base):
@@ -53,4 +59,6 @@ def embedded_files(pkg: OoxmlPackage) -> list[tuple[str, bytes]]:
             if ext.lower() in ("", ".bin") and kind:
                 base = f"{stem}.{'pdf' if kind == 'pdf' else kind}"
             out.append((base, blob))
+        else:
+            pkg.warnings.append(f"embedded object {member} skipped: not a document format ki reads")
     return out

@@ -207,6 +207,7 @@ def test_embedded_documents_become_children_with_names() -> None:
     doc = convert_docx(docx, "annexes.docx")
     assert doc.parts["embedded_name"] == "Letter.docx\nNotes.txt\nReport.pdf\nSheet.xlsx"
     assert doc.metadata["embedded_objects"] == 4 and may_embed(doc.model_dump(mode="json"))
+    assert "embedded object word/embeddings/clip.wav skipped: not a document format ki reads" in doc.warnings
     children = extract_embedded("docx", docx, "annexes.docx")
     assert [(c.index, c.name, c.content_type) for c in children] == [
         (0, "Letter.docx", "application/vnd.openxmlformats-officedocument.wordprocessingml.document"),
@@ -230,3 +231,15 @@ def test_containers_nested_too_deep_register_no_children() -> None:
     body = {"format": "docx", "metadata": {"embedded_objects": 2}}
     assert may_embed(body, "a.docx » b.docx » c.docx")
     assert not may_embed(body, "a.eml » b.docx » c.docx » d.docx » e.docx")
+
+
+def test_an_ole_object_holding_no_document_is_skipped_with_what_it_holds(real_corpus: Path) -> None:
+    """An OLE object ki cannot unpack (here an encrypted OOXML package, a public Tika file) is no child
+    but a warning naming the member and its streams (equations, drawings are reported the same way)."""
+    ole = (real_corpus / "docx/tika_protected_upper_case.docx").read_bytes()
+    docx = _docx(_p("Siehe Formel."), {"word/embeddings/oleObject1.bin": ole}, [])
+    doc = convert_docx(docx, "formula.docx")
+    assert doc.metadata["embedded_objects"] == 0 and "embedded_name" not in doc.parts
+    (warning,) = [w for w in doc.warnings if w.startswith("embedded object word/embeddings/oleObject1.bin")]
+    assert "no document ki reads in it (streams " in warning and "encryptedpackage" in warning.lower()
+    assert extract_embedded("docx", docx, "formula.docx") == []
