@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 from ki.context import PipelineContext
 from ki.errors import OrchestratorUnavailable
+from ki.orchestration.run_sweep import sweep_local_runs
 from ki.orchestration.runner import PipelineRunner, RunCounters, RunnerStatus
 from ki.store import runs
 from ki.workflows.client import hatchet_client
@@ -42,8 +43,10 @@ class RunSummary:
 def _create_run(ctx: PipelineContext, *, trigger: str, source_id: int | None, label: str,
                 status: str = "running") -> int:
     with ctx.db.engine.begin() as conn:
+        provider = ctx.config.components.orchestrator_provider
         return runs.create_run(conn, kind=runs.KIND_INSERTION, label=label, status=status, source_id=source_id,
-                               provider=ctx.config.components.orchestrator_provider, trigger=trigger)
+                               provider=provider, trigger=trigger,
+                               worker=ctx.worker_id if provider == "local" else None)
 
 
 def _finish_run(ctx: PipelineContext, run_id: int, counters: RunCounters, status: str, error: str | None) -> None:
@@ -93,6 +96,7 @@ def launch_insertion(
                                on_started=on_started)
     if provider != "local":  # the config validator refuses this too: fail closed
         raise OrchestratorUnavailable(f"unknown orchestrator provider {provider!r}")
+    sweep_local_runs(ctx)  # runs of ended processes fail with their cause; this run adopts their work
     run_id = _create_run(ctx, trigger=trigger, source_id=source_id, label=label)
     if on_started is not None:
         on_started(run_id)

@@ -17,6 +17,7 @@ from ki.api.errors import ApiError, error_responses
 from ki.api.schemas import ActiveRun, LaunchOut, RunOut, RunsPage, StageStatus, StatusOut
 from ki.api.scopes import READ_PIPELINE, WRITE_PIPELINE
 from ki.api.state import ServerState, server_state
+from ki.launch import sweep_local_runs
 from ki.store import audit, runs
 from ki.store.runs import RunRow
 from ki.taxonomies import PIPELINE_STAGE_ORDER, STAGE_CONSOLE_NAMES
@@ -39,6 +40,7 @@ def get_status(state: ServerState = Depends(server_state),
     config = state.config()
     snapshot = state.buckets.get()
     counts = snapshot.counts
+    sweep_local_runs(state.ctx)  # a run whose process ended is never shown active (issue 14 item 3)
     with state.ctx.db.engine.connect() as conn:
         active = runs.active_runs(conn)
     state.sweep_soon()
@@ -67,6 +69,7 @@ def get_runs(state: ServerState = Depends(server_state), _: Identity = Depends(r
              limit: int = Query(20, ge=1, le=200), offset: int = Query(0, ge=0, le=10_000_000)) -> RunsPage:
     """Insertion, access-refresh and sync runs, newest first, paged; starts an opportunistic sweep."""
     state.sweep_soon()
+    sweep_local_runs(state.ctx)
     with state.ctx.db.engine.connect() as conn:
         rows, total = runs.runs_page(conn, kinds=list(kind) or None, status=status, limit=limit, offset=offset)
     return RunsPage(runs=[run_out(r) for r in rows], total=total, limit=limit, offset=offset)

@@ -167,6 +167,8 @@ class PipelineRun(Base):
     source_id: Mapped[int | None] = mapped_column(ForeignKey("source.id"))
     trigger: Mapped[str] = mapped_column(Text, server_default=sa_text("'cli'"))
     workflow_run_id: Mapped[str | None] = mapped_column(Text)
+    # the process running a local run (``host:pid:start``, ki.liveness); its heartbeat is updated_at
+    worker: Mapped[str | None] = mapped_column(Text)
     processed: Mapped[int] = mapped_column(Integer, server_default=sa_text("0"))
     done: Mapped[int] = mapped_column(Integer, server_default=sa_text("0"))
     skipped: Mapped[int] = mapped_column(Integer, server_default=sa_text("0"))

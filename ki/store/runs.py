@@ -394,19 +394,20 @@ def active_run_ids(conn: Connection, *, provider: str | None = None) -> list[int
 
 
 CREATE_RUN_SQL = text("""
-INSERT INTO pipeline_runs (kind, label, provider, status, source_id, trigger)
-VALUES (:kind, :label, :provider, :status, :sid, :trigger) RETURNING id
+INSERT INTO pipeline_runs (kind, label, provider, status, source_id, trigger, worker)
+VALUES (:kind, :label, :provider, :status, :sid, :trigger, :worker) RETURNING id
 """)
 
 
 def create_run(conn: Connection, *, kind: str, label: str, provider: str, status: str, source_id: int | None,
-               trigger: str) -> int:
-    """Insert a run row. Returns its id.
+               trigger: str, worker: str | None = None) -> int:
+    """Insert a run row (``worker``: the process running a local run, ``host:pid:start``). Returns its id.
 
     Raises: sqlalchemy.exc.IntegrityError for a second unfinished sync of a source
         (``uq_pipeline_runs_active_sync``)."""
     return int(conn.execute(CREATE_RUN_SQL, {"kind": kind, "label": label, "provider": provider, "status": status,
-                                             "sid": source_id, "trigger": trigger}).scalar_one())
+                                             "sid": source_id, "trigger": trigger,
+                                             "worker": worker}).scalar_one())
 
 
 WRITE_PROGRESS_SQL = text("""
@@ -573,3 +574,16 @@ def recent_rate(conn: Connection, *, runs: int = 5) -> float | None:
     row = conn.execute(RECENT_RATE_SQL, {"n": runs}).one()
     seconds = float(row.seconds or 0)
     return float(row.processed) / seconds if seconds > 0 and row.processed else None
+
+
+# -- name: local_active_runs --
+# Active runs of the local provider with the process running them and their silence (s).
+LOCAL_ACTIVE_SQL = text("""
+SELECT id, worker, extract(epoch FROM now() - updated_at) AS silent_seconds
+FROM pipeline_runs WHERE provider = 'local' AND status IN ('queued', 'running') ORDER BY id
+""")
+
+
+def local_active_runs(conn: Connection) -> list[tuple[int, str | None, float]]:
+    """``(run id, worker, seconds since its row was last written)`` of every active local run."""
+    return [(int(r.id), r.worker, float(r.silent_seconds or 0.0)) for r in conn.execute(LOCAL_ACTIVE_SQL)]

@@ -4,7 +4,8 @@ Spec: insertion-pipeline.md "Orchestration" (the sweeper; ``KI_RUN_SWEEP_SECONDS
 ``KI_RUN_SILENT_MINUTES``, ``KI_RUN_ABANDONED_HOURS``). It runs on a timer in ``ki worker``
 (:class:`SweeperThread`), from ``ki insert`` while it waits, and opportunistically from status
 reads (:func:`sweep_if_due`). It looks at active (``queued``/``running``) runs of the ``hatchet``
-provider; a ``local`` run belongs to the process that runs it.
+provider; ``local`` runs are swept by :mod:`ki.orchestration.run_sweep` (their process's
+liveness), which :func:`sweep_if_due` runs first.
 
 Verdicts, in order, for each active run:
 
@@ -49,6 +50,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Literal
 
 from ki.context import PipelineContext
+from ki.orchestration.run_sweep import sweep_local_runs
 from ki.store import runs
 from ki.workflows.client import hatchet_client
 
@@ -219,8 +221,11 @@ _opportunistic_lock = threading.Lock()
 
 
 def sweep_if_due(ctx: PipelineContext) -> list[SweepVerdict]:
-    """Opportunistic sweep from a status read: at most once per ``KI_RUN_SWEEP_SECONDS`` per process,
-    only when the provider is ``hatchet``, never raising. Returns the verdicts (empty when skipped)."""
+    """Opportunistic sweep from a status read: local runs whose process is gone every time
+    (:func:`ki.orchestration.run_sweep.sweep_local_runs`, cheap, no orchestrator asked); the
+    Hatchet runs at most once per ``KI_RUN_SWEEP_SECONDS`` per process, only when the provider is
+    ``hatchet``; never raising. Returns the Hatchet verdicts (empty when skipped)."""
+    sweep_local_runs(ctx)
     every = ctx.settings.run_sweep_seconds
     if not every or ctx.config.components.orchestrator_provider != "hatchet":
         return []
