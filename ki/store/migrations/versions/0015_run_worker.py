@@ -1,7 +1,7 @@
 """The process that runs a local run: ``pipeline_runs.worker`` (``host:pid:start``).
 
-Revision ID: 0014_run_worker
-Revises: 0013_source_removed
+Revision ID: 0015_run_worker
+Revises: 0014_search_parts
 
 Issue 14 item 3 (``ki.liveness``, ``ki.orchestration.run_sweep``): a local run records the process
 running it; its heartbeat is ``updated_at`` (its counters are written about every second). A run
@@ -11,8 +11,8 @@ the recorded cause; the next run adopts its remaining work.
 
 from alembic import op
 
-revision = "0014_run_worker"
-down_revision = "0013_source_removed"
+revision = "0015_run_worker"
+down_revision = "0014_search_parts"
 branch_labels = None
 depends_on = None
 
