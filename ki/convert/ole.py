@@ -55,27 +55,30 @@ def unpack_ole(data: bytes, *, max_bytes: int) -> OleContent | None:
     except (OSError, ValueError, IndexError, struct.error, RecursionError):
         return None
     try:
-        streams = {"/".join(entry) for entry in ole.listdir(streams=True, storages=False)}
+        # MS-CFB names compare case-insensitively (some writers store PACKAGE, WORKBOOK)
+        names = {"/".join(entry).lower(): "/".join(entry) for entry in ole.listdir(streams=True, storages=False)}
+        streams = set(names)
 
         def read(name: str) -> bytes | None:
+            name = names[name.lower()]
             if ole.get_size(name) > max_bytes:
                 return None
             return ole.openstream(name).read()
 
-        if "\x01Ole10Native" in streams:
+        if "\x01ole10native" in streams:
             native = read("\x01Ole10Native")
             return _ole10_native(native) if native else None
         for name in ("CONTENTS", "Package"):
-            if name in streams:
+            if name.lower() in streams:
                 blob = read(name)
                 if blob and pdf_header_offset(blob) >= 0:
                     return OleContent(None, "pdf", blob)
                 if blob and blob.startswith(b"PK\x03\x04"):
                     return OleContent(None, zip_kind(blob), blob)
         for stream, ext in _LEGACY_STREAMS:
-            if stream in streams:
+            if stream.lower() in streams:
                 return OleContent(None, ext, data)
-        if any(s.startswith("__substg1.0_") for s in streams):
+        if any(s.startswith("__substg1.0_") for s in streams):  # lower-cased names
             return OleContent(None, "msg", data)
         return None
     except (OSError, ValueError, IndexError, struct.error, RecursionError):

@@ -233,13 +233,24 @@ def test_containers_nested_too_deep_register_no_children() -> None:
     assert not may_embed(body, "a.eml » b.docx » c.docx » d.docx » e.docx")
 
 
-def test_an_ole_object_holding_no_document_is_skipped_with_what_it_holds(real_corpus: Path) -> None:
-    """An OLE object ki cannot unpack (here an encrypted OOXML package, a public Tika file) is no child
-    but a warning naming the member and its streams (equations, drawings are reported the same way)."""
+def _utf16(name: str) -> bytes:
+    return name.encode("utf-16-le")
+
+
+def test_ole_stream_names_compare_case_insensitively_and_an_object_without_a_document_is_reported(
+        real_corpus: Path) -> None:
+    """MS-CFB names are case-insensitive: Tika's encrypted package stores ENCRYPTEDPACKAGE and is still
+    the embedded (encrypted) document, a child. With that stream renamed (same length: the directory
+    stays valid) it holds no document ki reads: no child, a warning naming the member and its streams."""
     ole = (real_corpus / "docx/tika_protected_upper_case.docx").read_bytes()
-    docx = _docx(_p("Siehe Formel."), {"word/embeddings/oleObject1.bin": ole}, [])
+    assert ole.count(_utf16("ENCRYPTEDPACKAGE")) >= 1
+    docx = _docx(_p("Siehe Anlage."), {"word/embeddings/oleObject1.bin": ole}, [])
+    (child,) = extract_embedded("docx", docx, "anlage.docx")
+    assert child.name == "oleObject1.docx" and child.data == ole
+    equation = ole.replace(_utf16("ENCRYPTEDPACKAGE"), _utf16("EQUATION NATIVE_"))
+    docx = _docx(_p("Siehe Formel."), {"word/embeddings/oleObject1.bin": equation}, [])
     doc = convert_docx(docx, "formula.docx")
     assert doc.metadata["embedded_objects"] == 0 and "embedded_name" not in doc.parts
     (warning,) = [w for w in doc.warnings if w.startswith("embedded object word/embeddings/oleObject1.bin")]
-    assert "no document ki reads in it (streams " in warning and "encryptedpackage" in warning.lower()
+    assert "skipped: no document ki reads in it (streams " in warning and "EQUATION NATIVE_" in warning
     assert extract_embedded("docx", docx, "formula.docx") == []
