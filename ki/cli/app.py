@@ -28,6 +28,26 @@ app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_
                   help="ki: durable document insertion")
 
 
+def _print_version(value: bool) -> None:
+    if value:
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            number = version("ki")
+        except PackageNotFoundError:  # running from a source tree that was never installed
+            number = "unknown (not installed)"
+        typer.echo(f"ki {number}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _options(
+    show_version: bool = typer.Option(False, "--version", callback=_print_version, is_eager=True,
+                                      help="Print ki's version and exit."),
+) -> None:
+    pass
+
+
 def command_modules() -> list[str]:
     """Names of the command modules of :mod:`ki.cli`, in ``ki --help`` order."""
     package = Path(__file__).resolve().parent

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import re
+import shutil
 import sys
 from typing import Any
 
+from rich import box
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from ki.errors import ConfigurationError
@@ -13,8 +17,22 @@ from ki.taxonomies import BUCKETS, PIPELINE_STAGE_ORDER
 
 #: Messages, progress and errors (stderr).
 console = Console(stderr=True)
-#: Results (stdout; 160 columns when not a terminal, so piped tables do not wrap).
-out = Console(width=None if sys.stdout.isatty() else 160)
+#: Results (stdout; when not a terminal ``COLUMNS`` columns, else 160, so piped tables do not wrap).
+out = Console(width=None if sys.stdout.isatty() else shutil.get_terminal_size((160, 24)).columns)
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+
+
+def plain(value: object) -> str:
+    """``value`` as text a terminal shows as written: every control character (the ESC of an ANSI escape
+    sequence, a newline in a file name, ...) as ``\\xNN``. For output printed with ``markup=False``."""
+    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", str(value))
+
+
+def shown(value: object) -> str:
+    """:func:`plain`, with rich markup escaped too: a file named ``Akte [red]2023[/red].txt`` prints as
+    named inside a markup string (issue 21, "Output that cannot be corrupted by names")."""
+    return escape(plain(value))
 
 #: Buckets in which a stage row has nothing left to do in this run.
 FINISHED_BUCKETS = ("done", "skipped", "disabled", "quarantined")
@@ -60,11 +78,15 @@ def bucket_counts(ctx: Any) -> dict[str, dict[str, int]]:
 
 
 def print_status(counts: dict[str, dict[str, int]]) -> None:
-    """The per-stage bucket table on stdout."""
-    table = Table(title="processing_state by stage")
-    table.add_column("stage")
-    for b in BUCKETS:
-        table.add_column(b, justify="right")
+    """The bucket table on stdout: one row per bucket, one column per stage under its console name.
+    Fits 80 columns with six-digit counts (long stage names wrap onto two header lines)."""
+    from ki.taxonomies import STAGE_CONSOLE_NAMES
+
+    table = Table(title="documents by stage", box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 1),
+                  collapse_padding=True)
+    table.add_column("bucket", no_wrap=True)
     for s in PIPELINE_STAGE_ORDER:
-        table.add_row(s, *[str(counts[s][b]) for b in BUCKETS])
+        table.add_column(STAGE_CONSOLE_NAMES[s], justify="right")
+    for b in BUCKETS:
+        table.add_row(b, *[str(counts[s][b]) for s in PIPELINE_STAGE_ORDER])
     out.print(table)

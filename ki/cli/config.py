@@ -6,7 +6,7 @@ import json
 
 import typer
 
-from ki.cli.common import console, open_context, out
+from ki.cli.common import console, open_context, out, shown
 from ki.errors import ConfigurationError
 
 group = typer.Typer(no_args_is_help=True, help="Show and edit the saved configuration")
@@ -35,7 +35,7 @@ def config_set(key: str = typer.Argument(..., help="dotted field, e.g. pipeline.
     try:
         set_config_value(settings.data_dir, key, value)
     except ConfigurationError as exc:
-        console.print(f"[red]refused:[/] {exc}")
+        console.print(f"[red]refused:[/] {shown(exc)}", highlight=False)
         raise typer.Exit(2) from exc
     out.print(f"{key} = {value}")
 

@@ -11,10 +11,9 @@ import time
 from pathlib import Path
 
 import typer
-from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from ki.cli.common import FINISHED_BUCKETS, bucket_counts, console, open_context, print_status
+from ki.cli.common import FINISHED_BUCKETS, bucket_counts, console, open_context, plain, print_status, shown
 from ki.errors import SourceUnavailable
 from ki.taxonomies import PIPELINE_STAGE_ORDER, STAGE_CONSOLE_NAMES
 
@@ -32,10 +31,10 @@ def insert(
     try:
         source_id, restored = add_local_source(ctx, root)
     except SourceRefused as exc:
-        console.print(f"[red]refused:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
+        console.print(f"[red]refused:[/] {shown(str(exc))}", highlight=False, soft_wrap=True)
         raise typer.Exit(2) from exc
     if restored:
-        console.print(f"source {source_id} ({escape(str(root))}) was removed: restored", highlight=False)
+        console.print(f"source {source_id} ({shown(str(root))}) was removed: restored", highlight=False)
     scan_and_run(ctx, source_id, root, workers=workers, wait_retries=wait_retries)
 
 
@@ -52,11 +51,11 @@ def scan_and_run(ctx, source_id: int, root: Path, *, workers: int | None = None,
     try:
         report = scan_source(ctx, source_id)
     except SourceUnavailable as exc:
-        console.print(f"[red]source unavailable:[/] {escape(str(exc))} — nothing was changed; run again when it "
+        console.print(f"[red]source unavailable:[/] {shown(str(exc))} — nothing was changed; run again when it "
                       "is back", highlight=False, soft_wrap=True)
         raise typer.Exit(3) from exc
     console.print(
-        f"scanned {escape(str(root))}: {report.listed} files, {report.new} new, {report.changed} changed, "
+        f"scanned {shown(str(root))}: {report.listed} files, {report.new} new, {report.changed} changed, "
         f"{report.unchanged} unchanged, {len(report.tombstoned)} tombstoned"
         + (" [yellow](empty listing of a non-empty source: nothing tombstoned)[/]" if report.suspicious else ""),
         highlight=False, soft_wrap=True)
@@ -107,10 +106,10 @@ def scan_and_run(ctx, source_id: int, root: Path, *, workers: int | None = None,
     if quarantined:
         console.print(f"[red]quarantined files[/] (first {len(quarantined)}; `ki quarantine list` for all):")
         for e in quarantined:
-            console.print(f"  {e.path}  [{e.stage}] {e.error.get('reason') or e.error.get('class')}: "
-                          f"{str(e.error.get('message', ''))[:120]}")
+            console.print(f"  {plain(e.path)}  [{e.stage}] {e.error.get('reason') or e.error.get('class')}: "
+                          f"{plain(str(e.error.get('message', ''))[:120])}", markup=False, highlight=False)
     if summary.status != "completed":
-        console.print(f"[red]run failed:[/] {summary.error}")
+        console.print(f"[red]run failed:[/] {shown(summary.error)}", highlight=False)
         raise typer.Exit(1)
 
 
@@ -136,7 +135,8 @@ def print_scan_notes(report) -> None:
         console.print(f"[yellow]skipped {len(report.skipped)} entr{'y' if len(report.skipped) == 1 else 'ies'}:[/] "
                       f"{by_reason}")
         for e in report.skipped[:SKIPPED_SHOWN]:
-            console.print(f"  {e.path}  [{e.reason}]" + (f" {e.detail}" if e.detail else ""), markup=False)
+            console.print(f"  {plain(e.path)}  [{e.reason}]" + (f" {plain(e.detail)}" if e.detail else ""),
+                          markup=False, highlight=False)
         if len(report.skipped) > SKIPPED_SHOWN:
             console.print(f"  … and {len(report.skipped) - SKIPPED_SHOWN} more")
     if report.unsure:

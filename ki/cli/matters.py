@@ -7,7 +7,7 @@ from pathlib import Path
 
 import typer
 
-from ki.cli.common import console, open_context, out
+from ki.cli.common import console, open_context, out, plain, shown
 
 group = typer.Typer(no_args_is_help=True, help="Import and list the firm's matters")
 
@@ -26,14 +26,14 @@ def matters_import(
     try:
         rows, errors = read_matter_list(file.expanduser())
     except ConfigurationError as exc:
-        console.print(f"[red]{exc}[/]")
+        console.print(f"[red]{shown(exc)}[/]", highlight=False)
         raise typer.Exit(2) from exc
     ctx = open_context()
     with ctx.db.engine.connect() as conn:
         project_id = default_project_id(conn)
     report = import_matters(ctx.db, project_id=project_id, rows=rows)
     for line, message in [(e.line, e.message) for e in errors] + list(report.refused or []):
-        console.print(f"[yellow]line {line}:[/] {message}", markup=True, highlight=False)
+        console.print(f"[yellow]line {line}:[/] {shown(message)}", markup=True, highlight=False)
     refused = len(errors) + len(report.refused or [])
     out.print(f"{report.created} created, {report.updated} updated, {report.unchanged} unchanged, "
               f"{refused} refused ({file})")
@@ -57,7 +57,8 @@ def matters_list(as_json: bool = typer.Option(False, "--json", help="one JSON ob
         out.print("no matters (import them with `ki matters import FILE`, or run `ki insert`)")
     for r in rows:
         mark = "imported" if r["imported"] else "placeholder" if r["placeholder"] else "found"
-        out.print(f"{r['reference']:<20} {mark:<11} {r['files']:>6} files  {r['client'] or '':<34.34} {r['title']}",
+        out.print(f"{plain(r['reference']):<20} {mark:<11} {r['files']:>6} files  "
+                  f"{plain(r['client'] or ''):<34.34} {plain(r['title'])}",
                   markup=False, highlight=False)
 
 

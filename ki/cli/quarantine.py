@@ -6,7 +6,7 @@ import json
 
 import typer
 
-from ki.cli.common import console, open_context, out
+from ki.cli.common import console, open_context, out, plain, shown
 
 group = typer.Typer(no_args_is_help=True, help="Inspect and release quarantined files")
 
@@ -25,7 +25,8 @@ def quarantine_list(as_json: bool = typer.Option(False, "--json")) -> None:
         out.print("no quarantined files")
     for e in entries:
         out.print(f"{e.source_object_id:>7}  {e.stage:<10} {e.error.get('reason') or e.error.get('class')}: "
-                  f"{e.path}\n         {str(e.error.get('message', ''))[:300]}", markup=False, highlight=False)
+                  f"{plain(e.path)}\n         {plain(str(e.error.get('message', ''))[:300])}", markup=False,
+                  highlight=False)
 
 
 @group.command("retry")
@@ -42,7 +43,7 @@ def quarantine_retry(
     try:
         resp = retry_quarantined(ctx, source_object_id, stage=stage)
     except (LookupError, ValueError) as exc:
-        console.print(f"[red]{exc}[/]")
+        console.print(f"[red]{shown(exc)}[/]", highlight=False)
         raise typer.Exit(2) from exc
     out.print_json(resp.model_dump_json())
     if resp.deterministic:

@@ -6,7 +6,7 @@ import json
 
 import typer
 
-from ki.cli.common import console, open_context, out
+from ki.cli.common import console, open_context, out, plain, shown
 
 
 def search(
@@ -50,10 +50,10 @@ def search(
                               not_parts=not_parts or (), limit=limit, offset=offset, cursor=cursor, mode=mode,
                               explain=explain, config=ctx.config)
     except ValueError as exc:
-        console.print(f"[red]{exc}[/]")
+        console.print(f"[red]{shown(exc)}[/]", highlight=False)
         raise typer.Exit(2) from exc
     for note in response.notes:
-        console.print(f"[yellow]{note}[/]")
+        console.print(f"[yellow]{shown(note)}[/]", highlight=False)
     if as_json:
         out.print_json(json.dumps(response.model_dump(mode="json")))
         return
@@ -68,14 +68,15 @@ def search(
     for i, h in enumerate(response.hits, response.offset + 1):
         facts = " ".join(f"{k} {v}" for k, v in (("matter", h.matter), ("type", h.doc_type)) if v)
         where = "struck text (tracked deletion)" if h.part == "deleted" else ", ".join(h.matched) or h.part
-        out.print(f"{i:>2}. [bold]{h.path}[/]  (score {h.score:.2f}; in {where}{'; ' + facts if facts else ''})")
+        out.print(f"{i:>2}. [bold]{shown(h.path)}[/]  (score {h.score:.2f}; in {shown(where)}"
+                  f"{'; ' + shown(facts) if facts else ''})", highlight=False, soft_wrap=True)
         if h.anchor:
-            out.print(f"    on «{h.anchor}»", markup=False, highlight=False)
-        out.print(f"    {h.snippet}", markup=False, highlight=False)
+            out.print(f"    on «{plain(h.anchor)}»", markup=False, highlight=False)
+        out.print(f"    {plain(h.snippet)}", markup=False, highlight=False)
         for other in h.also_at:
-            out.print(f"    also at {other}", markup=False, highlight=False)
+            out.print(f"    also at {plain(other)}", markup=False, highlight=False)
     if response.next_cursor:
-        out.print(f"[dim]more: --offset {response.next_offset} (or --cursor {response.next_cursor})[/]")
+        out.print(f"[dim]more: --offset {response.next_offset} (or --cursor {shown(response.next_cursor)})[/]")
 
 
 def register(app: typer.Typer) -> None:

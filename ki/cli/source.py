@@ -6,10 +6,9 @@ import json
 import sys
 
 import typer
-from rich.markup import escape
 from rich.table import Table
 
-from ki.cli.common import console, open_context, out
+from ki.cli.common import console, open_context, out, shown
 
 group = typer.Typer(no_args_is_help=True, help="List, rescan and remove sources")
 
@@ -49,9 +48,9 @@ def source_list(as_json: bool = typer.Option(False, "--json", help="one JSON arr
         table.add_column("watcher")
     for r in rows:
         run = f"{r.last_run_id} {r.last_run_status}" if r.last_run_id else "none"
-        cells = [str(r.id), escape(r.root), f"{r.files}" + (f" ({r.missing} missing)" if r.missing else ""),
-                 _when(r.last_scan_at), escape(run), str(r.quarantined)]
-        table.add_row(*cells, *([escape(watchers.get(r.id, ""))] if watchers else []))
+        cells = [str(r.id), shown(r.root), f"{r.files}" + (f" ({r.missing} missing)" if r.missing else ""),
+                 _when(r.last_scan_at), shown(run), str(r.quarantined)]
+        table.add_row(*cells, *([shown(watchers.get(r.id, ""))] if watchers else []))
     out.print(table)
 
 
@@ -69,13 +68,13 @@ def source_remove(
         with ctx.db.engine.connect() as conn:
             src = resolve_source(conn, ref)
     except SourceRefused as exc:
-        console.print(f"[red]{escape(str(exc))}[/]", highlight=False, soft_wrap=True)
+        console.print(f"[red]{shown(str(exc))}[/]", highlight=False, soft_wrap=True)
         raise typer.Exit(2) from exc
     if src.removed_at is not None:
-        out.print(f"source {src.id} ({escape(src.root)}) was already removed at {_when(src.removed_at)}",
+        out.print(f"source {src.id} ({shown(src.root)}) was already removed at {_when(src.removed_at)}",
                   highlight=False)
         return
-    what = f"source {src.id} ({escape(src.root)}): {src.files} files, {src.documents} documents"
+    what = f"source {src.id} ({shown(src.root)}): {src.files} files, {src.documents} documents"
     if not yes:
         if not sys.stdin.isatty():
             console.print(f"refused: removing {what} needs confirmation; pass --yes", highlight=False,
@@ -108,12 +107,12 @@ def source_rescan(
         try:
             sources = [resolve_source(conn, r) for r in refs] if refs else list_sources(conn)
         except SourceRefused as exc:
-            console.print(f"[red]{escape(str(exc))}[/]", highlight=False, soft_wrap=True)
+            console.print(f"[red]{shown(str(exc))}[/]", highlight=False, soft_wrap=True)
             raise typer.Exit(2) from exc
     removed = [s for s in sources if s.removed_at is not None]
     if removed:
-        console.print(f"[red]refused:[/] source {removed[0].id} ({escape(removed[0].root)}) was removed; "
-                      f"`ki insert {escape(removed[0].root)}` restores it", highlight=False, soft_wrap=True)
+        console.print(f"[red]refused:[/] source {removed[0].id} ({shown(removed[0].root)}) was removed; "
+                      f"`ki insert {shown(removed[0].root)}` restores it", highlight=False, soft_wrap=True)
         raise typer.Exit(2)
     if not sources:
         out.print("no sources; add one with `ki insert FOLDER`")

@@ -12,7 +12,7 @@ import typer
 from rich.table import Table
 
 from ki.api.scopes import SCOPES
-from ki.cli.common import console, open_context, out
+from ki.cli.common import console, open_context, out, shown
 
 group = typer.Typer(no_args_is_help=True, help="API tokens for ki serve (stored hashed)")
 
@@ -34,13 +34,13 @@ def create(
     try:
         row, token = create_token(_engine(), name=name, scopes=scope, principal=principal)
     except ValueError as exc:
-        console.print(f"[red]refused:[/] {exc}")
+        console.print(f"[red]refused:[/] {shown(exc)}", highlight=False)
         raise typer.Exit(2) from exc
     if as_json:
         sys.stdout.write(json.dumps({"id": row.id, "token": token}) + "\n")
         return
     out.print(token, markup=False, highlight=False)
-    console.print(f"token {row.id} '{row.name}' with {', '.join(row.scopes)}"
+    console.print(f"token {row.id} '{shown(row.name)}' with {', '.join(row.scopes)}"
                   + (f" as {row.principal}" if row.principal else "")
                   + ": copy it now, it is not shown again")
 
@@ -63,7 +63,7 @@ def list_(as_json: bool = typer.Option(False, "--json")) -> None:
     for col in ("id", "name", "token", "scopes", "principal", "created", "last used", "state"):
         table.add_column(col)
     for r in rows:
-        table.add_row(str(r.id), r.name, r.prefix + "…", " ".join(r.scopes), r.principal or "",
+        table.add_row(str(r.id), shown(r.name), r.prefix + "…", " ".join(r.scopes), shown(r.principal or ""),
                       f"{r.created_at:%Y-%m-%d %H:%M}", f"{r.last_used_at:%Y-%m-%d %H:%M}" if r.last_used_at else "",
                       f"revoked {r.revoked_at:%Y-%m-%d %H:%M}" if r.revoked_at else "live")
     out.print(table)
@@ -77,9 +77,9 @@ def revoke(token_id: int = typer.Argument(..., help="the id shown by `ki token l
     try:
         row = revoke_token(_engine(), token_id)
     except LookupError as exc:
-        console.print(f"[red]{exc}[/]")
+        console.print(f"[red]{shown(exc)}[/]", highlight=False)
         raise typer.Exit(2) from exc
-    out.print(f"revoked token {row.id} '{row.name}'")
+    out.print(f"revoked token {row.id} '{shown(row.name)}'", highlight=False)
 
 
 def register(app: typer.Typer) -> None:

@@ -128,7 +128,7 @@ def test_insert_scans_and_runs_the_estate(cli, inserted):
     assert n > 100
     assert f"{n} files, {n} new" in " ".join(inserted.stderr.split())
     assert "completed in" in inserted.stderr and "stage executions" in inserted.stderr
-    assert "processing_state by stage" in inserted.stdout
+    assert "documents by stage" in inserted.stdout
     # inserting again finds nothing new and nothing to do
     again = cli.run("insert", str(cli.estate))
     text = " ".join(again.stderr.split())
