@@ -7,21 +7,17 @@ Two small text files inserted on the embedded PostgreSQL of a fresh data directo
 from __future__ import annotations
 
 import json
-import os
 import re
-import shutil
 import subprocess
-import sys
-import tempfile
 from importlib.metadata import version
 from pathlib import Path
 
 import pytest
 
+from tests.helpers.ki_command import KI, private_folder, user_env
+
 pytestmark = pytest.mark.timeout(900)
 
-KI_SCRIPT = Path(sys.executable).parent / "ki"
-KI = [str(KI_SCRIPT)] if KI_SCRIPT.exists() else [sys.executable, "-m", "ki.cli"]
 
 MARKUP_NAME = "Akte [red]2023 [bold]Vertrag.txt"
 ANSI_NAME = "Akte \x1b[31mrot\x1b[0m Vertrag.txt"
@@ -30,16 +26,12 @@ ANSI_SHOWN = "Akte \\x1b[31mrot\\x1b[0m Vertrag.txt"  # the ESC characters as te
 
 @pytest.fixture
 def base() -> Path:
-    path = Path(tempfile.mkdtemp(prefix="ki-cli-output-"))
-    yield path
-    from ki.store.db import stop_embedded_server
-
-    stop_embedded_server(path / "data" / "pg")
-    shutil.rmtree(path, ignore_errors=True)
+    with private_folder("ki-cli-output-") as path:
+        yield path
 
 
 def test_names_print_as_named_and_status_fits_80_columns(base):
-    env = {k: v for k, v in os.environ.items() if not k.startswith("KI_")} | {"KI_DATA_DIR": str(base / "data")}
+    env = user_env(base / "data")
 
     def ki(*args: str, extra: dict | None = None) -> subprocess.CompletedProcess:
         proc = subprocess.run([*KI, *args], env=env | (extra or {}), capture_output=True, text=True, timeout=600)

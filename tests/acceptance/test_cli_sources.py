@@ -8,34 +8,24 @@ and rescanned once (~1-2 min on a loaded 2-core machine, most of it interpreter 
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import subprocess
-import sys
-import tempfile
 from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.timeout(900)
+from tests.helpers.ki_command import KI, private_folder, user_env
 
-KI_SCRIPT = Path(sys.executable).parent / "ki"
-KI = [str(KI_SCRIPT)] if KI_SCRIPT.exists() else [sys.executable, "-m", "ki.cli"]
+pytestmark = pytest.mark.timeout(900)
 
 
 @pytest.fixture
 def base() -> Path:
-    """A private folder (pytest's rotating basetemp may be pruned by a concurrent session)."""
-    path = Path(tempfile.mkdtemp(prefix="ki-cli-sources-"))
-    yield path
-    from ki.store.db import stop_embedded_server
-
-    stop_embedded_server(path / "data" / "pg")
-    shutil.rmtree(path, ignore_errors=True)
+    with private_folder("ki-cli-sources-") as path:
+        yield path
 
 
 def test_sources_are_listed_refused_removed_restored_and_rescanned(base):
-    env = {k: v for k, v in os.environ.items() if not k.startswith("KI_")} | {"KI_DATA_DIR": str(base / "data")}
+    env = user_env(base / "data")
 
     def ki(*args: str, code: int = 0) -> subprocess.CompletedProcess:
         proc = subprocess.run([*KI, *args], env=env, capture_output=True, text=True, timeout=600,
