@@ -15,8 +15,9 @@ from rich.table import Table
 from ki.errors import ConfigurationError
 from ki.taxonomies import BUCKETS, PIPELINE_STAGE_ORDER
 
-#: Messages, progress and errors (stderr).
-console = Console(stderr=True)
+#: Messages, progress and errors (stderr). Messages are never wrapped by rich (the terminal wraps them;
+#: a log or a test reads each message as one line).
+console = Console(stderr=True, soft_wrap=True)
 #: Results (stdout; when not a terminal ``COLUMNS`` columns, else 160, so piped tables do not wrap).
 out = Console(width=None if sys.stdout.isatty() else shutil.get_terminal_size((160, 24)).columns)
 

@@ -8,13 +8,9 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
 from importlib.metadata import version
-from pathlib import Path
 
 import pytest
-
-from tests.helpers.ki_command import KI, private_folder, user_env
 
 pytestmark = pytest.mark.timeout(900)
 
@@ -24,21 +20,8 @@ ANSI_NAME = "Akte \x1b[31mrot\x1b[0m Vertrag.txt"
 ANSI_SHOWN = "Akte \\x1b[31mrot\\x1b[0m Vertrag.txt"  # the ESC characters as text
 
 
-@pytest.fixture
-def base() -> Path:
-    with private_folder("ki-cli-output-") as path:
-        yield path
-
-
-def test_names_print_as_named_and_status_fits_80_columns(base):
-    env = user_env(base / "data")
-
-    def ki(*args: str, extra: dict | None = None) -> subprocess.CompletedProcess:
-        proc = subprocess.run([*KI, *args], env=env | (extra or {}), capture_output=True, text=True, timeout=600)
-        assert proc.returncode == 0, proc.stderr[-3000:]
-        assert "Traceback" not in proc.stderr
-        return proc
-
+def test_names_print_as_named_and_status_fits_80_columns(ki):
+    base = ki.base
     assert ki("--version").stdout == f"ki {version('ki')}\n"
 
     estate = base / "estate"

@@ -8,31 +8,14 @@ and rescanned once (~1-2 min on a loaded 2-core machine, most of it interpreter 
 from __future__ import annotations
 
 import json
-import subprocess
-from pathlib import Path
 
 import pytest
-
-from tests.helpers.ki_command import KI, private_folder, user_env
 
 pytestmark = pytest.mark.timeout(900)
 
 
-@pytest.fixture
-def base() -> Path:
-    with private_folder("ki-cli-sources-") as path:
-        yield path
-
-
-def test_sources_are_listed_refused_removed_restored_and_rescanned(base):
-    env = user_env(base / "data")
-
-    def ki(*args: str, code: int = 0) -> subprocess.CompletedProcess:
-        proc = subprocess.run([*KI, *args], env=env, capture_output=True, text=True, timeout=600,
-                              stdin=subprocess.DEVNULL)
-        assert proc.returncode == code, f"ki {' '.join(args)} exited {proc.returncode}\n{proc.stderr[-3000:]}"
-        assert "Traceback" not in proc.stderr
-        return proc
+def test_sources_are_listed_refused_removed_restored_and_rescanned(ki):
+    base = ki.base
 
     def sources() -> list[dict]:
         return json.loads(ki("source", "list", "--json").stdout)

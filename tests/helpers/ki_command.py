@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
 import sys
 import tempfile
 from collections.abc import Iterator
@@ -33,3 +34,26 @@ def private_folder(prefix: str) -> Iterator[Path]:
 
         stop_embedded_server(path / "data" / "pg")
         shutil.rmtree(path, ignore_errors=True)
+
+
+def run_ki(env: dict[str, str], *args: str, code: int = 0, timeout: float = 600) -> subprocess.CompletedProcess:
+    """Run ``ki ARGS`` (stdin closed); assert its exit code and that no traceback reached stderr."""
+    proc = subprocess.run([*KI, *args], env=env, capture_output=True, text=True, timeout=timeout,
+                          stdin=subprocess.DEVNULL)
+    assert proc.returncode == code, f"ki {' '.join(args)} exited {proc.returncode}\n{proc.stderr[-3000:]}"
+    assert "Traceback" not in proc.stderr, proc.stderr[-3000:]
+    return proc
+
+
+class KiUser:
+    """A user's shell for one test: a data directory under ``base``, their environment, the ``ki`` command."""
+
+    def __init__(self, base: Path):
+        self.base = base
+        self.data_dir = base / "data"
+        self.env = user_env(self.data_dir)
+
+    def __call__(self, *args: str, code: int = 0, extra: dict[str, str] | None = None,
+                 timeout: float = 600) -> subprocess.CompletedProcess:
+        """``ki ARGS`` with :func:`run_ki`'s checks; ``extra`` adds environment variables."""
+        return run_ki(self.env | (extra or {}), *args, code=code, timeout=timeout)
