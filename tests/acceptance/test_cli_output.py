@@ -34,7 +34,7 @@ def test_names_print_as_named_and_status_fits_80_columns(ki):
     assert "\x1b" not in hits  # no escape sequence reaches the terminal
     listed = [m.group(1) for m in re.finditer(r"^ ?\d+\. (.*?)  \(score ", hits, re.MULTILINE)]
     assert sorted(listed) == sorted([f"{estate}/{MARKUP_NAME}", f"{estate}/{ANSI_SHOWN}"]), hits
-    as_json = json.loads(ki("search", "Liefervertrag", "--json").stdout)
+    as_json = json.loads(ki("search", "Liefervertrag", "--json").stdout)["hits"]
     assert sorted(h["path"] for h in as_json) == sorted([f"{estate}/{MARKUP_NAME}", f"{estate}/{ANSI_NAME}"])
 
     table = ki("status", extra={"COLUMNS": "80"}).stdout

@@ -56,14 +56,14 @@ def test_sources_are_listed_refused_removed_restored_and_rescanned(ki):
     assert removed.stdout.strip() == f"removed source 1 ({estate}): 4 files, 4 documents: 4 documents tombstoned, " \
                                      "history kept"
     assert sources() == []
-    assert json.loads(ki("search", "Liefervertrag", "--json").stdout) == []
+    assert json.loads(ki("search", "Liefervertrag", "--json").stdout)["hits"] == []
     assert ki("source", "rescan", "1", code=2).stderr.splitlines() == [
         f"refused: source 1 ({estate}) was removed; `ki insert {estate}` restores it"]
 
     restored = ki("insert", str(estate))
     assert f"source 1 ({estate}) was removed: restored" in restored.stderr.splitlines()
     assert [(s["id"], s["files"]) for s in sources()] == [(1, 4)]
-    assert len(json.loads(ki("search", "Liefervertrag", "--json").stdout)) == 4
+    assert len(json.loads(ki("search", "Liefervertrag", "--json").stdout)["hits"]) == 4
 
     rescan = ki("source", "rescan")
     assert f"scanned {estate}: 4 files, 0 new, 0 changed, 4 unchanged, 0 tombstoned" in rescan.stderr.splitlines()
