@@ -87,6 +87,7 @@ class SourceObject(Base):
     __table_args__ = (
         UniqueConstraint("source_id", "external_id", name="uq_source_object_external"),
         Index("ix_source_object_parent", "parent_id", postgresql_where=sa_text("parent_id IS NOT NULL")),
+        Index("ix_source_object_path_prefix", "path", postgresql_ops={"path": "text_pattern_ops"}),
     )
 
 
@@ -140,10 +141,13 @@ class ProcessingState(Base):
     updated_at: Mapped[datetime] = mapped_column(TZ, server_default=func.now())
     # Migration 0012_work_items: the row's public id (``work_item:<uuid>``), never changed.
     work_item_id: Mapped[uuid.UUID] = mapped_column(UUID(as_uuid=True), server_default=sa_text("gen_random_uuid()"))
+    # Migration 0014_work_item_signature: the failure's signature (``last_error->>'signature'``), stored.
+    signature: Mapped[str | None] = mapped_column(Text, Computed("last_error->>'signature'", persisted=True))
     __table_args__ = (
         UniqueConstraint("source_object_id", "stage", name="uq_processing_state_object_stage"),
         Index("uq_processing_state_work_item", "work_item_id", unique=True),
-        Index("ix_processing_state_signature", "stage", sa_text("(last_error->>'signature')"),
+        Index("ix_processing_state_signature", "stage", "signature", "id",
+              postgresql_include=["source_object_id", "updated_at"],
               postgresql_where=sa_text("status IN ('failed', 'quarantined')")),
         Index(
             "ix_processing_state_claimable",

@@ -83,7 +83,8 @@ class WorkItemFilter:
 
     Attributes:
         status: a work-queue status (:data:`WORK_STATUSES`); bucket: a console bucket (``BUCKETS``).
-        kind: the stage; reason / error_class / signature: ``last_error`` fields.
+        kind: the stage; reason / error_class: ``last_error`` fields.
+        signature: the failing rows (ki failed or quarantined) whose failure has this signature.
         infrastructure: True = failures an outage caused (``last_error.infrastructure`` set), False = the rest.
         path_prefix: the object's path starts with it; run_id: the row's last run.
         since / until: ``updated_at`` bounds (UTC, inclusive / exclusive).
@@ -124,8 +125,10 @@ class WorkItemFilter:
             sql.append(_STATUS_SQL[self.status])
         if self.bucket:
             sql.append(_BUCKET_SQL[self.bucket])
+        if self.signature is not None:  # a failure group: the failing rows (their index serves it)
+            sql.append("ps.status IN ('failed', 'quarantined')")
         for name, column in (("kind", "ps.stage"), ("reason", "ps.reason"), ("error_class", "ps.last_error->>'class'"),
-                             ("signature", "ps.last_error->>'signature'"), ("run_id", "ps.run_id")):
+                             ("signature", "ps.signature"), ("run_id", "ps.run_id")):
             if getattr(self, name) is not None:
                 sql.append(f"{column} = :f_{name}")
                 params[f"f_{name}"] = getattr(self, name)
@@ -134,8 +137,9 @@ class WorkItemFilter:
                        + ("ps.last_error->>'infrastructure' IS NOT NULL" if self.infrastructure
                           else "ps.last_error->>'infrastructure' IS NULL"))
         if self.path_prefix:
-            sql.append("starts_with(so.path, :f_path_prefix)")
-            params["f_path_prefix"] = self.path_prefix
+            sql.append(r"so.path LIKE :f_path_prefix ESCAPE '\'")  # ix_source_object_path_prefix
+            escaped = self.path_prefix.replace("\\", "\\\\").replace("%", r"\%").replace("_", r"\_")
+            params["f_path_prefix"] = escaped + "%"
         if self.since is not None:
             sql.append("ps.updated_at >= :f_since")
             params["f_since"] = self.since
@@ -240,21 +244,28 @@ class FailureGroup:
 
 def failure_groups(conn: Connection, flt: WorkItemFilter, *, limit: int = 100) -> list[FailureGroup]:
     """Per (stage, signature) of the failing rows (ki failed or quarantined) that match ``flt``, largest
-    first (issue 18 item 3, ``GET /v1/work-items/groups``)."""
+    first (issue 18 item 3, ``GET /v1/work-items/groups``). Three statements: the groups over the rows'
+    stored ``signature`` (their partial index; error objects read only for each group's newest row), the
+    sample paths, the first/last seen from the history. Class, reason, message and whether an outage
+    caused them are the newest row's."""
     where, params = flt.where()
+    join = "JOIN source_object so ON so.id = ps.source_object_id" if flt.path_prefix else ""
     rows = conn.execute(text(f"""
-        SELECT ps.stage, ps.last_error->>'signature' AS signature, count(*) AS n,
-               min(ps.updated_at) AS first_row, max(ps.updated_at) AS last_row,
-               bool_or(ps.last_error->>'infrastructure' IS NOT NULL) AS infrastructure,
-               (array_agg(ps.last_error->>'class' ORDER BY ps.id DESC))[1] AS error_class,
-               (array_agg(ps.reason ORDER BY ps.id DESC))[1] AS reason,
-               (array_agg(so.path ORDER BY ps.id DESC))[1:3] AS samples,
-               (array_agg(ps.last_error->>'message' ORDER BY ps.id DESC))[1] AS message
-        FROM processing_state ps JOIN source_object so ON so.id = ps.source_object_id
-        WHERE ps.status IN ('failed', 'quarantined') AND ps.last_error->>'signature' IS NOT NULL AND {where}
-        GROUP BY 1, 2 ORDER BY n DESC, 1, 2 LIMIT :limit"""), {**params, "limit": limit}).fetchall()
+        WITH g AS (
+            SELECT ps.stage, ps.signature, count(*) AS n, min(ps.updated_at) AS first_row,
+                   max(ps.updated_at) AS last_row, max(ps.id) AS newest,
+                   (array_agg(ps.source_object_id ORDER BY ps.id DESC))[1:3] AS samples
+            FROM processing_state ps {join}
+            WHERE ps.status IN ('failed', 'quarantined') AND ps.signature IS NOT NULL AND {where}
+            GROUP BY 1, 2 ORDER BY n DESC, 1, 2 LIMIT :limit)
+        SELECT g.*, ps.last_error->>'class' AS error_class, ps.reason, ps.last_error->>'message' AS message,
+               ps.last_error->>'infrastructure' IS NOT NULL AS infrastructure
+        FROM g JOIN processing_state ps ON ps.id = g.newest ORDER BY g.n DESC, g.stage, g.signature"""),
+        {**params, "limit": limit}).fetchall()
     if not rows:
         return []
+    paths = dict(conn.execute(text("SELECT id, path FROM source_object WHERE id = ANY(CAST(:ids AS bigint[]))"),
+                              {"ids": sorted({i for r in rows for i in r.samples})}).fetchall())
     seen = {(r.stage, r.signature): (r.first_seen, r.last_seen) for r in conn.execute(text("""
         SELECT stage, signature, min(finished_at) AS first_seen, max(finished_at) AS last_seen
         FROM work_item_attempt
@@ -264,7 +275,8 @@ def failure_groups(conn: Connection, flt: WorkItemFilter, *, limit: int = 100) -
     for r in rows:
         first, last = seen.get((r.stage, r.signature), (r.first_row, r.last_row))
         out.append(FailureGroup(r.stage, r.signature, int(r.n), min(first, r.first_row), max(last, r.last_row),
-                                bool(r.infrastructure), r.error_class, r.reason, list(r.samples), r.message))
+                                bool(r.infrastructure), r.error_class, r.reason,
+                                [paths[i] for i in r.samples if i in paths], r.message))
     return out
 
 
