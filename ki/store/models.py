@@ -141,7 +141,7 @@ class ProcessingState(Base):
     updated_at: Mapped[datetime] = mapped_column(TZ, server_default=func.now())
     # Migration 0012_work_items: the row's public id (``work_item:<uuid>``), never changed.
     work_item_id: Mapped[uuid.UUID] = mapped_column(UUID(as_uuid=True), server_default=sa_text("gen_random_uuid()"))
-    # Migration 0015_work_item_signature: the failure's signature (``last_error->>'signature'``), stored.
+    # Migration 0016_work_item_signature: the failure's signature (``last_error->>'signature'``), stored.
     signature: Mapped[str | None] = mapped_column(Text, Computed("last_error->>'signature'", persisted=True))
     __table_args__ = (
         UniqueConstraint("source_object_id", "stage", name="uq_processing_state_object_stage"),

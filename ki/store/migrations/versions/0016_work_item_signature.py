@@ -1,7 +1,7 @@
 """The failure signature as a stored column of processing_state, indexed for the failure groups.
 
-Revision ID: 0015_work_item_signature
-Revises: 0014_search_parts
+Revision ID: 0016_work_item_signature
+Revises: 0015_run_worker
 
 Issue 18 (``GET /v1/work-items/groups``, the ``signature`` filter): ``signature`` is generated from
 ``last_error->>'signature'`` (as ``reason`` is from ``last_error->>'reason'``), so grouping and
@@ -12,8 +12,8 @@ what the groups count (``id``, ``source_object_id``, ``updated_at``) and replace
 
 from alembic import op
 
-revision = "0015_work_item_signature"
-down_revision = "0014_search_parts"
+revision = "0016_work_item_signature"
+down_revision = "0015_run_worker"
 branch_labels = None
 depends_on = None
 
