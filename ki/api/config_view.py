@@ -50,6 +50,12 @@ _SECRET = re.compile(r"(api_key|password|secret|token)$")
 _CHOICES: dict[str, list[Any]] = {"components.orchestrator_provider": list(get_args(ProviderName))}
 
 
+def is_secret(key: str) -> bool:
+    """Whether a dotted configuration field holds a secret (its value is never shown)."""
+    name = key.rsplit(".", 1)[-1]
+    return bool(_SECRET.search(name)) and name != "rerun_token"
+
+
 def run_rule(key: str) -> tuple[RunRule | None, str | None]:
     """The rule and reason of ``key`` in :data:`RUN_RULES` (``(None, None)``: never requires a run)."""
     for pattern, rule, reason in RUN_RULES:
@@ -142,7 +148,7 @@ def describe_config(data_dir: Path, config: KiConfig) -> ConfigOut:
             elif isinstance(meta, annotated_types.Gt):
                 bounds["exclusive_minimum"] = float(meta.gt)
         source = "env" if key in pins else "saved" if key in saved else "default"
-        secret = bool(_SECRET.search(name)) and name != "rerun_token"
+        secret = is_secret(key)
         rule, reason = run_rule(key)
         value = values.get(key)
         fields[key] = ConfigField(

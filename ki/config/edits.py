@@ -94,6 +94,44 @@ def _field_errors(exc: ValidationError, changed: list[str]) -> dict[str, list[st
     return errors
 
 
+def unset_config_value(data_dir: Path, key: str) -> bool:
+    """Remove ``key`` (a dotted leaf field) from the saved configuration: it falls back to its default.
+
+    Returns: False when the saved file did not set it (nothing written).
+    Raises:
+        EnvPinnedError: the field is pinned by an environment variable.
+        ConfigValidationError: ``key`` is no configuration field, or the rest no longer validates.
+    """
+    with _edit_lock(data_dir):
+        pins = env_pinned_fields()
+        if key in pins:
+            raise EnvPinnedError(key, pins[key])
+        if key not in _leaf_keys(KiConfig()):
+            raise ConfigValidationError({key: ["unknown configuration field"]})
+        saved = copy.deepcopy(_read_saved(config_path(data_dir)))
+        trail: list[tuple[dict, str]] = []
+        node: Any = saved
+        for part in key.split("."):
+            if not isinstance(node, dict) or part not in node:
+                return False
+            trail.append((node, part))
+            node = node[part]
+        leaf_parent, leaf = trail[-1]
+        del leaf_parent[leaf]
+        for parent, part in reversed(trail[:-1]):  # then the sections it leaves empty
+            if parent[part] == {}:
+                del parent[part]
+        try:
+            KiConfig.model_validate(saved)
+        except ValidationError as exc:
+            raise ConfigValidationError(_field_errors(exc, [key])) from exc
+        path = config_path(data_dir)
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(saved, indent=2, sort_keys=True), encoding="utf-8")
+        os.replace(tmp, path)
+        return True
+
+
 def apply_config_changes(data_dir: Path, changes: Mapping[str, Any], *, expected_version: str | None,
                          dry_run: bool = False) -> tuple[KiConfig, str]:
     """Apply ``changes`` (dotted field → JSON value) to the saved configuration, all or nothing.

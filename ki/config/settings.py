@@ -200,6 +200,23 @@ class ComponentsConfig(BaseModel):
     docling_client_timeout_seconds: float = Field(default=270, gt=0)
     opensearch_url: str | None = None
 
+    @field_validator("docling_url", "opensearch_url")
+    @classmethod
+    def _http_url(cls, value: str | None) -> str | None:
+        """An http(s) URL with a host (``http://127.0.0.1:5001``); empty means unset."""
+        if value is None or value == "":
+            return None
+        from urllib.parse import urlsplit
+
+        try:
+            parts = urlsplit(value)
+            parts.port  # noqa: B018 - raises ValueError for a port that is not a number
+        except ValueError as exc:
+            raise ValueError(f"{value!r} is not a URL: {exc}") from exc
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError(f"{value!r} is not an http:// or https:// URL with a host")
+        return value
+
     @field_validator("orchestrator_provider")
     @classmethod
     def _known_provider(cls, value: str) -> str:
