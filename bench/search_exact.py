@@ -471,10 +471,10 @@ def _opensearch(args: argparse.Namespace, db: Any, corpus: Corpus, queries: list
     from ki.index.backend import ChunkRow, IndexDocument
     from ki.index.opensearch import OpenSearchBackend
 
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests.helpers
     import tempfile
 
-    from opensearch_node import DEFAULT_JVM_OPTS, start_opensearch_node
+    from tests.helpers.opensearch_node import DEFAULT_JVM_OPTS, start_opensearch_node
 
     work = Path(tempfile.mkdtemp(prefix="ki-bench-os-"))
     opts = tuple(o for o in DEFAULT_JVM_OPTS if not o.startswith(("-Xms", "-Xmx"))) + ("-Xms2g", "-Xmx2g")
