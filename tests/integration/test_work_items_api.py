@@ -10,7 +10,7 @@ Faults are injected by replacing our own stage handlers (the store is never mock
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 import httpx
 import pytest
@@ -107,12 +107,18 @@ def test_cursor_paging_returns_every_item_once_while_rows_change(served):
 
 def test_bulk_retry_of_the_infrastructure_casualties_releases_exactly_those(served):
     base, h, ctx, ids, faults, app = served
-    since = datetime(2000, 1, 1, tzinfo=UTC).isoformat()
+    # an earlier casualty (yesterday's outage) is outside "since T": it stays as it is
+    early = ids[OUTAGE[0]]
+    with ctx.db.engine.begin() as conn:
+        conn.execute(text("UPDATE processing_state SET updated_at = now() - interval '1 day' "
+                          "WHERE source_object_id = :o AND stage = 'convert'"), {"o": early})
+    since = (datetime.now(UTC) - timedelta(hours=1)).isoformat()
+    casualties = [ids[i] for i in OUTAGE[1:]]
     flt = {"kind": "convert", "infrastructure": "true", "since": since}
     r = post(base, "/v1/work-items/retry", h["operator"], json={"dry_run": True}, **flt)
     assert r.status_code == 200, r.text
     preview = r.json()
-    assert preview["count"] == 3 and len(preview["sample"]) == 3 and preview["confirmation_token"]
+    assert preview["count"] == 2 and len(preview["sample"]) == 2 and preview["confirmation_token"]
     # no token / a changed filter / a changed limit are refused, and nothing moves
     assert post(base, "/v1/work-items/retry", h["operator"], json={}, **flt).json()["error"] == \
         "confirmation_required"
@@ -129,7 +135,7 @@ def test_bulk_retry_of_the_infrastructure_casualties_releases_exactly_those(serv
                              AND stage = 'convert'"""), {"o": extra})
     r = post(base, "/v1/work-items/retry", h["operator"], json={"confirmation_token": token}, **flt)
     assert (r.status_code, r.json()["error"]) == (409, "confirmation_mismatch")
-    assert "now 4" in r.json()["message"]
+    assert "now 3" in r.json()["message"]
     with ctx.db.engine.begin() as conn:
         conn.execute(text("""UPDATE processing_state SET status = 'quarantined', last_error = last_error -
                              'infrastructure' WHERE source_object_id = :o AND stage = 'convert'"""), {"o": extra})
@@ -139,25 +145,25 @@ def test_bulk_retry_of_the_infrastructure_casualties_releases_exactly_those(serv
     r = post(base, "/v1/work-items/retry", h["operator"], json={"confirmation_token": token}, **flt)
     assert r.status_code == 200, r.text
     result = r.json()
-    assert (result["acted"], result["remaining"], result["next_confirmation_token"]) == (3, 0, None)
+    assert (result["acted"], result["remaining"], result["next_confirmation_token"]) == (2, 0, None)
     assert "queued" in result["message"]
     app.state.ki.launcher.wait_idle(120)
     with ctx.db.engine.connect() as conn:
         retried = conn.execute(text("""SELECT source_object_id FROM work_item_attempt WHERE outcome = 'retried'
                                        ORDER BY 1""")).scalars().all()
         audit = conn.execute(text("SELECT actor, details FROM audit_log WHERE action = 'work_items_retry'")).all()
-    assert retried == sorted(ids[i] for i in OUTAGE)
-    assert len(audit) == 1 and audit[0].actor == "operator" and audit[0].details["count"] == 3
+    assert retried == sorted(casualties)
+    assert len(audit) == 1 and audit[0].actor == "operator" and audit[0].details["count"] == 2
     assert audit[0].details["filter"] == {"kind": "convert", "infrastructure": True, "since": since}
-    for i, oid in enumerate(ids):
+    for oid in ids:
         now = rows(ctx, oid)
-        if i in OUTAGE:
+        if oid in casualties:
             assert now["convert"]["status"] == "done" and now["index"]["status"] == "done"
         else:  # nothing else moved
             assert {s: now[s]["status"] for s in PIPELINE_STAGE_ORDER} == \
                 {s: before[oid][s]["status"] for s in PIPELINE_STAGE_ORDER}
     # the history of a released item keeps its outage failure before the retry and the success after it
-    item = item_of(base, h["reader"], ids[OUTAGE[0]], "convert")
+    item = item_of(base, h["reader"], casualties[0], "convert")
     detail = get(base, f"/v1/work-items/{item['id']}", h["reader"]).json()
     assert [e["outcome"] for e in detail["history"]] == ["failed", "retried", "done"]
     assert detail["history"][0]["infrastructure"] == "docling answered HTTP 503"
