@@ -201,6 +201,16 @@ class RunAborted(KiError):
     """
 
 
+class SyncAlreadyRunning(KiError):
+    """A sync of this source is already queued or running (``uq_pipeline_runs_active_sync``): a second one
+    is refused, not queued twice. ``run_id`` is the unfinished sync run."""
+
+    def __init__(self, source_id: int, run_id: int | None):
+        super().__init__(f"source {source_id} is already being synced (run {run_id}); try again when it ends")
+        self.source_id = source_id
+        self.run_id = run_id
+
+
 class OrchestratorUnavailable(ConfigurationError):
     """The configured orchestrator provider cannot run here (fails closed)."""
 

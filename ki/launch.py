@@ -7,8 +7,8 @@ batch and bulk-triggers one DAG per document (:mod:`ki.workflows.trigger`),
 then returns at once or, with ``wait=True`` (``ki insert``), polls the rows
 until the run ends (:func:`wait_for_run`). The run row records the scalar
 counters (processed, done, skipped, retried, quarantined). A sync run
-(:func:`launch_sync`) scans a source in a Hatchet task and hands off to an
-insertion run.
+(:func:`launch_sync`) scans a source (in this process for ``local``, in the
+``ki-sync`` Hatchet task for ``hatchet``) and hands off to an insertion run.
 """
 
 from __future__ import annotations
@@ -16,13 +16,17 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+
+from sqlalchemy.exc import IntegrityError
 
 from ki.context import PipelineContext
-from ki.errors import OrchestratorUnavailable
+from ki.errors import OrchestratorUnavailable, SyncAlreadyRunning
 from ki.orchestration.run_sweep import sweep_local_runs
 from ki.orchestration.runner import PipelineRunner, RunCounters, RunnerStatus
-from ki.store import runs
+from ki.sources.scan import ScanReport, ScanScope
+from ki.sources.sync import HandOff, run_sync_body
+from ki.store import runs, sync_lock
 from ki.workflows.client import hatchet_client
 from ki.workflows.sweeper import sweep_runs
 from ki.workflows.trigger import trigger_insertion, trigger_sync
@@ -188,16 +192,183 @@ def wait_for_run(ctx: PipelineContext, run_id: int, *, on_tick: Callable[[Runner
         time.sleep(poll_seconds)
 
 
-def launch_sync(ctx: PipelineContext, source_id: int, *, trigger: str = "api") -> int:
-    """Create a ``sync`` run for ``source_id`` and trigger the ``ki-sync`` workflow. Returns the run id.
+@dataclass(frozen=True)
+class SyncSummary:
+    """A sync run as far as it went.
 
-    Raises:
-        OrchestratorUnavailable: no client or the engine refused (the run is failed with the cause).
-        sqlalchemy.exc.IntegrityError: the source already has an unfinished sync run
-            (``uq_pipeline_runs_active_sync``).
+    Attributes:
+        run_id: the sync run; status: ``completed``, ``failed`` or (hatchet, unawaited) ``queued``/``running``.
+        report: the scan's ScanReport (local provider; None for hatchet, whose worker scanned).
+        insertion_run_id: the insertion run it handed off to (None: no hand-off).
+        insertion: that run's RunSummary when this call ran or awaited it.
+        error: the cause of a failed sync; cause: the exception (local provider).
     """
-    with ctx.db.engine.begin() as conn:
-        run_id = runs.create_run(conn, kind=runs.KIND_SYNC, label="Sync", provider="hatchet", status="queued",
-                                 source_id=source_id, trigger=trigger)
-    trigger_sync(ctx, run_id, source_id)
-    return run_id
+
+    run_id: int
+    status: str
+    report: ScanReport | None = None
+    insertion_run_id: int | None = None
+    insertion: RunSummary | None = None
+    error: str | None = None
+    cause: BaseException | None = field(default=None, repr=False, compare=False)
+
+
+#: A sync's scope travels in the ki-sync workflow's input (Hatchet bounds payloads): beyond this many paths
+#: the worker scans the whole source (still deferring young files), beyond this many deferred names only
+#: the young-file rule defers.
+MAX_SCOPE_PATHS = 500
+
+
+def _bounded(scope: ScanScope | None) -> ScanScope | None:
+    if scope is None:
+        return None
+    paths = scope.paths if scope.paths is None or len(scope.paths) <= MAX_SCOPE_PATHS else None
+    defer = scope.defer if len(scope.defer) <= MAX_SCOPE_PATHS else frozenset()
+    return ScanScope(paths=paths, defer=defer, defer_younger_than=scope.defer_younger_than)
+
+
+def _create_sync_run(ctx: PipelineContext, source_id: int, *, trigger: str, provider: str, status: str) -> int:
+    try:
+        with ctx.db.engine.begin() as conn:
+            return runs.create_run(conn, kind=runs.KIND_SYNC, label="Sync", provider=provider, status=status,
+                                   source_id=source_id, trigger=trigger,
+                                   worker=ctx.worker_id if provider == "local" else None)
+    except IntegrityError as exc:
+        if getattr(getattr(exc.orig, "diag", None), "constraint_name", None) != "uq_pipeline_runs_active_sync":
+            raise
+        with ctx.db.engine.connect() as conn:
+            raise SyncAlreadyRunning(source_id, sync_lock.active_sync(conn, source_id)) from exc
+
+
+def launch_sync(
+    ctx: PipelineContext,
+    source_id: int,
+    *,
+    trigger: str = "api",
+    wait: bool = False,
+    hand_off: HandOff | None = None,
+    scope: ScanScope | None = None,
+    workers: int | None = None,
+    wait_for_retries_seconds: float | None = None,
+    on_scanned: Callable[[ScanReport], None] | None = None,
+    on_tick: Callable[[RunnerStatus], None] | None = None,
+    insert: bool = False,
+    on_started: Callable[[int], None] | None = None,
+) -> SyncSummary:
+    """Sync one source as a ``sync`` run with the configured provider (issue 19 item 1).
+
+    ``local``: scan in this process (:func:`ki.sources.sync.run_sync_body`); when the scan brought
+    something new and ``pipeline.auto_insert_after_sync`` is on, hand off to :func:`launch_insertion`
+    (run to idle here, unless ``hand_off`` replaces it, as the watcher's does) and record its id on the
+    sync run. ``hatchet``: create the run ``queued`` and trigger the ``ki-sync`` workflow, whose task does
+    the same; with ``wait=True`` poll the sync run, then the insertion run it handed off to.
+
+    Args:
+        trigger: who started it (``cli``, ``api``, ``watch``...).
+        hand_off: local provider: replaces the default hand-off (``(ctx, source_id, on_started) -> run id``).
+        scope: what the scan looks at (the watcher's settled files; see ScanScope); hatchet: sent in the
+            workflow's input, bounded by :data:`MAX_SCOPE_PATHS`.
+        workers / wait_for_retries_seconds / on_tick: passed to the insertion run (see launch_insertion).
+        on_scanned: local provider: called with the ScanReport before the hand-off starts.
+        on_started: called with the sync run's id once its row exists (the console answers with it).
+        insert: hand off even when nothing changed and auto-insert is off (``ki insert``; hatchet: an
+            insertion run of this source follows a sync that handed off nothing).
+    Returns: the :class:`SyncSummary`.
+    Raises:
+        SyncAlreadyRunning: the source already has an unfinished sync run (nothing is written).
+        OrchestratorUnavailable: hatchet provider without a client (nothing written) or the engine
+            refused the trigger (the sync run is failed with the cause).
+    """
+    ctx.reload_config()
+    provider = ctx.config.components.orchestrator_provider
+    if provider == "hatchet":
+        hatchet_client()  # no token → OrchestratorUnavailable before anything is written
+        run_id = _create_sync_run(ctx, source_id, trigger=trigger, provider="hatchet", status="queued")
+        if on_started is not None:
+            on_started(run_id)
+        trigger_sync(ctx, run_id, source_id, _bounded(scope))
+        if not wait:
+            return SyncSummary(run_id, "queued")
+        status, _, error = wait_for_run(ctx, run_id)
+        with ctx.db.engine.connect() as conn:
+            row = runs.get_run(conn, run_id)
+        insertion_run_id = row.insertion_run_id if row is not None else None
+        insertion = None
+        if insertion_run_id is not None:
+            ins_status, counters, ins_error = wait_for_run(ctx, insertion_run_id, on_tick=on_tick)
+            insertion = RunSummary(insertion_run_id, ins_status, counters, ins_error)
+        elif insert and status == "completed":  # nothing new, yet ki insert finishes what is owed
+            insertion = _launch_hatchet(ctx, trigger=trigger, source_id=source_id, label="Insertion",
+                                        on_tick=on_tick, wait=True)
+        return SyncSummary(run_id, status, None, insertion_run_id, insertion, error)
+    if provider != "local":
+        raise OrchestratorUnavailable(f"unknown orchestrator provider {provider!r}")
+    lock = _SyncLock(ctx, source_id)  # refuses while a live process syncs it; fails a dead process's run
+    try:
+        run_id = _create_sync_run(ctx, source_id, trigger=trigger, provider="local", status="running")
+        if on_started is not None:
+            on_started(run_id)
+        ran: list[RunSummary] = []
+
+        def default_hand_off(ctx: PipelineContext, sid: int, on_started: Callable[[int], None]) -> int:
+            summary = launch_insertion(ctx, trigger="sync", source_id=sid, workers=workers, on_tick=on_tick,
+                                       wait_for_retries_seconds=wait_for_retries_seconds, on_started=on_started)
+            ran.append(summary)
+            return summary.run_id
+
+        def hand_off_then_unlock(ctx: PipelineContext, sid: int, on_started: Callable[[int], None]) -> int | None:
+            def started(insertion_run_id: int) -> None:
+                on_started(insertion_run_id)  # completes the sync run: the next sync may start
+                lock.release()
+
+            return (hand_off or default_hand_off)(ctx, sid, started)
+
+        result = run_sync_body(ctx, run_id, source_id, hand_off=hand_off_then_unlock, scope=scope,
+                               on_scanned=on_scanned, insert=insert)
+    finally:
+        lock.release()
+    return SyncSummary(run_id, result.status, result.report, result.insertion_run_id, ran[0] if ran else None,
+                       result.error, result.cause)
+
+
+class _SyncLock:
+    """The source's sync lock (:func:`ki.store.sync_lock.try_lock_sync`) on a connection of its own, held while
+    this process runs a local sync of the source. Taking it proves that no live process runs one, so an
+    unfinished local sync run left behind (its process was killed, or its database stopped) is failed
+    first instead of blocking every later sync.
+
+    Raises (on construction): SyncAlreadyRunning when another live process holds the lock.
+    """
+
+    def __init__(self, ctx: PipelineContext, source_id: int):
+        self.source_id = source_id
+        self.conn = ctx.db.engine.connect().execution_options(isolation_level="AUTOCOMMIT")
+        try:
+            got = sync_lock.try_lock_sync(self.conn, source_id)
+            if got:
+                orphaned = sync_lock.fail_orphaned_syncs(self.conn, source_id, "the process running this sync ended "
+                                                    "before it finished (killed, or its database stopped)")
+                if orphaned:
+                    log.warning("sync run(s) %s of source %s were left unfinished by a process that ended: failed",
+                                orphaned, source_id)
+            else:
+                active = sync_lock.active_sync(self.conn, source_id)
+        except BaseException:
+            self.conn.close()
+            raise
+        if not got:
+            self.conn.close()
+            self.conn = None
+            raise SyncAlreadyRunning(source_id, active)
+
+    def release(self) -> None:
+        """Release the lock (idempotent)."""
+        if self.conn is None:
+            return
+        conn, self.conn = self.conn, None
+        try:
+            sync_lock.unlock_sync(conn, self.source_id)
+        except Exception as exc:  # noqa: BLE001 - closing the connection releases it anyway
+            log.warning("releasing the sync lock of source %s: %s", self.source_id, exc)
+        finally:
+            conn.close()

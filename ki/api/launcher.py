@@ -7,16 +7,22 @@ runner beside it (both would only compete for the same rows) but records a **fol
 active run ends, one more run starts, so work queued meanwhile (a saved re-run, a quarantine retry —
 whose rows the running run's prepare steps have not seen) is picked up without anyone asking again.
 With the ``hatchet`` provider a launch triggers the batch and returns (the engine runs it).
+
+A sync (:meth:`RunLauncher.sync`, ``POST /api/actions/sync``; issue 19) goes through ``launch_sync``:
+with ``local`` the scan runs in a thread of its own and hands off to this launcher's insertion run
+(or records the active one, with a follow-up behind it); with ``hatchet`` the ``ki-sync`` workflow is
+triggered and the call returns.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from ki.context import PipelineContext
-from ki.launch import launch_insertion
+from ki.launch import launch_insertion, launch_sync
 
 log = logging.getLogger(__name__)
 
@@ -78,6 +84,49 @@ class RunLauncher:
             if self._current is None and self._error is not None:
                 raise self._error
             return Launch(self._current, False)
+
+    def sync(self, source_id: int, *, trigger: str) -> int:
+        """Start a sync run of ``source_id``; returns its run id once its row exists.
+
+        Raises:
+            SyncAlreadyRunning: the source has an unfinished sync run (nothing is written).
+            OrchestratorUnavailable: the ``hatchet`` provider has no engine configured, or refused.
+            TimeoutError: the local sync did not create its row within :data:`START_TIMEOUT_SECONDS`.
+        """
+        self.ctx.reload_config()
+        if self.ctx.config.components.orchestrator_provider != "local":
+            return launch_sync(self.ctx, source_id, trigger=trigger).run_id
+        started = threading.Event()
+        box: dict[str, object] = {}
+
+        def on_started(run_id: int) -> None:
+            box["run_id"] = run_id
+            started.set()
+
+        def body() -> None:
+            try:
+                launch_sync(self.ctx, source_id, trigger=trigger, hand_off=self.hand_off, on_started=on_started)
+            except Exception as exc:  # noqa: BLE001 - raised to the request below, or logged
+                box["error"] = exc
+                if started.is_set():
+                    log.exception("sync of source %s from the API failed", source_id)
+            finally:
+                started.set()
+
+        threading.Thread(target=body, name=f"ki-api-sync-{source_id}", daemon=True).start()
+        if not started.wait(START_TIMEOUT_SECONDS):
+            raise TimeoutError(f"the sync did not start within {START_TIMEOUT_SECONDS:g} s; see the server log")
+        if "run_id" not in box:
+            raise box["error"]  # type: ignore[misc]
+        return int(box["run_id"])  # type: ignore[arg-type]
+
+    def hand_off(self, ctx: PipelineContext, source_id: int, on_started: Callable[[int], None]) -> int | None:
+        """A sync's hand-off (ki.sources.sync.HandOff) to this launcher: starts the background insertion run,
+        or, while one is active, records that run (a follow-up run picks up what it may miss)."""
+        launch = self.launch(trigger="sync")
+        if launch.run_id is not None:
+            on_started(launch.run_id)
+        return launch.run_id
 
     def _on_started(self, run_id: int) -> None:
         with self._lock:

@@ -1,8 +1,9 @@
-"""``GET /api/status``, ``GET /api/runs``, ``POST /api/actions/pipeline``.
+"""``GET /api/status``, ``GET /api/runs``, ``POST /api/actions/pipeline``, ``POST /api/actions/sync``.
 
 Spec: insertion-pipeline.md "The console page" (stage bars and buckets, run banner: GET /api/status,
 polled every 5 s while a run is active, also triggering an opportunistic sweep; recent processing
-runs: GET /api/runs) and "Orchestration" (every trigger goes through ``launch_insertion``).
+runs: GET /api/runs) and "Orchestration" (every trigger goes through ``launch_insertion``; a sync
+through ``launch_sync``, issue 19: a second sync of a source while one runs is refused with 409).
 """
 
 from __future__ import annotations
@@ -14,9 +15,10 @@ from fastapi import APIRouter, Depends, Query
 
 from ki.api.auth import Identity, require_scope
 from ki.api.errors import ApiError, error_responses
-from ki.api.schemas import ActiveRun, LaunchOut, RunOut, RunsPage, StageStatus, StatusOut
+from ki.api.schemas import ActiveRun, LaunchOut, RunOut, RunsPage, StageStatus, StatusOut, SyncIn, SyncOut
 from ki.api.scopes import READ_PIPELINE, WRITE_PIPELINE
 from ki.api.state import ServerState, server_state
+from ki.errors import SyncAlreadyRunning
 from ki.launch import sweep_local_runs
 from ki.store import audit, runs
 from ki.store.runs import RunRow
@@ -104,3 +106,31 @@ def start_pipeline(state: ServerState = Depends(server_state),
     else:
         message = f"run {run.id if run else ''} started"
     return LaunchOut(run=run, follow_up=follow_up, message=message.replace("  ", " "))
+
+
+@router.post("/actions/sync", status_code=202, response_model=SyncOut,
+             responses=error_responses(401, 403, 404, 409, 503))
+def start_sync(body: SyncIn, state: ServerState = Depends(server_state),
+               identity: Identity = Depends(require_scope(WRITE_PIPELINE))) -> SyncOut:
+    """Start a sync run of one source through ``launch_sync`` (local: scanned in this process, in the
+    background, handing off to the console's insertion run); 409 while that source's sync runs."""
+    from ki.store.sources import source_by_id
+
+    with state.ctx.db.engine.connect() as conn:
+        src = source_by_id(conn, body.source_id)
+    if src is None or src.removed_at is not None:
+        raise ApiError(404, "not_found", f"no source {body.source_id}")
+    state.buckets.invalidate()
+    try:
+        run_id = state.launcher.sync(body.source_id, trigger="api")
+    except SyncAlreadyRunning as exc:
+        raise ApiError(409, "sync_running", str(exc), run_id=exc.run_id) from exc
+    except TimeoutError as exc:
+        raise ApiError(503, "run_not_started", str(exc)) from exc
+    with state.ctx.db.engine.begin() as conn:
+        audit.record_audit(conn, actor=identity.name, action="sync_start",
+                           details={"run_id": run_id, "source_id": body.source_id})
+        row = runs.get_run(conn, run_id)
+    if row is None:  # pragma: no cover - the row was created before the id was returned
+        raise ApiError(503, "run_not_started", f"sync run {run_id} vanished")
+    return SyncOut(run=run_out(row), message=f"sync run {run_id} of source {body.source_id} started")

@@ -91,6 +91,20 @@ class LaunchOut(BaseModel):
     message: str
 
 
+class SyncIn(BaseModel):
+    """``POST /api/actions/sync``: the source to sync."""
+
+    source_id: int = Field(ge=1, le=2_147_483_647)
+
+
+class SyncOut(BaseModel):
+    """``POST /api/actions/sync``: the sync run started (it hands off to an insertion run when the scan
+    brings something new and ``pipeline.auto_insert_after_sync`` is on; ``insertion_run_id`` once it has)."""
+
+    run: RunOut
+    message: str
+
+
 # --- configuration -----------------------------------------------------------------------------
 
 

@@ -1,8 +1,12 @@
-"""``ki insert PATH``: register (or reuse) a local-folder source, scan it, run every stage until idle.
+"""``ki insert PATH`` and ``ki sync [SOURCE|PATH]``: a sync run of a source, handing off to an insertion run.
 
-Shows a progress bar per stage, then the run summary, the bucket table and where quarantined
-files are. Exit 0 when the run completes, 1 when it fails, 2 when the folder is refused as a new source
-(missing, a file, inside another source: nothing is registered), 3 when a known folder is unavailable.
+Both go through :func:`ki.launch.launch_sync` (issue 19 item 1). ``ki insert`` registers (or reuses) a
+local-folder source and always runs the insertion, even when the scan found nothing new (it also
+finishes work an earlier run left owed); ``ki sync`` hands off only when the scan brought something new
+and ``pipeline.auto_insert_after_sync`` is on. Shows a progress bar per stage, then the run summary, the
+bucket table and where quarantined files are. Exit 0 when the runs complete, 1 when one fails, 2 when the
+folder is refused as a new source (missing, a file, inside another source: nothing is registered), 3 when
+a known folder is unavailable, 4 when a sync of the source is already running.
 """
 
 from __future__ import annotations
@@ -14,7 +18,7 @@ import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from ki.cli.common import FINISHED_BUCKETS, bucket_counts, console, open_context, plain, print_status, shown
-from ki.errors import SourceUnavailable
+from ki.errors import SourceUnavailable, SyncAlreadyRunning
 from ki.taxonomies import PIPELINE_STAGE_ORDER, STAGE_CONSOLE_NAMES
 
 
@@ -38,40 +42,75 @@ def insert(
     scan_and_run(ctx, source_id, root, workers=workers, wait_retries=wait_retries)
 
 
-def scan_and_run(ctx, source_id: int, root: Path, *, workers: int | None = None,
-                 wait_retries: float | None = None) -> None:
-    """Scan one source, run every stage until idle with progress bars, print the summary.
+def sync(
+    refs: list[str] = typer.Argument(None, metavar="[SOURCE|PATH]...",
+                                     help="source ids or folders (a new folder is registered); default: every source"),
+    workers: int = typer.Option(None, help="worker threads of the hand-off (default KI_WORKERS, 8)"),
+    wait_retries: float = typer.Option(None, help="wait this many seconds for retries falling due"),
+) -> None:
+    """Sync sources: scan, then hand off to an insertion run when something is new (auto-insert on)."""
+    from ki.sources.registry import SourceRefused, named_sources
+    from ki.store.sources import list_sources
+
+    ctx = open_context()
+    try:
+        targets = named_sources(ctx, refs or [])
+    except SourceRefused as exc:
+        console.print(f"[red]refused:[/] {shown(str(exc))}", highlight=False, soft_wrap=True)
+        raise typer.Exit(2) from exc
+    if not refs:
+        with ctx.db.engine.connect() as conn:
+            targets = [(s.id, s.root) for s in list_sources(conn)]
+    if not targets:
+        console.print("no sources registered: `ki sync FOLDER` or `ki insert FOLDER` adds one")
+        return
+    worst = 0
+    for source_id, root in targets:
+        try:
+            scan_and_run(ctx, source_id, root, workers=workers, wait_retries=wait_retries, insert=False)
+        except typer.Exit as exc:
+            worst = max(worst, exc.exit_code)
+    if worst:
+        raise typer.Exit(worst)
+
+
+def scan_and_run(ctx, source_id: int, root: Path | str, *, workers: int | None = None,
+                 wait_retries: float | None = None, insert: bool = True) -> None:
+    """One sync run of a source (:func:`ki.launch.launch_sync`) with progress bars, then the summary.
+
+    ``insert``: hand off to the insertion run even when nothing is new and auto-insert is off (``ki insert``,
+    ``ki source rescan``); False: as a sync decides (``ki sync``).
 
     Raises:
-        typer.Exit: 3 when the folder is unavailable (nothing changed), 1 when the run failed.
+        typer.Exit: 3 when the folder is unavailable (nothing changed), 1 when a run failed, 4 when a sync
+            of the source is already running.
     """
-    from ki.launch import launch_insertion
-    from ki.sources.scan import scan_source
+    from ki.launch import launch_sync
+    from ki.orchestration.runner import RunnerStatus
 
-    try:
-        report = scan_source(ctx, source_id)
-    except SourceUnavailable as exc:
-        console.print(f"[red]source unavailable:[/] {shown(str(exc))} — nothing was changed; run again when it "
-                      "is back", highlight=False, soft_wrap=True)
-        raise typer.Exit(3) from exc
-    console.print(
-        f"scanned {shown(str(root))}: {report.listed} files, {report.new} new, {report.changed} changed, "
-        f"{report.unchanged} unchanged, {len(report.tombstoned)} tombstoned"
-        + (" [yellow](empty listing of a non-empty source: nothing tombstoned)[/]" if report.suspicious else ""),
-        highlight=False, soft_wrap=True)
-    print_scan_notes(report)
     enabled = [s for s in PIPELINE_STAGE_ORDER if ctx.config.pipeline.stage(s).enabled]
     progress = Progress(TextColumn("{task.description:<18}"), BarColumn(), MofNCompleteColumn(),
                         TextColumn("{task.fields[note]}"), TimeElapsedColumn(), console=console,
                         disable=not console.is_terminal and not ctx.settings.progress)
-    tasks = {s: progress.add_task(STAGE_CONSOLE_NAMES[s], total=None, note="") for s in enabled}
+    tasks: dict[str, int] = {}
     last = [0.0]
+
+    def on_scanned(report) -> None:
+        console.print(
+            f"scanned {shown(str(root))}: {report.listed} files, {report.new} new, {report.changed} changed, "
+            f"{report.unchanged} unchanged, {len(report.tombstoned)} tombstoned"
+            + (f", {report.renamed} renamed" if report.renamed else "")
+            + (" [yellow](empty listing of a non-empty source: nothing tombstoned)[/]" if report.suspicious else ""),
+            highlight=False, soft_wrap=True)
+        print_scan_notes(report)
 
     def on_tick(status) -> None:
         now = time.monotonic()
         if now - last[0] < 0.5:
             return
         last[0] = now
+        if not tasks:
+            tasks.update({s: progress.add_task(STAGE_CONSOLE_NAMES[s], total=None, note="") for s in enabled})
         counts = bucket_counts(ctx)
         for s in enabled:
             c = counts[s]
@@ -88,13 +127,35 @@ def scan_and_run(ctx, source_id: int, root: Path, *, workers: int | None = None,
             console.print(f"waiting for {n} retr{'y' if n == 1 else 'ies'} due at {due:%H:%M:%S} UTC", end="\r")
 
     started = time.monotonic()
-    with progress:
-        summary = launch_insertion(ctx, trigger="cli", source_id=source_id, workers=workers,
-                                   wait_for_retries_seconds=wait_retries, on_tick=on_tick, wait=True)
-        last[0] = 0.0
-        from ki.orchestration.runner import RunnerStatus
+    try:
+        with progress:
+            result = launch_sync(ctx, source_id, trigger="cli", wait=True, insert=insert, workers=workers,
+                                 wait_for_retries_seconds=wait_retries, on_scanned=on_scanned, on_tick=on_tick)
+            if result.insertion is not None:
+                last[0] = 0.0
+                on_tick(RunnerStatus(result.insertion.counters, 0))
+    except SyncAlreadyRunning as exc:
+        console.print(f"[yellow]{exc}[/]")
+        raise typer.Exit(4) from exc
+    if result.status != "completed":
+        if isinstance(result.cause, SourceUnavailable) or (result.error or "").startswith("SourceUnavailable"):
+            console.print(f"[red]source unavailable:[/] {shown(result.error or '')} — nothing was changed; run "
+                          "again when it is back", highlight=False, soft_wrap=True)
+            raise typer.Exit(3)
+        console.print(f"[red]sync run {result.run_id} failed:[/] {result.error}")
+        raise typer.Exit(1)
+    if result.report is None:  # the hatchet provider's worker scanned
+        from ki.launch import run_counters
 
-        on_tick(RunnerStatus(summary.counters, 0))
+        _, c, _ = run_counters(ctx, result.run_id)
+        console.print(f"sync run {result.run_id} of {shown(str(root))}: {c.processed} files listed, {c.done} new "
+                      "or changed", highlight=False)
+    summary = result.insertion
+    if summary is None:
+        console.print(f"sync run {result.run_id} completed: "
+                      + ("nothing new to insert" if ctx.config.pipeline.auto_insert_after_sync
+                         else "auto-insert after sync is off (`ki insert` inserts)"))
+        return
     elapsed = time.monotonic() - started
     c = summary.counters
     console.print(f"run {summary.run_id} {summary.status} in {elapsed:.1f} s: {c.processed} stage executions "
@@ -147,5 +208,6 @@ def print_scan_notes(report) -> None:
 
 
 def register(app: typer.Typer) -> None:
-    """Add ``ki insert``."""
+    """Add ``ki insert`` and ``ki sync``."""
     app.command()(insert)
+    app.command()(sync)

@@ -1,4 +1,4 @@
-"""``ki status [--json]``: per-stage bucket counts."""
+"""``ki status [--json]``: per-stage bucket counts, and the folder watcher's health per watched source."""
 
 from __future__ import annotations
 
@@ -16,10 +16,36 @@ def status(as_json: bool = typer.Option(False, "--json", help="machine-readable 
 
     sweep_if_due(ctx)  # opportunistic (hatchet provider only; spec: "the sweeper")
     counts = bucket_counts(ctx)
+    from ki.store.watch import watch_health
+
+    with ctx.db.engine.connect() as conn:
+        watched = watch_health(conn)
     if as_json:
-        out.print_json(json.dumps({"stages": counts}))
+        out.print_json(json.dumps({"stages": counts, "watch": [w.model_dump(mode="json") for w in watched]}))
     else:
         print_status(counts)
+        if watched:
+            print_watch(watched)
+
+
+def print_watch(watched) -> None:
+    """The watcher health table (issue 19): one row per watched source."""
+    from rich.table import Table
+
+    table = Table(title="watched sources")
+    for col in ("source", "mode", "state", "last event", "last full scan", "seen", "queued", "ignored"):
+        table.add_column(col, justify="right" if col in ("seen", "queued", "ignored") else "left")
+    for w in watched:
+        state = w.state + (f": {w.paused_reason}" if w.paused_reason else "")
+        if w.restarts:
+            state += f" ({w.restarts} observer restart{'s' if w.restarts > 1 else ''})"
+        ignored = str(w.files_ignored) + (" (" + ", ".join(f"{n} {r}" for r, n in sorted(
+            w.ignored_reasons.items(), key=lambda kv: -kv[1])) + ")" if w.ignored_reasons else "")
+        table.add_row(f"{w.source_id} {w.root}", w.mode, state,
+                      f"{w.last_event_at:%Y-%m-%d %H:%M:%S}" if w.last_event_at else "-",
+                      f"{w.last_full_scan_at:%Y-%m-%d %H:%M:%S}" if w.last_full_scan_at else "-",
+                      str(w.files_seen), str(w.files_queued), ignored)
+    out.print(table)
 
 
 def register(app: typer.Typer) -> None:

@@ -88,6 +88,22 @@ class ConvertConfig(BaseModel):
     timeout_seconds: float = Field(default=900, gt=0)
 
 
+class WatchConfig(BaseModel):
+    """``pipeline.watch.*``: the folder watcher (``ki watch``, ``ki serve --watch``; issue 19).
+
+    Attributes:
+        settle_seconds: a file is taken only after this long without events and with an unchanged
+            size and mtime (a file still being written is never fetched).
+        rescan_seconds: full rescan of every watched source this often, as a safety net for missed
+            events (and once on start).
+        poll_seconds: how often a polling observer (network file systems, ``watch_mode: poll``) stats the tree.
+    """
+
+    settle_seconds: float = Field(default=5, ge=0, le=3600)
+    rescan_seconds: float = Field(default=300, ge=5, le=86_400)
+    poll_seconds: float = Field(default=2, gt=0, le=600)
+
+
 class PipelineConfig(BaseModel):
     """``pipeline.*`` (spec: Configuration table)."""
 
@@ -106,6 +122,7 @@ class PipelineConfig(BaseModel):
     ontology_file: str | None = None
     ocr: OcrConfig = Field(default_factory=OcrConfig)
     convert: ConvertConfig = Field(default_factory=ConvertConfig)
+    watch: WatchConfig = Field(default_factory=WatchConfig)
     stages: dict[str, StageConfig] = Field(default_factory=_default_stages)
 
     @field_validator("stages", mode="after")

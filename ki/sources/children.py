@@ -113,6 +113,32 @@ def tombstone_tree(conn: Connection, source_object_id: int) -> list[int]:
     return ids
 
 
+RENAME_TREE_SQL = text("""
+WITH RECURSIVE tree(id) AS (
+    SELECT CAST(:id AS bigint)
+    UNION ALL
+    SELECT so.id FROM source_object so JOIN tree t ON so.parent_id = t.id
+), old AS (SELECT external_id AS eid, path FROM source_object WHERE id = :id)
+UPDATE source_object so
+SET external_id = :eid || substr(so.external_id, length(old.eid) + 1),
+    path = :path || substr(so.path, length(old.path) + 1),
+    external_id_raw = CASE WHEN so.id = :id THEN :raw ELSE so.external_id_raw END,
+    size = CASE WHEN so.id = :id THEN :size ELSE so.size END,
+    mtime_ns = CASE WHEN so.id = :id THEN :mtime ELSE so.mtime_ns END,
+    missing_scans = 0, updated_at = now()
+FROM old
+WHERE so.id IN (SELECT id FROM tree)
+""")
+
+
+def rename_tree(conn: Connection, source_object_id: int, external_id: str, raw: bytes | None, path: str, *,
+                size: int, mtime_ns: int) -> None:
+    """Move an object to a new external id / path (a rename inside its root, issue 19), with its size and
+    mtime as listed; every object embedded in it keeps its suffix under the new prefix."""
+    conn.execute(RENAME_TREE_SQL, {"id": source_object_id, "eid": external_id, "raw": raw, "path": path,
+                                   "size": size, "mtime": mtime_ns})
+
+
 def fetch_child(ctx: PipelineContext, obj: SourceObjectView) -> tuple[str, int]:
     """The bytes of an embedded object: the blob stored at registration, or re-extracted from the parent.
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 import errno
 import os
 import stat
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,7 +30,6 @@ from ki.errors import SourceEscaped, SourceReadDenied, SourceReadFailed, SourceU
 from ki.sources.names import display_form, os_name
 
 IGNORED_NAMES = frozenset({"thumbs.db", "desktop.ini", ".ds_store"})
-IGNORED_PREFIXES = ("~$", "~wrl", ".~lock.")
 IGNORED_SUFFIXES = (".tmp", ".part", ".filepart", ".crdownload", ".partial", ".download")
 
 #: Opens of a file reported missing while its root and folder are present, before it is blamed.
@@ -41,16 +40,30 @@ SKIP_REASONS = ("fifo", "socket", "device", "symlink_outside_root", "broken_syml
                 "unreadable_folder", "unreadable_entry", "name_collision")
 
 
-def is_ignored_name(name: str) -> bool:
-    """True for names that are never documents: ``~$*`` (Word owner files), ``.~lock.*#``
-    (LibreOffice), ``~WRL*.tmp``, ``*.tmp``, ``*.part``, ``*.filepart``, ``*.crdownload``,
-    ``Thumbs.db``, ``.DS_Store`` and other hidden dot-files."""
+def ignore_reason(name: str) -> str | None:
+    """Why a file or folder name is never a document, or None when it may be one (case R09):
+
+    ``editor_lock`` (``~$*`` Word owner files, ``.~lock.*#`` LibreOffice, ``.*#``), ``temp_file``
+    (``~WRL*``, ``*.tmp``), ``partial_upload`` (``*.part``, ``*.filepart``, ``*.crdownload``, ``*.partial``,
+    ``*.download``), ``system_file`` (``Thumbs.db``, ``desktop.ini``, ``.DS_Store``), ``hidden`` (other dot-files).
+    """
     lower = name.lower()
-    if lower in IGNORED_NAMES or lower.startswith(IGNORED_PREFIXES) or lower.endswith(IGNORED_SUFFIXES):
-        return True
-    if lower.startswith(".~lock.") or (lower.startswith(".") and lower.endswith("#")):
-        return True
-    return lower.startswith(".")
+    if lower.startswith(("~$", ".~lock.")) or (lower.startswith(".") and lower.endswith("#")):
+        return "editor_lock"
+    if lower.startswith("~wrl") or lower.endswith(".tmp"):
+        return "temp_file"
+    if lower.endswith(IGNORED_SUFFIXES):
+        return "partial_upload"
+    if lower in IGNORED_NAMES:
+        return "system_file"
+    if lower.startswith("."):
+        return "hidden"
+    return None
+
+
+def is_ignored_name(name: str) -> bool:
+    """True for names that are never documents (:func:`ignore_reason` names one)."""
+    return ignore_reason(name) is not None
 
 
 @dataclass(frozen=True)
@@ -88,13 +101,24 @@ class Listing:
         folders_listed: relative folders (display form, ``""`` = the root) read successfully.
         unsure: relative paths (folders that could not be read, entries that could not be
             examined) below which nothing can be reported missing.
+        scope: for a scoped listing (``scan(under=...)``), the relative paths it was asked for
+            (display form); None for a listing of the whole root.
     """
 
     files: list[ListedFile] = field(default_factory=list)
     skipped: list[SkippedEntry] = field(default_factory=list)
     folders_listed: set[str] = field(default_factory=set)
     unsure: set[str] = field(default_factory=set)
+    scope: set[str] | None = None
     _ids: set[str] = field(default_factory=set, repr=False)
+
+    def covers(self, external_id: str) -> bool:
+        """True when this listing speaks for ``external_id``: a full listing speaks for every path; a
+        scoped one (:attr:`scope`: the paths it was asked for) for those paths and what is below them."""
+        if self.scope is None:
+            return True
+        parts = external_id.split("/")
+        return any("/".join(parts[:n]) in self.scope for n in range(1, len(parts) + 1))
 
     def __len__(self) -> int:
         return len(self.files)
@@ -124,6 +148,19 @@ class Listing:
         ends) did not contain it. DESIGN.md "Deletion confirmations"; issue 14 item 4."""
         parts = external_id.split("/")
         return not any("/".join(parts[:n]) in self.unsure for n in range(1, len(parts) + 1))
+
+
+class _PathEntry:
+    """The part of :class:`os.DirEntry` that :meth:`LocalFolderConnector._take` uses, for a path."""
+
+    def __init__(self, path: str):
+        self.path = path
+
+    def is_symlink(self) -> bool:
+        return os.path.islink(self.path)
+
+    def stat(self, *, follow_symlinks: bool = True) -> os.stat_result:
+        return os.stat(self.path, follow_symlinks=follow_symlinks)
 
 
 def _inside(path: str, root: str) -> bool:
@@ -170,8 +207,12 @@ class LocalFolderConnector:
             raise SourceUnavailable(f"{what} {folder} cannot be listed: {exc}",
                                     infrastructure=f"{what} unreadable: {folder}") from exc
 
-    def scan(self) -> Listing:
+    def scan(self, under: Collection[str] | None = None) -> Listing:
         """Every candidate document below the root (ignored names and hidden folders skipped).
+
+        ``under``: list only these OS-given relative paths (``/`` separators; files, and the trees of
+        folders), as the watcher does for the changes it saw (issue 19); the listing's
+        :attr:`Listing.scope` then says which known documents it speaks for. None: the whole root.
 
         Raises SourceUnavailable when the root itself is unavailable (before or during the
         listing). A sub-folder that cannot be read is recorded (``unreadable_folder``, unsure), as
@@ -181,8 +222,14 @@ class LocalFolderConnector:
         root_real = os.path.realpath(self.root)
         listing = Listing()
         top = os.stat(self.root)
-        stack: list[tuple[str, str, frozenset[tuple[int, int]]]] = [("", str(self.root),
-                                                                      frozenset({(top.st_dev, top.st_ino)}))]
+        chain = frozenset({(top.st_dev, top.st_ino)})
+        stack: list[tuple[str, str, frozenset[tuple[int, int]]]] = []
+        if under is None:
+            stack.append(("", str(self.root), chain))
+        else:
+            listing.scope = set()
+            for rel in sorted({r.strip("/") for r in under} - {""}):
+                self._take_path(rel, chain, root_real, listing, stack)
         while stack:
             rel, folder, chain = stack.pop()
             shown = display_form(rel)[0]
@@ -207,6 +254,32 @@ class LocalFolderConnector:
         self.check_root()  # a share that went away during the listing: nothing of it may count
         listing.files.sort(key=lambda f: f.external_id)
         return listing
+
+    def _take_path(self, rel: str, chain: frozenset[tuple[int, int]], root_real: str, listing: Listing,
+                   stack: list) -> None:
+        """Examine one relative path of a scoped listing: it joins the scope; a file is listed, a folder
+        pushed; an absent path is proven absent only when its nearest present folder can be listed."""
+        shown = display_form(rel)[0]
+        if any(is_ignored_name(part) for part in rel.split("/")):
+            return
+        listing.scope.add(shown)
+        path = os.path.join(self.root, rel)
+        try:
+            os.lstat(path)
+        except FileNotFoundError:
+            folder = os.path.dirname(path)
+            while not os.path.isdir(folder) and _inside(folder, str(self.root)) and folder != str(self.root):
+                folder = os.path.dirname(folder)
+            try:
+                with os.scandir(folder):
+                    pass
+            except OSError as exc:
+                listing.skip(shown, "unreadable_folder", exc.strerror or str(exc), unsure=True)
+            return
+        except OSError as exc:
+            listing.skip(shown, "unreadable_entry", exc.strerror or str(exc), unsure=True)
+            return
+        self._take(_PathEntry(path), rel, chain, root_real, listing, stack)
 
     @staticmethod
     def _take(entry: os.DirEntry, rel: str, chain: frozenset[tuple[int, int]], root_real: str, listing: Listing,

@@ -8,7 +8,10 @@ restores it.
 
 Watcher state hook (for ``ki watch``, issue 19): a callable appended to :data:`WATCHER_STATE`
 ``(conn, source_ids) -> {source_id: "watching since 10:02" | ...}`` adds its text to ``ki source list``
-(column ``watcher``, JSON key ``watcher``); with none registered the column says nothing.
+(column ``watcher``, JSON key ``watcher``); with none registered the column says nothing. The folder
+watcher's health rows (:func:`ki.store.watch.watcher_summaries`) are registered here.
+
+:func:`watchable_sources` gives ``ki watch`` its sources with their configuration (``watch_mode``).
 """
 
 from __future__ import annotations
@@ -30,9 +33,10 @@ from ki.store.sources import (
     source_by_id,
     source_by_root,
 )
+from ki.store.watch import source_configs, watcher_summaries
 
 #: Providers of watcher state for ``ki source list`` (module docstring).
-WATCHER_STATE: list[Callable[[Connection, Sequence[int]], Mapping[int, str]]] = []
+WATCHER_STATE: list[Callable[[Connection, Sequence[int]], Mapping[int, str]]] = [watcher_summaries]
 
 
 class SourceRefused(KiError):
@@ -120,3 +124,46 @@ def remove_source(ctx: PipelineContext, source_id: int) -> int:
         mark_removed(conn, source_id)
     _drop_from_search_index(ctx, gone)
     return len(gone)
+
+
+def named_sources(ctx: PipelineContext, refs: Sequence[str]) -> list[tuple[int, str]]:
+    """``(id, root)`` of the live sources ``refs`` name (ids or folders; a folder not yet registered is
+    added, see :func:`add_local_source`), in order (``ki sync``, ``ki watch``).
+
+    Raises:
+        SourceRefused: a ref names no source and is no folder that can be added, or a removed source.
+    """
+    out: list[tuple[int, str]] = []
+    for ref in refs:
+        with ctx.db.engine.connect() as conn:
+            try:
+                src = resolve_source(conn, ref)
+            except SourceRefused:
+                if ref.isdigit():
+                    raise
+                src = None
+        if src is None:
+            out.append((add_local_source(ctx, Path(ref))[0], str(Path(ref).expanduser().resolve())))
+        elif src.removed_at is not None:
+            raise SourceRefused(f"source {src.id} ({src.root}) was removed; `ki insert {src.root}` restores it")
+        else:
+            out.append((src.id, src.root))
+    return out
+
+
+def watchable_sources(ctx: PipelineContext, refs: Sequence[str] | None = None) -> list[tuple[int, str, dict]]:
+    """``(id, root, config)`` of the live local-folder sources ``refs`` name (see :func:`named_sources`), or
+    of every live local-folder source.
+
+    Raises:
+        SourceRefused: see :func:`named_sources`.
+    """
+    if refs:
+        ids = [sid for sid, _ in named_sources(ctx, refs)]
+    else:
+        from ki.store.sources import list_sources
+
+        with ctx.db.engine.connect() as conn:
+            ids = [s.id for s in list_sources(conn) if s.kind == "local"]
+    with ctx.db.engine.connect() as conn:
+        return source_configs(conn, ids)

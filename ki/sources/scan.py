@@ -25,6 +25,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -34,7 +35,8 @@ from sqlalchemy.engine import Connection
 from ki.access.refresh import mark_access_changes
 from ki.context import PipelineContext
 from ki.errors import SourceReadDenied
-from ki.sources.local import ListedFile, LocalFolderConnector, SkippedEntry
+from ki.sources.local import ListedFile, Listing, LocalFolderConnector, SkippedEntry
+from ki.store.claims import request_rerun_from
 from ki.store.requeue import denied_fetches, requeue_from_fetch, retry_now, seed_rows
 
 log = logging.getLogger(__name__)
@@ -56,6 +58,8 @@ class ScanReport:
             ``not_recorded`` for a file whose row could not be written).
         unsure: known documents not reported missing because a folder above them could not be read.
         released: fetches waiting out a permission fault made due now (the file is readable again).
+        renamed: known documents found under a new path (same content): path updated, not re-fetched.
+        deferred: files not taken yet (``defer`` / ``defer_younger_than``), as listed.
     """
 
     source_id: int
@@ -71,6 +75,8 @@ class ScanReport:
     skipped: list[SkippedEntry] = field(default_factory=list)
     unsure: int = 0
     released: int = 0
+    renamed: int = 0
+    deferred: list[ListedFile] = field(default_factory=list)
 
     def skipped_by_reason(self) -> dict[str, int]:
         """How many entries were skipped for each reason, most frequent first."""
@@ -104,8 +110,37 @@ def _sha256_file(path: Path) -> str:
     return digest.hexdigest()
 
 
-def scan_source(ctx: PipelineContext, source_id: int) -> ScanReport:
+@dataclass(frozen=True)
+class ScanScope:
+    """What a scan looks at (issue 19; the defaults: the whole source, everything taken).
+
+    Attributes:
+        paths: OS-given relative paths to scan (files, and the trees of folders); None: the whole root.
+        defer: display-form external ids not to take yet.
+        defer_younger_than: seconds; files modified more recently are not taken yet.
+    """
+
+    paths: tuple[str, ...] | None = None
+    defer: frozenset[str] = frozenset()
+    defer_younger_than: float | None = None
+
+
+def scan_source(ctx: PipelineContext, source_id: int, scope: ScanScope | None = None) -> ScanReport:
     """Scan one local source and apply the listing to the database.
+
+    ``scope.paths``: scan only these OS-given relative paths (files, and the trees of folders; the watcher's
+    settled changes, issue 19) through the same rules: only the known documents at or below them can
+    be new, changed, renamed or missing, and such a scan neither judges an empty listing suspicious
+    nor sets the source's ``last_scan_count``. None: the whole source.
+
+    ``scope.defer`` (display-form external ids) and ``scope.defer_younger_than`` (seconds): files named, or modified
+    more recently than that, are not taken yet: they are neither new nor changed nor missing, and are
+    returned in :attr:`ScanReport.deferred` (the watcher settles them first: a file still being written
+    is never fetched).
+
+    A file that is new in this listing and has the size and content hash of a known document missing
+    from it is that document **renamed** (or moved inside the root): its path is updated, it is not
+    fetched or converted again, and only Classify onward runs again (the path is classify evidence).
 
     Raises:
         SourceUnavailable: the root is missing or unreadable (before or during the listing);
@@ -115,8 +150,11 @@ def scan_source(ctx: PipelineContext, source_id: int) -> ScanReport:
         src = conn.execute(text("SELECT id, kind, root, config, last_scan_count FROM source WHERE id = :id"),
                            {"id": source_id}).one()
     connector = LocalFolderConnector(src.root, src.config)
-    listing = connector.scan()  # raises SourceUnavailable before anything changes
-    report = ScanReport(source_id=source_id, listed=len(listing), skipped=list(listing.skipped))
+    scope = scope or ScanScope()
+    paths = scope.paths
+    listing = connector.scan(paths)  # raises SourceUnavailable before anything changes
+    deferred = _defer(listing, set(scope.defer), scope.defer_younger_than)
+    report = ScanReport(source_id=source_id, listed=len(listing), skipped=list(listing.skipped), deferred=deferred)
     with ctx.db.engine.connect() as conn:
         existing = {
             r.external_id: r
@@ -125,9 +163,10 @@ def scan_source(ctx: PipelineContext, source_id: int) -> ScanReport:
                      "missing_scans FROM source_object WHERE source_id = :sid AND parent_id IS NULL"),
                 {"sid": source_id},
             )
+            if listing.covers(r.external_id)
         }
     live_before = sum(1 for r in existing.values() if r.deleted_at is None)
-    if not listing.files and live_before > 0:
+    if paths is None and not listing.files and not deferred and live_before > 0:
         report.suspicious = True
         log.warning("source %s listed empty but %d documents are known: treated as an unmounted share, "
                     "nothing is tombstoned and the scan does not count", src.root, live_before)
@@ -163,7 +202,20 @@ def scan_source(ctx: PipelineContext, source_id: int) -> ScanReport:
         log.warning("source %s: %d known document(s) below folders that could not be read are not counted "
                     "missing", src.root, report.unsure)
 
+    renames = _renames(connector, new_files, missing)
+    if renames:
+        moved = {id(f) for _, f in renames}
+        new_files = [f for f in new_files if id(f) not in moved]
+        gone_ids = {r.id for r, _ in renames}
+        missing = [r for r in missing if r.id not in gone_ids]
+
     with ctx.db.engine.begin() as conn:
+        for row, f in renames:
+            rename_tree(conn, row.id, f.external_id, f.raw, f"{src.root.rstrip('/')}/{f.external_id}",
+                        size=f.size, mtime_ns=f.mtime_ns)
+        if renames:
+            request_rerun_from(conn, [r.id for r, _ in renames], "classify_matter")
+        report.renamed = len(renames)
         new_ids = _insert_new(conn, source_id, src.root, new_files, report)
         for oid, size, mtime, scanned in touched:
             conn.execute(
@@ -187,8 +239,9 @@ def scan_source(ctx: PipelineContext, source_id: int) -> ScanReport:
             if streak >= threshold:
                 gone += tombstone_tree(conn, r.id)
                 report.tombstoned.append(r.external_id)
-        conn.execute(text("UPDATE source SET last_scan_at = now(), last_scan_count = :n WHERE id = :id"),
-                     {"n": len(listing), "id": source_id})
+        if paths is None:
+            conn.execute(text("UPDATE source SET last_scan_at = now(), last_scan_count = :n WHERE id = :id"),
+                         {"n": len(listing), "id": source_id})
         report.released = _release_readable(conn, connector, source_id, listed_ids)
     _drop_from_search_index(ctx, gone)
     with ctx.db.engine.begin() as conn:  # grants changed, bytes did not: refresh permissions only
@@ -198,6 +251,48 @@ def scan_source(ctx: PipelineContext, source_id: int) -> ScanReport:
     report.reappeared = len(reappeared_ids)
     report.missing = len(missing) - len(report.tombstoned)
     return report
+
+
+def _defer(listing: Listing, names: set[str], younger_than: float | None) -> list[ListedFile]:
+    """Take the files to defer out of ``listing`` (they become unsure: never missing); returns them."""
+    if not names and younger_than is None:
+        return []
+    cutoff = time.time_ns() - int((younger_than or 0) * 1e9) if younger_than is not None else None
+    kept, deferred = [], []
+    for f in listing.files:
+        if f.external_id in names or (cutoff is not None and f.mtime_ns > cutoff):
+            deferred.append(f)
+            listing.unsure.add(f.external_id)
+        else:
+            kept.append(f)
+    listing.files = kept
+    return deferred
+
+
+def _renames(connector: LocalFolderConnector, new_files: list[ListedFile], missing: list) -> list[tuple]:
+    """``(missing row, new file)`` pairs with the same size and content hash: one document renamed.
+
+    Only new files whose size equals a missing, already fetched document's are hashed; each missing
+    document is matched at most once."""
+    by_size: dict[int, list] = {}
+    for r in missing:
+        if r.content_hash is not None and r.size is not None:
+            by_size.setdefault(int(r.size), []).append(r)
+    pairs: list[tuple] = []
+    for f in new_files:
+        candidates = by_size.get(f.size)
+        if not candidates:
+            continue
+        try:
+            digest = _sha256_file(connector.path_of(f.external_id, f.raw))
+        except (OSError, ValueError):
+            continue  # unreadable now: it is new, the next scan decides
+        for r in candidates:
+            if r.content_hash == digest:
+                candidates.remove(r)
+                pairs.append((r, f))
+                break
+    return pairs
 
 
 _INSERT_OBJECTS_SQL = text("""
@@ -274,3 +369,12 @@ def tombstone_tree(conn: Connection, source_object_id: int) -> list[int]:
     from ki.sources.children import tombstone_tree as _tombstone
 
     return _tombstone(conn, source_object_id)
+
+
+def rename_tree(conn: Connection, source_object_id: int, external_id: str, raw: bytes | None, path: str, *,
+                size: int, mtime_ns: int) -> None:
+    """Give an object a new external id and path (a rename inside the root), and carry the prefix over to
+    everything embedded in it (see ki.sources.children)."""
+    from ki.sources.children import rename_tree as _rename
+
+    _rename(conn, source_object_id, external_id, raw, path, size=size, mtime_ns=mtime_ns)

@@ -173,6 +173,7 @@ class PipelineRun(Base):
     workflow_run_id: Mapped[str | None] = mapped_column(Text)
     # the process running a local run (``host:pid:start``, ki.liveness); its heartbeat is updated_at
     worker: Mapped[str | None] = mapped_column(Text)
+    insertion_run_id: Mapped[int | None] = mapped_column(ForeignKey("pipeline_runs.id", ondelete="SET NULL"))
     processed: Mapped[int] = mapped_column(Integer, server_default=sa_text("0"))
     done: Mapped[int] = mapped_column(Integer, server_default=sa_text("0"))
     skipped: Mapped[int] = mapped_column(Integer, server_default=sa_text("0"))
@@ -254,4 +255,5 @@ import ki.store.models_matters  # noqa: E402, F401
 import ki.store.models_metadata  # noqa: E402, F401
 import ki.store.models_search  # noqa: E402, F401
 import ki.store.models_usage  # noqa: E402, F401
+import ki.store.models_watch  # noqa: E402, F401
 import ki.store.models_work_items  # noqa: E402, F401

@@ -448,9 +448,10 @@ def set_workflow_run(conn: Connection, run_id: int, workflow_run_id: str) -> Non
 # --- sync runs ------------------------------------------------------------------------------------------
 
 START_SYNC_SQL = text("UPDATE pipeline_runs SET status = 'running', updated_at = now() WHERE id = :id "
-                      "AND status = 'queued'")
+                      "AND status IN ('queued', 'running') RETURNING id")
 COMPLETE_SYNC_SQL = text("""
-UPDATE pipeline_runs SET status = 'completed', processed = :n, done = :c, finished_at = now(), updated_at = now()
+UPDATE pipeline_runs SET status = 'completed', processed = :n, done = :c, insertion_run_id = :ins,
+    finished_at = now(), updated_at = now()
 WHERE id = :id AND status IN ('queued', 'running')
 """)
 FAIL_SYNC_SQL = text("""
@@ -459,14 +460,17 @@ WHERE id = :id AND status IN ('queued', 'running')
 """)
 
 
-def start_sync(conn: Connection, run_id: int) -> None:
-    """A queued sync run starts (``running``)."""
-    conn.execute(START_SYNC_SQL, {"id": run_id})
+def start_sync(conn: Connection, run_id: int) -> bool:
+    """A queued sync run starts (``running``). Returns False when the run already ended (a replayed task
+    must not scan and hand off a second time)."""
+    return conn.execute(START_SYNC_SQL, {"id": run_id}).first() is not None
 
 
-def complete_sync(conn: Connection, run_id: int, *, listed: int, changed: int) -> None:
-    """An active sync run completed: ``processed`` = files listed, ``done`` = files new or changed."""
-    conn.execute(COMPLETE_SYNC_SQL, {"n": listed, "c": changed, "id": run_id})
+def complete_sync(conn: Connection, run_id: int, *, listed: int, changed: int,
+                  insertion_run_id: int | None = None) -> None:
+    """An active sync run completed: ``processed`` = files listed, ``done`` = files new or changed,
+    ``insertion_run_id`` = the insertion run it handed off to (None: no hand-off), in one statement."""
+    conn.execute(COMPLETE_SYNC_SQL, {"n": listed, "c": changed, "ins": insertion_run_id, "id": run_id})
 
 
 def fail_sync(conn: Connection, run_id: int, error: str) -> None:
@@ -503,7 +507,7 @@ def unfinished_members(conn: Connection, run_id: int, workflow_run_ids: Sequence
 # --- the reads the console serves -----------------------------------------------------------------------
 
 _COLUMNS = """id, kind, label, provider, status, source_id, trigger, processed, done, skipped, retried,
-quarantined, error, started_at, finished_at, updated_at"""
+quarantined, error, started_at, finished_at, updated_at, insertion_run_id"""
 
 
 class RunRow(BaseModel):
@@ -525,6 +529,7 @@ class RunRow(BaseModel):
     started_at: datetime
     finished_at: datetime | None
     updated_at: datetime
+    insertion_run_id: int | None = None  # a sync run's hand-off (None: it handed off nothing)
 
     @classmethod
     def from_row(cls, r) -> RunRow:

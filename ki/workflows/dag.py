@@ -187,7 +187,7 @@ def sync_workflow(hatchet: Hatchet, settings: ProcessSettings) -> Any:
     def scan(inp: SyncInput, ctx) -> dict[str, Any]:
         from ki.workflows.sync import run_sync
 
-        return run_sync(int(inp.run_id), int(inp.source_id))
+        return run_sync(int(inp.run_id), int(inp.source_id), inp)
 
     wf.task(name="scan", retries=2, backoff_factor=5.0, backoff_max_seconds=60, schedule_timeout=TASK_TIMEOUT,
             execution_timeout=TASK_TIMEOUT,

@@ -33,7 +33,12 @@ class DocumentInput(BaseModel):
 
 
 class SyncInput(BaseModel):
-    """Input of a sync run: the pipeline_runs id (kind ``sync``) and the source, as decimal strings."""
+    """Input of a sync run: the pipeline_runs id (kind ``sync``) and the source, as decimal strings, and
+    what the scan looks at (``ki.sources.scan.ScanScope``: the watcher's settled paths, what to defer;
+    the defaults: the whole source)."""
 
     run_id: str
     source_id: str
+    paths: list[str] | None = None
+    defer: list[str] = []
+    defer_younger_than: float | None = None

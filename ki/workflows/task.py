@@ -62,8 +62,9 @@ CONFIG_RELOAD_SECONDS = 5.0
 
 #: ``(ctx, run_id, object ids) -> DAGs triggered``: ``ki.workflows.trigger.trigger_members``.
 TriggerMembers = Callable[[PipelineContext, int, list[int]], int]
-#: ``(ctx, source_id) -> insertion run id``: ``ki.launch.launch_insertion`` for the sync hand-off.
-HandOff = Callable[[PipelineContext, int], int]
+#: ``(ctx, source_id, on_started) -> insertion run id``: ``ki.launch.launch_insertion`` for the sync hand-off
+#: (``on_started(run_id)`` once the insertion run's row exists; see ki.sources.sync).
+HandOff = Callable[[PipelineContext, int, Callable[[int], None]], int]
 
 
 @dataclass

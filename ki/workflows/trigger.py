@@ -38,6 +38,7 @@ from typing import Any
 from ki.context import PipelineContext
 from ki.errors import OrchestratorUnavailable
 from ki.orchestration.prepare import run_prepare_steps
+from ki.sources.scan import ScanScope
 from ki.store import runs
 from ki.workflows.client import ensure_registered, hatchet_client
 from ki.workflows.dag import ki_workflows
@@ -214,8 +215,9 @@ def supersede_stalled(ctx: PipelineContext, run_id: int, *, since: Any) -> int:
     return len(members)
 
 
-def trigger_sync(ctx: PipelineContext, run_id: int, source_id: int) -> None:
-    """Trigger the ``ki-sync`` workflow of a queued ``sync`` run and record its workflow run id.
+def trigger_sync(ctx: PipelineContext, run_id: int, source_id: int, scope: ScanScope | None = None) -> None:
+    """Trigger the ``ki-sync`` workflow of a queued ``sync`` run (scanning ``scope``, None: the whole source)
+    and record its workflow run id.
 
     Raises:
         OrchestratorUnavailable: no client or the engine refused (the run is failed with the cause).
@@ -224,7 +226,11 @@ def trigger_sync(ctx: PipelineContext, run_id: int, source_id: int) -> None:
         hatchet = hatchet_client()
         wfs = ki_workflows(hatchet, ctx.settings)
         ensure_registered(hatchet, wfs.sync)
-        ref = wfs.sync.run(SyncInput(run_id=str(run_id), source_id=str(source_id)), wait_for_result=False,
+        scope = scope or ScanScope()
+        inp = SyncInput(run_id=str(run_id), source_id=str(source_id),
+                        paths=list(scope.paths) if scope.paths is not None else None, defer=sorted(scope.defer),
+                        defer_younger_than=scope.defer_younger_than)
+        ref = wfs.sync.run(inp, wait_for_result=False,
                            additional_metadata={"ki_run_id": str(run_id), "ki_source_id": str(source_id)})
     except Exception as exc:  # noqa: BLE001
         with ctx.db.engine.begin() as conn:

@@ -42,7 +42,8 @@ def run_worker(*, slots: int | None = None, name: str | None = None, sweep: bool
     rt = worker_runtime(slots)
     # what the task bodies start beyond their own rows (they never import the trigger or the launcher)
     rt.trigger_members = trigger_members
-    rt.hand_off = lambda ctx, source_id: launch_insertion(ctx, trigger="sync", source_id=source_id).run_id
+    rt.hand_off = lambda ctx, source_id, on_started: launch_insertion(ctx, trigger="sync", source_id=source_id,
+                                                                      on_started=on_started).run_id
     n = slots or rt.ctx.settings.worker_slots
     workflows = ki_workflows(hatchet, rt.ctx.settings)
     sweeper = SweeperThread(rt.ctx) if sweep else None

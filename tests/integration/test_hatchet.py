@@ -559,7 +559,7 @@ def test_sweeper_verdicts_on_runs_the_engine_finished_or_forgot(hx, make_ctx, tm
     assert st == "failed" and "no such workflow run" in error
 
     # a sync run whose workflow the engine finished (cancelled) without finishing the run → failed
-    sync_id = launch_sync(ctx, sid, trigger="test")
+    sync_id = launch_sync(ctx, sid, trigger="test").run_id
     swid = q(ctx, "SELECT workflow_run_id FROM pipeline_runs WHERE id = :r", r=sync_id)[0][0]
     _wait_status(client, swid, {V1TaskStatus.QUEUED, V1TaskStatus.RUNNING})
     client.runs.cancel(swid)
@@ -568,7 +568,7 @@ def test_sweeper_verdicts_on_runs_the_engine_finished_or_forgot(hx, make_ctx, tm
     assert v.verdict == "failed" and "without finishing the sync" in v.reason
     assert status(sync_id)[0] == "failed"
     # the source can sync again (uq_pipeline_runs_active_sync no longer blocks it)
-    again = launch_sync(ctx, sid, trigger="test")
+    again = launch_sync(ctx, sid, trigger="test").run_id
     client.runs.cancel(q(ctx, "SELECT workflow_run_id FROM pipeline_runs WHERE id = :r", r=again)[0][0])
 
 
@@ -605,10 +605,12 @@ def test_sync_then_access_refresh_workflow(hx, make_ctx, tmp_path):
     hx.start_worker(slots=8)
     sid = register_local_source(ctx, root)
     ctx.reload_config()
-    sync_id = launch_sync(ctx, sid, trigger="test")
+    sync_id = launch_sync(ctx, sid, trigger="test").run_id
     hx.wait_run(ctx, sync_id, timeout=240)
     insertion = q(ctx, "SELECT id FROM pipeline_runs WHERE kind = 'insertion' AND trigger = 'sync'")
     assert len(insertion) == 1
+    # the sync run records its hand-off (issue 19 item 1)
+    assert q(ctx, "SELECT insertion_run_id FROM pipeline_runs WHERE id = :r", r=sync_id)[0][0] == insertion[0][0]
     hx.wait_run(ctx, insertion[0][0], timeout=240)
     assert q(ctx, "SELECT count(*) FROM processing_state WHERE stage = 'index' AND status = 'done'")[0][0] == 6
 
@@ -651,6 +653,23 @@ def test_sync_then_access_refresh_workflow(hx, make_ctx, tmp_path):
     cli = subprocess.run([sys.executable, "-m", "ki.cli", "insert", str(root)], env=env, capture_output=True,
                          text=True, timeout=240)
     assert cli.returncode == 0, cli.stderr[-3000:]
-    run_id = q(ctx, "SELECT max(id) FROM pipeline_runs WHERE trigger = 'cli'")[0][0]
+    # ki insert is a sync run (the worker scans) handing off to the insertion run it waits for
+    sync_run = q(ctx, "SELECT id, kind, insertion_run_id FROM pipeline_runs WHERE trigger = 'cli' ORDER BY id DESC")[0]
+    assert sync_run.kind == "sync" and sync_run.insertion_run_id is not None
+    run_id = sync_run.insertion_run_id
     assert f"run {run_id} completed" in cli.stderr and "Fetch" in cli.stderr
     assert q(ctx, "SELECT count(*) FROM processing_state WHERE stage = 'index' AND status = 'done'")[0][0] == 9
+
+    # nothing new: no hand-off; auto-insert off: new files seeded, no hand-off (insertion_run_id null)
+    insertions = q(ctx, "SELECT count(*) FROM pipeline_runs WHERE kind = 'insertion'")[0][0]
+    quiet = launch_sync(ctx, sid, trigger="test", wait=True)
+    assert (quiet.status, quiet.insertion_run_id) == ("completed", None)
+    set_config_value(ctx.settings.data_dir, "pipeline.auto_insert_after_sync", False)
+    write_docs(root / "late", 1, prefix="late")
+    off = launch_sync(ctx, sid, trigger="test", wait=True)
+    assert (off.status, off.insertion_run_id) == ("completed", None)
+    assert q(ctx, "SELECT done FROM pipeline_runs WHERE id = :r", r=off.run_id)[0][0] == 1
+    assert q(ctx, "SELECT count(*) FROM pipeline_runs WHERE kind = 'insertion'")[0][0] == insertions
+    inserted = launch_sync(ctx, sid, trigger="test", wait=True, insert=True)  # ki insert inserts anyway
+    assert inserted.insertion is not None and inserted.insertion.status == "completed"
+    assert q(ctx, "SELECT count(*) FROM processing_state WHERE stage = 'index' AND status = 'done'")[0][0] == 10

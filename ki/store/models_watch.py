@@ -1,0 +1,50 @@
+"""SQLAlchemy model of the folder watcher's health per source (``source_watch``, migration ``0016_watch``).
+
+Issue 19 "Watcher health": written through :mod:`ki.store.watch` by ``ki watch`` / ``ki serve --watch``
+(:mod:`ki.sources.watch`), read by ``ki status`` and the console's status.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import BigInteger, ForeignKey, Integer, Text, func
+from sqlalchemy import text as sa_text
+from sqlalchemy.dialects.postgresql import JSONB
+from sqlalchemy.orm import Mapped, mapped_column
+
+from ki.store.base import TZ, Base
+
+
+class SourceWatch(Base):
+    """One watched source's health.
+
+    Attributes:
+        mode: ``native`` (inotify events) or ``poll`` (stat polling, network file systems).
+        state: ``watching``, ``paused`` (root vanished or unreadable) or ``stopped``.
+        paused_reason: why watching is paused (None while watching).
+        watcher: who watches (``host:pid``).
+        last_event_at / last_full_scan_at: UTC.
+        files_seen / files_queued / files_ignored: counters since the watcher started
+            (events' files, candidates handed to a sync, names never documents).
+        ignored_reasons: ``{reason: count}`` of the ignored files.
+        restarts: observers found dead and restarted.
+        heartbeat_at: the watcher's last sign of life (a state older than a minute is stale).
+    """
+
+    __tablename__ = "source_watch"
+    source_id: Mapped[int] = mapped_column(ForeignKey("source.id", ondelete="CASCADE"), primary_key=True)
+    mode: Mapped[str] = mapped_column(Text)
+    state: Mapped[str] = mapped_column(Text)
+    paused_reason: Mapped[str | None] = mapped_column(Text)
+    watcher: Mapped[str | None] = mapped_column(Text)
+    last_event_at: Mapped[datetime | None] = mapped_column(TZ)
+    last_full_scan_at: Mapped[datetime | None] = mapped_column(TZ)
+    files_seen: Mapped[int] = mapped_column(BigInteger, server_default=sa_text("0"))
+    files_queued: Mapped[int] = mapped_column(BigInteger, server_default=sa_text("0"))
+    files_ignored: Mapped[int] = mapped_column(BigInteger, server_default=sa_text("0"))
+    ignored_reasons: Mapped[dict[str, Any]] = mapped_column(JSONB, server_default=sa_text("'{}'::jsonb"))
+    restarts: Mapped[int] = mapped_column(Integer, server_default=sa_text("0"))
+    heartbeat_at: Mapped[datetime] = mapped_column(TZ, server_default=func.now())
+    updated_at: Mapped[datetime] = mapped_column(TZ, server_default=func.now())
