@@ -1,4 +1,4 @@
-"""SQLAlchemy model of the folder watcher's health per source (``source_watch``, migration ``0016_watch``).
+"""SQLAlchemy model of the folder watcher's health per source (``source_watch``, migration ``0017_watch``).
 
 Issue 19 "Watcher health": written through :mod:`ki.store.watch` by ``ki watch`` / ``ki serve --watch``
 (:mod:`ki.sources.watch`), read by ``ki status`` and the console's status.

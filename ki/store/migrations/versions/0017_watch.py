@@ -1,7 +1,7 @@
 """The sync hand-off's insertion run, and the folder watcher's health per source.
 
-Revision ID: 0016_watch
-Revises: 0015_run_worker
+Revision ID: 0017_watch
+Revises: 0016_work_item_signature
 
 Spec: insertion-pipeline.md "Orchestration" (a sync run hands off to an insertion run; issue 19:
 the sync run records the insertion run's id, null when it handed off nothing) and issue 19's
@@ -11,8 +11,8 @@ reasons, paused and why), written by ``ki watch`` and read by ``ki status`` and 
 
 from alembic import op
 
-revision = "0016_watch"
-down_revision = "0015_run_worker"
+revision = "0017_watch"
+down_revision = "0016_work_item_signature"
 branch_labels = None
 depends_on = None
 
