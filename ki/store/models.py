@@ -174,6 +174,9 @@ class PipelineRun(Base):
     # the process running a local run (``host:pid:start``, ki.liveness); its heartbeat is updated_at
     worker: Mapped[str | None] = mapped_column(Text)
     insertion_run_id: Mapped[int | None] = mapped_column(ForeignKey("pipeline_runs.id", ondelete="SET NULL"))
+    #: the document workflow of a Hatchet batch and its window (migration 0018_conveyor)
+    workflow_name: Mapped[str | None] = mapped_column(Text)
+    document_window: Mapped[int | None] = mapped_column(Integer)
     processed: Mapped[int] = mapped_column(Integer, server_default=sa_text("0"))
     done: Mapped[int] = mapped_column(Integer, server_default=sa_text("0"))
     skipped: Mapped[int] = mapped_column(Integer, server_default=sa_text("0"))

@@ -26,6 +26,9 @@ class PipelineRunObject(Base):
         outcome: how the document's DAG ended (``done``, ``quarantined``, ``skipped``,
             ``orchestration_failed``...), None while it runs.
         finished_at: when the DAG's final task (or failure hook) recorded the end.
+        released_at / released_by: when the batch's conveyor released the member (its DAG is then
+            triggered) and by which member's end (None: the first window, or the sweeper); migration
+            ``0018_conveyor``, :mod:`ki.store.conveyor`.
     """
 
     __tablename__ = "pipeline_run_object"
@@ -37,7 +40,13 @@ class PipelineRunObject(Base):
     outcome: Mapped[str | None] = mapped_column(Text)
     finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
+    released_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    released_by: Mapped[int | None] = mapped_column(BigInteger)
     __table_args__ = (
         Index("ix_pipeline_run_object_object", "source_object_id"),
         Index("ix_pipeline_run_object_unfinished", "run_id", postgresql_where=sa_text("finished_at IS NULL")),
+        Index("ix_pipeline_run_object_unreleased", "run_id", "source_object_id",
+              postgresql_where=sa_text("released_at IS NULL AND finished_at IS NULL")),
+        Index("ix_pipeline_run_object_in_flight", "run_id",
+              postgresql_where=sa_text("released_at IS NOT NULL AND finished_at IS NULL")),
     )

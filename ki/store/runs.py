@@ -208,6 +208,12 @@ def _run_lock(conn: Connection, run_id: int, *, wait: bool) -> bool:
     return True if wait else bool(got)
 
 
+def lock_run(conn: Connection, run_id: int) -> None:
+    """Take the per-run advisory lock (waiting; held until the caller commits; re-entrant within one
+    transaction). Serialises a batch's progress aggregation, member ends and conveyor releases."""
+    _run_lock(conn, run_id, wait=True)
+
+
 def refresh_progress(conn: Connection, run_id: int, *, force: bool = False) -> bool:
     """Aggregate the batch's counters into its run row under the per-run advisory lock.
 
@@ -253,7 +259,7 @@ RETURNING id
 def _finalize_if_done(conn: Connection, run_id: int) -> str | None:
     """With the run lock held: complete (or fail) the run when no member is unfinished."""
     unfinished = conn.execute(
-        text("SELECT count(*) FROM pipeline_run_object WHERE run_id = :r AND finished_at IS NULL"),
+        text("SELECT EXISTS (SELECT 1 FROM pipeline_run_object WHERE run_id = :r AND finished_at IS NULL)"),
         {"r": run_id}).scalar_one()
     if unfinished:
         return None
