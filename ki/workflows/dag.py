@@ -1,53 +1,57 @@
-"""ki's Hatchet workflows, declared in one place: the per-document DAG, the access refresh, the sync.
+"""ki's Hatchet workflows, declared in one place: the per-document DAGs, the access refresh, the sync.
 
-Spec: insertion-pipeline.md "Orchestration" (Hatchet provider; concurrency variables).
+Spec: insertion-pipeline.md "Orchestration" (Hatchet provider; concurrency variables) with the
+decision "Hatchet DAG shape and pacing" (DESIGN.md).
 
-The document DAG (workflow ``ki-insertion``), one visible task per stage, derived from
-``PIPELINE_STAGE_ORDER`` (every task after ``convert`` also names ``fetch`` as a parent: see
-"skipped stages" below)::
+The document DAG declares **one task per enabled stage**, in ``PIPELINE_STAGE_ORDER``, each
+waiting for the one before it. Its workflow name is derived from the enabled set
+(:func:`document_workflow_name`, e.g. ``ki-insertion-f-c-i`` for fetch, convert, index), so a
+configuration change that enables or disables a stage registers a new workflow, and a batch in
+flight keeps the DAG it was triggered with (the name is recorded on its run row,
+:mod:`ki.store.conveyor`)::
 
-    fetch → convert → classify_matter → relate → extract_metadata → extract_decisions → index
-                                          │                                              │
-                          task concurrency 'relate' ≤ KI_RELATE_MODEL_CONCURRENCY        └ final task:
-                                                                                           finishes the
-    workflow concurrency: key input.batch_id, ≤ KI_HATCHET_DOCUMENT_CONCURRENCY DAGs        document in
-    per batch, GROUP_ROUND_ROBIN between batches                                            its batch
-    (a DAG the sweeper re-triggers for a stalled document: key batch_id + attempt)
-    idempotency: key input.batch_id + ':' + input.doc_id + ':' + input.attempt (status based)
-    every task: 6 retries, backoff factor 5 capped at 60 s, 6 h schedule and execution timeouts
-    on failure: the document is recorded as orchestration_failed in its batch
+    fetch → convert → [classify_matter → relate → extract_metadata → extract_decisions →] index
+                                            │                                               │
+                       task concurrency 'relate' ≤ KI_RELATE_MODEL_CONCURRENCY               └ final task:
+                                                                                              finishes the
+    idempotency: key input.batch_id + ':' + input.doc_id + ':' + input.attempt (status based)  document,
+    every task: 6 retries, backoff factor 5 capped at 60 s, 6 h schedule and execution timeouts releases the
+    on failure: the document is recorded as orchestration_failed and the next member released  next member
 
-Skipped stages: ``fetch`` (the root task) outputs which stages the configuration switches off,
-and the engine skips those stage tasks (``skip_if`` on that output; never the final task), so a
-switched-off stage costs no worker round trip. A skip waits for the task's predecessor to end
-(completed or itself skipped: a second skip condition on it), so the DAG keeps its stage order;
-measured on v0.105.0, a lone condition on the root skips the task the moment the root completes,
-and the final task then ran beside ``convert``. Its rows are not left behind: the next task that
-runs drives every unfinished earlier row of its document first (``task.drive_stage``), which
-records them ``disabled_by_configuration`` exactly as the local runner does.
+No workflow-level concurrency: ``KI_HATCHET_DOCUMENT_CONCURRENCY`` is enforced by the batch ledger
+(the conveyor, :mod:`ki.store.conveyor`: a batch triggers at most that many DAGs at once and each
+DAG's end triggers the next). Measured on engine v0.105.0 (docs/hatchet-engine.md gotchas 11-13), a
+workflow-level key becomes a parent strategy plus one child strategy per task, scheduled in SQL,
+and doubles the engine's CPU per document; engine tasks for switched-off stages cost engine events
+too.
+
+Switched-off stages have no task: their rows are recorded ``skipped``/``disabled_by_configuration``
+by the completing statement of the stage before them, as under the local provider. A task drives
+every unfinished earlier row of its document first (``task.drive_stage``), so a row that is not on
+the DAG (a stage enabled while the batch ran) is still driven by the next task that runs.
 
 The access refresh (workflow ``ki-access-refresh``, run ledger label "Access refresh"): one task,
 ``index``, for a batch whose only outstanding rows are ``access_only_reindex`` index rows; the
 index handler then rewrites only the permission fields.
 
-The stable idempotency key matters because the SDK splits a bulk trigger into several
-non-atomic RPCs that tenacity may resend: a resent item collides on its key instead of starting
-a second DAG (``create_bulk_run_item(key=…)`` never reaches the engine at SDK 1.43.1). The row
-claim stays the real idempotency boundary.
+The stable idempotency key matters because the SDK splits a bulk trigger into several non-atomic
+RPCs that tenacity may resend, and because a replayed final task triggers its successors again: a
+resent item collides on its key instead of starting a second DAG (``create_bulk_run_item(key=…)``
+never reaches the engine at SDK 1.43.1). The row claim stays the real idempotency boundary.
 
 The sync workflow (``ki-sync``): one task, ``scan`` (:func:`ki.workflows.sync.run_sync`), with a
 constant concurrency key ``'sync'`` capped at ``KI_HATCHET_SYNC_CONCURRENCY``.
 
-Nothing here runs at import: :func:`build_workflows` declares the workflows on a client, so both
-``ki worker`` (which registers them) and the trigger get the same shapes (:func:`ki_workflows` caches
-them per client). The task bodies are :mod:`ki.workflows.task` and :mod:`ki.workflows.sync`.
+Nothing here runs at import: :func:`workflow` declares a workflow on a client (cached per client
+and name), so ``ki worker`` (which registers them) and the trigger get the same shapes. The task
+bodies are :mod:`ki.workflows.task` and :mod:`ki.workflows.sync`.
 """
 
 from __future__ import annotations
 
 import threading
 import weakref
-from dataclasses import dataclass
+from collections.abc import Iterable
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -59,8 +63,9 @@ if TYPE_CHECKING:
 
     from ki.config.loader import ProcessSettings
 
-DOCUMENT_WORKFLOW = "ki-insertion"
+DOCUMENT_WORKFLOW_PREFIX = "ki-insertion"
 ACCESS_REFRESH_WORKFLOW = "ki-access-refresh"
+SYNC_WORKFLOW = "ki-sync"
 FINAL_STAGE = PIPELINE_STAGE_ORDER[-1]
 
 TASK_RETRIES = 6
@@ -70,29 +75,58 @@ TASK_TIMEOUT = timedelta(hours=6)
 #: Keys stay reserved this long after their run ended (status-based idempotency falls back to it).
 IDEMPOTENCY_FALLBACK_TTL = timedelta(hours=7)
 IDEMPOTENCY_KEY_EXPRESSION = "input.batch_id + ':' + input.doc_id + ':' + input.attempt"
-#: The DAG concurrency group: the batch (a superseding replacement gets a group of its own, see
-#: ``trigger.supersede_stalled``, so slots an engine restart leaked cannot hold it back).
-BATCH_KEY_EXPRESSION = "input.batch_id + input.attempt"
 RELATE_KEY_EXPRESSION = "'relate'"
-SYNC_WORKFLOW = "ki-sync"
 SYNC_KEY_EXPRESSION = "'sync'"
 
-#: The DAG as (stage, parent) pairs: each stage waits for the one before it.
-DAG: tuple[tuple[str, str | None], ...] = tuple(
-    (stage, PIPELINE_STAGE_ORDER[i - 1] if i else None) for i, stage in enumerate(PIPELINE_STAGE_ORDER)
-)
+
+def _code(stage: str) -> str:
+    return "".join(word[0] for word in stage.split("_"))
 
 
-@dataclass(frozen=True)
-class KiWorkflows:
-    """The declared workflows (SDK ``Workflow`` objects) of one client."""
+#: Each stage's code in a document workflow's name: the initials of its words (``classify_matter`` → ``cm``).
+STAGE_CODES: dict[str, str] = {stage: _code(stage) for stage in PIPELINE_STAGE_ORDER}
+_STAGE_OF_CODE = {code: stage for stage, code in STAGE_CODES.items()}
+if len(_STAGE_OF_CODE) != len(STAGE_CODES):  # pragma: no cover - a new stage name would need its own code
+    raise RuntimeError(f"stage codes collide: {STAGE_CODES}")
 
-    document: Any
-    access_refresh: Any
-    sync: Any
 
-    def all(self) -> list[Any]:
-        return [self.document, self.access_refresh, self.sync]
+def document_stages(config: Any) -> tuple[str, ...]:
+    """The stages a document DAG declares under ``config`` (a ``KiConfig``): the enabled ones in
+    ``PIPELINE_STAGE_ORDER``; when every stage is switched off, the final stage alone (its task
+    drives the document's rows, which the executor then records ``disabled_by_configuration``)."""
+    enabled = tuple(s for s in PIPELINE_STAGE_ORDER if config.pipeline.stage(s).enabled)
+    return enabled or (FINAL_STAGE,)
+
+
+def document_workflow_name(stages: Iterable[str]) -> str:
+    """``ki-insertion-<codes>`` for a DAG of ``stages`` (in pipeline order), e.g. ``ki-insertion-f-c-i``.
+
+    Raises: ValueError for an unknown stage, an empty set or stages out of pipeline order.
+    """
+    stages = tuple(stages)
+    if not stages or any(s not in STAGE_CODES for s in stages) or list(stages) != sorted(
+            stages, key=PIPELINE_STAGE_ORDER.index) or len(set(stages)) != len(stages):
+        raise ValueError(f"not a document DAG's stages (pipeline order, no repeats): {stages}")
+    return DOCUMENT_WORKFLOW_PREFIX + "-" + "-".join(STAGE_CODES[s] for s in stages)
+
+
+def workflow_stages(name: str) -> tuple[str, ...]:
+    """The stages of the document workflow ``name`` (:func:`document_workflow_name`'s inverse;
+    ``ki-access-refresh`` → its one ``index`` task).
+
+    Raises: ValueError when ``name`` is not one of ki's document workflows.
+    """
+    if name == ACCESS_REFRESH_WORKFLOW:
+        return (FINAL_STAGE,)
+    prefix = DOCUMENT_WORKFLOW_PREFIX + "-"
+    codes = name[len(prefix):].split("-") if name.startswith(prefix) else []
+    try:
+        stages = tuple(_STAGE_OF_CODE[c] for c in codes)
+    except KeyError:
+        stages = ()
+    if not stages or document_workflow_name(stages) != name:
+        raise ValueError(f"{name!r} is not one of ki's document workflows")
+    return stages
 
 
 def _task_options() -> dict[str, Any]:
@@ -101,21 +135,18 @@ def _task_options() -> dict[str, Any]:
             "execution_timeout": TASK_TIMEOUT}
 
 
-def _stage_fn(stage: str, *, final: bool, skippable: tuple[str, ...] = ()):
+def _stage_fn(stage: str, *, final: bool):
     def run(inp: DocumentInput, ctx) -> dict[str, Any]:
         from hatchet_sdk import NonRetryableException
 
         from ki.errors import RunAborted
-        from ki.workflows.task import stage_task, worker_runtime
+        from ki.workflows.task import stage_task
 
         try:
-            out = stage_task(stage, inp.run_id, inp.source_object_id, final=final,
-                             cancelled=lambda: ctx.exit_flag)
+            return stage_task(stage, inp.run_id, inp.source_object_id, final=final,
+                              cancelled=lambda: ctx.exit_flag)
         except RunAborted as exc:  # ki's own configuration is wrong: retrying the task cannot help
             raise NonRetryableException(str(exc)) from exc
-        if skippable:  # the root task tells the engine which stage tasks it may skip
-            out["skip"] = worker_runtime().skipped_stages(skippable)
-        return out
 
     run.__name__ = f"ki_{stage}"
     return run
@@ -142,43 +173,27 @@ def _document_workflow(hatchet: Hatchet, name: str, settings: ProcessSettings, s
     wf = hatchet.workflow(
         name=name,
         input_validator=DocumentInput,
-        concurrency=ConcurrencyExpression(expression=BATCH_KEY_EXPRESSION,
-                                          max_runs=settings.hatchet_document_concurrency,
-                                          limit_strategy=ConcurrencyLimitStrategy.GROUP_ROUND_ROBIN),
         task_defaults=TaskDefaults(**_task_options()),
         idempotency=StatusBasedIdempotencyConfig(key_expression=IDEMPOTENCY_KEY_EXPRESSION,
                                                  fallback_ttl=IDEMPOTENCY_FALLBACK_TTL),
     )
-    from hatchet_sdk import ParentCondition
-
-    skippable = stages[1:-1]  # never the root (it decides) nor the final task (it finishes the document)
-    root = parent = None
+    parent = None
     for stage in stages:
         concurrency = None
         if stage == "relate":
             concurrency = [ConcurrencyExpression(expression=RELATE_KEY_EXPRESSION,
                                                  max_runs=settings.relate_model_concurrency,
                                                  limit_strategy=ConcurrencyLimitStrategy.GROUP_ROUND_ROBIN)]
-        parents = [] if parent is None else [parent] if parent is root else [parent, root]
-        skip_if = None
-        if stage in skippable:
-            # Separate conditions are AND-ed by the engine (one or-group each). Without the second
-            # one the engine skips the task as soon as the root completes, before its predecessor
-            # ran, and a later task (e.g. the final one) would then start beside that predecessor.
-            skip_if = [ParentCondition(parent=root, expression=f"output.skip.{stage}")]
-            if parent is not root:
-                skip_if.append(ParentCondition(parent=parent, expression="true"))
-        fn = _stage_fn(stage, final=stage == stages[-1], skippable=skippable if root is None else ())
-        parent = wf.task(name=stage, parents=parents or None, concurrency=concurrency, skip_if=skip_if,
+        fn = _stage_fn(stage, final=stage == stages[-1])
+        parent = wf.task(name=stage, parents=[parent] if parent is not None else None, concurrency=concurrency,
                          **_task_options())(fn)
-        root = root or parent
     wf.on_failure_task(name="record_failure", retries=TASK_RETRIES, backoff_factor=TASK_BACKOFF_FACTOR,
                        backoff_max_seconds=TASK_BACKOFF_MAX_SECONDS, schedule_timeout=TASK_TIMEOUT,
                        execution_timeout=timedelta(minutes=5))(_failure_fn)
     return wf
 
 
-def sync_workflow(hatchet: Hatchet, settings: ProcessSettings) -> Any:
+def _sync_workflow(hatchet: Hatchet, settings: ProcessSettings) -> Any:
     """Declare ``ki-sync`` on ``hatchet`` (one ``scan`` task, ≤ KI_HATCHET_SYNC_CONCURRENCY at once)."""
     from hatchet_sdk import ConcurrencyExpression, ConcurrencyLimitStrategy
 
@@ -197,26 +212,35 @@ def sync_workflow(hatchet: Hatchet, settings: ProcessSettings) -> Any:
     return wf
 
 
-def build_workflows(hatchet: Hatchet, settings: ProcessSettings) -> KiWorkflows:
-    """Declare ki's workflows on ``hatchet`` with the concurrency of ``settings``.
+def build_workflow(hatchet: Hatchet, settings: ProcessSettings, name: str) -> Any:
+    """Declare ki's workflow ``name`` on ``hatchet`` with the concurrency of ``settings``: a document
+    DAG (:func:`document_workflow_name`), ``ki-access-refresh`` or ``ki-sync``.
 
-    Returns: :class:`KiWorkflows` (document DAG, access refresh, sync).
+    Raises: ValueError for any other name.
     """
-    return KiWorkflows(
-        document=_document_workflow(hatchet, DOCUMENT_WORKFLOW, settings, PIPELINE_STAGE_ORDER),
-        access_refresh=_document_workflow(hatchet, ACCESS_REFRESH_WORKFLOW, settings, (FINAL_STAGE,)),
-        sync=sync_workflow(hatchet, settings),
-    )
+    if name == SYNC_WORKFLOW:
+        return _sync_workflow(hatchet, settings)
+    return _document_workflow(hatchet, name, settings, workflow_stages(name))
 
 
-_workflows: weakref.WeakKeyDictionary[Any, KiWorkflows] = weakref.WeakKeyDictionary()
+_workflows: weakref.WeakKeyDictionary[Any, dict[str, Any]] = weakref.WeakKeyDictionary()
 _workflows_lock = threading.Lock()
 
 
-def ki_workflows(hatchet: Any, settings: Any) -> Any:
-    """The :class:`KiWorkflows` declared on ``hatchet`` (built once per client)."""
+def workflow(hatchet: Any, settings: Any, name: str) -> Any:
+    """The SDK ``Workflow`` ``name`` declared on ``hatchet`` (built once per client and name).
+
+    Raises: ValueError when ``name`` is not one of ki's workflows.
+    """
     with _workflows_lock:
-        wfs = _workflows.get(hatchet)
-        if wfs is None:
-            wfs = _workflows[hatchet] = build_workflows(hatchet, settings)
-        return wfs
+        declared = _workflows.setdefault(hatchet, {})
+        wf = declared.get(name)
+        if wf is None:
+            wf = declared[name] = build_workflow(hatchet, settings, name)
+        return wf
+
+
+def worker_workflows(hatchet: Any, settings: Any, document_workflows: Iterable[str]) -> list[Any]:
+    """What a worker serves: each document workflow named (sorted), the access refresh and the sync."""
+    names = sorted(set(document_workflows) - {ACCESS_REFRESH_WORKFLOW, SYNC_WORKFLOW})
+    return [workflow(hatchet, settings, n) for n in [*names, ACCESS_REFRESH_WORKFLOW, SYNC_WORKFLOW]]

@@ -28,6 +28,12 @@ Verdicts, in order, for each active run:
      ``KI_RUN_ABANDONED_HOURS`` of silence (longer than the longest allowed task), with the
      recorded cause; before that it is left running.
 
+   Before asking, **resumed** (the conveyor; decision "Hatchet DAG shape and pacing"): a batch
+   whose conveyor stopped (a member released but never triggered, or members waiting while its
+   window has a free slot: the DAG that should have released them ended without doing so, e.g.
+   its worker died between its commit and the trigger and Hatchet gave up on the task) gets those
+   members triggered (``trigger.advance_conveyor``; the idempotency keys make a member its
+   releaser triggered meanwhile collide instead of starting twice).
 4. **resumed** (ki's addition for engine gotcha "lost task assignment", docs/hatchet-engine.md):
    an insertion batch left running although it is silent, with none of its rows claimed and no
    retry pending, is stalled in the engine (measured after an engine restart: a task assigned to a
@@ -52,6 +58,7 @@ from typing import Literal
 from ki.context import PipelineContext
 from ki.orchestration.run_sweep import sweep_local_runs
 from ki.store import runs
+from ki.store.conveyor import conveyor_states
 from ki.workflows.client import hatchet_client
 
 log = logging.getLogger(__name__)
@@ -118,6 +125,12 @@ def _supersede(ctx: PipelineContext, run_id: int, *, since: datetime) -> int:
     return supersede_stalled(ctx, run_id, since=since)
 
 
+def _advance(ctx: PipelineContext, run_id: int) -> int:
+    from ki.workflows.trigger import advance_conveyor  # see _supersede
+
+    return advance_conveyor(ctx, run_id, released_by=None, every_releaser=True)
+
+
 def _stalled(st: runs.BatchState) -> bool:
     """Nothing of the batch is claimed and no retry is pending, yet documents are unfinished."""
     now = datetime.now(UTC)
@@ -126,22 +139,26 @@ def _stalled(st: runs.BatchState) -> bool:
 
 
 def sweep_runs(ctx: PipelineContext, *, run_ids: Sequence[int] | None = None,
-               lookup: Lookup | None = None, resume: Resume | None = None) -> list[SweepVerdict]:
+               lookup: Lookup | None = None, resume: Resume | None = None,
+               advance: Callable[[PipelineContext, int], int] | None = None) -> list[SweepVerdict]:
     """Examine the active ``hatchet`` runs (or ``run_ids``) and resolve the stranded ones.
 
     Args:
         run_ids: only these runs (still only if active); default every active hatchet run.
         lookup: how to ask the orchestrator (default :func:`hatchet_lookup`).
         resume: how to supersede a stalled batch's DAGs (default ``supersede_stalled``).
+        advance: how to restart a stopped conveyor (default ``advance_conveyor``).
     Returns: one :class:`SweepVerdict` per active run examined, in id order.
     """
     lookup = lookup or hatchet_lookup
     resume = resume or _supersede
+    advance = advance or _advance
     settings = ctx.settings
     with ctx.db.engine.connect() as conn:
         ids = list(run_ids) if run_ids is not None else runs.active_run_ids(conn, provider="hatchet")
         states = [s for s in runs.batch_states(conn, ids)
                   if s.status in runs.ACTIVE_RUN_STATUSES and s.provider == "hatchet"]
+        belts = conveyor_states(conn, [s.run_id for s in states if s.kind != runs.KIND_SYNC])
     out: list[SweepVerdict] = []
     for st in states:
         silent = st.seconds_silent
@@ -154,6 +171,19 @@ def sweep_runs(ctx: PipelineContext, *, run_ids: Sequence[int] | None = None,
             if status is not None:
                 out.append(SweepVerdict(st.run_id, st.kind, "completed" if status == "completed" else "failed",
                                         "every document of the batch is terminal", silent))
+                continue
+        belt = belts.get(st.run_id)
+        if belt is not None and belt.stopped:
+            try:
+                n = advance(ctx, st.run_id)
+            except Exception as exc:  # noqa: BLE001 - report; the next sweep tries again
+                log.warning("restarting the conveyor of run %s failed: %s", st.run_id, exc)
+                n = 0
+            if n:
+                out.append(SweepVerdict(st.run_id, st.kind, "resumed",
+                                        f"conveyor stopped for {_minutes(silent)} ({belt.stranded} member(s) released "
+                                        f"but never triggered, {belt.waiting} waiting, {belt.in_flight} of "
+                                        f"{belt.window} in flight): triggered {n} document DAG(s)", silent))
                 continue
         verdict, answer = _ask(st, lookup, silent, settings.run_abandoned_hours)
         if verdict.verdict == "left_running" and answer in ("active", "terminal") and _stalled(st):

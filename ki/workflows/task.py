@@ -42,7 +42,7 @@ from ki.errors import TaskCancelled
 from ki.orchestration.execute import run_stage_for_object
 from ki.orchestration.heartbeat import ClaimKeeper
 from ki.orchestration.prepare import recover_stale_claims
-from ki.store import runs
+from ki.store import conveyor, runs
 from ki.store.status import StageRow, rows_by_stage
 from ki.taxonomies import PIPELINE_STAGE_ORDER, stage_bucket
 
@@ -60,7 +60,8 @@ _runtime: WorkerRuntime | None = None
 CONFIG_RELOAD_SECONDS = 5.0
 
 
-#: ``(ctx, run_id, object ids) -> DAGs triggered``: ``ki.workflows.trigger.trigger_members``.
+#: ``(ctx, run_id, object ids) -> DAGs triggered``: ``ki.workflows.trigger.trigger_members`` (the members
+#: the batch's conveyor released, on the run's recorded document workflow).
 TriggerMembers = Callable[[PipelineContext, int, list[int]], int]
 #: ``(ctx, source_id, on_started) -> insertion run id``: ``ki.launch.launch_insertion`` for the sync hand-off
 #: (``on_started(run_id)`` once the insertion run's row exists; see ki.sources.sync).
@@ -72,9 +73,10 @@ class WorkerRuntime:
     """Process-wide handles of a worker: the pipeline context and the claim keeper.
 
     Attributes:
-        trigger_members / hand_off: what a task starts beyond its own row (DAGs for the embedded
-            objects a convert registered; the insertion run after a sync). ``ki worker`` installs
-            them (``ki.workflows.worker``), so a task body never imports the trigger or the launcher.
+        trigger_members / hand_off: what a task starts beyond its own row (the DAGs of the members
+            the batch's conveyor released when a DAG ended or a convert adopted attachments; the
+            insertion run after a sync). ``ki worker`` installs them (``ki.workflows.worker``), so a
+            task body never imports the trigger or the launcher.
     """
 
     ctx: PipelineContext
@@ -91,9 +93,18 @@ class WorkerRuntime:
             self.config_loaded_at = now
             self.ctx.reload_config()
 
-    def skipped_stages(self, stages: tuple[str, ...]) -> dict[str, bool]:
-        """``{stage: True}`` for each of ``stages`` switched off in the configuration."""
-        return {s: not self.ctx.config.pipeline.stage(s).enabled for s in stages}
+    def trigger_released(self, run_id: int, oids: list[int]) -> int:
+        """Trigger the DAGs of members the conveyor released (``trigger_members``). Returns how many."""
+        if not oids:
+            return 0
+        if self.trigger_members is None:
+            raise RuntimeError("this worker runtime cannot trigger DAGs (run it through ki worker)")
+        return self.trigger_members(self.ctx, run_id, oids)
+
+    def release(self, conn: Any, run_id: int, released_by: int) -> list[int]:
+        """The conveyor step of member ``released_by`` (``ki.store.conveyor.release``) in ``conn``."""
+        return conveyor.release(conn, run_id, released_by=released_by,
+                                default_window=self.ctx.settings.hatchet_document_concurrency)
 
 
 def worker_runtime(slots: int | None = None) -> WorkerRuntime:
@@ -202,27 +213,32 @@ def drive_stage(rt: WorkerRuntime, run_id: int, oid: int, stage: str, *,
 def stage_task(stage: str, run_id: int, oid: int, *, final: bool,
                cancelled: Callable[[], bool] = lambda: False) -> dict[str, Any]:
     """The body of every stage task: drive the row, refresh the batch's progress, and (final
-    task) record the document's end, which completes the run when it was the last document.
+    task) record the document's end, which completes the run when it was the last document, and
+    release and trigger the batch's next members (the conveyor, :mod:`ki.store.conveyor`; the end
+    and the release commit together under the per-run lock, the trigger follows the commit, and a
+    replay triggers the same successors again, which collide on their idempotency keys).
     After ``convert``, embedded objects the container registered (attachments) join the batch
-    and get DAGs of their own (``runs.adopt_children``), as the local runner would run them."""
+    (``runs.adopt_children``) and are released into free slots of its window, as the local runner
+    would run them in the same run."""
     rt = worker_runtime()
     rt.fresh_config()
     out = drive_stage(rt, run_id, oid, stage, cancelled=cancelled)
+    released: list[int] = []
     if stage == "convert":  # embedded objects the container registered join its batch
         with rt.ctx.db.engine.begin() as conn:
-            children = runs.adopt_children(conn, run_id, oid)
-        if children:
-            if rt.trigger_members is None:
-                raise RuntimeError("this worker runtime cannot trigger DAGs (run it through ki worker)")
-            out["children_triggered"] = rt.trigger_members(rt.ctx, run_id, children)
+            if runs.adopt_children(conn, run_id, oid):
+                released = rt.release(conn, run_id, oid)
     with rt.ctx.db.engine.begin() as conn:
         if final:
             outcome = runs.document_outcome(conn, oid)
             finished = runs.finish_member(conn, run_id, oid, "requeued" if outcome == "unfinished" else outcome)
             if finished:
                 out["run_status"] = finished
+            released = rt.release(conn, run_id, oid)
         else:
             runs.refresh_progress(conn, run_id, force=False)
+    if released:
+        out["triggered"] = rt.trigger_released(run_id, released)
     return out
 
 
@@ -230,10 +246,11 @@ def failure_hook(run_id: int, oid: int, errors: dict[str, str], *, workflow_run_
                  ) -> dict[str, Any]:
     """The DAG failed in the orchestrator (a task exhausted its retries or was cancelled): record
     the member as ``orchestration_failed`` with the error so the run can end (``failed``, saying
-    why); the document's rows stay as they are, so the next run picks them up.
+    why), and release the batch's next members; the document's rows stay as they are, so the next
+    run picks them up.
 
     A DAG the sweeper superseded (cancelled and replaced, see ``ki.workflows.sweeper``) is no
-    longer the member's recorded workflow run: its failure is ignored."""
+    longer the member's recorded workflow run: its failure is ignored (the replacement ends it)."""
     rt = worker_runtime()
     message = "; ".join(f"{k}: {v}" for k, v in sorted(errors.items()))[:1500] or "task failed"
     with rt.ctx.db.engine.begin() as conn:
@@ -242,5 +259,7 @@ def failure_hook(run_id: int, oid: int, errors: dict[str, str], *, workflow_run_
             if current is not None and current != workflow_run_id:
                 return {"object": oid, "outcome": "superseded"}
         status = runs.finish_member(conn, run_id, oid, runs.OUTCOME_ORCHESTRATION_FAILED,
-                                       error=f"object {oid}: {message}")
-    return {"object": oid, "outcome": runs.OUTCOME_ORCHESTRATION_FAILED, "run_status": status}
+                                    error=f"object {oid}: {message}")
+        released = rt.release(conn, run_id, oid)
+    return {"object": oid, "outcome": runs.OUTCOME_ORCHESTRATION_FAILED, "run_status": status,
+            "triggered": rt.trigger_released(run_id, released)}

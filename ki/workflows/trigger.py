@@ -1,30 +1,32 @@
-"""Triggering Hatchet runs: a batch's DAGs, the DAGs of adopted members, a replacement for a stalled DAG, a sync.
+"""Triggering Hatchet runs: a batch's first window, the members its conveyor releases, a replacement DAG, a sync.
 
 Provider ``hatchet``: one Hatchet DAG per document, the database row still the idempotency boundary.
 
 Spec: insertion-pipeline.md "Orchestration" (Hatchet provider, concurrency and sweeper variables,
-the sweeper) and "Failure modes". ``ki.launch.launch_insertion`` creates the ledger row and calls
-:func:`trigger_insertion`, which
+the sweeper), "Failure modes", and the decision "Hatchet DAG shape and pacing" (DESIGN.md).
+``ki.launch.launch_insertion`` creates the ledger row and calls :func:`trigger_insertion`, which
 
 1. runs the same prepare steps as the local provider (``run_prepare_steps``);
-2. reserves the batch (:func:`ki.store.runs.reserve_batch`): under a global
+2. in one transaction, reserves the batch (:func:`ki.store.runs.reserve_batch`: under a global
    advisory lock, every non-deleted object with a pending/running/failed row that no other active
    batch owns becomes a member of this run, so two concurrent launches never start a second DAG
    for the same document; a batch of only ``access_only_reindex`` index rows is relabelled
-   "Access refresh" and runs the lighter workflow;
-3. bulk-triggers one workflow run per member (:mod:`ki.workflows.dag`) in chunks of
-   :data:`TRIGGER_CHUNK`, each item with the stable idempotency key ``<run>:<object>`` (the
-   workflow's key expression), and records every document's workflow run id (the run row keeps
-   the first). A chunk the engine reports as colliding was already triggered (a resent RPC): its
-   DAGs exist, nothing is started twice.
+   "Access refresh" and runs the lighter workflow), records its shape (the document workflow of
+   the enabled stages, :func:`ki.workflows.dag.document_workflow_name`, and its window,
+   ``KI_HATCHET_DOCUMENT_CONCURRENCY``) and releases the first window
+   (:func:`ki.store.conveyor.release`);
+3. triggers those members (:func:`trigger_members`): one workflow run each, in chunks of
+   :data:`TRIGGER_CHUNK`, each with the stable idempotency key ``<run>:<object>:`` (the workflow's
+   key expression), and records every document's workflow run id (the run row keeps the first).
 
 The run then belongs to the workers (``ki worker``): each task drives its row
-(:mod:`ki.workflows.task`), progress is aggregated into the run row, the last document's final
-task completes the run. ``ki.launch.wait_for_run`` is what ``ki insert`` does meanwhile (polls the rows).
+(:mod:`ki.workflows.task`), progress is aggregated into the run row, each DAG's final task (or
+failure hook) releases and triggers the next members, the last document's final task completes
+the run. ``ki.launch.wait_for_run`` is what ``ki insert`` does meanwhile (polls the rows).
 
-Errors: :class:`OrchestratorUnavailable`
-when the token is missing or the engine refuses the trigger (the run is then failed with the
-cause; members already triggered still run and their rows stay the truth).
+Errors: :class:`OrchestratorUnavailable` when the token is missing or the engine refuses the
+trigger (the run is then failed with the cause; members already triggered still run and their
+rows stay the truth).
 """
 
 from __future__ import annotations
@@ -39,9 +41,15 @@ from ki.context import PipelineContext
 from ki.errors import OrchestratorUnavailable
 from ki.orchestration.prepare import run_prepare_steps
 from ki.sources.scan import ScanScope
-from ki.store import runs
+from ki.store import conveyor, runs
 from ki.workflows.client import ensure_registered, hatchet_client
-from ki.workflows.dag import ki_workflows
+from ki.workflows.dag import (
+    ACCESS_REFRESH_WORKFLOW,
+    SYNC_WORKFLOW,
+    document_stages,
+    document_workflow_name,
+    workflow,
+)
 from ki.workflows.inputs import DocumentInput, SyncInput
 
 log = logging.getLogger(__name__)
@@ -50,16 +58,19 @@ log = logging.getLogger(__name__)
 #: collision in one chunk loses the run ids of the others).
 TRIGGER_CHUNK = 500
 
+
 @dataclass(frozen=True)
 class TriggerReport:
     """What :func:`trigger_insertion` did.
 
     Attributes:
         run_id: the batch's run id.
-        documents: members reserved (and triggered).
+        documents: members reserved.
         access_only: the batch runs the access-refresh workflow.
-        workflow_run_ids: number of workflow run ids recorded.
-        trigger_seconds: time spent in the bulk trigger RPCs.
+        workflow_run_ids: number of workflow run ids recorded (the first window: at most
+            ``KI_HATCHET_DOCUMENT_CONCURRENCY``; the conveyor triggers the rest).
+        trigger_seconds: time spent in the trigger RPCs.
+        workflow_name: the batch's document workflow.
     """
 
     run_id: int
@@ -67,34 +78,90 @@ class TriggerReport:
     access_only: bool
     workflow_run_ids: int
     trigger_seconds: float = 0.0
+    workflow_name: str | None = None
+
+
+def _items(wf: Any, run_id: int, oids: list[int], attempt: str) -> list[Any]:
+    return [wf.create_bulk_run_item(input=DocumentInput(batch_id=str(run_id), doc_id=str(oid), attempt=attempt),
+                                    key=f"{run_id}:{oid}:{attempt}",
+                                    additional_metadata={"ki_run_id": str(run_id), "ki_object_id": str(oid),
+                                                         "ki_attempt": attempt})
+            for oid in oids]
 
 
 def _trigger_chunk(wf: Any, run_id: int, oids: list[int], *, attempt: str = ""
                    ) -> tuple[list[tuple[int, str]], str | None]:
-    """Trigger one chunk. Returns ((object id, workflow run id) pairs known, any run id of the chunk)."""
+    """Trigger one chunk. Returns ((object id, workflow run id) pairs, any run id of the chunk).
+
+    A document whose idempotency key collides was triggered before (a resent RPC, a replayed
+    final task): its existing DAG's id is returned, nothing is started twice. The engine does not
+    say which items of a partly colliding chunk collided, so such a chunk is triggered again one
+    item at a time (each then either collides, naming its existing DAG, or was among the started
+    ones and collides too): every pair is known.
+    """
     from hatchet_sdk import BulkTriggerIdempotencyCollisionError
 
-    items = [wf.create_bulk_run_item(input=DocumentInput(batch_id=str(run_id), doc_id=str(oid), attempt=attempt),
-                                     key=f"{run_id}:{oid}:{attempt}",
-                                     additional_metadata={"ki_run_id": str(run_id), "ki_object_id": str(oid)})
-             for oid in oids]
     try:
-        refs = wf.run_many(items, wait_for_result=False)
+        refs = wf.run_many(_items(wf, run_id, oids, attempt), wait_for_result=False)
     except BulkTriggerIdempotencyCollisionError as exc:
-        # Already triggered by an earlier (resent) call of this same batch: the DAGs exist.
         ok, collided = exc.successful_workflow_run_external_ids, exc.collisions
-        log.warning("run %s: %d of %d documents were already triggered (idempotency key collision)",
-                    run_id, len(collided), len(oids))
-        known = [*ok, *(c.existing_run_external_id for c in collided)]
+        log.info("run %s: %d of %d documents were already triggered (idempotency key collision)",
+                 run_id, len(collided), len(oids))
         if not ok and len(collided) == len(oids):  # the whole chunk was resent: ids come back in order
-            return list(zip(oids, known, strict=True)), known[0]
-        return [], (known[0] if known else None)  # which item collided is not reported: ids unmapped
+            known = [c.existing_run_external_id for c in collided]
+            return list(zip(oids, known, strict=True)), (known[0] if known else None)
+        pairs = [p for oid in oids for p in _trigger_chunk(wf, run_id, [oid], attempt=attempt)[0]]
+        return pairs, (pairs[0][1] if pairs else None)
     pairs = list(zip(oids, [r.workflow_run_id for r in refs], strict=True))
     return pairs, (pairs[0][1] if pairs else None)
 
 
+def _document_workflow(ctx: PipelineContext, hatchet: Any, run_id: int) -> Any:
+    """The registered document workflow of run ``run_id``: the one recorded on the run (a batch
+    keeps its DAG), else the one of the current configuration's enabled stages."""
+    with ctx.db.engine.connect() as conn:
+        name = conveyor.shape(conn, run_id).workflow_name
+    wf = workflow(hatchet, ctx.settings, name or document_workflow_name(document_stages(ctx.config)))
+    ensure_registered(hatchet, wf)
+    return wf
+
+
+def trigger_members(ctx: PipelineContext, run_id: int, oids: list[int], *, attempt: str = "") -> int:
+    """Trigger a DAG of the run's document workflow for each member in ``oids`` (released by the
+    conveyor) and record their workflow run ids. Returns the number of ids recorded.
+
+    Idempotent: a member triggered before (same run, object and ``attempt``) collides on the
+    idempotency key and gets its existing DAG's id recorded.
+    Raises: OrchestratorUnavailable or the SDK's error (a calling task is retried by Hatchet; its
+        replay triggers the same members again).
+    """
+    if not oids:
+        return 0
+    client = hatchet_client()
+    wf = _document_workflow(ctx, client, run_id)
+    done = 0
+    for i in range(0, len(oids), TRIGGER_CHUNK):
+        pairs, any_id = _trigger_chunk(wf, run_id, oids[i:i + TRIGGER_CHUNK], attempt=attempt)
+        with ctx.db.engine.begin() as conn:
+            runs.record_workflow_runs(conn, run_id, pairs, first=any_id)
+        done += len(pairs)
+    return done
+
+
+def advance_conveyor(ctx: PipelineContext, run_id: int, *, released_by: int | None,
+                     every_releaser: bool = False) -> int:
+    """Release the run's next members into its window and trigger them (the conveyor's step outside
+    a member's end: an adoption of attachments, the sweeper). Returns the DAGs triggered."""
+    with ctx.db.engine.begin() as conn:
+        oids = conveyor.release(conn, run_id, released_by=released_by,
+                                default_window=ctx.settings.hatchet_document_concurrency,
+                                every_releaser=every_releaser)
+    return trigger_members(ctx, run_id, oids)
+
+
 def trigger_insertion(ctx: PipelineContext, run_id: int) -> TriggerReport:
-    """Prepare, reserve and bulk-trigger the batch of run ``run_id`` (a ``queued`` insertion row).
+    """Prepare, reserve and trigger the first window of the batch of run ``run_id`` (a ``queued``
+    insertion row).
 
     Returns: the :class:`TriggerReport`. An empty batch completes the run at once.
     Raises:
@@ -102,66 +169,43 @@ def trigger_insertion(ctx: PipelineContext, run_id: int) -> TriggerReport:
             with the cause; its members are released because the run is no longer active).
     """
     run_prepare_steps(ctx)
+    window = ctx.settings.hatchet_document_concurrency
     with ctx.db.engine.begin() as conn:
         reservation = runs.reserve_batch(conn, run_id)
+        name = None
+        first: list[int] = []
+        if reservation.object_ids:
+            name = ACCESS_REFRESH_WORKFLOW if reservation.access_only else document_workflow_name(
+                document_stages(ctx.config))
+            conveyor.set_shape(conn, run_id, name, window)
+            first = conveyor.release(conn, run_id, released_by=None, default_window=window)
     if not reservation.object_ids:
         with ctx.db.engine.begin() as conn:
             runs.complete_if_terminal(conn, run_id)
         return TriggerReport(run_id, 0, False, 0)
     started = time.perf_counter()
-    recorded = 0
     try:
-        hatchet = hatchet_client()
-        wfs = ki_workflows(hatchet, ctx.settings)
-        wf = wfs.access_refresh if reservation.access_only else wfs.document
-        ensure_registered(hatchet, wf)
-        ids = list(reservation.object_ids)
-        for i in range(0, len(ids), TRIGGER_CHUNK):
-            pairs, any_id = _trigger_chunk(wf, run_id, ids[i:i + TRIGGER_CHUNK])
-            with ctx.db.engine.begin() as conn:
-                runs.record_workflow_runs(conn, run_id, pairs, first=any_id)
-            recorded += len(pairs)
+        recorded = trigger_members(ctx, run_id, first)
     except Exception as exc:  # noqa: BLE001 - any trigger failure fails the run with its cause
         cause = f"{type(exc).__name__}: {exc}"
-        log.error("run %s: bulk trigger failed after %d of %d documents: %s", run_id, recorded,
+        log.error("run %s: trigger of the first %d of %d documents failed: %s", run_id, len(first),
                   len(reservation.object_ids), cause)
         with ctx.db.engine.begin() as conn:
-            runs.fail_run(conn, run_id, f"trigger failed after {recorded} of {len(reservation.object_ids)} "
-                                           f"documents: {cause}")
+            runs.fail_run(conn, run_id, f"trigger failed ({len(reservation.object_ids)} documents reserved): {cause}")
         if isinstance(exc, OrchestratorUnavailable):
             raise
-        raise OrchestratorUnavailable(f"Hatchet refused the bulk trigger of run {run_id}: {cause}") from exc
+        raise OrchestratorUnavailable(f"Hatchet refused the trigger of run {run_id}: {cause}") from exc
     return TriggerReport(run_id, len(reservation.object_ids), reservation.access_only, recorded,
-                         time.perf_counter() - started)
-
-
-def trigger_members(ctx: PipelineContext, run_id: int, oids: list[int]) -> int:
-    """Trigger DAGs for members added to a running batch (embedded objects adopted by their
-    container's convert task) and record their ids. Returns the number triggered.
-
-    Raises: OrchestratorUnavailable or the SDK's error (the calling task is retried by Hatchet).
-    """
-    if not oids:
-        return 0
-    client = hatchet_client()
-    wf = ki_workflows(client, ctx.settings).document
-    ensure_registered(client, wf)
-    done = 0
-    for i in range(0, len(oids), TRIGGER_CHUNK):
-        pairs, _ = _trigger_chunk(wf, run_id, oids[i:i + TRIGGER_CHUNK])
-        with ctx.db.engine.begin() as conn:
-            runs.record_workflow_runs(conn, run_id, pairs)
-        done += len(pairs)
-    return done
+                         time.perf_counter() - started, name)
 
 
 def supersede_stalled(ctx: PipelineContext, run_id: int, *, since: Any) -> int:
     """Replace the DAGs of a stalled batch: trigger a replacement per document (a fresh ``attempt``
-    token, so its own idempotency key and concurrency group), record it on the member, then cancel
-    the stalled DAG (its failure hook sees it superseded and records nothing). Replaced: every
-    unfinished document whose DAG Hatchet reports running, plus at most
-    ``KI_HATCHET_DOCUMENT_CONCURRENCY`` of those it reports queued; nothing when no worker of this
-    namespace is active (then the batch waits for a worker rather than being stalled).
+    token, so its own idempotency key), record it on the member, then cancel the stalled DAG (its
+    failure hook sees it superseded and records nothing). Replaced: every unfinished document whose
+    DAG Hatchet reports running, plus at most the batch's window of those it reports queued;
+    nothing when no worker of this namespace is active (then the batch waits for a worker rather
+    than being stalled).
 
     Why: measured on v0.105.0, an engine restart can lose a task assignment (the task stays
     RUNNING on a live worker that never received it, holding a worker slot until its six-hour
@@ -194,22 +238,14 @@ def supersede_stalled(ctx: PipelineContext, run_id: int, *, since: Any) -> int:
         return 0
     with ctx.db.engine.connect() as conn:
         found = runs.unfinished_members(conn, run_id, list(stalled))
-        kind = runs.get_run(conn, run_id).kind
-    # every DAG holding a slot (running), and at most one concurrency window of queued ones per sweep
+        window = conveyor.shape(conn, run_id).window or ctx.settings.hatchet_document_concurrency
+    # every DAG holding a slot (running), and at most one window of queued ones per sweep
     running = [m for m in found if stalled.get(m[1]) == V1TaskStatus.RUNNING.value]
     queued = [m for m in found if stalled.get(m[1]) != V1TaskStatus.RUNNING.value]
-    members = running + queued[: ctx.settings.hatchet_document_concurrency]
+    members = running + queued[:window]
     if not members:
         return 0
-    wfs = ki_workflows(client, ctx.settings)
-    wf = wfs.access_refresh if kind == runs.KIND_ACCESS_REFRESH else wfs.document
-    ensure_registered(client, wf)
-    attempt = uuid.uuid4().hex[:8]
-    oids = [oid for oid, _ in members]
-    for i in range(0, len(oids), TRIGGER_CHUNK):
-        pairs, _ = _trigger_chunk(wf, run_id, oids[i:i + TRIGGER_CHUNK], attempt=attempt)
-        with ctx.db.engine.begin() as conn:
-            runs.record_workflow_runs(conn, run_id, pairs)
+    trigger_members(ctx, run_id, [oid for oid, _ in members], attempt=uuid.uuid4().hex[:8])
     client.runs.bulk_cancel(BulkCancelReplayOpts(ids=[wid for _, wid in members]))
     log.warning("run %s: superseded %d stalled document DAG(s)", run_id, len(members))
     return len(members)
@@ -224,14 +260,14 @@ def trigger_sync(ctx: PipelineContext, run_id: int, source_id: int, scope: ScanS
     """
     try:
         hatchet = hatchet_client()
-        wfs = ki_workflows(hatchet, ctx.settings)
-        ensure_registered(hatchet, wfs.sync)
+        wf = workflow(hatchet, ctx.settings, SYNC_WORKFLOW)
+        ensure_registered(hatchet, wf)
         scope = scope or ScanScope()
         inp = SyncInput(run_id=str(run_id), source_id=str(source_id),
                         paths=list(scope.paths) if scope.paths is not None else None, defer=sorted(scope.defer),
                         defer_younger_than=scope.defer_younger_than)
-        ref = wfs.sync.run(inp, wait_for_result=False,
-                           additional_metadata={"ki_run_id": str(run_id), "ki_source_id": str(source_id)})
+        ref = wf.run(inp, wait_for_result=False,
+                     additional_metadata={"ki_run_id": str(run_id), "ki_source_id": str(source_id)})
     except Exception as exc:  # noqa: BLE001
         with ctx.db.engine.begin() as conn:
             runs.fail_run(conn, run_id, f"trigger failed: {type(exc).__name__}: {exc}")

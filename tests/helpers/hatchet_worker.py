@@ -1,6 +1,6 @@
 """Run ``ki worker`` in its own OS process, with optional test fault injection.
 
-Used by tests/integration/test_hatchet.py and bench/hatchet.py (a worker must not be a daemon
+Used by tests/integration/orchestrator/test_hatchet_provider.py and bench/hatchet.py (a worker must not be a daemon
 process: the SDK's ``worker.start()`` spawns processes of its own).
 
 Usage::

@@ -1,9 +1,10 @@
 """The declared Hatchet workflows, without an engine (a client with a fake token never dials).
 
-Spec: insertion-pipeline.md "Orchestration" (one visible task per stage; task retries 6, backoff
-factor 5 capped at 60 s, six-hour schedule and execution timeouts; KI_HATCHET_DOCUMENT_CONCURRENCY
-with GROUP_ROUND_ROBIN; KI_RELATE_MODEL_CONCURRENCY on relate; KI_HATCHET_SYNC_CONCURRENCY on scans;
-stable idempotency keys); the engine-backed behaviour is in tests/integration/test_hatchet.py.
+Spec: insertion-pipeline.md "Orchestration" (task retries 6, backoff factor 5 capped at 60 s,
+six-hour schedule and execution timeouts; KI_RELATE_MODEL_CONCURRENCY on relate;
+KI_HATCHET_SYNC_CONCURRENCY on scans; stable idempotency keys) and DESIGN.md "Hatchet DAG shape and
+pacing" (one task per *enabled* stage, the workflow named after the enabled set; no workflow-level
+concurrency); the engine-backed behaviour is in tests/integration/orchestrator/test_hatchet_provider.py.
 """
 
 from __future__ import annotations
@@ -21,11 +22,15 @@ def _b64(data: dict) -> str:
     return base64.urlsafe_b64encode(json.dumps(data).encode()).decode().rstrip("=")
 
 
+FULL = "ki-insertion-f-c-cm-r-em-ed-i"
+
+
 @pytest.fixture
-def workflows(monkeypatch, tmp_path):
+def declare(monkeypatch, tmp_path):
+    """``declare(name)`` → the SDK workflow ``name`` declared on a client that never dials."""
     from hatchet_sdk import Hatchet
 
-    from ki.workflows.dag import build_workflows
+    from ki.workflows.dag import build_workflow
 
     claims = {"sub": "707d0855-80ab-4e1f-a156-f1c4546cbf52", "server_url": "http://127.0.0.1:1",
               "grpc_broadcast_address": "127.0.0.1:1"}
@@ -36,61 +41,94 @@ def workflows(monkeypatch, tmp_path):
     monkeypatch.chdir(tmp_path)  # the SDK also reads .env files from the working directory
     settings = ProcessSettings(data_dir=tmp_path, hatchet_document_concurrency=24, relate_model_concurrency=5,
                                hatchet_sync_concurrency=3)
-    return build_workflows(Hatchet(), settings)
+    client = Hatchet()
+    return lambda name: build_workflow(client, settings, name)
 
 
-def test_document_dag_has_one_task_per_stage_in_order(workflows):
-    proto = workflows.document.to_proto()
-    assert [t.readable_id for t in proto.tasks] == list(PIPELINE_STAGE_ORDER)
-    for i, task in enumerate(proto.tasks):
-        expected = [] if i == 0 else [PIPELINE_STAGE_ORDER[i - 1]] + (["fetch"] if i > 1 else [])
-        assert list(task.parents) == expected
+def _chain(proto) -> list[tuple[str, list[str]]]:
+    return [(t.readable_id, list(t.parents)) for t in proto.tasks]
+
+
+def test_full_document_dag_has_one_task_per_stage_in_order(declare):
+    proto = declare(FULL).to_proto()
+    assert _chain(proto) == [(s, [PIPELINE_STAGE_ORDER[i - 1]] if i else [])
+                             for i, s in enumerate(PIPELINE_STAGE_ORDER)]
+    for task in proto.tasks:
         assert (task.retries, task.backoff_factor, task.backoff_max_seconds) == (6, 5.0, 60)
         assert (task.timeout, task.schedule_timeout) == ("6h", "6h")
-        # the engine may skip a switched-off stage (never the root nor the final task)
-        skips = [c for c in task.conditions.parent_override_conditions] if task.HasField("conditions") else []
-        middle = 0 < i < len(PIPELINE_STAGE_ORDER) - 1
-        # ... and only once its predecessor ended (a second, AND-ed condition), so stage order holds
-        want = []
-        if middle:
-            want = [("fetch", f"output.skip.{task.readable_id}")]
-            if i > 1:
-                want.append((PIPELINE_STAGE_ORDER[i - 1], "true"))
-        assert [(c.parent_readable_id, c.base.expression) for c in skips] == want
-        assert len({c.base.or_group_id for c in skips}) == len(skips)
+        # no engine-side skips any more: a switched-off stage has no task at all
+        assert not task.HasField("conditions") or not list(task.conditions.parent_override_conditions)
     relate = next(t for t in proto.tasks if t.readable_id == "relate")
     assert [(c.expression, c.max_runs) for c in relate.concurrency] == [("'relate'", 5)]
     assert all(not t.concurrency for t in proto.tasks if t.readable_id != "relate")
     assert proto.on_failure_task.readable_id.startswith("record_failure")
 
 
-def test_document_dag_concurrency_and_idempotency(workflows):
-    from hatchet_sdk.contracts.v1.workflows_pb2 import ConcurrencyLimitStrategy
+def test_dag_declares_only_the_enabled_stages(declare):
+    """fetch, convert, index: three tasks in a chain, no relate concurrency, same task options."""
+    proto = declare("ki-insertion-f-c-i").to_proto()
+    assert _chain(proto) == [("fetch", []), ("convert", ["fetch"]), ("index", ["convert"])]
+    assert all(not t.concurrency for t in proto.tasks)
+    assert all((t.retries, t.timeout) == (6, "6h") for t in proto.tasks)
+    one = declare("ki-insertion-em").to_proto()
+    assert _chain(one) == [("extract_metadata", [])]
 
-    proto = workflows.document.to_proto()
-    assert proto.concurrency.expression == "input.batch_id + input.attempt"
-    assert proto.concurrency.max_runs == 24
-    assert ConcurrencyLimitStrategy.Name(proto.concurrency.limit_strategy) == "GROUP_ROUND_ROBIN"
-    assert proto.idempotency.expression == "input.batch_id + ':' + input.doc_id + ':' + input.attempt"
-    assert proto.idempotency.ttl_ms == 7 * 3600 * 1000
+
+def test_no_workflow_level_concurrency_and_stable_idempotency(declare):
+    """KI_HATCHET_DOCUMENT_CONCURRENCY is the batch ledger's (the conveyor), not a workflow key."""
+    for name in (FULL, "ki-insertion-f-c-i", "ki-access-refresh"):
+        proto = declare(name).to_proto()
+        assert not proto.HasField("concurrency") and not list(proto.concurrency_arr), name
+        assert proto.idempotency.expression == "input.batch_id + ':' + input.doc_id + ':' + input.attempt"
+        assert proto.idempotency.ttl_ms == 7 * 3600 * 1000
 
 
-def test_access_refresh_and_sync_workflows(workflows):
-    access = workflows.access_refresh.to_proto()
-    assert [t.readable_id for t in access.tasks] == ["index"]
-    assert access.concurrency.max_runs == 24
-    sync = workflows.sync.to_proto()
+def test_access_refresh_and_sync_workflows(declare):
+    access = declare("ki-access-refresh").to_proto()
+    assert _chain(access) == [("index", [])]
+    sync = declare("ki-sync").to_proto()
     assert [t.readable_id for t in sync.tasks] == ["scan"]
     assert [(c.expression, c.max_runs) for c in sync.tasks[0].concurrency] == [("'sync'", 3)]
 
 
+def test_workflow_names_are_derived_from_the_enabled_set():
+    from itertools import combinations
+
+    from ki.config.settings import KiConfig
+    from ki.workflows.dag import STAGE_CODES, document_stages, document_workflow_name, workflow_stages
+
+    assert len(set(STAGE_CODES.values())) == len(PIPELINE_STAGE_ORDER)
+    assert document_workflow_name(PIPELINE_STAGE_ORDER) == FULL
+    assert document_workflow_name(("fetch", "convert", "index")) == "ki-insertion-f-c-i"
+    # every subset round-trips, and distinct sets get distinct names
+    names = set()
+    for k in range(1, len(PIPELINE_STAGE_ORDER) + 1):
+        for subset in combinations(PIPELINE_STAGE_ORDER, k):
+            name = document_workflow_name(subset)
+            assert workflow_stages(name) == subset
+            names.add(name)
+    assert len(names) == 2 ** len(PIPELINE_STAGE_ORDER) - 1
+    assert workflow_stages("ki-access-refresh") == ("index",)
+    for bad in ("ki-insertion", "ki-insertion-", "ki-insertion-i-f", "ki-insertion-x", "ki-sync", "other-f"):
+        with pytest.raises(ValueError):
+            workflow_stages(bad)
+    with pytest.raises(ValueError):
+        document_workflow_name(("index", "fetch"))
+
+    config = KiConfig()
+    for stage in PIPELINE_STAGE_ORDER:
+        config.pipeline.stage(stage).enabled = stage in ("fetch", "convert", "index")
+    assert document_stages(config) == ("fetch", "convert", "index")
+    for stage in PIPELINE_STAGE_ORDER:
+        config.pipeline.stage(stage).enabled = False
+    assert document_stages(config) == ("index",)  # nothing enabled: the final task alone drives the rows
+
+
 def test_input_ids_are_strings_for_cel():
-    from ki.workflows.dag import DAG
     from ki.workflows.inputs import DocumentInput
 
     inp = DocumentInput(batch_id="12", doc_id="345")
     assert (inp.run_id, inp.source_object_id, inp.attempt) == (12, 345, "")
-    assert DAG[0] == ("fetch", None) and DAG[-1] == ("index", "extract_decisions")
 
 
 def test_no_token_fails_closed(monkeypatch):

@@ -5,11 +5,9 @@ Spec: insertion-pipeline.md "Orchestration" (Hatchet provider, concurrency and s
 the sweeper) and "Failure modes" (worker death mid-stage, run rows nothing will advance);
 issue 7 "Tests (real engine)".
 
-One engine per test session (``hatchet_engine``: its own embedded PostgreSQL, ~23 connections);
-each test gets its own ki database (``make_ctx``) and its own Hatchet namespace, and runs its
-workers as subprocesses (``tests/helpers/hatchet_worker.py``; a worker cannot live in a daemon
-process). The engine binary comes from ``.ci/install_hatchet.sh`` (``scripts/test.sh`` runs it):
-without it the tests skip with the reason printed, except under CI (``CI`` set), where they fail.
+The engine, the namespaces and the workers: ``conftest.py`` here and ``tests/helpers/hatchet_harness.py``.
+The batch conveyor (``KI_HATCHET_DOCUMENT_CONCURRENCY`` paced by the ledger) and DAGs per enabled
+stage set: test_hatchet_conveyor.py.
 
 Documents are small text files and the model stages are switched off (``disabled``), so runs are
 deterministic and the comparison with the local provider is exact.
@@ -18,267 +16,41 @@ deterministic and the comparison with the local provider is exact.
 from __future__ import annotations
 
 import os
-import shutil
-import signal
 import subprocess
 import sys
-import tempfile
 import threading
 import time
-import uuid
 from collections import Counter
-from pathlib import Path
 
 import pytest
-from sqlalchemy import text
 
 from ki.config.loader import ProcessSettings, set_config_value
 from ki.context import PipelineContext
-from ki.launch import launch_insertion, launch_sync, wait_for_run
-from ki.sources.scan import register_local_source, scan_source
+from ki.launch import launch_insertion, launch_sync
+from ki.sources.scan import register_local_source
 from ki.store import runs as batches
 from ki.store.db import open_database
-from ki.taxonomies import MODEL_STAGES, PIPELINE_STAGE_ORDER
+from ki.taxonomies import PIPELINE_STAGE_ORDER
 from ki.workflows import trigger
 from ki.workflows.client import hatchet_client
-from ki.workflows.dag import ki_workflows
+from ki.workflows.dag import document_workflow_name, workflow
 from ki.workflows.trigger import _trigger_chunk
-from tests.helpers.hatchet_engine import engine_version, hatchet_binary, hatchet_database_url, start_hatchet_engine
+from tests.helpers.hatchet_engine import engine_version
+from tests.helpers.hatchet_harness import (
+    ENABLED_STAGES,
+    configure,
+    execute,
+    new_database,
+    q,
+    scan,
+    snapshot,
+    write_docs,
+    write_mails,
+)
 
 # Engine-backed scenarios run in CI on every submission and must pass (they were xfail while the
 # provider was unfinished); each is bounded so a stuck one cannot eat CI.
 pytestmark = [pytest.mark.hatchet, pytest.mark.timeout(300)]
-
-HELPER = Path(__file__).resolve().parents[1] / "helpers" / "hatchet_worker.py"
-#: Engine tuning ki recommends (README "Hatchet"): concurrency queues are polled every 0.1-0.5 s
-#: instead of 0.5-5 s, which otherwise adds seconds between the stages of a DAG.
-ENGINE_TUNING = {"SCHEDULER_CONCURRENCY_POLLING_MIN_INTERVAL": "100ms",
-                 "SCHEDULER_CONCURRENCY_POLLING_MAX_INTERVAL": "500ms"}
-ENABLED_STAGES = [s for s in PIPELINE_STAGE_ORDER if s not in MODEL_STAGES]
-
-
-# --------------------------------------------------------------------------- fixtures
-
-
-@pytest.fixture(scope="session")
-def hatchet_engine():
-    """One hatchet-lite for the whole session, on its own embedded PostgreSQL (``KI_KEEP_HATCHET_DIR=1``
-    keeps its directory, with ``engine/engine.log``, for a post-mortem)."""
-    try:
-        hatchet_binary()
-    except FileNotFoundError as exc:
-        if os.environ.get("CI"):
-            pytest.fail(f"engine-backed tests must not skip in CI: {exc}")
-        print(f"\nSKIP hatchet tests: {exc}")
-        pytest.skip(str(exc))
-    from ki.store.db import embedded_server_uri, stop_embedded_server
-
-    base = Path(tempfile.mkdtemp(prefix="ki-hatchet-"))
-    os.chmod(base, 0o755)
-    pgdata = base / "pg"
-    uri = embedded_server_uri(pgdata)
-    engine = start_hatchet_engine(base / "engine", hatchet_database_url(uri, "hatchet"), extra_env=ENGINE_TUNING)
-    engine.server_uri = uri  # type: ignore[attr-defined]
-    try:
-        yield engine
-    finally:
-        engine.stop()
-        try:
-            stop_embedded_server(pgdata)
-        finally:
-            if os.environ.get("KI_KEEP_HATCHET_DIR"):
-                print(f"\nkept the engine's directory {base}")
-            else:
-                shutil.rmtree(base, ignore_errors=True)
-
-
-class Harness:
-    """Workers, waits and diagnostics of one test (its own Hatchet namespace)."""
-
-    def __init__(self, engine, namespace: str, tmp_path: Path):
-        self.engine = engine
-        self.namespace = namespace
-        self.tmp_path = tmp_path
-        self.workers: list[subprocess.Popen] = []
-        self.logs: list[Path] = []
-
-    def start_worker(self, *, slots: int = 8, env: dict[str, str] | None = None) -> subprocess.Popen:
-        """A ``ki worker`` subprocess (own process group) on this test's database and namespace."""
-        e = dict(os.environ)
-        e.update({"KI_RUN_SWEEP_SECONDS": "0", "KI_HATCHET_DOCUMENT_CONCURRENCY": "64",
-                  "PYTHONPATH": str(Path(__file__).resolve().parents[2])})
-        e.update(env or {})
-        log = self.tmp_path / f"worker-{len(self.workers)}.log"
-        self.logs.append(log)
-        with open(log, "wb") as out:
-            proc = subprocess.Popen([sys.executable, str(HELPER), "--slots", str(slots), "--name",
-                                     f"w{len(self.workers)}"], env=e, stdout=out, stderr=subprocess.STDOUT,
-                                    start_new_session=True)
-        self.workers.append(proc)
-        return proc
-
-    def kill_worker(self, proc: subprocess.Popen) -> None:
-        """SIGKILL the worker and every process it spawned."""
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        proc.wait(timeout=30)
-
-    def stop_all(self) -> None:
-        for proc in self.workers:
-            if proc.poll() is None:
-                try:
-                    os.killpg(proc.pid, signal.SIGTERM)
-                except ProcessLookupError:
-                    continue
-        for proc in self.workers:
-            try:
-                proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                self.kill_worker(proc)
-
-    def diagnostics(self, ctx: PipelineContext | None = None) -> str:
-        parts = []
-        for log in self.logs:
-            tail = log.read_text(errors="replace").splitlines()[-15:] if log.exists() else []
-            parts.append(f"--- {log.name}\n" + "\n".join(tail))
-        parts.append("--- engine.log\n" + "\n".join(
-            self.engine.log_path.read_text(errors="replace").splitlines()[-10:]))
-        if ctx is not None:
-            with ctx.db.engine.connect() as conn:
-                rows = conn.execute(text("SELECT stage, status, reason, count(*) FROM processing_state "
-                                         "GROUP BY 1, 2, 3 ORDER BY 1, 2")).fetchall()
-                runs = conn.execute(text("SELECT id, kind, status, processed, error FROM pipeline_runs")).fetchall()
-            parts.append(f"--- rows {rows}\n--- runs {runs}")
-            with ctx.db.engine.connect() as conn:
-                stuck = conn.execute(text("SELECT source_object_id, workflow_run_id FROM pipeline_run_object "
-                                          "WHERE finished_at IS NULL LIMIT 5")).fetchall()
-            for oid, wid in stuck:
-                try:
-                    d = hatchet_client().runs.get(wid)
-                    tasks = [(t.display_name, str(t.status), t.retry_count, t.attempt) for t in d.tasks]
-                    parts.append(f"--- object {oid} run {wid} {d.run.status}: {tasks}")
-                except Exception as exc:  # noqa: BLE001 - diagnostics only
-                    parts.append(f"--- object {oid} run {wid}: {exc!r}")
-        return "\n".join(parts)
-
-    def wait_run(self, ctx: PipelineContext, run_id: int, timeout: float = 300) -> tuple[str, object, str | None]:
-        status, counters, error = wait_for_run(ctx, run_id, timeout_seconds=timeout, poll_seconds=0.5)
-        assert status == "completed", f"run {run_id} {status} ({error})\n{self.diagnostics(ctx)}"
-        return status, counters, error
-
-    def wait_workers_active(self, n: int, timeout: float = 90) -> None:
-        client = hatchet_client()
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            rows = client.workers.list().rows or []
-            active = [w for w in rows if w.name.startswith(self.namespace) and str(w.status).endswith("ACTIVE")]
-            if len(active) >= n:
-                return
-            time.sleep(0.5)
-        raise AssertionError(f"{n} worker(s) not active after {timeout} s\n{self.diagnostics()}")
-
-
-@pytest.fixture
-def hx(hatchet_engine, monkeypatch, tmp_path):
-    """This test's Hatchet namespace and worker harness; the engine's client env is set."""
-    namespace = "t" + uuid.uuid4().hex[:10]
-    for key, value in hatchet_engine.env().items():
-        monkeypatch.setenv(key, value)
-    monkeypatch.setenv("HATCHET_CLIENT_NAMESPACE", namespace)
-    harness = Harness(hatchet_engine, namespace, tmp_path)
-    try:
-        yield harness
-    finally:
-        harness.stop_all()
-
-
-def configure(data_dir: Path, provider_name: str, **pipeline) -> None:
-    """Save the provider and the stage set (model stages off) into ``data_dir``'s configuration."""
-    set_config_value(data_dir, "components.orchestrator_provider", provider_name)
-    for stage in PIPELINE_STAGE_ORDER:
-        set_config_value(data_dir, f"pipeline.stages.{stage}.enabled", stage in ENABLED_STAGES)
-    for key, value in pipeline.items():
-        set_config_value(data_dir, f"pipeline.{key}", value)
-
-
-def write_docs(root: Path, n: int, *, prefix: str = "doc") -> None:
-    root.mkdir(parents=True, exist_ok=True)
-    for i in range(n):
-        sub = root / f"m{i % 7}"
-        sub.mkdir(exist_ok=True)
-        (sub / f"{prefix}{i:04d}.txt").write_text(
-            f"Aktennotiz {i}\nVertrag Nummer {i:04d} zwischen Partei A{i} und Partei B{i}.\n"
-            + ("Lieferung und Gewährleistung. " * (i % 5)), encoding="utf-8")
-
-
-def write_mails(root: Path, n: int) -> None:
-    """``n`` e-mails with a text attachment each (and the last one a forwarded mail inside): their
-    convert registers embedded child objects while the batch runs."""
-    from email.message import EmailMessage
-
-    root.mkdir(parents=True, exist_ok=True)
-    for i in range(n):
-        msg = EmailMessage()
-        msg["From"], msg["To"], msg["Subject"] = "a@kanzlei.example", "b@mandant.example", f"Vertrag {i}"
-        msg["Message-ID"] = f"<m{i}@kanzlei.example>"
-        msg.set_content(f"Anbei der Entwurf {i}.")
-        msg.add_attachment(f"Anlage {i}: Lieferbedingungen.".encode(), maintype="text", subtype="plain",
-                           filename=f"anlage{i}.txt")
-        if i == n - 1:
-            inner = EmailMessage()
-            inner["From"], inner["Subject"] = "c@gegner.example", "Stellungnahme"
-            inner.set_content("Wir widersprechen.")
-            msg.add_attachment(inner)
-        (root / f"mail{i:02d}.eml").write_bytes(bytes(msg))
-
-
-def scan(ctx: PipelineContext, root: Path) -> int:
-    sid = register_local_source(ctx, root)
-    scan_source(ctx, sid)
-    return sid
-
-
-def q(ctx: PipelineContext, sql: str, **params) -> list:
-    with ctx.db.engine.connect() as conn:
-        return conn.execute(text(sql), params).fetchall()
-
-
-def execute(ctx: PipelineContext, sql: str, **params) -> None:
-    with ctx.db.engine.begin() as conn:
-        conn.execute(text(sql), params)
-
-
-def new_database(pg_server_uri: str, template_db: str) -> str:
-    """A second fresh migrated database on the test server (SQLAlchemy URL)."""
-    from ki.store.db import sqlalchemy_url
-    from tests.helpers.postgres import admin_connection
-
-    name = f"ki_hx_{uuid.uuid4().hex[:8]}"
-    with admin_connection(pg_server_uri) as conn:
-        conn.execute(f'CREATE DATABASE "{name}" TEMPLATE "{template_db}"')
-    return sqlalchemy_url(pg_server_uri, name)
-
-
-def snapshot(ctx: PipelineContext) -> dict[str, list[tuple]]:
-    """Every table the pipeline writes, without ids, run ids and timestamps, keyed by path."""
-    return {
-        "source_object": q(ctx, "SELECT path, external_id, size, content_hash, scanned_hash, deleted_at IS NULL "
-                                "FROM source_object ORDER BY path"),
-        "processing_state": q(ctx, """SELECT so.path, ps.stage, ps.status, ps.reason, ps.attempts, ps.completions,
-                                      ps.producer_version, ps.last_error, ps.claim_token IS NULL
-                                      FROM processing_state ps JOIN source_object so ON so.id = ps.source_object_id
-                                      ORDER BY so.path, ps.stage"""),
-        "blob": q(ctx, "SELECT content_hash, size FROM blob ORDER BY content_hash"),
-        "artifact": q(ctx, "SELECT content_hash, kind, producer, producer_version, body::text FROM artifact "
-                           "ORDER BY content_hash, kind"),
-        "chunk": q(ctx, """SELECT so.path, c.ordinal, c.content_hash, c.text, c.title, c.allowed_principals,
-                           c.denied_principals, c.access_version, c.is_deleted, c.embedding::text
-                           FROM chunk c JOIN source_object so ON so.id = c.source_object_id
-                           ORDER BY so.path, c.ordinal"""),
-    }
-
 
 # --------------------------------------------------------------------------- tests
 
@@ -291,7 +63,7 @@ def test_engine_reports_the_pinned_version(hx):
 
 def test_300_documents_through_hatchet_match_local(hx, make_ctx, pg_server_uri, template_db, tmp_path):
     """Same rows, artifacts, chunks and counters as the local provider; one DAG per document with
-    one visible task per stage; attachments registered mid-run join the batch."""
+    one task per enabled stage; attachments registered mid-run join the batch (and the conveyor)."""
     root = tmp_path / "share"
     write_docs(root, 296)
     write_mails(root / "post", 4)
@@ -340,10 +112,13 @@ def test_300_documents_through_hatchet_match_local(hx, make_ctx, pg_server_uri, 
             r=summary.run_id)[0]
     assert (run.kind, run.label, run.provider, run.status) == ("insertion", "Insertion", "hatchet", "completed")
     details = hatchet_client().runs.get(run.workflow_run_id)
+    assert document_workflow_name(ENABLED_STAGES) in (details.run.display_name or "")
+    visible = {t.display_name.rsplit("-", 1)[0] for t in details.tasks
+               if not t.display_name.startswith("record_failure")}  # the failure hook
     ran = {t.display_name.rsplit("-", 1)[0] for t in details.tasks if t.started_at}
-    visible = {t.display_name.rsplit("-", 1)[0] for t in details.tasks}
-    assert set(PIPELINE_STAGE_ORDER) <= visible  # one visible task per stage
-    assert ran == set(ENABLED_STAGES)  # switched-off stages are skipped by the engine, their rows caught up
+    # one task per enabled stage, and only those: switched-off stages have no task (their rows were
+    # recorded skipped/disabled_by_configuration by the completing statement, as under local)
+    assert visible == ran == set(ENABLED_STAGES)
     # the stages of a document ran in order: each task started after its predecessor ended (an
     # engine-side skip must not let a later task start beside an earlier one)
     for wid in [m.workflow_run_id for m in members][::30]:
@@ -456,7 +231,7 @@ def test_concurrent_launches_never_start_a_second_dag(hx, make_ctx, tmp_path):
     assert q(ctx, "SELECT count(*) FROM pipeline_run_object WHERE run_id = :r", r=third.run_id)[0][0] == 0
 
     # a resent chunk (same run, same documents) collides on the idempotency key: no second DAG
-    wf = ki_workflows(hatchet_client(), ctx.settings).document
+    wf = workflow(hatchet_client(), ctx.settings, document_workflow_name(ENABLED_STAGES))
     oids = [r[0] for r in q(ctx, "SELECT source_object_id FROM pipeline_run_object WHERE run_id = :r "
                                  "ORDER BY 1 LIMIT 3", r=big)]
     recorded = dict(q(ctx, "SELECT source_object_id, workflow_run_id FROM pipeline_run_object WHERE run_id = :r",
@@ -473,9 +248,13 @@ def test_concurrent_launches_never_start_a_second_dag(hx, make_ctx, tmp_path):
                     WHERE so.external_id = :e AND ps.stage = 'convert'""", e=doc)[0]
     assert tuple(row) == ("done", 2, 1)
 
+    # the first window was triggered at launch, the conveyor triggered the rest as DAGs ended
+    assert sum(1 for w in recorded.values() if w) == min(n, ctx.settings.hatchet_document_concurrency)
+    recorded = dict(q(ctx, "SELECT source_object_id, workflow_run_id FROM pipeline_run_object WHERE run_id = :r",
+                      r=big))
     runs = hatchet_client().runs.list(additional_metadata={"ki_run_id": str(big)}, only_tasks=False, limit=1000)
-    mine = {r.workflow_run_external_id for r in runs.rows if r.display_name.startswith(hx.namespace)}
-    assert mine == set(recorded.values())  # one workflow run per document, none started twice
+    mine = [r.workflow_run_external_id for r in runs.rows if r.display_name.startswith(hx.namespace)]
+    assert sorted(map(str, mine)) == sorted(recorded.values())  # one workflow run per document, none twice
 
 
 def test_sweeper_verdicts_on_runs_the_engine_finished_or_forgot(hx, make_ctx, tmp_path, monkeypatch):
@@ -559,7 +338,7 @@ def test_sweeper_verdicts_on_runs_the_engine_finished_or_forgot(hx, make_ctx, tm
     assert st == "failed" and "no such workflow run" in error
 
     # a sync run whose workflow the engine finished (cancelled) without finishing the run → failed
-    sync_id = launch_sync(ctx, sid, trigger="test")
+    sync_id = launch_sync(ctx, sid, trigger="test").run_id
     swid = q(ctx, "SELECT workflow_run_id FROM pipeline_runs WHERE id = :r", r=sync_id)[0][0]
     _wait_status(client, swid, {V1TaskStatus.QUEUED, V1TaskStatus.RUNNING})
     client.runs.cancel(swid)
@@ -568,7 +347,7 @@ def test_sweeper_verdicts_on_runs_the_engine_finished_or_forgot(hx, make_ctx, tm
     assert v.verdict == "failed" and "without finishing the sync" in v.reason
     assert status(sync_id)[0] == "failed"
     # the source can sync again (uq_pipeline_runs_active_sync no longer blocks it)
-    again = launch_sync(ctx, sid, trigger="test")
+    again = launch_sync(ctx, sid, trigger="test").run_id
     client.runs.cancel(q(ctx, "SELECT workflow_run_id FROM pipeline_runs WHERE id = :r", r=again)[0][0])
 
 
@@ -605,10 +384,12 @@ def test_sync_then_access_refresh_workflow(hx, make_ctx, tmp_path):
     hx.start_worker(slots=8)
     sid = register_local_source(ctx, root)
     ctx.reload_config()
-    sync_id = launch_sync(ctx, sid, trigger="test")
+    sync_id = launch_sync(ctx, sid, trigger="test").run_id
     hx.wait_run(ctx, sync_id, timeout=240)
     insertion = q(ctx, "SELECT id FROM pipeline_runs WHERE kind = 'insertion' AND trigger = 'sync'")
     assert len(insertion) == 1
+    # the sync run records its hand-off (issue 19 item 1)
+    assert q(ctx, "SELECT insertion_run_id FROM pipeline_runs WHERE id = :r", r=sync_id)[0][0] == insertion[0][0]
     hx.wait_run(ctx, insertion[0][0], timeout=240)
     assert q(ctx, "SELECT count(*) FROM processing_state WHERE stage = 'index' AND status = 'done'")[0][0] == 6
 
@@ -651,6 +432,23 @@ def test_sync_then_access_refresh_workflow(hx, make_ctx, tmp_path):
     cli = subprocess.run([sys.executable, "-m", "ki.cli", "insert", str(root)], env=env, capture_output=True,
                          text=True, timeout=240)
     assert cli.returncode == 0, cli.stderr[-3000:]
-    run_id = q(ctx, "SELECT max(id) FROM pipeline_runs WHERE trigger = 'cli'")[0][0]
+    # ki insert is a sync run (the worker scans) handing off to the insertion run it waits for
+    sync_run = q(ctx, "SELECT id, kind, insertion_run_id FROM pipeline_runs WHERE trigger = 'cli' ORDER BY id DESC")[0]
+    assert sync_run.kind == "sync" and sync_run.insertion_run_id is not None
+    run_id = sync_run.insertion_run_id
     assert f"run {run_id} completed" in cli.stderr and "Fetch" in cli.stderr
     assert q(ctx, "SELECT count(*) FROM processing_state WHERE stage = 'index' AND status = 'done'")[0][0] == 9
+
+    # nothing new: no hand-off; auto-insert off: new files seeded, no hand-off (insertion_run_id null)
+    insertions = q(ctx, "SELECT count(*) FROM pipeline_runs WHERE kind = 'insertion'")[0][0]
+    quiet = launch_sync(ctx, sid, trigger="test", wait=True)
+    assert (quiet.status, quiet.insertion_run_id) == ("completed", None)
+    set_config_value(ctx.settings.data_dir, "pipeline.auto_insert_after_sync", False)
+    write_docs(root / "late", 1, prefix="late")
+    off = launch_sync(ctx, sid, trigger="test", wait=True)
+    assert (off.status, off.insertion_run_id) == ("completed", None)
+    assert q(ctx, "SELECT done FROM pipeline_runs WHERE id = :r", r=off.run_id)[0][0] == 1
+    assert q(ctx, "SELECT count(*) FROM pipeline_runs WHERE kind = 'insertion'")[0][0] == insertions
+    inserted = launch_sync(ctx, sid, trigger="test", wait=True, insert=True)  # ki insert inserts anyway
+    assert inserted.insertion is not None and inserted.insertion.status == "completed"
+    assert q(ctx, "SELECT count(*) FROM processing_state WHERE stage = 'index' AND status = 'done'")[0][0] == 10
