@@ -14,6 +14,7 @@ import subprocess
 import sys
 import time
 import uuid
+from collections import Counter
 from datetime import datetime
 from pathlib import Path
 
@@ -226,6 +227,13 @@ def engine_dags(namespace: str, run_id: int) -> list:
     listing = hatchet_client().runs.list(additional_metadata={"ki_run_id": str(run_id)}, only_tasks=False,
                                          limit=1000)
     return [r for r in listing.rows or [] if (r.display_name or "").startswith(namespace)]
+
+
+def dags_per_member(namespace: str, run_id: int) -> Counter:
+    """How many engine DAGs each (object id, attempt) of batch ``run_id`` has: a count above 1 is a
+    member triggered twice (a sweeper replacement carries an attempt token of its own)."""
+    return Counter((d.additional_metadata.get("ki_object_id"), d.additional_metadata.get("ki_attempt", ""))
+                   for d in engine_dags(namespace, run_id))
 
 
 def peak_in_flight(namespace: str, ctx: PipelineContext, run_id: int) -> int:

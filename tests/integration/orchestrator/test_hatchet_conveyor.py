@@ -26,6 +26,7 @@ from ki.workflows.client import hatchet_client
 from ki.workflows.dag import document_workflow_name
 from tests.helpers.hatchet_harness import (
     configure,
+    dags_per_member,
     engine_dags,
     new_database,
     peak_in_flight,
@@ -42,13 +43,6 @@ WINDOW = 3
 def _members(ctx: PipelineContext, run_id: int) -> list:
     return q(ctx, "SELECT source_object_id, workflow_run_id, outcome, released_by, finished_at "
                   "FROM pipeline_run_object WHERE run_id = :r ORDER BY source_object_id", r=run_id)
-
-
-def _dags_per_member(namespace: str, run_id: int) -> Counter:
-    """How many engine DAGs each (object, attempt) of batch ``run_id`` has (a second one would be a
-    member triggered twice; a sweeper replacement carries an attempt token of its own)."""
-    return Counter((d.additional_metadata.get("ki_object_id"), d.additional_metadata.get("ki_attempt", ""))
-                   for d in engine_dags(namespace, run_id))
 
 
 def test_conveyor_paces_each_batch_and_two_batches_progress(hx, make_ctx, tmp_path):
@@ -90,7 +84,7 @@ def test_conveyor_paces_each_batch_and_two_batches_progress(hx, make_ctx, tmp_pa
         assert released[None] == WINDOW and sum(released.values()) == 24
         assert all(by in {m.source_object_id for m in members} for by in released if by is not None)
         assert all(c == 1 for by, c in released.items() if by is not None)  # one successor per end
-        per_member = _dags_per_member(hx.namespace, run_id)
+        per_member = dags_per_member(hx.namespace, run_id)
         assert len(per_member) == 24 and set(per_member.values()) == {1}, per_member
         peak = peak_in_flight(hx.namespace, ctx, run_id)
         assert 1 < peak <= WINDOW, peak

@@ -39,6 +39,7 @@ from tests.helpers.hatchet_engine import engine_version
 from tests.helpers.hatchet_harness import (
     ENABLED_STAGES,
     configure,
+    dags_per_member,
     execute,
     new_database,
     q,
@@ -135,7 +136,7 @@ def test_worker_killed_and_engine_restarted_mid_run(hx, hatchet_engine, make_ctx
     root = tmp_path / "share"
     n = 60
     write_docs(root, n)
-    ctx = make_ctx()
+    ctx = make_ctx(hatchet_document_concurrency=16)  # the conveyor: 16 DAGs of 60 in flight
     configure(ctx.settings.data_dir, "hatchet")
     log = tmp_path / "handlers.log"
     env = {"KI_PIPELINE__CLAIM_TIMEOUT_SECONDS": "5", "KI_TEST_LOG": str(log), "KI_TEST_SLOW": "convert:1.5"}
@@ -188,6 +189,10 @@ def test_worker_killed_and_engine_restarted_mid_run(hx, hatchet_engine, make_ctx
     assert run.status == "completed" and run.quarantined == 0
     assert q(ctx, "SELECT count(*) FROM pipeline_run_object WHERE run_id = :r AND finished_at IS NULL",
              r=run_id)[0][0] == 0
+    # the conveyor (window 16 of 60) across the kill and the restart: no member triggered twice (a
+    # final task the engine ran again after the restart found its successors triggered)
+    per_member = dags_per_member(hx.namespace, run_id)
+    assert len({oid for oid, _ in per_member}) == n and set(per_member.values()) == {1}, per_member
 
 
 def test_concurrent_launches_never_start_a_second_dag(hx, make_ctx, tmp_path):
