@@ -12,52 +12,50 @@ import threading
 import weakref
 from typing import Any
 
+from ki import services
 from ki.config.process import HatchetClientSettings, current
 from ki.errors import OrchestratorUnavailable
 
-_clients: dict[tuple, Any] = {}
 #: Workflow names registered per client (the entry goes with the client).
 _registered: weakref.WeakKeyDictionary[Any, set[str]] = weakref.WeakKeyDictionary()
-_clients_lock = threading.Lock()
+_registered_lock = threading.Lock()
 
 
 def hatchet_client(*, lookup: bool = False) -> Any:
-    """A cached ``hatchet_sdk.Hatchet`` client built from the ``HATCHET_CLIENT_*`` environment.
+    """The process's ``hatchet_sdk.Hatchet`` client for the ``HATCHET_CLIENT_*`` environment (``ki.services``).
 
     ``lookup=True``: a client whose REST calls are attempted once (the sweeper: an unknown run id
-    answers NotFound in milliseconds instead of after ~15 s of retries). Clients are cached per
+    answers NotFound in milliseconds instead of after ~15 s of retries). Clients are kept per
     environment (token, address, namespace), so a changed environment gets a new client.
 
     Raises:
         OrchestratorUnavailable: no ``HATCHET_CLIENT_TOKEN``, or the SDK refuses the configuration.
     """
     env = current(HatchetClientSettings).identity()
-    key = ("lookup" if lookup else "trigger", env)
-    with _clients_lock:
-        if key in _clients:
-            return _clients[key]
-        if not env[0]:
-            raise OrchestratorUnavailable(
-                "components.orchestrator_provider is 'hatchet' but HATCHET_CLIENT_TOKEN is not set: point ki at "
-                "a Hatchet engine (README, section Hatchet) or set KI_COMPONENTS__ORCHESTRATOR_PROVIDER=local")
-        try:
-            from hatchet_sdk import ClientConfig, Hatchet
-            from hatchet_sdk.config import TenacityConfig
-        except ImportError as exc:  # pragma: no cover - the extra is missing
-            raise OrchestratorUnavailable("hatchet-sdk is not installed: pip install 'ki[hatchet]'") from exc
-        try:
-            config = ClientConfig(tenacity=TenacityConfig(max_attempts=1)) if lookup else ClientConfig()
-            client = Hatchet(config=config)
-        except Exception as exc:  # noqa: BLE001 - a bad token or address: fail closed, saying why
-            raise OrchestratorUnavailable(f"Hatchet client configuration refused: {exc}") from exc
-        _clients[key] = client
-        return client
+    if not env[0]:
+        raise OrchestratorUnavailable(
+            "components.orchestrator_provider is 'hatchet' but HATCHET_CLIENT_TOKEN is not set: point ki at "
+            "a Hatchet engine (README, section Hatchet) or set KI_COMPONENTS__ORCHESTRATOR_PROVIDER=local")
+    return services.shared("hatchet", ("lookup" if lookup else "trigger", env), lambda: _build(lookup))
 
 
-def reset_clients() -> None:
-    """Forget cached clients (tests switch engines and namespaces)."""
-    with _clients_lock:
-        _clients.clear()
+def _build(lookup: bool) -> Any:
+    try:
+        from hatchet_sdk import ClientConfig, Hatchet
+        from hatchet_sdk.config import TenacityConfig
+    except ImportError as exc:  # pragma: no cover - the extra is missing
+        raise OrchestratorUnavailable("hatchet-sdk is not installed: pip install 'ki[hatchet]'") from exc
+    try:
+        config = ClientConfig(tenacity=TenacityConfig(max_attempts=1)) if lookup else ClientConfig()
+        return Hatchet(config=config)
+    except Exception as exc:  # noqa: BLE001 - a bad token or address: fail closed, saying why
+        raise OrchestratorUnavailable(f"Hatchet client configuration refused: {exc}") from exc
+
+
+@services.on_reset
+def forget_registrations() -> None:
+    """Forget which workflows were registered (``ki.services.reset`` forgets the clients)."""
+    with _registered_lock:
         _registered.clear()
 
 
@@ -73,10 +71,10 @@ def ensure_registered(hatchet: Any, wf: Any) -> None:
     trigger-side process: ``Hatchet`` exposes no ``admin`` property, and ``Worker.register_workflow``
     (the only public path) needs a worker object and calls ``sys.exit(1)`` when the RPC fails.
     """
-    with _clients_lock:
+    with _registered_lock:
         names = _registered.setdefault(hatchet, set())
         if wf.name in names:
             return
     hatchet._client.admin.put_workflow(wf.to_proto())
-    with _clients_lock:
+    with _registered_lock:
         names.add(wf.name)
