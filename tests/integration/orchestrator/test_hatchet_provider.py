@@ -129,6 +129,7 @@ def test_300_documents_through_hatchet_match_local(hx, make_ctx, pg_server_uri, 
             assert tasks[b].started_at >= tasks[a].finished_at, (wid, a, b, tasks[a].finished_at, tasks[b].started_at)
 
 
+@pytest.mark.timeout(480)  # under a loaded machine the kill, the restart and the sweeper take minutes
 def test_worker_killed_and_engine_restarted_mid_run(hx, hatchet_engine, make_ctx, tmp_path):
     """Kill -9 a worker mid-stage and start another; crash-restart the engine mid-run: every
     (document, stage) ends done with exactly one committed completion, nothing quarantined, the
@@ -167,11 +168,12 @@ def test_worker_killed_and_engine_restarted_mid_run(hx, hatchet_engine, make_ctx
         assert time.monotonic() < deadline + 120, hx.diagnostics(ctx)
         time.sleep(0.2)
     hatchet_engine.restart(graceful=False)
-    hx.wait_run(ctx, run_id, timeout=360)
+    started = time.monotonic()
+    hx.wait_run(ctx, run_id, timeout=300)
     superseded = sum(line.count("superseded") for line in hx.logs[1].read_text(errors="replace").splitlines()
                      if "stalled document DAG" in line)
     print(f"\ncrash test: {len(in_flight)} rows in flight at the kill; sweeper superseded DAGs "
-          f"{superseded} time(s)")
+          f"{superseded} time(s); {time.monotonic() - started:.0f} s from the engine restart to the run's end")
 
     rows = q(ctx, "SELECT stage, status, reason, completions, attempts, source_object_id FROM processing_state")
     assert len(rows) == n * len(PIPELINE_STAGE_ORDER)
@@ -192,7 +194,15 @@ def test_worker_killed_and_engine_restarted_mid_run(hx, hatchet_engine, make_ctx
     # the conveyor (window 16 of 60) across the kill and the restart: no member triggered twice (a
     # final task the engine ran again after the restart found its successors triggered)
     per_member = dags_per_member(hx.namespace, run_id)
-    assert len({oid for oid, _ in per_member}) == n and set(per_member.values()) == {1}, per_member
+    assert set(per_member.values()) == {1}, per_member
+    # the run list is the engine's read model, which a crash can leave without a DAG it created
+    # just before (seen once: 59 of 60); such a DAG still exists by its id
+    listed = {oid for oid, _ in per_member}
+    for oid, wid in q(ctx, "SELECT source_object_id, workflow_run_id FROM pipeline_run_object WHERE run_id = :r",
+                      r=run_id):
+        if str(oid) not in listed:
+            assert hatchet_client().runs.get(wid).run.status, (oid, wid)
+            print(f"object {oid}: its DAG {wid} is not in the engine's run list after the crash")
 
 
 def test_concurrent_launches_never_start_a_second_dag(hx, make_ctx, tmp_path):
