@@ -116,6 +116,15 @@ def release(conn: Connection, run_id: int, *, released_by: int | None, default_w
     return [int(r[0]) for r in conn.execute(TO_TRIGGER_SQL, {**params, "every": every_releaser})]
 
 
+def in_flight_members(conn: Connection, run_id: int) -> list[tuple[int, str]]:
+    """``(source_object_id, workflow_run_id)`` of the run's released, unfinished members whose DAG was
+    triggered (its id recorded), by object id: at most the window."""
+    rows = conn.execute(text("SELECT source_object_id, workflow_run_id FROM pipeline_run_object WHERE run_id = :r "
+                             "AND released_at IS NOT NULL AND finished_at IS NULL AND workflow_run_id IS NOT NULL "
+                             "ORDER BY source_object_id"), {"r": run_id})
+    return [(int(r.source_object_id), str(r.workflow_run_id)) for r in rows]
+
+
 @dataclass(frozen=True)
 class ConveyorState:
     """A batch's conveyor as the sweeper sees it.
