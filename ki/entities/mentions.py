@@ -13,8 +13,9 @@ Sources, each giving ``Mention.kind``:
 * names ending in a legal form (``… GmbH``, ``… Ltd``, ``… B.V.``) → ``company`` (``law_firm`` when a
   descriptor such as ``Rechtsanwälte`` or ``PartG mbB`` says so);
 * law firms named by a descriptor (``Kanzlei X``, ``X Rechtsanwälte``, ``X & Kollegen``) → ``law_firm``;
-* courts (``Landgericht Hamburg``, ``ArbG Köln``), unless only the issuer of a register number → ``court``;
-* natural persons with an address, in an address block, or on a side of a rubrum (``A ./. B``) → ``person``;
+* courts (``Landgericht Hamburg``, ``ArbG Köln``, ``Rechtbank Gelderland``, ``Employment Tribunal (Leeds)``), unless only the issuer of a register number → ``court``;
+* natural persons with an address (``X, Street 1``, ``X of 143 Colmore Row``), in an address block, after a party
+  label (``Claimant:``, ``Werknemer:``) or on a side of a rubrum (``A ./. B``) → ``person``;
 * names the firm already knows (the alias ledger, ``known``) wherever they occur.
 
 Entity-typed identifiers (register number, VAT id, LEI) are attached to the nearest mention before
@@ -33,10 +34,12 @@ from ki.entities.patterns import (
     COMPANY,
     COURT,
     JUDGE_CONTEXT,
+    LABELLED_PERSON,
     LAW_FIRM,
     LEADING_STOP,
     NOT_A_PERSON,
     PERSON_ADDRESS_BLOCK,
+    PERSON_OF_ADDRESS,
     PERSON_WITH_ADDRESS,
     REGISTER_CONTEXT_AFTER,
     REGISTER_CONTEXT_BEFORE,
@@ -208,7 +211,7 @@ def _courts(c: _Collector) -> None:
 
 
 def _persons(c: _Collector) -> None:
-    for pattern in (PERSON_WITH_ADDRESS, PERSON_ADDRESS_BLOCK):
+    for pattern in (PERSON_WITH_ADDRESS, PERSON_OF_ADDRESS, PERSON_ADDRESS_BLOCK, LABELLED_PERSON):
         for m in pattern.finditer(c.text):
             if not NOT_A_PERSON.search(m.group("name")):
                 c.add(m.group("name"), "person", m.start("name"), m.end("name"), source="person")

@@ -26,7 +26,10 @@ LEGAL_FORM = (
     r"Corporation|Corp\.?|B\.\s?V\.|BV|N\.\s?V\.|NV|Aktiebolag|AB|A/S|Oy|S\.A\.S\.|SAS|S\.A\.|"
     r"S\.à\s?r\.l\.|S\.r\.l\.|S\.p\.A\.|LLP|PartG\s+mbB|PartG|Partnerschaftsgesellschaft\s+mbB)"
 )
-COMPANY = re.compile(rf"(?<![\w&])(?P<name>{NAME})[ \t]*\n?[ \t]*(?P<form>{LEGAL_FORM})(?![\wÄÖÜäöü])")
+#: The legal form stands apart from the name (``LEASE`` is not ``LEA`` + ``SE``, ``HOUSE`` not ``HOU`` + ``SE``),
+#: or follows a hyphen (``Rheintal-GmbH``).
+COMPANY = re.compile(rf"(?<![\w&])(?P<name>{NAME})(?:[ \t]+\n?[ \t]*|[ \t]*\n[ \t]*|(?<=-))(?P<form>{LEGAL_FORM})"
+                     rf"(?![\wÄÖÜäöü])")
 
 #: Law firms named without a legal form.
 LAW_FIRM_WORD = (r"(?:Rechtsanwälte|Rechtsanwaltsgesellschaft|Rechtsanwaltskanzlei|Attorneys\s+at\s+Law|Solicitors|"
@@ -40,8 +43,14 @@ COURT_TYPES = (r"Landgerichts?|Amtsgerichts?|Arbeitsgerichts?|Oberlandesgerichts
                r"Finanzgerichts?|Sozialgerichts?|Kammergerichts?")
 CITY = (r"[A-ZÄÖÜ][\wäöüß]+(?:-[A-ZÄÖÜ][\wäöüß]+)*(?:\s(?:am|an der|im|in der)\s[A-ZÄÖÜ][\wäöüß]+)?"
         r"(?:[ \t](?:I{1,3}|IV)(?![\w]))?")
-COURT = re.compile(rf"(?<![\w])(?P<court>(?:{COURT_TYPES}|LG|ArbG|OLG|LAG|VG|OVG)[ \t]*\n?[ \t]*{CITY}|BGH|BAG)"
-                   rf"(?![\w])")
+#: Courts of other countries: Dutch (``Rechtbank Gelderland``, ``Gerechtshof Den Haag``, ``Hoge Raad``), English
+#: (``Employment Tribunal (Leeds)``, ``High Court``, ``Commercial Court``, ``County Court at Leeds``).
+OTHER_COURTS = (r"(?:Rechtbank|RECHTBANK|Gerechtshof|GERECHTSHOF)[ \t]+(?:Den[ \t]+|DEN[ \t]+)?[A-Z][\w\-]+|Hoge[ \t]+Raad|"
+                r"HOGE[ \t]+RAAD|(?:[A-Z][a-z]+[ \t]+)?Employment[ \t]+(?:Appeal[ \t]+)?Tribunal(?:[ \t]*\([A-Z][a-z]+\))?|"
+                r"(?:The[ \t]+)?High[ \t]+Court(?:[ \t]+of[ \t]+Justice)?|Commercial[ \t]+Court(?:[ \t]*\(KBD\))?|"
+                r"County[ \t]+Court(?:[ \t]+at[ \t]+[A-Z][a-z]+)?|(?:First|Upper)-tier[ \t]+Tribunal")
+COURT = re.compile(rf"(?<![\w])(?P<court>(?:{COURT_TYPES}|LG|ArbG|OLG|LAG|VG|OVG)[ \t]*\n?[ \t]*{CITY}|BGH|BAG|"
+                   rf"{OTHER_COURTS})(?![\w])")
 #: Context that makes a court the issuer of a register number, not a party (checked around the match).
 REGISTER_CONTEXT_BEFORE = re.compile(r"(?:Handelsregister(?:\s+[AB])?\s+des|Registergericht|eingetragen\s+(?:beim|im"
                                      r"\s+Handelsregister\s+des)|\(local\s+court\)\s+of|Sitz\s+\w+\s+·?)\s*$",
@@ -54,6 +63,17 @@ PERSON = r"[A-ZÄÖÜ][a-zäöüßéè]+(?:-[A-ZÄÖÜ][a-zäöüßéè]+)?(?:[ 
 STREET_LINE = r"[A-ZÄÖÜ][\wäöüß.\- ]{2,40}\s\d+[a-z]?"
 #: "Almut Fehrs, Lahnstraße 171" — a person with an address is a party, not a signatory.
 PERSON_WITH_ADDRESS = re.compile(rf"(?<![\w])(?P<sal>{SALUTATION})(?P<name>{PERSON}),[ \t]+{STREET_LINE}")
+#: "Niamh Ogilvie of 143 Colmore Row, Reading" — an English party with an address.
+PERSON_OF_ADDRESS = re.compile(rf"(?<![\w])(?P<sal>{SALUTATION})(?P<name>{PERSON})[ \t]+of[ \t]+\d{{1,4}}[A-Za-z]?[ \t,]+"
+                               r"[A-Z]")
+#: A person as a party label writes them ("Werknemer: Marloes de Boer", "Claimant: N. Ogilvie"); name particles
+#: (``de``, ``van der``) and initials allowed.
+PARTY_LABEL = (r"claimant|respondent|applicant|defendant|appellant|werknemer|werkgever|verzoeker|verzoekster|"
+               r"verweerder|verweerster|eiser|eiseres|gedaagde|kläger(?:in)?|beklagte[rn]?|arbeitnehmer(?:in)?")
+LABELLED_PERSON = re.compile(
+    rf"(?im)^[ \t]*(?:{PARTY_LABEL})[ \t]*:[ \t]*(?P<name>(?:[A-Z]\.[ \t]?)+[A-Z][a-zäöüéè]+|[A-Z][a-zäöüéè]+"
+    r"(?:[ \t]+(?:(?:van|de|der|den|von|te|ten|ter|du|da|di|la|le)[ \t]+)*[A-Z][a-zäöüéè]+(?:-[A-Z][a-zäöüéè]+)?)"
+    r"{1,3})[ \t]*[,.(]?[ \t]*$")
 #: An address block: the person on one line, street and number, then post code and city.
 PERSON_ADDRESS_BLOCK = re.compile(rf"(?m)^[ \t>]*(?P<sal>{SALUTATION})(?P<name>{PERSON})[ \t]*\n[ \t>]*{STREET_LINE}"
                                   r"[ \t]*\n[ \t>]*\d{4,5}[ \t]+[A-ZÄÖÜ]")
@@ -68,7 +88,9 @@ SURNAME_FIRST = re.compile(r"^(?P<last>[A-ZÄÖÜ][a-zäöüß]+(?:-[A-ZÄÖÜ][
 TWO_NAMES = re.compile(rf"\s(?P<form>{LEGAL_FORM})[ \t]+(?:and|und|sowie)[ \t]+")
 #: Words that end a street or a cadastral designation, never a person's name.
 NOT_A_PERSON = re.compile(r"(?:straße|strasse|str\.|weg|allee|platz|ring|damm|kamp|stieg|gasse|ufer|chaussee|markt|"
-                          r"avenue|lane|road|street|square|place|drive|court|park|way|gemarkung|flur|flurstück)$|"
+                          r"avenue|lane|road|street|square|place|drive|court|park|way|row|hill|gardens|terrace|crescent|close|mews|"
+                          r"wharf|quay|walk|grove|yard|parade|embankment|circus|green|gate|straat|laan|plein|gracht|"
+                          r"kade|singel|dijk|steeg|gemarkung|flur|flurstück)$|"
                           r"(?:heit|keit|ung|schaft|zentrum|halle|lager|gebäude|fläche|flächen|einheit|objekt)\b|"
                           r"^(?:gemarkung|flur|amtsgericht|landgericht|arbeitsgericht)\b", re.IGNORECASE)
 #: Text that is never a name: e-mail addresses and web addresses (``kessler-claussen.example``).
