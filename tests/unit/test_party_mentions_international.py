@@ -1,0 +1,44 @@
+"""Party mentions of English, Dutch and DMS-export documents (issue 16 item 7; spec insertion-pipeline.md
+"Extract metadata"): legal forms apart from the name, persons with an English address or after a party label,
+Dutch and English courts, street names never persons. Invented text, not corpus files.
+"""
+
+from __future__ import annotations
+
+from ki.entities.mentions import find_mentions
+
+
+def found(text: str) -> list[tuple[str, str]]:
+    return [(m.name, m.kind) for m in find_mentions(text)]
+
+
+def test_a_title_in_capitals_is_not_a_company_with_a_glued_legal_form():
+    text = ("SHARE PURCHASE AGREEMENT\nBETWEEN:\n(1) CALDERA HOLDINGS LIMITED, company number 09860411;\n"
+            "LEASE\nHOUSE RULES\nThe Rheintal-GmbH agrees.")
+    assert found(text) == [("CALDERA HOLDINGS LIMITED", "company"), ("Rheintal-GmbH", "company")]
+
+
+def test_an_english_party_with_an_address_and_no_street_as_a_person():
+    text = "(2) Niamh Ogilvie of 143 Colmore Row, Reading RG1 5BX (the \"Buyer\")."
+    assert found(text) == [("Niamh Ogilvie", "person")]
+
+
+def test_persons_after_party_labels_with_particles_but_not_initials():
+    text = ("Rechtbank Rotterdam, kantonrechter\nVerzoekster: De Vries Techniek B.V.\nWerknemer: Marloes de Boer\n"
+            "Employment Tribunal (Leeds)\nClaimant: N. Ogilvie\nRespondent: Holloway Technologies Limited\n")
+    assert found(text) == [("Rechtbank Rotterdam", "court"), ("De Vries Techniek B.V.", "company"),
+                           ("Marloes de Boer", "person"), ("Employment Tribunal (Leeds)", "court"),
+                           ("Holloway Technologies Limited", "company")]  # "N. Ogilvie": no second entity
+    assert found("The claimant: see below") == []
+
+
+def test_dutch_and_english_courts():
+    assert found("RECHTBANK GELDERLAND\nin de zaak van") == [("RECHTBANK GELDERLAND", "court")]
+    assert found("hoger beroep bij het Gerechtshof Den Haag en de Hoge Raad") == [
+        ("Gerechtshof Den Haag", "court"), ("Hoge Raad", "court")]
+    assert found("issued in the High Court and the County Court at Leeds") == [
+        ("High Court", "court"), ("County Court at Leeds", "court")]
+
+
+def test_a_party_label_takes_only_a_capitalised_name():
+    assert found("Werknemer: zie hieronder\nclaimant: the employee") == []
