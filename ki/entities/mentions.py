@@ -13,7 +13,8 @@ Sources, each giving ``Mention.kind``:
 * names ending in a legal form (``… GmbH``, ``… Ltd``, ``… B.V.``) → ``company`` (``law_firm`` when a
   descriptor such as ``Rechtsanwälte`` or ``PartG mbB`` says so);
 * law firms named by a descriptor (``Kanzlei X``, ``X Rechtsanwälte``, ``X & Kollegen``) → ``law_firm``;
-* courts (``Landgericht Hamburg``, ``ArbG Köln``, ``Rechtbank Gelderland``, ``Employment Tribunal (Leeds)``), unless only the issuer of a register number → ``court``;
+* courts (``Landgericht Hamburg``, ``ArbG Köln``, ``Rechtbank Gelderland``, ``Employment Tribunal (Leeds)``),
+  unless only the issuer of a register number → ``court``;
 * natural persons with an address (``X, Street 1``, ``X of 143 Colmore Row``), in an address block, after a party
   label (``Claimant:``, ``Werknemer:``) or on a side of a rubrum (``A ./. B``) → ``person``;
 * names the firm already knows (the alias ledger, ``known``) wherever they occur.

@@ -45,8 +45,9 @@ CITY = (r"[A-ZÄÖÜ][\wäöüß]+(?:-[A-ZÄÖÜ][\wäöüß]+)*(?:\s(?:am|an de
         r"(?:[ \t](?:I{1,3}|IV)(?![\w]))?")
 #: Courts of other countries: Dutch (``Rechtbank Gelderland``, ``Gerechtshof Den Haag``, ``Hoge Raad``), English
 #: (``Employment Tribunal (Leeds)``, ``High Court``, ``Commercial Court``, ``County Court at Leeds``).
-OTHER_COURTS = (r"(?:Rechtbank|RECHTBANK|Gerechtshof|GERECHTSHOF)[ \t]+(?:Den[ \t]+|DEN[ \t]+)?[A-Z][\w\-]+|Hoge[ \t]+Raad|"
-                r"HOGE[ \t]+RAAD|(?:[A-Z][a-z]+[ \t]+)?Employment[ \t]+(?:Appeal[ \t]+)?Tribunal(?:[ \t]*\([A-Z][a-z]+\))?|"
+OTHER_COURTS = (r"(?:Rechtbank|RECHTBANK|Gerechtshof|GERECHTSHOF)[ \t]+(?:Den[ \t]+|DEN[ \t]+)?[A-Z][\w\-]+|"
+                r"Hoge[ \t]+Raad|HOGE[ \t]+RAAD|"
+                r"(?:[A-Z][a-z]+[ \t]+)?Employment[ \t]+(?:Appeal[ \t]+)?Tribunal(?:[ \t]*\([A-Z][a-z]+\))?|"
                 r"(?:The[ \t]+)?High[ \t]+Court(?:[ \t]+of[ \t]+Justice)?|Commercial[ \t]+Court(?:[ \t]*\(KBD\))?|"
                 r"County[ \t]+Court(?:[ \t]+at[ \t]+[A-Z][a-z]+)?|(?:First|Upper)-tier[ \t]+Tribunal")
 COURT = re.compile(rf"(?<![\w])(?P<court>(?:{COURT_TYPES}|LG|ArbG|OLG|LAG|VG|OVG)[ \t]*\n?[ \t]*{CITY}|BGH|BAG|"
@@ -64,8 +65,8 @@ STREET_LINE = r"[A-ZÄÖÜ][\wäöüß.\- ]{2,40}\s\d+[a-z]?"
 #: "Almut Fehrs, Lahnstraße 171" — a person with an address is a party, not a signatory.
 PERSON_WITH_ADDRESS = re.compile(rf"(?<![\w])(?P<sal>{SALUTATION})(?P<name>{PERSON}),[ \t]+{STREET_LINE}")
 #: "Niamh Ogilvie of 143 Colmore Row, Reading" — an English party with an address.
-PERSON_OF_ADDRESS = re.compile(rf"(?<![\w])(?P<sal>{SALUTATION})(?P<name>{PERSON})[ \t]+of[ \t]+\d{{1,4}}[A-Za-z]?[ \t,]+"
-                               r"[A-Z]")
+PERSON_OF_ADDRESS = re.compile(rf"(?<![\w])(?P<sal>{SALUTATION})(?P<name>{PERSON})[ \t]+of[ \t]+"
+                               r"\d{1,4}[A-Za-z]?[ \t,]+[A-Z]")
 #: A person as a party label writes them ("Werknemer: Marloes de Boer"); name particles (``de``, ``van der``)
 #: allowed. An initial and a surname ("Claimant: N. Ogilvie") is not taken: resolution cannot yet link it to the
 #: full name, so it would make a second entity for one person.
