@@ -158,7 +158,7 @@ def test_status_json_counts_every_document(cli, inserted):
 
 
 def test_search_returns_hits_with_path_snippet_score(cli, inserted):
-    hits = cli.json("search", "Mietvertrag", "--json")
+    hits = cli.json("search", "Mietvertrag", "--json")["hits"]
     assert len(hits) >= 3
     scores = [h["score"] for h in hits]
     assert scores == sorted(scores, reverse=True) and all(s > 0 for s in scores)
