@@ -86,6 +86,21 @@ def resolve(target: str) -> Callable[..., StructuredDocument]:
 
 
 def _peak_mb() -> float:
+    """This worker's own peak resident size (MiB).
+
+    ``VmHWM`` of ``/proc/self/status`` (the high-water mark of this process's own address space).
+    Not ``ru_maxrss``: Linux keeps it across ``execve``, so a worker started by a large parent (a
+    long-lived ``pytest``, ``ki serve`` or ``ki worker``) would report the parent's size as its own,
+    be retired after every file and have every failure read as ``too_large``. ``ru_maxrss`` only
+    where ``/proc`` is missing.
+    """
+    try:
+        with open("/proc/self/status", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith("VmHWM:"):
+                    return round(int(line.split()[1]) / 1024, 1)
+    except (OSError, ValueError):
+        pass
     return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)  # ru_maxrss is KiB on Linux
 
 

@@ -43,6 +43,21 @@ def test_a_worker_is_reused_and_returns_the_document(workers) -> None:
     assert first.metadata["pid"] == second.metadata["pid"]
 
 
+def test_a_large_parent_does_not_count_as_the_workers_memory(workers) -> None:
+    """Linux keeps ``ru_maxrss`` across exec: a worker of a 400 MB parent must still measure only itself."""
+    ballast = bytearray(400 * 1024 * 1024)
+    ballast[::4096] = b"x" * len(ballast[::4096])  # touch every page: resident in this process
+    pool = workers(memory_mb=512)
+    first = pool.run("tests.helpers.hostile:echo", b"one", "a.txt")
+    with pytest.raises(UnsupportedDocument) as info:
+        pool.run("tests.helpers.hostile:allocate_then_fail", b"", "broken.docx", megabytes=5)
+    second = pool.run("tests.helpers.hostile:echo", b"two", "b.txt")
+    assert pool.last_peak_mb < 256, pool.last_peak_mb
+    assert info.value.reason == "corrupt", info.value.details
+    assert first.metadata["pid"] == second.metadata["pid"]
+    del ballast
+
+
 def test_memory_over_the_budget_is_too_large_with_the_figure(workers) -> None:
     pool = workers(memory_mb=300)
     with pytest.raises(UnsupportedDocument) as info:
