@@ -183,7 +183,8 @@ def test_a_file_over_its_conversion_budget_is_quarantined_too_large_with_the_fig
     ctx = make_ctx()
     root = tmp_path / "budget"
     root.mkdir()
-    (root / "huge.txt").write_bytes(("Zeile mit Text und Umlauten äöü\n" * 1_000_000).encode("cp1252"))  # 32 MB
+    line = "Zeile mit Text und Umlauten äöü\n"
+    (root / "huge.txt").write_bytes((line * 3_000_000).encode("cp1252"))  # 96 MB: over 1 s even in a warm worker
     (root / "small.txt").write_text("ein kleiner Vermerk")
     sid = register_local_source(ctx, root)
     scan_source(ctx, sid)
