@@ -195,14 +195,23 @@ def test_worker_killed_and_engine_restarted_mid_run(hx, hatchet_engine, make_ctx
     # final task the engine ran again after the restart found its successors triggered)
     per_member = dags_per_member(hx.namespace, run_id)
     assert set(per_member.values()) == {1}, per_member
-    # the run list is the engine's read model, which a crash can leave without a DAG it created
-    # just before (seen once: 59 of 60); such a DAG still exists by its id
+    # the run list and the run lookup are the engine's read model (its OLAP tables, written from a
+    # buffer), which a crash can leave without a DAG it created and ran just before (seen: 59 of 60
+    # listed, and once the 60th unknown by its id too). ki's rows are the truth: such a member is
+    # finished, and every one of its stages was committed exactly once (asserted above)
     listed = {oid for oid, _ in per_member}
-    for oid, wid in q(ctx, "SELECT source_object_id, workflow_run_id FROM pipeline_run_object WHERE run_id = :r",
-                      r=run_id):
+    from hatchet_sdk.clients.rest.exceptions import NotFoundException
+    for oid, wid, finished in q(ctx, "SELECT source_object_id, workflow_run_id, finished_at "
+                                     "FROM pipeline_run_object WHERE run_id = :r", r=run_id):
         if str(oid) not in listed:
-            assert hatchet_client().runs.get(wid).run.status, (oid, wid)
-            print(f"object {oid}: its DAG {wid} is not in the engine's run list after the crash")
+            assert finished is not None, (oid, wid)
+            try:
+                known = bool(hatchet_client().runs.get(wid).run.status)
+            except NotFoundException:
+                known = False
+            print(f"object {oid}: its DAG {wid} is not in the engine's run list after the crash "
+                  f"({'found by its id' if known else 'unknown by its id too'}); its rows are all done")
+    assert len(listed) >= n - 2, per_member  # a lost read-model entry is rare, not the rule
 
 
 def test_concurrent_launches_never_start_a_second_dag(hx, make_ctx, tmp_path):
