@@ -11,7 +11,12 @@ is made from the estate's ``truth.json`` and the inserted text only (never from 
 - ``title``: every title no other file has → that file;
 - ``file_name``: words of 5+ letters that occur in the names of 2–30 files → those files;
 - ``compound``: single-word document-type labels and synonyms of the ontology (German) that occur *inside a
-  longer word* of some titles or file names (``Mietvertrag`` in ``Gewerbemietvertrag``) → those files;
+  longer word* of some file's own title or file name (``Mietvertrag`` in ``Gewerbemietvertrag``) → those files
+  and the files whose title or name holds the word itself (or inflected: ``Rechnungen``). Files holding the
+  word itself are the best answers, not wrong ones (the issue ranks compounds *below* exact matches), and a
+  folder name is not the file's: earlier the set counted only compound holders anywhere in the path, so
+  ``Klage`` asked for 10 compound files while 10 files are named ``Klage …``, and every invoice of a matter
+  folder ``… Gewerbemietvertrag …`` was a ``Vertrag`` answer;
 - ``common_word``: frequent legal words → every file whose text holds the word;
 - ``paraphrase``: document type in other words + client + matter kind (``bench/search.py``) → the files of
   that type in that matter.
@@ -54,6 +59,8 @@ COMMON_WORDS = ["Kündigung", "Vergleich", "Mieter", "Kaution", "Vertrag", "Rech
                 "Notice", "Payment", "Schedule"]
 WORD = re.compile(r"[^\W\d_]+")
 BIG_FILE_NAME = "Gesamtexport Altakten.txt"
+#: German and Dutch noun endings: ``Rechnungen`` is ``Rechnung``, not a compound of it.
+INFLECTIONS = frozenset({"e", "en", "n", "s", "es", "er", "ern"})
 
 
 @dataclass
@@ -65,6 +72,17 @@ class Judged:
 
 def _words(s: str) -> list[str]:
     return WORD.findall(s)
+
+
+def _inflected(word: str, key: str) -> bool:
+    """``word`` is ``key`` with an inflection ending (``Rechnungen`` for ``Rechnung``): not a compound."""
+    return word.startswith(key) and word[len(key):] in INFLECTIONS
+
+
+def _holds_as_compound(word: str, key: str) -> bool:
+    """``key`` is a part of the longer word ``word`` (``Mietvertrag`` in ``Gewerbemietvertrag``, ``Klage`` in
+    ``Klageschrift``), not the word itself nor an inflection of it."""
+    return key in word and word != key and not _inflected(word, key)
 
 
 def judged_queries(truth: dict[str, Any], body_text: dict[str, str]) -> list[Judged]:
@@ -94,10 +112,11 @@ def judged_queries(truth: dict[str, Any], body_text: dict[str, str]) -> list[Jud
                 labels.add(term)
     for label in sorted(labels):
         key = label.casefold()
-        ps = {p for p, f in files.items()
-              if any(key in w.casefold() and w.casefold() != key for w in _words(f["title"] or "") + _words(p))}
-        if ps:
-            out.append(Judged("compound", label, {sha[p] for p in ps}))
+        own = {p: [w.casefold() for w in _words(files[p]["title"] or "") + _words(Path(p).stem)] for p in files}
+        inside = {p for p, ws in own.items() if any(_holds_as_compound(w, key) for w in ws)}
+        if inside:  # a compound query: some file names or titles hold the word only inside a longer word
+            holders = {p for p, ws in own.items() if any(w == key or _inflected(w, key) for w in ws)}
+            out.append(Judged("compound", label, {sha[p] for p in inside | holders}))
     for word in COMMON_WORDS:
         key = word.casefold()
         ps = {p for p, text in body_text.items() if key in {w.casefold() for w in _words(text)}}

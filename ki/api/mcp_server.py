@@ -203,20 +203,20 @@ def build_server(state: ServerState, *, allowed_hosts: list[str]) -> FastMCP:
         return {"stages": await _in_thread(counts)}
 
     @mcp.tool(annotations=READ_ONLY)
-    async def search(ctx: Context, query: str, limit: int = 10,
+    async def search(ctx: Context, query: str, limit: int = 10, offset: int = 0, cursor: str | None = None,
                      mode: Literal["hybrid", "lexical", "vector"] = "hybrid") -> dict:
-        """Search the indexed documents as the token's principal: only what that principal may see. Needs
-        search (and a token made with a principal)."""
+        """Search the indexed documents as the token's principal: only what that principal may see. Hits
+        best first; pass the returned next_cursor as cursor (or next_offset as offset) for the next page
+        (None: the last page). Needs search (and a token made with a principal)."""
         identity = _identity(state, ctx, SEARCH)
-        if not identity.principal:
-            raise ToolError(f"the token {identity.name!r} has no principal to search as "
-                            "(ki token create --principal ...)")
-        from ki.index.search import search as run_search
+        from ki.api.routes_search import SearchRefused, search_as
 
-        response = await _in_thread(lambda: run_search(state.ctx.db, query, principals=[identity.principal],
-                                                       limit=limit, mode=mode, config=state.config()))
-        return {"principal": identity.principal, "hits": [h.model_dump(mode="json") for h in response.hits],
-                "notes": response.notes}
+        try:
+            page = await _in_thread(lambda: search_as(state, identity, query, limit=limit, offset=offset,
+                                                      cursor=cursor, mode=mode))
+        except SearchRefused as exc:
+            raise ToolError(f"{exc.code}: {exc.message}") from exc
+        return page.model_dump(mode="json")
 
     return mcp
 

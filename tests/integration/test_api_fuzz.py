@@ -2,11 +2,11 @@
 every documented answer matches its schema.
 
 Issue 17 "Tests". Every operation of ``/api/openapi.json`` gets generated valid and invalid
-parameters and bodies, sent with an admin token (every scope, so the handlers run, not only the
-auth check) to the app on a real PostgreSQL holding the small estate after a real run. Revoking
-tokens is left out (it would revoke the fuzzer's own token; test_api covers it). After each case
-the saved configuration is removed, so one generated edit (e.g. the hatchet provider) cannot
-change what later cases test. Cost: ~30-60 s.
+parameters and bodies, sent with an admin token (every scope, and a principal for ``/v1/search``, so the
+handlers run, not only the auth check) to the app on a real PostgreSQL holding the small estate after a
+real run. Revoking tokens is left out (it would revoke the fuzzer's own token; test_api covers it).
+After each case the saved configuration is removed, so one generated edit (e.g. the hatchet provider)
+cannot change what later cases test. Cost: ~30-60 s.
 """
 
 from __future__ import annotations
@@ -43,7 +43,8 @@ def fuzz_app(pg_server_uri, template_db, tmp_path_factory, shared):
     settings_ = ProcessSettings(data_dir=data_dir, database_url=url, workers=2)
     ctx = PipelineContext.open(settings_, db=open_database(url, pool_size=8, migrate=False))
     assert insert_estate(ctx, small_estate(shared, tmp_path_factory.mktemp("fuzz-estate"))).status == "completed"
-    token = create_token(ctx.db.engine, name="fuzzer", scopes=["admin"])[1]
+    # a principal too, so /v1/search runs its searches (not only the no_principal refusal)
+    token = create_token(ctx.db.engine, name="fuzzer", scopes=["admin"], principal="user:fuzzer")[1]
     app = create_app(ctx)
     yield app, {"Authorization": f"Bearer {token}"}, data_dir
     app.state.ki.launcher.wait_idle(120)
@@ -60,6 +61,7 @@ def test_no_server_error_on_any_input(fuzz_app):
                                                                               path_regex="^/api/tokens/")
     operations = [result.ok() for result in schema.get_all_operations()]
     assert len(operations) >= 15
+    assert "GET /v1/search" in {operation.label for operation in operations}
     examples = int(os.environ.get("KI_FUZZ_EXAMPLES", "25"))
     for operation in operations:
         @given(case=operation.as_strategy(generation_mode=GenerationMode.POSITIVE)

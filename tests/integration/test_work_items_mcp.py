@@ -9,8 +9,6 @@ real run (the faulty estate of tests/helpers/work_items.py). Cost: ~40-80 s.
 
 from __future__ import annotations
 
-import json
-
 import anyio
 import httpx
 import pytest
@@ -20,6 +18,7 @@ from sqlalchemy import text
 
 from ki.api.app import create_app
 from ki.api.tokens import create_token, revoke
+from tests.helpers.mcp_client import call_tool as call
 from tests.helpers.served import serve_app
 from tests.helpers.work_items import CORRUPT, OUTAGE, faulty_estate
 
@@ -34,20 +33,6 @@ def mcp_served(make_ctx, data_dir, tmp_path, monkeypatch):
     with serve_app(app) as base:
         yield f"{base}/mcp/full", headers, ctx, ids, faults, app
         app.state.ki.launcher.wait_idle(120)
-
-
-def call(url: str, headers: dict, tool: str, args: dict | None = None):
-    """One tool call through the SDK's client; returns (is_error, payload: dict or the error text)."""
-    async def go():
-        async with httpx.AsyncClient(headers=headers, timeout=60, follow_redirects=True) as client, \
-                streamable_http_client(url, http_client=client) as (read, write, _), \
-                ClientSession(read, write) as session:
-            await session.initialize()
-            result = await session.call_tool(tool, args or {})
-            body = result.content[0].text if result.content else ""
-            return result.isError, (body if result.isError else json.loads(body))
-
-    return anyio.run(go)
 
 
 def list_tools(url: str, headers: dict):
