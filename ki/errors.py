@@ -218,6 +218,10 @@ class OrchestratorUnavailable(ConfigurationError):
 # --- Docling Serve (ki.convert.docling) ------------------------------------------------------
 
 
+class OpenSearchUnavailable(InfrastructureError):
+    """The OpenSearch node did not answer (connection error, timeout, HTTP 408/429/5xx): an outage."""
+
+
 class DoclingUnavailable(InfrastructureError):
     """Docling Serve is down, slow, crashed on the task or answered garbage (never quarantines).
 

@@ -10,9 +10,9 @@ build the ones the stages use; a client module that keeps its own builder (OpenS
 :func:`shared` itself.
 
 :func:`reset` closes and forgets every client, clears the provider-fault cooldowns
-(:mod:`ki.cooldown`) and the parsed process settings, and runs the hooks of modules that keep state
-derived from a client (:func:`on_reset`). Tests call it where they used to reset each cache by hand;
-an operator's quarantine retry resets the cooldowns only (``reset_cooldowns``).
+(:mod:`ki.cooldown`), the circuit breakers (:mod:`ki.breaker`) and the parsed process settings, and runs
+the hooks of modules that keep state derived from a client (:func:`on_reset`). Tests call it where they
+used to reset each cache by hand; an operator's quarantine retry resets the cooldowns only (``reset_cooldowns``).
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ import threading
 from collections.abc import Callable, Hashable
 from typing import Any, TypeVar
 
+from ki.breaker import BREAKERS
 from ki.config.process import LlmSettings, current, forget_parsed
 from ki.cooldown import PROVIDER_COOLDOWNS, cooldown_seconds
 
@@ -72,6 +73,7 @@ def reset() -> None:
             except Exception:  # noqa: BLE001 - a client that fails to close is dropped all the same
                 log.debug("closing %r failed", client, exc_info=True)
     PROVIDER_COOLDOWNS.reset()
+    BREAKERS.reset()
     forget_parsed()
     for hook in hooks:
         hook()

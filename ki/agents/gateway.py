@@ -38,6 +38,7 @@ from typing import Any
 
 import httpx
 
+from ki import breaker
 from ki.config.process import LlmSettings, current
 from ki.cooldown import PROVIDER_COOLDOWNS
 from ki.cooldown import cooldown_seconds as cooldown_seconds_setting
@@ -481,6 +482,7 @@ class GatewayClient:
         latency_ms = int(round((time.perf_counter() - started) * 1000))
         if response.status_code >= 300:
             raise self._status_error(response, path=path, model=model, stage=stage)
+        breaker.succeeded(breaker.GATEWAY)  # it answers: a paused gateway resumes (ki.breaker)
         try:
             data = response.json()
         except (json.JSONDecodeError, UnicodeDecodeError) as exc:

@@ -15,12 +15,24 @@ from fastapi import APIRouter, Depends, Query
 
 from ki.api.auth import Identity, require_scope
 from ki.api.errors import ApiError, error_responses
-from ki.api.schemas import ActiveRun, LaunchOut, RunOut, RunsPage, StageStatus, StatusOut, SyncIn, SyncOut
+from ki.api.schemas import (
+    ActiveRun,
+    LaunchOut,
+    PausedDependency,
+    RunOut,
+    RunsPage,
+    StageStatus,
+    StatusOut,
+    SyncIn,
+    SyncOut,
+)
 from ki.api.scopes import READ_PIPELINE, WRITE_PIPELINE
 from ki.api.state import ServerState, server_state
+from ki.breaker import describe_pauses
 from ki.errors import SyncAlreadyRunning
 from ki.launch import sweep_local_runs
 from ki.store import audit, runs
+from ki.store.pauses import read_pauses
 from ki.store.runs import RunRow
 from ki.taxonomies import PIPELINE_STAGE_ORDER, STAGE_CONSOLE_NAMES
 
@@ -38,13 +50,15 @@ def run_out(row: RunRow) -> RunOut:
 @router.get("/status", response_model=StatusOut, responses=error_responses(401, 403))
 def get_status(state: ServerState = Depends(server_state),
                _: Identity = Depends(require_scope(READ_PIPELINE))) -> StatusOut:
-    """Per-stage bucket counts (one query) and the active runs with progress; starts an opportunistic sweep."""
+    """Per-stage bucket counts (one query), the active runs with progress and the paused dependencies;
+    starts an opportunistic sweep."""
     config = state.config()
     snapshot = state.buckets.get()
     counts = snapshot.counts
     sweep_local_runs(state.ctx)  # a run whose process ended is never shown active (issue 14 item 3)
     with state.ctx.db.engine.connect() as conn:
         active = runs.active_runs(conn)
+        paused = [PausedDependency(**p) for p in describe_pauses(read_pauses(conn), config)]
     state.sweep_soon()
     enabled = {s: config.pipeline.stage(s).enabled for s in PIPELINE_STAGE_ORDER}
     stages = [StageStatus(stage=s, name=STAGE_CONSOLE_NAMES[s], enabled=enabled[s], buckets=counts[s],
@@ -57,7 +71,7 @@ def get_status(state: ServerState = Depends(server_state),
         rate = r.processed / elapsed if r.processed else None
         out.append(ActiveRun(**r.model_dump(), total=r.processed + owed, rate_per_second=rate,
                              eta_seconds=owed / rate if rate else None))
-    return StatusOut(stages=stages, runs=out, generated_at=snapshot.at)
+    return StatusOut(stages=stages, runs=out, generated_at=snapshot.at, paused=paused)
 
 
 RUN_KINDS = ("insertion", "access_refresh", "sync")

@@ -48,14 +48,28 @@ class ActiveRun(RunRow):
     eta_seconds: float | None
 
 
+class PausedDependency(BaseModel):
+    """An open circuit breaker (issue 14 item 9, :mod:`ki.breaker`): the ``stages`` needing ``dependency``
+    are not claimed since ``since``; ``message`` reads ``paused: gateway unavailable since …``."""
+
+    dependency: str
+    since: datetime
+    reason: str
+    next_probe_at: datetime
+    probes: int
+    stages: list[str]
+    message: str
+
+
 class StatusOut(BaseModel):
     """``GET /api/status``: per-stage buckets (the one bucket query, counted at ``generated_at``:
-    shared by every reader, at most about a second old; see :mod:`ki.api.status_cache`) and the
-    active runs (read now)."""
+    shared by every reader, at most about a second old; see :mod:`ki.api.status_cache`), the
+    active runs and the paused dependencies (read now)."""
 
     stages: list[StageStatus]
     runs: list[ActiveRun]
     generated_at: datetime
+    paused: list[PausedDependency] = Field(default_factory=list)
 
 
 # --- runs --------------------------------------------------------------------------------------

@@ -1,4 +1,5 @@
-"""``ki status [--json]``: per-stage bucket counts, and the folder watcher's health per watched source."""
+"""``ki status [--json]``: per-stage bucket counts, the paused dependencies (``paused: gateway unavailable
+since …``, issue 14 item 9) and the folder watcher's health per watched source."""
 
 from __future__ import annotations
 
@@ -10,22 +11,40 @@ from ki.cli.common import bucket_counts, open_context, out, print_status
 
 
 def status(as_json: bool = typer.Option(False, "--json", help="machine-readable output")) -> None:
-    """Per-stage bucket counts (pending, running, done, failed, waiting, disabled, skipped, quarantined)."""
+    """Per-stage bucket counts (pending, running, done, failed, waiting, disabled, skipped, quarantined),
+    the paused dependencies (circuit breakers) and the watched sources."""
     ctx = open_context()
     from ki.workflows.sweeper import sweep_if_due
 
     sweep_if_due(ctx)  # opportunistic (hatchet provider only; spec: "the sweeper")
     counts = bucket_counts(ctx)
+    from ki.breaker import describe_pauses
+    from ki.store.pauses import read_pauses
     from ki.store.watch import watch_health
 
     with ctx.db.engine.connect() as conn:
         watched = watch_health(conn)
+        paused = describe_pauses(read_pauses(conn), ctx.config)
     if as_json:
-        out.print_json(json.dumps({"stages": counts, "watch": [w.model_dump(mode="json") for w in watched]}))
+        out.print_json(json.dumps({"stages": counts, "watch": [w.model_dump(mode="json") for w in watched],
+                                   "paused": paused}, default=str))
     else:
         print_status(counts)
+        print_paused(paused)
         if watched:
             print_watch(watched)
+
+
+def print_paused(paused: list[dict]) -> None:
+    """One line per open circuit breaker (issue 14 item 9): what is paused, since when, why, the next probe."""
+    from datetime import UTC, datetime
+
+    from rich.text import Text
+
+    for p in paused:
+        wait = max(0, round((p["next_probe_at"] - datetime.now(UTC)).total_seconds()))
+        out.print(Text.assemble((p["message"], "yellow"), f": {', '.join(p['stages']) or 'no stage'} wait "
+                                f"(next probe in {wait} s; {p['reason']})"))
 
 
 def print_watch(watched) -> None:

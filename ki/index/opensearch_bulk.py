@@ -39,7 +39,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ki.errors import InfrastructureError, KiError, RetryableStageError
+from ki.errors import InfrastructureError, KiError, OpenSearchUnavailable, RetryableStageError
 
 #: Default cap of one bulk request body (serialized NDJSON bytes). Hosted clusters refuse > 10 MiB.
 DEFAULT_MAX_BATCH_BYTES = 5 * 2**20
@@ -149,7 +149,8 @@ def classify_transport_error(exc: BaseException, *, index: str, what: str) -> Ki
     """Map an opensearch-py exception of a whole request to ki's error classes.
 
     Returns (for the caller to raise): IndexReadOnly for ``cluster_block_exception``;
-    InfrastructureError for connection errors, timeouts, 408/429/5xx; RetryableStageError for
+    OpenSearchUnavailable (an InfrastructureError) for connection errors, timeouts, 408/429/5xx and other
+    transport failures (the breaker's ``opensearch`` faults, :mod:`ki.breaker`); RetryableStageError for
     other statuses (a request ki built wrongly is no outage, but it is not the file's fault either).
     """
     from opensearchpy.exceptions import ConnectionError as OSConnectionError
@@ -158,15 +159,15 @@ def classify_transport_error(exc: BaseException, *, index: str, what: str) -> Ki
     if _error_type(exc) == "cluster_block_exception":
         return IndexReadOnly(index, str(exc)[:300])
     if isinstance(exc, OSConnectionError):  # includes ConnectionTimeout
-        return InfrastructureError(f"OpenSearch unreachable during {what}: {exc}",
-                                   infrastructure=f"OpenSearch unreachable ({type(exc).__name__})")
+        return OpenSearchUnavailable(f"OpenSearch unreachable during {what}: {exc}",
+                                     infrastructure=f"OpenSearch unreachable ({type(exc).__name__})")
     if isinstance(exc, TransportError):
         status = exc.status_code
         if not isinstance(status, int) or status in (408, 429) or status >= 500:
-            return InfrastructureError(f"OpenSearch answered HTTP {status} during {what}: {str(exc)[:300]}",
-                                       infrastructure=f"OpenSearch answered HTTP {status}")
+            return OpenSearchUnavailable(f"OpenSearch answered HTTP {status} during {what}: {str(exc)[:300]}",
+                                         infrastructure=f"OpenSearch answered HTTP {status}")
         return RetryableStageError(f"OpenSearch refused {what} with HTTP {status}: {str(exc)[:500]}")
-    return InfrastructureError(f"OpenSearch failed during {what}: {exc!r}", infrastructure="OpenSearch error")
+    return OpenSearchUnavailable(f"OpenSearch failed during {what}: {exc!r}", infrastructure="OpenSearch error")
 
 
 class _BlockGuard:

@@ -18,6 +18,7 @@ from typing import Literal
 
 from sqlalchemy.engine import Connection
 
+from ki.breaker import BREAKERS, CONFIRMED_BY_COMPLETION, dependency_of, stage_dependencies
 from ki.context import EnsureReady, PipelineContext, SourceObjectView, StageContext, StageOutcome, StagePlan
 from ki.errors import ConfigurationError, RunAborted
 from ki.orchestration.heartbeat import ClaimKeeper
@@ -213,11 +214,20 @@ def _record_outcome(ctx: PipelineContext, claim: Claim, outcome: StageOutcome, p
         with _recording(ctx, conn) as rec:
             committed = q.complete_claim(rec, claim, status=outcome.status, producer_version=version,
                                          last_error=last_error, unlock=plan.unlock)
+    if outcome.status == "done":
+        _confirm_dependencies(ctx, claim.stage)
     if committed is None:
         log.warning("claim lost: %s of object %s was recovered elsewhere; this completion is refused",
                     claim.stage, claim.source_object_id)
         return ExecutionResult("claim_lost", claim.stage, claim.source_object_id)
     return ExecutionResult(outcome.status, claim.stage, claim.source_object_id, passed=committed.passed)
+
+
+def _confirm_dependencies(ctx: PipelineContext, stage: str) -> None:
+    """A completed fetch/index reached its source root/OpenSearch: close their breakers (ki.breaker)."""
+    needs = stage_dependencies(ctx.config).get(stage, frozenset()) & CONFIRMED_BY_COMPLETION
+    for dependency in needs:
+        BREAKERS.succeeded(dependency)
 
 
 def _record_failure(ctx: PipelineContext, claim: Claim, exc: BaseException, *, stage_max_attempts: int,
@@ -241,6 +251,9 @@ def _record_failure(ctx: PipelineContext, claim: Claim, exc: BaseException, *, s
         capabilities=capabilities,
         details=verdict.details,
     )
+    dependency = dependency_of(exc) if verdict.treatment is Treatment.infrastructure else None
+    if dependency is not None:  # the circuit breaker counts the outage (ki.breaker)
+        BREAKERS.failed(dependency, record["infrastructure"] or record["message"])
     with _recording(ctx, conn) as rec:
         status = q.fail_claim(rec, claim, treatment=verdict.treatment.value, max_attempts=stage_max_attempts,
                               delay_seconds=delay, last_error=record)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -76,14 +77,15 @@ WHERE ps.id = next.id AND so.id = ps.source_object_id
 _CLAIM_RETURNING = f"RETURNING ps.id, ps.source_object_id, ps.stage, ps.attempts, ps.last_error, {OBJECT_COLUMNS}"
 
 # -- name: claim_next --
-# Claim the oldest eligible row (pending, or failed with its retry due) by updated_at.
+# Claim the oldest eligible row (pending, or failed with its retry due) by updated_at, of a stage
+# not paused (:paused, the stages whose dependency's circuit breaker is open; ki.breaker).
 # Its transaction commits asynchronously (set_config(..., true) = SET LOCAL, in the statement
 # itself so an autocommit connection needs no extra round trip): a claim lost in a server crash
 # only returns its row to pending, and the worker's late completion is refused by the token.
 CLAIM_NEXT_SQL = text(f"""
 WITH next AS (
     SELECT id FROM processing_state
-    WHERE {ELIGIBLE_SQL}
+    WHERE {ELIGIBLE_SQL} AND stage <> ALL(CAST(:paused AS text[]))
     ORDER BY updated_at
     LIMIT :limit
     FOR UPDATE SKIP LOCKED
@@ -100,7 +102,7 @@ UPDATE processing_state ps SET {_CLAIM_SET}
 CLAIM_NEXT_SHUFFLED_SQL = text(f"""
 WITH next AS (
     SELECT id FROM processing_state
-    WHERE {ELIGIBLE_SQL}
+    WHERE {ELIGIBLE_SQL} AND stage <> ALL(CAST(:paused AS text[]))
     ORDER BY md5(id::text || ':' || CAST(:seed AS text))
     LIMIT :limit
     FOR UPDATE SKIP LOCKED
@@ -128,17 +130,19 @@ def _claim(row: Any, token: uuid.UUID, worker: str) -> Claim:
 
 
 def claim_next(conn: Connection, *, worker: str, run_id: int | None, limit: int = 1,
-               order_seed: int | None = None) -> list[Claim]:
+               order_seed: int | None = None, paused: Sequence[str] = ()) -> list[Claim]:
     """Claim up to ``limit`` oldest eligible rows with ``FOR UPDATE SKIP LOCKED``.
 
     Each claim increments attempts and writes a fresh token (one token per batch
     row would be shared otherwise, so the batch shares one token per call; the
     fencing is per row id + token). ``order_seed`` (``pipeline.claim_order_seed``, tests and
     benchmarks only) replaces the oldest-first order by a pseudo-random one fixed by the seed.
+    ``paused``: stages not to claim (their dependency's circuit breaker is open, :mod:`ki.breaker`;
+    their rows stay as they are, no attempt is spent).
     Returns the claims (maybe empty).
     """
     token = uuid.uuid4()
-    params = {"token": token, "worker": worker, "run_id": run_id, "limit": limit}
+    params = {"token": token, "worker": worker, "run_id": run_id, "limit": limit, "paused": list(paused)}
     if order_seed is None:
         rows = conn.execute(CLAIM_NEXT_SQL, params)
     else:

@@ -1,4 +1,5 @@
-"""SQLAlchemy model of the folder watcher's health per source (``source_watch``, migration ``0017_watch``).
+"""SQLAlchemy models of the health tables: the folder watcher per source (``source_watch``, migration
+``0017_watch``) and the open circuit breakers (``dependency_pause``, ``0019_dependency_pause``).
 
 Issue 19 "Watcher health": written through :mod:`ki.store.watch` by ``ki watch`` / ``ki serve --watch``
 (:mod:`ki.sources.watch`), read by ``ki status`` and the console's status.
@@ -47,4 +48,24 @@ class SourceWatch(Base):
     ignored_reasons: Mapped[dict[str, Any]] = mapped_column(JSONB, server_default=sa_text("'{}'::jsonb"))
     restarts: Mapped[int] = mapped_column(Integer, server_default=sa_text("0"))
     heartbeat_at: Mapped[datetime] = mapped_column(TZ, server_default=func.now())
+    updated_at: Mapped[datetime] = mapped_column(TZ, server_default=func.now())
+
+
+class DependencyPause(Base):
+    """An open circuit breaker (``dependency_pause``, migration ``0019_dependency_pause``; :mod:`ki.breaker`).
+
+    Attributes:
+        dependency: ``gateway``, ``docling``, ``opensearch`` or ``source``.
+        since: when the breaker opened (UTC); reason: the fault that opened it.
+        next_probe_at: when the next probe may run (UTC); probes: probes that failed so far.
+        paused_by: the process (``host:pid:start``) that last recorded it.
+    """
+
+    __tablename__ = "dependency_pause"
+    dependency: Mapped[str] = mapped_column(Text, primary_key=True)
+    since: Mapped[datetime] = mapped_column(TZ)
+    reason: Mapped[str] = mapped_column(Text, server_default=sa_text("''"))
+    next_probe_at: Mapped[datetime] = mapped_column(TZ)
+    probes: Mapped[int] = mapped_column(Integer, server_default=sa_text("0"))
+    paused_by: Mapped[str | None] = mapped_column(Text)
     updated_at: Mapped[datetime] = mapped_column(TZ, server_default=func.now())

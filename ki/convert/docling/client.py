@@ -52,6 +52,7 @@ from typing import Any
 
 import httpx
 
+from ki import breaker
 from ki.convert.docling.canary import CANARY_MARKER, canary_docx
 from ki.convert.docling.cooldown import check_cooldown, start_cooldown
 from ki.convert.docling.formats import detect_format, mime_type
@@ -197,6 +198,7 @@ class DoclingClient:
             "POST", "/v1/convert/file/async", deadline, what="submit", name=upload_name, files=files,
             data=_form_dict(self.form_options(from_format)),
         )
+        breaker.succeeded(breaker.DOCLING)  # it answers: a paused Docling resumes (ki.breaker)
         task_id = str(status.get("task_id") or "")
         if not task_id:
             raise DoclingUnavailable(

@@ -1,0 +1,60 @@
+"""The open circuit breakers in PostgreSQL (``dependency_pause``; issue 14 item 9, :mod:`ki.breaker`).
+
+A process running stages records the breakers it opens (:class:`PauseSink`, attached to
+``ki.breaker.BREAKERS`` by the local runner) and reads the others' (:func:`read_pauses`), so every
+process pauses the stages of a dependency one of them found down, and ``ki status`` / the console's
+``/api/status`` say so. The first success anywhere deletes the row.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import text
+from sqlalchemy.engine import Connection, Engine
+
+from ki.breaker import Pause
+
+UPSERT_SQL = text("""
+INSERT INTO dependency_pause (dependency, since, reason, next_probe_at, probes, paused_by, updated_at)
+VALUES (:dependency, :since, :reason, :next_probe_at, :probes, :paused_by, now())
+ON CONFLICT (dependency) DO UPDATE SET
+    since = least(dependency_pause.since, excluded.since), reason = excluded.reason,
+    next_probe_at = excluded.next_probe_at, probes = greatest(dependency_pause.probes, excluded.probes),
+    paused_by = excluded.paused_by, updated_at = now()
+""")
+READ_SQL = text("SELECT dependency, since, reason, next_probe_at, probes FROM dependency_pause ORDER BY dependency")
+
+
+def record_pause(conn: Connection, pause: Pause, *, paused_by: str | None) -> None:
+    """Record (or update) an open breaker; the earliest ``since`` of all processes is kept."""
+    conn.execute(UPSERT_SQL, {"dependency": pause.dependency, "since": pause.since, "reason": pause.reason[:500],
+                              "next_probe_at": pause.next_probe_at, "probes": pause.probes, "paused_by": paused_by})
+
+
+def clear_pause(conn: Connection, dependency: str) -> bool:
+    """Delete the breaker of ``dependency`` (it answered); True when one was recorded."""
+    return conn.execute(text("DELETE FROM dependency_pause WHERE dependency = :d"),
+                        {"d": dependency}).rowcount > 0
+
+
+def read_pauses(conn: Connection) -> list[Pause]:
+    """Every recorded open breaker, by dependency."""
+    return [Pause(r.dependency, r.since, r.reason, r.next_probe_at, int(r.probes)) for r in conn.execute(READ_SQL)]
+
+
+class PauseSink:
+    """A :class:`ki.breaker.BreakerSink` writing to ``engine``'s database, each event in its own
+    transaction. ``worker`` (``host:pid:start``) is recorded as ``paused_by``."""
+
+    def __init__(self, engine: Engine, worker: str | None = None) -> None:
+        self._engine = engine
+        self._worker = worker
+
+    def opened(self, pause: Pause) -> None:
+        """Record the open breaker (or its rescheduled probe)."""
+        with self._engine.begin() as conn:
+            record_pause(conn, pause, paused_by=self._worker)
+
+    def closed(self, dependency: str) -> None:
+        """Delete the breaker of ``dependency``."""
+        with self._engine.begin() as conn:
+            clear_pause(conn, dependency)

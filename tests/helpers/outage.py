@@ -1,0 +1,128 @@
+"""Scripted outages of the loopback gateway and Docling stubs (issue 14 item 9, ``ki.breaker``).
+
+* :func:`stage_answer`: a valid minimal answer for each model stage (by the ``X-Ki-Stage`` header), so
+  a whole ``ki insert`` runs its model stages on :class:`~tests.helpers.gateway_stub.GatewayStub`;
+* :class:`Outage`: down from :meth:`Outage.start` for ``seconds`` (or until :meth:`Outage.stop`); counts the requests that reached the
+  dependency while it was down and notes when the first one succeeded after it came back;
+* :func:`gateway_default`: the stub's ``default`` answering 503 during the outage, else :func:`stage_answer`;
+* :class:`DoclingOutage`: the same for :class:`~tests.helpers.docling_stub.DoclingStub` (every request is
+  answered 503 while down).
+
+Used by ``tests/integration/test_breaker.py`` and ``bench/chaos.py``.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from tests.helpers.gateway_stub import RecordedRequest, Reply, submit, unavailable
+
+#: A minimal valid answer per model stage (the rules of each stage's validators hold for it).
+STAGE_ANSWERS: dict[str, dict] = {
+    "classify_matter": {"matter_id": None, "confidence": 0.1, "evidence": "stub"},
+    "relate": {"identity": "new", "relations": [], "reasoning": "stub"},
+    "extract_metadata": {"doc_type": None, "reasoning": "stub"},
+    "extract_decisions": {"entries": [], "summary": ""},
+}
+
+
+def stage_answer(req: RecordedRequest) -> Reply:
+    """The submission for the stage the request names (``X-Ki-Stage``); embeddings get their vectors."""
+    if req.path.endswith("/embeddings"):
+        return Reply("auto")
+    return submit(STAGE_ANSWERS.get(req.trace[1] or "", STAGE_ANSWERS["classify_matter"]))
+
+
+@dataclass
+class Outage:
+    """A dependency down from :meth:`start` for ``seconds``, or until :meth:`stop` when ``seconds`` is
+    None (monotonic times; thread-safe).
+
+    Attributes:
+        dead_requests: requests that arrived while it was down.
+        ok_requests: requests answered while it was up.
+        ended_at / first_ok_after: when it came back, and when the first request succeeded after that.
+    """
+
+    seconds: float | None = None
+    started_at: float | None = None
+    stopped_at: float | None = None
+    dead_requests: int = 0
+    ok_requests: int = 0
+    first_ok_after: float | None = None
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def start(self) -> None:
+        """Take the dependency down now."""
+        with self._lock:
+            self.started_at = time.monotonic()
+
+    def stop(self) -> None:
+        """Bring it back now."""
+        with self._lock:
+            self.stopped_at = time.monotonic()
+
+    @property
+    def ended_at(self) -> float | None:
+        if self.stopped_at is not None:
+            return self.stopped_at
+        if self.started_at is None or self.seconds is None:
+            return None
+        return self.started_at + self.seconds
+
+    def down(self) -> bool:
+        """Whether a request arriving now meets the outage (and count it)."""
+        now = time.monotonic()
+        with self._lock:
+            end = self.ended_at
+            if self.started_at is not None and self.started_at <= now and (end is None or now < end):
+                self.dead_requests += 1
+                return True
+            self.ok_requests += 1
+            if end is not None and self.first_ok_after is None:
+                self.first_ok_after = now
+            return False
+
+    def resume_delay(self) -> float | None:
+        """Seconds from the end of the outage to the first request that succeeded after it."""
+        if self.first_ok_after is None or self.ended_at is None:
+            return None
+        return self.first_ok_after - self.ended_at
+
+
+def gateway_default(outage: Outage, *, start_after: int | None = None) -> Callable[[RecordedRequest], Reply]:
+    """A :class:`GatewayStub` ``default``: 503 while ``outage`` is down, else :func:`stage_answer`.
+    ``start_after``: start the outage when that many requests have been answered."""
+    answered = [0]
+    lock = threading.Lock()
+
+    def reply(req: RecordedRequest) -> Reply:
+        with lock:
+            answered[0] += 1
+            if start_after is not None and answered[0] > start_after and outage.started_at is None:
+                outage.start()
+        return unavailable() if outage.down() else stage_answer(req)
+
+    return reply
+
+
+class DoclingOutage:
+    """Wraps a started :class:`DoclingStub`: while ``outage`` is down every request is answered 503
+    (the stub's scenario ``http`` on ``any``), otherwise the ``normal`` scenario is served."""
+
+    def __init__(self, stub, outage: Outage, normal) -> None:
+        from tests.helpers.docling_stub import Scenario
+
+        self.stub, self.outage = stub, outage
+        self._normal, self._down = normal, Scenario(outcome="http", http_status=503, on="any")
+        original = stub._record
+
+        def record(request) -> None:  # every request passes here first (DoclingStub._record)
+            stub.scenario = self._down if outage.down() else self._normal
+            original(request)
+
+        stub._record = record
+        stub.scenario = normal
