@@ -2,8 +2,9 @@
 
 * :func:`stage_answer`: a valid minimal answer for each model stage (by the ``X-Ki-Stage`` header), so
   a whole ``ki insert`` runs its model stages on :class:`~tests.helpers.gateway_stub.GatewayStub`;
-* :class:`Outage`: down from :meth:`Outage.start` for ``seconds`` (or until :meth:`Outage.stop`); counts the requests that reached the
-  dependency while it was down and notes when the first one succeeded after it came back;
+* :class:`Outage`: down from :meth:`Outage.start` for ``seconds`` (or until :meth:`Outage.stop`); counts
+  the requests that reached the dependency while it was down and notes when the first one succeeded
+  after it came back;
 * :func:`gateway_default`: the stub's ``default`` answering 503 during the outage, else :func:`stage_answer`;
 * :class:`DoclingOutage`: the same for :class:`~tests.helpers.docling_stub.DoclingStub` (every request is
   answered 503 while down).
