@@ -112,6 +112,11 @@ def scan_and_run(ctx, source_id: int, root: Path | str, *, workers: int | None =
         if not tasks:
             tasks.update({s: progress.add_task(STAGE_CONSOLE_NAMES[s], total=None, note="") for s in enabled})
         counts = bucket_counts(ctx)
+        paused = {}  # stage → "paused: gateway unavailable since …" (an open circuit breaker, ki.breaker)
+        if getattr(status, "paused", None):
+            from ki.breaker import describe_pauses
+
+            paused = {st: p["message"] for p in describe_pauses(status.paused, ctx.config) for st in p["stages"]}
         for s in enabled:
             c = counts[s]
             total = sum(c.values())
@@ -119,6 +124,8 @@ def scan_and_run(ctx, source_id: int, root: Path | str, *, workers: int | None =
             note = f"[red]{c['quarantined']} quarantined[/]" if c["quarantined"] else ""
             if c["failed"]:
                 note += f" [yellow]{c['failed']} awaiting retry[/]"
+            if s in paused:
+                note += f" [yellow]{paused[s]}[/]"
             progress.update(tasks[s], completed=finished, total=total, note=note)
         if status.waiting_for_running and status.holders:
             console.print(waiting_for_holders(status), end="\r", markup=False)
