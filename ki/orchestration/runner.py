@@ -20,15 +20,15 @@ from sqlalchemy import create_engine
 from sqlalchemy.engine import Connection
 from sqlalchemy.pool import NullPool
 
-from ki.breaker import BREAKERS, Pause, stage_dependencies
+from ki.breaker import BREAKERS, Pause
 from ki.context import PipelineContext
 from ki.errors import RunAborted
 from ki.liveness import dead_here
 from ki.orchestration.execute import ExecutionResult, execute_claim
 from ki.orchestration.heartbeat import ClaimKeeper
+from ki.orchestration.pausing import ClaimGate
 from ki.orchestration.prepare import PrepareReport, recover_stale_claims, run_prepare_steps
 from ki.store import claims as q
-from ki.store import pauses
 from ki.store.claims import Claim, ClaimHolder
 from ki.store.status import idle_snapshot
 
@@ -122,8 +122,7 @@ class PipelineRunner:
         self._last_waiting: RunnerStatus | None = None  # the last status that found others holding rows
         self._progress = (0, time.monotonic())  # (counters.processed, when it last changed)
         self._holders_checked = 0.0
-        self._needs = stage_dependencies(ctx.config)  # stage → dependencies (ki.breaker)
-        self._pauses_read = 0.0
+        self.gate = ClaimGate(ctx)  # the stages paused by open circuit breakers (ki.breaker)
         timeout = ctx.config.pipeline.claim_timeout_seconds
         self._stale_every = max(0.5, min(60.0, timeout / 3))
         # worker threads' own connections (see _open_connection): no pool, autocommit
@@ -181,41 +180,25 @@ class PipelineRunner:
     def _claim(self, conn: Connection) -> list[Claim]:
         """Claim and execute the next row of a stage whose dependencies are not paused (issue 14 item 9):
         while a dependency's breaker is open its stages are skipped, except for one probing claim at a
-        time when its probe is due (:mod:`ki.breaker`). Returns what was claimed (and executed)."""
+        time when its probe is due (:mod:`ki.orchestration.pausing`). Returns what was claimed."""
         seed = self.ctx.config.pipeline.claim_order_seed
-        down = BREAKERS.open_dependencies()
-        paused = sorted(s for s, needs in self._needs.items() if needs & down)
-        for dependency in sorted(down):
-            if not BREAKERS.try_probe(dependency):
-                continue
-            # the probe: a row of a stage needing this dependency and no other one that is down
-            probing = {s for s, needs in self._needs.items()
-                       if dependency in needs and not (needs - {dependency}) & down}
+        probe = self.gate.probe()
+        if probe is not None:
+            dependency, not_probing = probe
             try:
                 claims = q.claim_next(conn, worker=self.ctx.worker_id, run_id=self.run_id, order_seed=seed,
-                                      paused=sorted(set(self._needs) - probing))
+                                      paused=not_probing)
                 for claim in claims:
                     self._execute(claim, conn)
             finally:
                 BREAKERS.end_probe(dependency)
             if claims:
                 return claims
-        claims = q.claim_next(conn, worker=self.ctx.worker_id, run_id=self.run_id, order_seed=seed, paused=paused)
+        claims = q.claim_next(conn, worker=self.ctx.worker_id, run_id=self.run_id, order_seed=seed,
+                              paused=self.gate.paused())
         for claim in claims:
             self._execute(claim, conn)
         return claims
-
-    def _share_pauses(self, status: RunnerStatus) -> None:
-        """About every second: adopt the breakers other processes recorded, and show the open ones."""
-        now = time.monotonic()
-        if now - self._pauses_read >= 1.0:
-            self._pauses_read = now
-            try:
-                with self.ctx.db.engine.connect() as conn:
-                    BREAKERS.adopt(pauses.read_pauses(conn))
-            except Exception:  # noqa: BLE001 - a database outage is the workers' to report
-                log.debug("reading the recorded pauses failed", exc_info=True)
-        status.paused = BREAKERS.pauses()
 
     def _execute(self, claim: Claim, record_conn: Connection) -> None:
         started = time.perf_counter()
@@ -292,7 +275,7 @@ class PipelineRunner:
             RunAborted: a stage hit a configuration error; the run stopped (rows left pending).
         """
         self.prepare_report = run_prepare_steps(self.ctx)
-        BREAKERS.attach(pauses.PauseSink(self.ctx.db.engine, self.ctx.worker_id))
+        self.gate.attach()
         self.keeper.start()
         threads = [threading.Thread(target=self._worker, name=f"ki-worker-{i}", daemon=True)
                    for i in range(self.workers)]
@@ -311,7 +294,8 @@ class PipelineRunner:
                     last_stale = time.monotonic()
                 status = self._idle_verdict()
                 if status is not None:
-                    self._share_pauses(status)
+                    self.gate.refresh()
+                    status.paused = BREAKERS.pauses()
                 if status is not None and status.waiting_for_retry is not None:
                     self._retry_wait_spent += time.monotonic() - tick_started
                 if self.on_tick is not None:

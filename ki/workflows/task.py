@@ -22,7 +22,10 @@ How a task treats each state of its row (``drive_stage``):
 * an earlier stage of the document is not terminal (a concurrent launch's prepare step requeued
   it) → that stage is driven first, so the task still ends with its own stage terminal;
 * an earlier stage is quarantined (this one stays ``waiting``) → the document ended: ``halted``;
-* ``done`` / ``skipped`` / ``quarantined`` → return.
+* ``done`` / ``skipped`` / ``quarantined`` → return;
+* a row whose stage is paused by an open circuit breaker (issue 14 item 9, :mod:`ki.orchestration.pausing`)
+  → the task waits (the row stays pending, no attempt spent) until the breaker closes, or runs as the
+  dependency's one probe when it is due.
 
 Outputs are small JSON objects (ids and statuses, never documents: Hatchet's payload limit).
 """
@@ -37,10 +40,12 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from ki.breaker import BREAKERS
 from ki.context import PipelineContext
 from ki.errors import TaskCancelled
 from ki.orchestration.execute import run_stage_for_object
 from ki.orchestration.heartbeat import ClaimKeeper
+from ki.orchestration.pausing import ClaimGate
 from ki.orchestration.prepare import recover_stale_claims
 from ki.store import conveyor, runs
 from ki.store.status import StageRow, rows_by_stage
@@ -50,6 +55,8 @@ log = logging.getLogger(__name__)
 
 #: Longest single sleep while waiting (so cancellation and new states are noticed).
 POLL_MAX_SECONDS = 2.0
+#: How often a task whose stage is paused by an open circuit breaker looks again (s).
+PAUSED_POLL_SECONDS = 0.25
 
 _lock = threading.Lock()
 _runtime: WorkerRuntime | None = None
@@ -170,6 +177,8 @@ def drive_stage(rt: WorkerRuntime, run_id: int, oid: int, stage: str, *,
     upto = PIPELINE_STAGE_ORDER.index(stage)
     executions: list[str] = []
     stale_every = max(0.5, ctx.config.pipeline.claim_timeout_seconds / 3)
+    gate = ClaimGate(ctx)  # circuit breakers: a paused stage waits here (issue 14 item 9)
+    gate.attach()
     while True:
         rows = _rows(ctx, oid)
         if not rows:
@@ -193,7 +202,15 @@ def drive_stage(rt: WorkerRuntime, run_id: int, oid: int, stage: str, *,
         now = datetime.now(UTC)
         if target.status == "pending" or (target.status == "failed" and target.next_retry_at is not None
                                           and target.next_retry_at <= now):
-            result = run_stage_for_object(ctx, target.stage, oid, run_id=run_id, keeper=rt.keeper)
+            admitted, probe = gate.admit(target.stage)
+            if not admitted:  # its dependency is paused (ki.breaker): the row stays pending, no attempt spent
+                _sleep(PAUSED_POLL_SECONDS, cancelled)
+                continue
+            try:
+                result = run_stage_for_object(ctx, target.stage, oid, run_id=run_id, keeper=rt.keeper)
+            finally:
+                if probe is not None:
+                    BREAKERS.end_probe(probe)
             if result.kind != "not_claimed":
                 executions.append(result.kind)
             else:
