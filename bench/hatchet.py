@@ -50,6 +50,11 @@ the CPU per document (gotcha 12).
 Dec 1 2026, after the DAG per enabled stage set and the conveyor (gotcha 14; load average 5 rising to 17
 from other jobs, one run): local 11.96 documents/s, hatchet 3.32 (0.28 x); 0.19 CPU-s per document in
 the engine + its PostgreSQL, 0.21 in ki; 165 engine-database commits per document.
+Dec 1 2026, session 5 (load average 15-41 from other jobs, one run each): engine-database commits = ~40-51/s
+of idle polling x wall + ~47 per engine task (gotcha 15); ``--real-work`` (80 files, 93 documents): local
+0.11 documents/s (846 s), hatchet 0.16 (589 s), 1.44 x — flattered by the load (two worker processes got
+0.36 of a core, local 0.17); CPU-s per document local 1.52, hatchet 2.29 (0.57 engine + its PostgreSQL),
+which predicts ~0.66 x where both saturate the cores; scheduling 0.7 s of a 94 s DAG.
 """
 
 from __future__ import annotations
