@@ -8,9 +8,17 @@ import uuid
 from pathlib import Path
 
 import pytest
+from hypothesis import settings as hypothesis_settings
 
 from tests.helpers.paths import shared_dir
 from tests.helpers.postgres import admin_connection
+
+# Property tests (hypothesis): no per-example deadline (a loaded machine is slow, not wrong); in CI (CI=1)
+# derandomised — the same examples every run, so a failure reproduces and CI time is bounded — and without
+# the example database. A test's own @settings(max_examples=...) bounds its cost in both profiles.
+hypothesis_settings.register_profile("dev", deadline=None)
+hypothesis_settings.register_profile("ci", deadline=None, derandomize=True, database=None, print_blob=True)
+hypothesis_settings.load_profile("ci" if os.environ.get("CI") else "dev")
 
 
 @pytest.fixture(autouse=True)

@@ -11,17 +11,33 @@ from typing import Any
 
 from ki.agents.loop import AgentState, Tool
 from ki.decisions.changes import decision_entries
-from ki.decisions.schema import DecisionResult
+from ki.decisions.schema import CHANGE_SUMMARY_CHARS, LOCUS_CHARS, MAX_ENTRIES, RATIONALE_CHARS, DecisionResult
+
+
+def _fit(value: str | None, limit: int) -> str | None:
+    return value if value is None or len(value) <= limit else value[:limit - 1] + "…"
 
 
 class DecisionRulesPolicy:
-    """Pairs the body's revisions into entries (no tools needed)."""
+    """Pairs the body's revisions into entries (no tools needed).
+
+    The answer fits :class:`DecisionResult` whatever the document holds (issue 14 item 6): a locus or a
+    comment longer than the schema allows is cut (``…``), and the changed points beyond :data:`MAX_ENTRIES`
+    are counted in ``entries_omitted`` (and named in the summary).
+    """
 
     def __init__(self, body: dict[str, Any]):
         self.body = body
 
     def decide(self, tools: Sequence[Tool], state: AgentState) -> DecisionResult:
         entries = decision_entries(self.body)
+        kept, omitted = entries[:MAX_ENTRIES], max(0, len(entries) - MAX_ENTRIES)
+        for e in kept:
+            e["locus"] = _fit(e["locus"], LOCUS_CHARS)
+            e["change_summary"] = _fit(e["change_summary"], CHANGE_SUMMARY_CHARS)
+            e["rationale_text"] = _fit(e["rationale_text"], RATIONALE_CHARS)
         kinds = sorted({e["kind"] for e in entries})
-        return DecisionResult.model_validate({"entries": entries,
-                                              "summary": f"{len(entries)} changed point(s): {', '.join(kinds)}"})
+        left_out = f" ({omitted} beyond the limit of {MAX_ENTRIES} left out)" if omitted else ""
+        return DecisionResult.model_validate({
+            "entries": kept, "entries_omitted": omitted,
+            "summary": f"{len(entries)} changed point(s): {', '.join(kinds)}{left_out}"})

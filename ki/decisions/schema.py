@@ -11,35 +11,58 @@ invented).
 
 from __future__ import annotations
 
+import datetime as dt
 from typing import Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, field_validator
 
 from ki.agents.loop import AgentState
 from ki.decisions.taxonomy import rationale_taxonomy
 
 
+#: Limits of one answer (issue 14 item 6: a redline's every changed point is valid input; the rules policy
+#: cuts its own texts to fit and counts the entries beyond ``MAX_ENTRIES`` in ``entries_omitted``).
+MAX_ENTRIES = 2000
+LOCUS_CHARS = 300
+CHANGE_SUMMARY_CHARS = 1000
+RATIONALE_CHARS = 4000
+SUMMARY_CHARS = 2000
+
+
 class DecisionEntryOut(BaseModel):
-    """One changed point."""
+    """One changed point (``date``: the revision's ISO 8601 timestamp; one that is not a timestamp is null,
+    as the record's ``changed_at`` column can hold only a timestamp)."""
 
     kind: Literal["replacement", "insertion", "deletion", "move"]
-    locus: str | None = Field(default=None, max_length=300, description="the enclosing clause heading")
+    locus: str | None = Field(default=None, max_length=LOCUS_CHARS, description="the enclosing clause heading")
     before: str = Field(default="", description="text the change removed (empty for an insertion)")
     after: str = Field(default="", description="text the change inserted (empty for a deletion)")
-    change_summary: str = Field(min_length=1, max_length=1000)
+    change_summary: str = Field(min_length=1, max_length=CHANGE_SUMMARY_CHARS)
     rationale_category: str = Field(description="a category id of the rationale taxonomy")
-    rationale_text: str | None = Field(default=None, max_length=4000,
+    rationale_text: str | None = Field(default=None, max_length=RATIONALE_CHARS,
                                        description="the reason as the comments give it, or null")
     generalizability: str = Field(description="a generalizability id of the rationale taxonomy")
     author: str | None = None
     date: str | None = None
 
+    @field_validator("date")
+    @classmethod
+    def _timestamp_or_null(cls, value: str | None) -> str | None:
+        if not value:
+            return None
+        try:
+            return dt.datetime.fromisoformat(value.strip()).isoformat()
+        except ValueError:
+            return None
+
 
 class DecisionResult(BaseModel):
-    """The decisions of one document version; an empty ``entries`` list means no decision was made."""
+    """The decisions of one document version; an empty ``entries`` list means no decision was made;
+    ``entries_omitted`` counts changed points left out beyond :data:`MAX_ENTRIES` (0: none)."""
 
-    entries: list[DecisionEntryOut] = Field(default_factory=list, max_length=500)
-    summary: str = Field(default="", max_length=2000)
+    entries: list[DecisionEntryOut] = Field(default_factory=list, max_length=MAX_ENTRIES)
+    entries_omitted: int = Field(default=0, ge=0, description="changed points left out beyond the limit (else 0)")
+    summary: str = Field(default="", max_length=SUMMARY_CHARS)
 
 
 def _norm(value: str) -> str:

@@ -20,7 +20,7 @@ from ki.agents.loop import AgentState, Tool
 from ki.matters.evidence import Corpus, Evidence, Knowledge, infer_reference
 from ki.matters.patterns import ReferenceFormats, formats_for
 from ki.matters.references import KnownReferences, title_from_folder
-from ki.matters.schema import ClassifyResult
+from ki.matters.schema import EVIDENCE_CHARS, TITLE_CHARS, ClassifyResult
 
 #: Confidence the rules give each kind of evidence (the stage abstains below its threshold).
 CONFIDENCE = {"content_label": 0.95, "path": 0.95, "content": 0.85, "client_number": 0.85, "thread": 0.8,
@@ -66,13 +66,18 @@ class ClassifyRulesPolicy:
         if hit is None:
             folder = ev.detail if ev.how in ("path", "folder") else None
             created = state.call("create_matter", reference_number=ev.reference,
-                                 title=title_from_folder(folder, ev.reference))
+                                 title=_fit(title_from_folder(folder, ev.reference), TITLE_CHARS))
             matter_id = created["matter_id"]
         else:
             matter_id = hit["matter_id"]
         detail = f" ({ev.detail})" if ev.detail else ""
         return ClassifyResult(matter_id=matter_id, confidence=CONFIDENCE.get(ev.how, 0.5),
-                              evidence=f"{ev.how}: {ev.reference}{detail}")
+                              evidence=_fit(f"{ev.how}: {ev.reference}{detail}", EVIDENCE_CHARS))
+
+
+def _fit(value: str, limit: int) -> str:
+    """``value`` within ``limit`` characters (cut with ``…``): a folder path has no length limit, the schema has."""
+    return value if len(value) <= limit else value[:limit - 1] + "…"
 
 
 def classify_knowledge(conn: Any, project_id: int, patterns: Sequence[str] | None) -> Knowledge:

@@ -8,6 +8,11 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
+#: Characters of a created matter's title and of an answer's evidence (the rules policy cuts its own to fit:
+#: the evidence names a folder path, and paths have no such limit — issue 14 item 6).
+TITLE_CHARS = 300
+EVIDENCE_CHARS = 1000
+
 
 class SearchMattersArgs(BaseModel):
     """Arguments of ``search_matters``."""
@@ -31,7 +36,7 @@ class CreateMatterArgs(BaseModel):
     """Arguments of ``create_matter``."""
 
     reference_number: str = Field(min_length=1, max_length=64, description="the firm's reference, e.g. 2024-0153")
-    title: str = Field(default="", max_length=300)
+    title: str = Field(default="", max_length=TITLE_CHARS)
 
 
 class ClassifyResult(BaseModel):
@@ -46,6 +51,6 @@ class ClassifyResult(BaseModel):
 
     matter_id: int | None = Field(description="id from search_matters / peek_matter / create_matter, or null")
     confidence: float = Field(default=0.9, ge=0.0, le=1.0)
-    evidence: str = Field(default="", max_length=1000)
+    evidence: str = Field(default="", max_length=EVIDENCE_CHARS)
     practice_area: str | None = None
     matter_kind: str | None = None

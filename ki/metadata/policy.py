@@ -26,7 +26,8 @@ from ki.entities.role_cues import add_role_hints
 from ki.errors import ToolError
 from ki.metadata.dates import document_date
 from ki.metadata.language import detect_language
-from ki.metadata.schema import ClauseOut, IdentifierOut, MetadataResult, PartyOut
+from ki.metadata.schema import (MAX_IDENTIFIERS, MAX_PARTIES, MAX_PARTY_IDENTIFIERS, NAME_CHARS, VALUE_CHARS,
+                                 ClauseOut, IdentifierOut, MetadataResult, PartyOut)
 from ki.metadata.title import document_title
 from ki.metadata.typing_rules import TypingFacts, choose_type, typing_facts
 from ki.ontology.tools import CLAUSE_TOOL
@@ -89,7 +90,9 @@ def read_document(body: dict[str, Any], rel_path: str, mtime_ns: int | None, *, 
 
 
 def identifier_out(ident: Identifier) -> IdentifierOut:
-    return IdentifierOut(type=ident.type, value=ident.value[:200], issuer=(ident.issuer or None))
+    """An identifier in the answer's shape (value and issuer cut to the schema's length)."""
+    return IdentifierOut(type=ident.type, value=ident.value[:VALUE_CHARS], issuer=(ident.issuer or "")[:VALUE_CHARS]
+                         or None)
 
 
 def best_role(m: Mention) -> str | None:
@@ -104,7 +107,12 @@ def best_role(m: Mention) -> str | None:
 
 
 class MetadataRulesPolicy:
-    """Submits a :class:`Reading` through the tools (see module doc)."""
+    """Submits a :class:`Reading` through the tools (see module doc).
+
+    The answer fits :class:`MetadataResult` whatever the document names (issue 14 item 6): parties and
+    identifiers beyond the schema's limits are counted in ``parties_omitted`` / ``identifiers_omitted`` (the
+    stage records all of the reading's in any case), names and values are cut to the schema's lengths.
+    """
 
     def __init__(self, reading: Reading, *, search_parties: bool = False):
         self.reading = reading
@@ -129,17 +137,22 @@ class MetadataRulesPolicy:
         if node is not None:
             state.call("ontology_node", node_id=node)
         parties = []
-        for m in r.mentions:
+        for m in r.mentions[:MAX_PARTIES]:
             if self.search_parties and "search_entities" in names:
-                state.call("search_entities", query=m.name[:300], limit=5)
-            parties.append(PartyOut(name=m.name[:300], kind=m.kind, role=best_role(m),
-                                    identifiers=[identifier_out(i) for i in m.identifiers if i.type in ENTITY_TYPES]))
+                state.call("search_entities", query=m.name[:NAME_CHARS], limit=5)
+            own = [identifier_out(i) for i in m.identifiers if i.type in ENTITY_TYPES]
+            parties.append(PartyOut(name=m.name[:NAME_CHARS], kind=m.kind, role=best_role(m),
+                                    identifiers=own[:MAX_PARTY_IDENTIFIERS]))
         clauses = []
         if CLAUSE_TOOL in names:
             for heading, excerpt in r.clause_headings:
                 hits = state.call(CLAUSE_TOOL, query=heading[:500], limit=3)["results"]
                 if hits and hits[0]["score"] >= CLAUSE_MIN_SCORE:
                     clauses.append(ClauseOut(clause_type=hits[0]["id"], locus=heading[:300], excerpt=excerpt))
+        parties_omitted = max(0, len(r.mentions) - MAX_PARTIES)
+        identifiers_omitted = max(0, len(r.identifiers) - MAX_IDENTIFIERS)
         return MetadataResult(doc_type=node, language=r.language, doc_date=r.doc_date, title=r.title[:500] or None,
-                              parties=parties, identifiers=[identifier_out(i) for i in r.identifiers],
-                              notable_clauses=clauses, reasoning=f"rules: type by {rule}")
+                              parties=parties, parties_omitted=parties_omitted,
+                              identifiers=[identifier_out(i) for i in r.identifiers[:MAX_IDENTIFIERS]],
+                              identifiers_omitted=identifiers_omitted, notable_clauses=clauses,
+                              reasoning=f"rules: type by {rule}"[:2000])

@@ -23,23 +23,34 @@ IdentifierType = Literal["register_number", "vat_id", "lei", "matter_reference",
 PartyKind = Literal["company", "law_firm", "person", "court"]
 Role = Literal["client", "counterparty", "advisor", "court", "other"]
 
+#: Limits of one answer. A document can name more (a shareholder list, a mass claim — issue 14 item 6):
+#: the rules policy lists the first ones and counts the rest in ``parties_omitted`` / ``identifiers_omitted``;
+#: the stage records every party and identifier of the rules reading in any case.
+MAX_PARTIES = 100
+MAX_IDENTIFIERS = 200
+MAX_PARTY_IDENTIFIERS = 20
+NAME_CHARS = 300
+VALUE_CHARS = 200
+TITLE_CHARS = 500
+REASONING_CHARS = 2000
+
 
 class IdentifierOut(BaseModel):
     """A typed identifier as written (``issuer``: the register court, registry or court)."""
 
     type: IdentifierType
-    value: str = Field(min_length=1, max_length=200)
-    issuer: str | None = Field(default=None, max_length=200)
+    value: str = Field(min_length=1, max_length=VALUE_CHARS)
+    issuer: str | None = Field(default=None, max_length=VALUE_CHARS)
 
 
 class PartyOut(BaseModel):
     """A party the document names: legal parties, law firms (ours and opposing), the court of the
     proceedings — not people who merely sign or act for a party."""
 
-    name: str = Field(min_length=1, max_length=300, description="as written (first occurrence)")
+    name: str = Field(min_length=1, max_length=NAME_CHARS, description="as written (first occurrence)")
     kind: PartyKind
     role: Role | None = Field(default=None, description="what the document says about the party's side")
-    identifiers: list[IdentifierOut] = Field(default_factory=list, max_length=20)
+    identifiers: list[IdentifierOut] = Field(default_factory=list, max_length=MAX_PARTY_IDENTIFIERS)
     entity_id: int | None = Field(default=None, description="an entity_id search_entities returned, if it is one")
 
 
@@ -57,11 +68,13 @@ class MetadataResult(BaseModel):
     doc_type: str | None = Field(default=None, description="a type node id an ontology tool returned, or null")
     language: Literal["de", "en"] | None = None
     doc_date: dt.date | None = Field(default=None, description="the date the document states for itself")
-    title: str | None = Field(default=None, max_length=500)
-    parties: list[PartyOut] = Field(default_factory=list, max_length=100)
-    identifiers: list[IdentifierOut] = Field(default_factory=list, max_length=200)
+    title: str | None = Field(default=None, max_length=TITLE_CHARS)
+    parties: list[PartyOut] = Field(default_factory=list, max_length=MAX_PARTIES)
+    parties_omitted: int = Field(default=0, ge=0, description="parties left out beyond the limit (else 0)")
+    identifiers: list[IdentifierOut] = Field(default_factory=list, max_length=MAX_IDENTIFIERS)
+    identifiers_omitted: int = Field(default=0, ge=0, description="identifiers left out beyond the limit (else 0)")
     notable_clauses: list[ClauseOut] = Field(default_factory=list, max_length=100)
-    reasoning: str = Field(default="", max_length=2000)
+    reasoning: str = Field(default="", max_length=REASONING_CHARS)
 
 
 def make_validators(onto: Ontology):

@@ -23,7 +23,7 @@ from collections.abc import Iterable
 
 from ki.relate.cues import citation_score, citations, mentions_label, relation_type
 from ki.relate.facts import FileFacts
-from ki.relate.schema import RelateResult, RelationOut
+from ki.relate.schema import MAX_RELATIONS, REASONING_CHARS, RelateResult, RelationOut
 from ki.relate.similarity import jaccard, normalised_body
 from ki.relate.threads import QuotedHeader, is_reply_subject, local_stamp, parent_ids, quoted_header, subject_key
 
@@ -187,7 +187,9 @@ def decide(x: FileFacts, candidates: list[FileFacts]) -> RelateResult:
     """Decide identity, redline base and relations of ``x`` among ``candidates`` (``x`` excluded).
 
     Candidates are the files of ``x``'s matter, the files with ``x``'s bytes, the messages its headers
-    name, and ``x``'s own attachments. Returns a :class:`RelateResult` whose refs are candidate refs.
+    name, and ``x``'s own attachments. Returns a :class:`RelateResult` whose refs are candidate refs, within
+    the schema's limits: at most :data:`MAX_RELATIONS` relations (in the order found: reply, attachments,
+    annex, citations; the rest counted in ``relations_omitted``), reasoning cut to fit (issue 14 item 6).
     """
     pool = [c for c in candidates if c.ref != x.ref]
     twins = [c for c in pool if c.content_hash and c.content_hash == x.content_hash]
@@ -195,7 +197,7 @@ def decide(x: FileFacts, candidates: list[FileFacts]) -> RelateResult:
         keeper = canonical([x, *twins])
         if keeper.ref != x.ref:
             return RelateResult(identity="duplicate", same_as_ref=keeper.ref,
-                                reasoning=f"byte-identical to {keeper.path}")
+                                reasoning=_reasoning(f"byte-identical to {keeper.path}"))
     distinct = [c for c in pool if c.content_hash != x.content_hash]
     best, best_j = None, 0.0
     if not x.is_email and not x.embedded:
@@ -251,9 +253,18 @@ def decide(x: FileFacts, candidates: list[FileFacts]) -> RelateResult:
         if target.annex_label and mentions_label(x, target.annex_label):
             continue  # x is the main document of that annex; the annex relates itself
         add(relation_type(x, cite, target), target, cite.line)
+    kept, omitted = relations[:MAX_RELATIONS], max(0, len(relations) - MAX_RELATIONS)
+    left_out = f"; {omitted} further relation(s) left out (limit {MAX_RELATIONS})" if omitted else ""
     if best is None:
-        return RelateResult(identity="new", redline_against_ref=base.ref if base else None, relations=relations,
-                            reasoning="no other version or copy found")
+        return RelateResult(identity="new", redline_against_ref=base.ref if base else None, relations=kept,
+                            relations_omitted=omitted, reasoning=_reasoning("no other version or copy found", left_out))
     return RelateResult(identity="version", same_as_ref=best.ref, redline_against_ref=base.ref if base else None,
-                        relations=relations, reasoning=f"same document as {best.path} (similarity {best_j:.2f})")
+                        relations=kept, relations_omitted=omitted,
+                        reasoning=_reasoning(f"same document as {best.path} (similarity {best_j:.2f})", left_out))
+
+
+def _reasoning(text: str, tail: str = "") -> str:
+    """``text`` + ``tail`` within the schema's :data:`REASONING_CHARS` (a long path is cut, the tail kept)."""
+    room = REASONING_CHARS - len(tail)
+    return (text if len(text) <= room else text[:room - 1] + "…") + tail
 

@@ -16,6 +16,12 @@ from ki.agents.loop import AgentState
 
 RelationType = Literal["annex_of", "responds_to", "references", "amends"]
 RELATION_TYPES: tuple[str, ...] = ("annex_of", "responds_to", "references", "amends")
+#: Relations one answer may list. A mail relates to each of its attachments, and mails with hundreds of
+#: attachments are valid input (issue 14 item 6: 50 quarantined them); the rules policy keeps the first
+#: ``MAX_RELATIONS`` and counts the rest in ``relations_omitted``.
+MAX_RELATIONS = 1000
+#: Characters of ``reasoning`` (the rules policy cuts its own to fit).
+REASONING_CHARS = 2000
 
 
 class RelationOut(BaseModel):
@@ -35,15 +41,17 @@ class RelateResult(BaseModel):
         same_as_ref: the opened file this one is a version or duplicate of (None for ``new``).
         redline_against_ref: for a file with tracked changes, the opened file holding the version the
             changes were made against (None otherwise).
-        relations: typed relations to opened files.
+        relations: typed relations to opened files (at most :data:`MAX_RELATIONS`).
+        relations_omitted: how many relations were left out beyond that limit (0: none).
         reasoning: one or two sentences.
     """
 
     identity: Literal["new", "version", "duplicate"]
     same_as_ref: str | None = Field(default=None, description="ref from open_file; required for version/duplicate")
     redline_against_ref: str | None = Field(default=None, description="ref from open_file, or null")
-    relations: list[RelationOut] = Field(default_factory=list, max_length=50)
-    reasoning: str = Field(default="", max_length=2000)
+    relations: list[RelationOut] = Field(default_factory=list, max_length=MAX_RELATIONS)
+    relations_omitted: int = Field(default=0, ge=0, description="relations left out beyond the limit (else 0)")
+    reasoning: str = Field(default="", max_length=REASONING_CHARS)
 
 
 def _opened(state: AgentState) -> dict[str, dict]:

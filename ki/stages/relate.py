@@ -126,4 +126,6 @@ def handle(ctx: StageContext) -> StageOutcome:
         relations=[(r.type, oid_of(r.target_ref), r.evidence) for r in answer.relations], facts=me,
         provenance={**result.provenance, "reasoning": answer.reasoning[:500]})
     summary = materialize(ctx.pipeline, ctx.claim, plan)
+    if answer.relations_omitted:  # beyond the schema's limit: recorded, never the file's fault (issue 14 item 6)
+        summary = {**summary, "relations_omitted": answer.relations_omitted}
     return StageOutcome(status="done", details=summary)
