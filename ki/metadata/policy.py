@@ -26,8 +26,17 @@ from ki.entities.role_cues import add_role_hints
 from ki.errors import ToolError
 from ki.metadata.dates import document_date
 from ki.metadata.language import detect_language
-from ki.metadata.schema import (MAX_IDENTIFIERS, MAX_PARTIES, MAX_PARTY_IDENTIFIERS, NAME_CHARS, VALUE_CHARS,
-                                 ClauseOut, IdentifierOut, MetadataResult, PartyOut)
+from ki.metadata.schema import (
+    MAX_IDENTIFIERS,
+    MAX_PARTIES,
+    MAX_PARTY_IDENTIFIERS,
+    NAME_CHARS,
+    VALUE_CHARS,
+    ClauseOut,
+    IdentifierOut,
+    MetadataResult,
+    PartyOut,
+)
 from ki.metadata.title import document_title
 from ki.metadata.typing_rules import TypingFacts, choose_type, typing_facts
 from ki.ontology.tools import CLAUSE_TOOL

@@ -41,7 +41,6 @@ from ki.relate.schema import MAX_RELATIONS, RelateResult
 from ki.relate.schema import make_validators as relate_validators
 
 
-
 def bounded(examples: int) -> settings:
     """``examples`` generated cases (the profile's other settings kept); large inputs are meant."""
     return settings(max_examples=examples, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
@@ -286,6 +285,9 @@ def test_metadata_answer_fits_for_any_document(case, firm_names, date_order):
 
 # -- extract_decisions -----------------------------------------------------------------------------------
 
+_REVISION_DATE = st.sampled_from(["2024-01-01T00:00:00Z", "", "0000-00-00T00:00:00Z", "garbage"])
+
+
 @st.composite
 def redlined_body(draw) -> dict:
     """A body with 0-800 tracked changes (replacements, moves, lone insertions/deletions) and long comments."""
@@ -293,7 +295,7 @@ def redlined_body(draw) -> dict:
     for i in range(draw(st.integers(0, 300))):
         kind = draw(st.sampled_from(["ins", "del", "moveFrom", "moveTo", "rPrChange", "para_ins"]))
         revisions.append({"kind": kind, "text": draw(st.one_of(st.just(f"EUR {i}"), _SHORT, _LEGAL)), "author":
-                          draw(st.sampled_from(["A", "B", None, "Ä" * 300])), "date": draw(st.sampled_from(["2024-01-01T00:00:00Z", "", "0000-00-00T00:00:00Z", "garbage"])),
+                          draw(st.sampled_from(["A", "B", None, "Ä" * 300])), "date": draw(_REVISION_DATE),
                           "paragraph": i // 3, "move_name": draw(st.sampled_from([None, "m1", f"m{i}"]))})
         if i % 3 == 0:
             paragraphs.append(draw(st.sampled_from([f"§ {i} Haftung", f"{i}. Kündigung", "Ä" * 500])) + "\n" +
