@@ -160,6 +160,17 @@ class ConfigurationError(KiError):
     """Configuration is invalid or refuses an edit (the API maps it to 409/422)."""
 
 
+class SchemaNewerThanCode(KiError):
+    """The database was migrated by a newer ki: ``alembic_version`` holds revisions this code has no
+    migration for (``unknown``), so it must not run on that schema (``heads``: this code's newest)."""
+
+    def __init__(self, unknown: list[str], heads: list[str]):
+        super().__init__(f"the database was migrated by a newer ki (schema revision {', '.join(unknown)}; "
+                         f"this ki knows up to {', '.join(heads)})")
+        self.unknown = unknown
+        self.heads = heads
+
+
 class EnvPinnedError(ConfigurationError):
     """An edit targets a field pinned by an environment variable (API: 409)."""
 

@@ -126,6 +126,80 @@ def launch_insertion(
     return RunSummary(run_id, "completed", counters)
 
 
+def launch_released(
+    ctx: PipelineContext,
+    source_object_id: int,
+    *,
+    trigger: str = "quarantine_retry",
+    wait_for_retries_seconds: float | None = None,
+    poll_seconds: float = 0.5,
+) -> RunSummary:
+    """Run the work a quarantine retry released — the object's rows and its embedded documents' — and
+    return when that work is finished, not when unrelated work of other sources and runs is (issue 21).
+
+    ``local``: a run row (``label`` "Retry", ``trigger``) whose claims are this object's tree only,
+    stage by stage through :func:`ki.orchestration.execute.run_stage_for_object`; a row another process
+    holds is waited for, a retry due within ``wait_for_retries_seconds`` (default
+    ``KI_INSERT_WAIT_RETRY_SECONDS``) is waited for, a later one is left for the next run.
+    ``hatchet``: the batch is triggered (the engine runs every pending row) and this call returns when
+    the object's tree is finished; the summary's status is the run's at that moment (maybe ``running``).
+
+    Returns: the RunSummary; its counters count this object's executions (local).
+    Raises:
+        OrchestratorUnavailable: as :func:`launch_insertion`.
+    """
+    from datetime import UTC, datetime
+
+    from ki.orchestration.execute import run_stage_for_object
+    from ki.orchestration.heartbeat import ClaimKeeper
+    from ki.store.status import object_work
+
+    def left():
+        with ctx.db.engine.connect() as conn:
+            return object_work(conn, source_object_id)
+
+    ctx.reload_config()
+    wait = ctx.settings.insert_wait_retry_seconds if wait_for_retries_seconds is None else wait_for_retries_seconds
+    deadline = time.monotonic() + wait
+    provider = ctx.config.components.orchestrator_provider
+    if provider == "hatchet":
+        summary = _launch_hatchet(ctx, trigger=trigger, source_id=None, label="Retry", on_tick=None, wait=False)
+        while not (work := left()).finished:
+            if not work.eligible and not work.running and time.monotonic() > deadline:
+                break
+            time.sleep(poll_seconds)
+        status, counters, error = run_counters(ctx, summary.run_id)
+        return RunSummary(summary.run_id, status, counters, error)
+    sweep_local_runs(ctx)
+    run_id = _create_run(ctx, trigger=trigger, source_id=None, label="Retry")
+    counters = RunCounters()
+    keeper = ClaimKeeper(ctx.db, interval_seconds=max(0.2, min(30.0, ctx.config.pipeline.claim_timeout_seconds / 3)))
+    keeper.start()
+    try:
+        while not (work := left()).finished:
+            if work.eligible:
+                for oid, stage in work.eligible:
+                    started = time.perf_counter()
+                    result = run_stage_for_object(ctx, stage, oid, run_id=run_id, keeper=keeper)
+                    if result.kind != "not_claimed":
+                        counters.add(result, time.perf_counter() - started)
+                _write_progress(ctx, run_id, counters)
+                continue
+            if not work.running:  # only retries are left: wait for one due within the budget
+                due_in = (work.due - datetime.now(UTC)).total_seconds() if work.due else float("inf")
+                if time.monotonic() + due_in > deadline:
+                    break
+            time.sleep(poll_seconds)
+    except Exception as exc:
+        log.exception("retry run %s failed", run_id)
+        _finish_run(ctx, run_id, counters, "failed", f"{type(exc).__name__}: {exc}")
+        return RunSummary(run_id, "failed", counters, f"{type(exc).__name__}: {exc}")
+    finally:
+        keeper.stop()
+    _finish_run(ctx, run_id, counters, "completed", None)
+    return RunSummary(run_id, "completed", counters)
+
+
 def _launch_hatchet(ctx: PipelineContext, *, trigger: str, source_id: int | None, label: str,
                     on_tick: Callable[[RunnerStatus], None] | None, wait: bool,
                     on_started: Callable[[int], None] | None = None) -> RunSummary:

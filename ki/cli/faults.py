@@ -19,6 +19,7 @@ code  meaning
 4     the database cannot be reached, or stopped while the command ran
 5     the data directory cannot be used (missing permissions, not a directory, ...)
 6     refused because the database is in use (``ki db stop`` without ``--force``)
+7     the database was migrated by a newer ki (its schema is unknown to this version; nothing changed)
 ====  ==========================================================================================
 """
 
@@ -35,7 +36,7 @@ from pathlib import Path
 
 from rich.markup import escape
 
-from ki.errors import ConfigurationError, KiError, SourceUnavailable
+from ki.errors import ConfigurationError, KiError, SchemaNewerThanCode, SourceUnavailable
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -44,6 +45,7 @@ EXIT_SOURCE_UNAVAILABLE = 3
 EXIT_DATABASE = 4
 EXIT_DATA_DIR = 5
 EXIT_IN_USE = 6
+EXIT_SCHEMA_NEWER = 7
 
 #: ``ki.log`` rotates at this size, keeping this many old files (``ki.log.1`` ...).
 LOG_MAX_BYTES = 2 * 1024 * 1024
@@ -265,6 +267,10 @@ def classify(exc: BaseException) -> Fault:
         if isinstance(e, DataDirUnusable):
             return Fault(EXIT_DATA_DIR, f"the data directory {e}",
                          "set KI_DATA_DIR to a directory you can write, or fix its permissions")
+        if isinstance(e, SchemaNewerThanCode):
+            return Fault(EXIT_SCHEMA_NEWER, str(e),
+                         "use the newer ki that migrated it (update this installation), "
+                         "or point KI_DATA_DIR / KI_DATABASE_URL at another database; nothing was changed")
     db = _database_fault(exc)
     if db is not None:
         from ki.config.process import ProcessSettings, current

@@ -96,12 +96,12 @@ def scan_and_run(ctx, source_id: int, root: Path | str, *, workers: int | None =
     last = [0.0]
 
     def on_scanned(report) -> None:
-        console.print(
-            f"scanned {shown(str(root))}: {report.listed} files, {report.new} new, {report.changed} changed, "
-            f"{report.unchanged} unchanged, {len(report.tombstoned)} tombstoned"
-            + (f", {report.renamed} renamed" if report.renamed else "")
-            + (" [yellow](empty listing of a non-empty source: nothing tombstoned)[/]" if report.suspicious else ""),
-            highlight=False, soft_wrap=True)
+        console.print(f"scanned {shown(str(root))}: {scan_counts(report)}; "
+                      + "".join(f"{m}; " for m in missing_notes(ctx, source_id))
+                      + f"{len(report.tombstoned)} tombstoned"
+                      + (" [yellow](empty listing of a non-empty source: nothing tombstoned)[/]"
+                         if report.suspicious else ""),
+                      highlight=False, soft_wrap=True)
         print_scan_notes(report)
 
     def on_tick(status) -> None:
@@ -156,7 +156,7 @@ def scan_and_run(ctx, source_id: int, root: Path | str, *, workers: int | None =
 
         _, c, _ = run_counters(ctx, result.run_id)
         console.print(f"sync run {result.run_id} of {shown(str(root))}: {c.processed} files listed, {c.done} new "
-                      "or changed", highlight=False)
+                      "or changed" + "".join(f"; {m}" for m in missing_notes(ctx, source_id)), highlight=False)
     summary = result.insertion
     if summary is None:
         console.print(f"sync run {result.run_id} completed: "
@@ -168,20 +168,63 @@ def scan_and_run(ctx, source_id: int, root: Path | str, *, workers: int | None =
     console.print(f"run {summary.run_id} {summary.status} in {elapsed:.1f} s: {c.processed} stage executions "
                   f"({c.done} done, {c.skipped} skipped, {c.retried} retried, {c.quarantined} quarantined)")
     print_status(bucket_counts(ctx))
-    from ki.orchestration.quarantine import list_quarantine
-
-    quarantined = list_quarantine(ctx, limit=20)
-    if quarantined:
-        console.print(f"[red]quarantined files[/] (first {len(quarantined)}; `ki quarantine list` for all):")
-        for e in quarantined:
-            console.print(f"  {plain(e.path)}  [{e.stage}] {e.error.get('reason') or e.error.get('class')}: "
-                          f"{plain(str(e.error.get('message', ''))[:120])}", markup=False, highlight=False)
+    print_run_quarantines(ctx, source_id, summary.run_id)
     if summary.status != "completed":
         console.print(f"[red]run failed:[/] {shown(summary.error)}", highlight=False)
         raise typer.Exit(1)
 
 
 SKIPPED_SHOWN = 10
+#: Quarantined files of the run the summary lists (``ki quarantine list`` shows all).
+QUARANTINED_SHOWN = 20
+
+
+def scan_counts(report) -> str:
+    """``5 files: 1 new, 1 changed, 2 unchanged, 1 restored`` (+ renamed, not taken when any): the parts
+    add up to the files listed (:attr:`ki.sources.scan.ScanReport.not_taken`)."""
+    parts = [f"{report.new} new", f"{report.changed} changed", f"{report.unchanged} unchanged",
+             f"{report.reappeared} restored"]
+    if report.renamed:
+        parts.append(f"{report.renamed} renamed")
+    if report.not_taken:
+        parts.append(f"{report.not_taken} not taken")
+    return f"{report.listed} file{'' if report.listed == 1 else 's'}: " + ", ".join(parts)
+
+
+def missing_notes(ctx, source_id: int) -> list[str]:
+    """``2 missing, tombstoned after 1 more scan`` per group of the source's files awaiting deletion
+    confirmation (``pipeline.deletion_confirmations``), soonest tombstoned first; empty when none."""
+    from ki.store.sources import missing_streaks
+
+    with ctx.db.engine.connect() as conn:
+        streaks = missing_streaks(conn, source_id)
+    threshold = ctx.config.pipeline.deletion_confirmations
+    notes = []
+    for streak, n in streaks.items():
+        more = max(threshold - streak, 1)
+        notes.append(f"{n} missing, tombstoned after {more} more scan{'' if more == 1 else 's'}")
+    return notes
+
+
+def print_run_quarantines(ctx, source_id: int, run_id: int) -> None:
+    """The files of this source that this run quarantined (path, stage, reason, message), and how many
+    of the source stay quarantined from earlier runs."""
+    from ki.orchestration.quarantine import quarantine_entries
+
+    entries, in_run = quarantine_entries(ctx, limit=QUARANTINED_SHOWN, source_id=source_id, run_id=run_id)
+    _, of_source = quarantine_entries(ctx, limit=0, source_id=source_id)
+    if in_run:
+        first = f"first {len(entries)} of {in_run}; " if in_run > len(entries) else ""
+        console.print(f"[red]quarantined by this run: {in_run} file{'' if in_run == 1 else 's'}[/] "
+                      f"({first}`ki quarantine list` for all):", highlight=False)
+        for e in entries:
+            console.print(f"  {plain(e.path)}  [{e.stage}] {e.error.get('reason') or e.error.get('class')}: "
+                          f"{plain(str(e.error.get('message', ''))[:120])}", markup=False, highlight=False)
+    earlier = of_source - in_run
+    if earlier > 0:
+        console.print(f"{earlier} file{'' if earlier == 1 else 's'} of this source stay{'s' if earlier == 1 else ''} "
+                      "quarantined from earlier runs (`ki quarantine list`, `ki quarantine retry ID`)",
+                      highlight=False)
 
 
 def waiting_for_holders(status) -> str:

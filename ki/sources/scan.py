@@ -42,13 +42,18 @@ from ki.store.requeue import denied_fetches, requeue_from_fetch, retry_now, seed
 log = logging.getLogger(__name__)
 
 
+#: Skip reasons of files that were in the listing (counted in ``listed``) but could not be taken.
+LISTED_SKIP_REASONS = frozenset({"unreadable_file", "not_recorded"})
+
+
 @dataclass
 class ScanReport:
     """What one scan changed.
 
     Attributes:
         listed: candidate files in the listing.
-        new / changed / unchanged / reappeared: object counts.
+        new / changed / unchanged / reappeared: object counts (``unchanged``: same content, even when
+            only its size or time changed; ``reappeared``: a tombstoned document listed again, restored).
         missing: objects absent from this listing (streak incremented).
         tombstoned: external ids tombstoned by this scan.
         suspicious: True when the listing was empty for a root that had files (nothing counted).
@@ -77,6 +82,12 @@ class ScanReport:
     released: int = 0
     renamed: int = 0
     deferred: list[ListedFile] = field(default_factory=list)
+
+    @property
+    def not_taken(self) -> int:
+        """Listed files this scan could not take (``unreadable_file``, ``not_recorded``): with them the
+        counts add up, ``listed == new + changed + unchanged + reappeared + renamed + not_taken``."""
+        return sum(1 for e in self.skipped if e.reason in LISTED_SKIP_REASONS)
 
     def skipped_by_reason(self) -> dict[str, int]:
         """How many entries were skipped for each reason, most frequent first."""
@@ -192,6 +203,8 @@ def scan_source(ctx: PipelineContext, source_id: int, scope: ScanScope | None = 
             touched.append((row.id, f.size, f.mtime_ns, new_hash))
             if row.content_hash is not None and new_hash != row.content_hash:
                 changed_ids.append(row.id)
+            else:  # only its size or time changed, or it was never fetched (its fetch reads these bytes)
+                report.unchanged += 1
         else:
             report.unchanged += 1
     listed_ids = {f.external_id for f in listing}

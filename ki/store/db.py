@@ -230,12 +230,27 @@ def schema_is_current(connection: Connection) -> bool:
     """True when ``alembic_version`` already holds every head revision (no Alembic import needed)."""
     from ki.store.migrations import head_revisions
 
+    return stored_revisions(connection) == set(head_revisions())
+
+
+def stored_revisions(connection: Connection) -> set[str] | None:
+    """The revisions ``alembic_version`` holds; None when there is no such table (a fresh database)."""
     try:
         with connection.begin_nested() if connection.in_transaction() else connection.begin():
-            versions = set(connection.execute(text("SELECT version_num FROM alembic_version")).scalars())
+            return set(connection.execute(text("SELECT version_num FROM alembic_version")).scalars())
     except Exception:  # noqa: BLE001 - no alembic_version table yet: a fresh database
-        return False
-    return versions == set(head_revisions())
+        return None
+
+
+def _refuse_newer_schema(connection: Connection) -> None:
+    """Raise :class:`~ki.errors.SchemaNewerThanCode` when ``alembic_version`` names a revision this code
+    does not know (a newer ki migrated the database); a fresh database passes."""
+    from ki.errors import SchemaNewerThanCode
+    from ki.store.migrations import head_revisions, known_revisions
+
+    unknown = sorted((stored_revisions(connection) or set()) - known_revisions())
+    if unknown:
+        raise SchemaNewerThanCode(unknown, sorted(head_revisions()))
 
 
 def run_migrations(connection: Connection) -> None:
@@ -243,9 +258,14 @@ def run_migrations(connection: Connection) -> None:
 
     Fast path: when the database is already at every head (``ki.store.migrations.head_revisions``)
     nothing is imported or locked.
+
+    Raises:
+        SchemaNewerThanCode: the database holds a revision this code has no migration for (nothing is
+            changed).
     """
     if schema_is_current(connection):
         return
+    _refuse_newer_schema(connection)
     from alembic import command
     from alembic.config import Config
 

@@ -116,3 +116,18 @@ def restore_source(conn: Connection, source_id: int) -> bool:
     """Clear ``removed_at`` (the folder was registered again). Returns True when it was removed."""
     return conn.execute(text("UPDATE source SET removed_at = NULL WHERE id = :id AND removed_at IS NOT NULL"),
                         {"id": source_id}).rowcount > 0
+
+
+# Live files of a source absent from the last scan(s), by how many scans in a row missed them.
+MISSING_STREAKS_SQL = text("""
+SELECT missing_scans AS streak, count(*) AS n FROM source_object
+WHERE source_id = :sid AND parent_id IS NULL AND deleted_at IS NULL AND missing_scans > 0
+GROUP BY missing_scans ORDER BY missing_scans DESC
+""")
+
+
+def missing_streaks(conn: Connection, source_id: int) -> dict[int, int]:
+    """``{scans missed in a row: live files}`` of a source: the files awaiting deletion confirmation
+    (DESIGN.md "Deletion confirmations"; a file is tombstoned when its streak reaches
+    ``pipeline.deletion_confirmations``). Highest streak first; empty when nothing is missing."""
+    return {int(r.streak): int(r.n) for r in conn.execute(MISSING_STREAKS_SQL, {"sid": source_id})}

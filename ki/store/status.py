@@ -67,6 +67,49 @@ def idle_snapshot(conn: Connection) -> IdleSnapshot:
     return IdleSnapshot(bool(row.eligible), int(row.running), row.due, int(row.failed))
 
 
+# -- name: object_work --
+# The unfinished rows of an object and of everything embedded in it (its tree): what a quarantine
+# retry released and what that work produced (an e-mail's attachments), in one snapshot.
+OBJECT_WORK_SQL = text(f"""
+WITH RECURSIVE tree AS (
+    SELECT id FROM source_object WHERE id = :oid
+    UNION ALL
+    SELECT so.id FROM source_object so JOIN tree t ON so.parent_id = t.id
+)
+SELECT ps.source_object_id, ps.stage, ps.status, ps.next_retry_at, {ELIGIBLE_SQL} AS eligible
+FROM processing_state ps JOIN tree ON tree.id = ps.source_object_id
+WHERE ps.status IN ('pending', 'running', 'failed')
+""")
+
+
+@dataclass(frozen=True)
+class ObjectWork:
+    """What is left of one object's tree: ``eligible`` (object id, stage) pairs claimable now, in
+    stage order; ``running`` rows (any process); ``failed`` rows awaiting a retry and the earliest
+    ``due`` (None when none)."""
+
+    eligible: list[tuple[int, str]]
+    running: int
+    failed: int
+    due: datetime | None
+
+    @property
+    def finished(self) -> bool:
+        """Nothing claimable, running or awaiting a retry is left."""
+        return not self.eligible and not self.running and not self.failed
+
+
+def object_work(conn: Connection, source_object_id: int) -> ObjectWork:
+    """Read :class:`ObjectWork` of the object ``source_object_id`` and its embedded descendants."""
+    rows = conn.execute(OBJECT_WORK_SQL, {"oid": source_object_id}).fetchall()
+    order = {s: i for i, s in enumerate(PIPELINE_STAGE_ORDER)}
+    eligible = sorted(((int(r.source_object_id), r.stage) for r in rows if r.eligible),
+                      key=lambda e: (order.get(e[1], len(order)), e[0]))
+    failed = [r for r in rows if r.status == "failed" and not r.eligible]
+    return ObjectWork(eligible, sum(1 for r in rows if r.status == "running"), len(failed),
+                      min((r.next_retry_at for r in failed if r.next_retry_at is not None), default=None))
+
+
 @dataclass(frozen=True)
 class QuarantineRow:
     """One quarantined row: the object, its path, the stage, attempts, the error object, when."""
@@ -79,8 +122,13 @@ class QuarantineRow:
     updated_at: datetime
 
 
-def _quarantine_filter(stage: str | None, reason: str | None, error_class: str | None) -> str:
+def _quarantine_filter(stage: str | None, reason: str | None, error_class: str | None,
+                       source_id: int | None = None, run_id: int | None = None) -> str:
     where = ["ps.status = 'quarantined'"]
+    if source_id is not None:
+        where.append("ps.source_object_id IN (SELECT id FROM source_object WHERE source_id = :sid)")
+    if run_id is not None:
+        where.append("ps.run_id = :run_id")
     if stage:
         where.append("ps.stage = :stage")
     if reason:
@@ -92,13 +140,17 @@ def _quarantine_filter(stage: str | None, reason: str | None, error_class: str |
 
 def quarantine_page(conn: Connection, *, stage: str | None = None, reason: str | None = None,
                     error_class: str | None = None, limit: int = 50, offset: int = 0,
-                    with_traceback: bool = False) -> tuple[list[QuarantineRow], int]:
+                    with_traceback: bool = False, source_id: int | None = None,
+                    run_id: int | None = None) -> tuple[list[QuarantineRow], int]:
     """Quarantined rows, newest first, filtered and paged; returns (rows, total matching).
 
-    The error object omits ``traceback`` unless ``with_traceback`` (the detail view shows it).
+    ``source_id``: only that source's objects; ``run_id``: only rows a claim of that run quarantined
+    (the row's ``run_id``: the run of its last claim). The error object omits ``traceback`` unless
+    ``with_traceback`` (the detail view shows it).
     """
-    where = _quarantine_filter(stage, reason, error_class)
-    params = {"stage": stage, "reason": reason, "cls": error_class, "limit": limit, "offset": offset}
+    where = _quarantine_filter(stage, reason, error_class, source_id, run_id)
+    params = {"stage": stage, "reason": reason, "cls": error_class, "limit": limit, "offset": offset,
+              "sid": source_id, "run_id": run_id}
     total = int(conn.execute(text(f"SELECT count(*) FROM processing_state ps WHERE {where}"), params).scalar_one())
     error = "ps.last_error" if with_traceback else "ps.last_error - 'traceback'"
     rows = conn.execute(text(f"""

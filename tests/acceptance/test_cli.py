@@ -126,13 +126,13 @@ def test_first_two_commands_share_one_embedded_server(cli):
 def test_insert_scans_and_runs_the_estate(cli, inserted):
     n = _estate_files(cli)
     assert n > 100
-    assert f"{n} files, {n} new" in " ".join(inserted.stderr.split())
+    assert f"{n} files: {n} new" in " ".join(inserted.stderr.split())
     assert "completed in" in inserted.stderr and "stage executions" in inserted.stderr
     assert "documents by stage" in inserted.stdout
     # inserting again finds nothing new and nothing to do
     again = cli.run("insert", str(cli.estate))
     text = " ".join(again.stderr.split())
-    assert f"{n} files, 0 new, 0 changed, {n} unchanged, 0 tombstoned" in text
+    assert f"{n} files: 0 new, 0 changed, {n} unchanged, 0 restored; 0 tombstoned" in text
     assert "0 stage executions" in text
 
 

@@ -151,7 +151,7 @@ def test_database_stopping_during_an_insert(env, tmp_path):
     again = ki(env, "insert", str(estate), timeout=600)
     assert again.returncode == 0, again.stderr
     assert "Traceback" not in again.stderr
-    assert "60 files, 0 new" in again.stderr
+    assert "60 files: 0 new" in again.stderr
     stop_embedded_server(data / "pg")
 
 

@@ -66,6 +66,7 @@ def test_sources_are_listed_refused_removed_restored_and_rescanned(ki):
     assert len(json.loads(ki("search", "Liefervertrag", "--json").stdout)["hits"]) == 4
 
     rescan = ki("source", "rescan")
-    assert f"scanned {estate}: 4 files, 0 new, 0 changed, 4 unchanged, 0 tombstoned" in rescan.stderr.splitlines()
+    assert f"scanned {estate}: 4 files: 0 new, 0 changed, 4 unchanged, 0 restored; 0 tombstoned" in \
+        rescan.stderr.splitlines()
     assert ki("source", "rescan", "99", code=2).stderr.splitlines() == [
         "no such source: 99 (`ki source list` shows the sources)"]

@@ -103,7 +103,7 @@ def test_readme_first_command_runs_as_written_in_a_clean_clone(tmp_path):
 
         err = " ".join(proc.stderr.split())
         files = sum(1 for p in (clone / "samples/estate").rglob("*") if p.is_file())
-        assert f"{files} files, {files} new" in err, err[-3000:]
+        assert f"{files} files: {files} new" in err, err[-3000:]
         assert re.search(r"run \d+ completed in [\d.]+ s: \d+ stage executions \(\d+ done, \d+ skipped, 0 retried, "
                          r"0 quarantined\)", err), err[-3000:]
         out = " ".join(proc.stdout.split())  # rich wraps long lines at spaces

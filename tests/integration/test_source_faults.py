@@ -219,7 +219,7 @@ def test_unreadable_subfolder_never_counts_toward_deleting_its_files(user_ctx):
     (root / "Geheim" / "vertrag.txt").write_text("vertrag\n", encoding="utf-8")
     (root / "Geheim" / "anlage.txt").write_text("anlage\n", encoding="utf-8")
     first = _ki_insert(ctx, root)
-    assert "3 files, 3 new" in first, first
+    assert "3 files: 3 new" in first, first
     (root / "Geheim").chmod(0)
     try:
         for _ in range(3):

@@ -22,6 +22,18 @@ _ID = re.compile(r'["\']([^"\']+)["\']')
 @lru_cache(maxsize=1)
 def head_revisions() -> frozenset[str]:
     """The revision ids that no other revision names as its parent."""
+    revisions, parents = _revisions_and_parents()
+    return frozenset(revisions - parents)
+
+
+def known_revisions() -> frozenset[str]:
+    """Every revision id this code has a migration for (a database at another one was migrated by a
+    newer ki)."""
+    return frozenset(_revisions_and_parents()[0])
+
+
+@lru_cache(maxsize=1)
+def _revisions_and_parents() -> tuple[frozenset[str], frozenset[str]]:
     revisions: set[str] = set()
     parents: set[str] = set()
     for path in VERSIONS_DIR.glob("*.py"):
@@ -33,4 +45,4 @@ def head_revisions() -> frozenset[str]:
         down = _DOWN.search(source)
         if down:
             parents.update(_ID.findall(down.group(1)))
-    return frozenset(revisions - parents)
+    return frozenset(revisions), frozenset(parents)
