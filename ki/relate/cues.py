@@ -17,17 +17,37 @@ from ki.relate.dates import dates_in
 from ki.relate.facts import ANNEX_LABEL, FileFacts
 
 WORD = re.compile(r"[0-9A-Za-zÄÖÜäöüß]+")
-CITE_PREP = re.compile(r"\b(?:vom|dated|of|from|datiert)\s*$", re.IGNORECASE)
+#: The word that joins a document's name to its date: "vom", "dated", "of", "van", "d.d.", "du", "en date du",
+#: "received on" ("the claim received on 12/03/2022").
+CITE_PREP = re.compile(r"(?:\b(?:vom|dated|of|from|datiert|van|de dato|du|(?:received|filed|served|issued|"
+                       r"ontvangen|ingediend|eingegangen|eingereicht)\s+(?:on|op|am))|\bd\.d\.)\s*$", re.IGNORECASE)
 NUMBER_CITE = re.compile(r"\b(?:nr\.|no\.|nummer|number)\s*([A-Z]{0,4}-?\d{2,4}-\d{2,6}|\d{3,})", re.IGNORECASE)
+#: A number labelled as a party's, a matter's or a case's identifier ("client no. 752232", "Claim no. 2225711",
+#: "Aktenzeichen", "company number"): it names no document, so it is no citation.
+IDENTIFIER_NUMBER = re.compile(r"\b(?:client|customer|matter|case|claim|company|registration|account|file|ref|"
+                               r"reference|vat|mandant(?:en)?|akten|kunden|klant|cli[eë]nt|zaak|dossier|kvk|"
+                               r"handelsregister)\s*[-.]?\s*$", re.IGNORECASE)
 ANNEX_MENTION = ANNEX_LABEL
-REPLY_CITE = re.compile(r"\b(?:ihr(?:e|em)?\s+schreiben|your\s+letter|ihre\s+e-?mail|your\s+e-?mail)\b",
+REPLY_CITE = re.compile(r"\b(?:ihr(?:e|em)?\s+schreiben|your\s+letter|ihre\s+e-?mail|your\s+e-?mail|"
+                        r"uw\s+(?:brief|schrijven|e-?mail|bericht)|votre\s+(?:courrier|lettre|e-?mail))\b",
                         re.IGNORECASE)
-AMEND_TITLE = re.compile(r"\b(nachtrag|amendment|änderungsvereinbarung|addendum|side letter)\b", re.IGNORECASE)
+#: Answering language in the citing sentence: "responds to the Particulars of Claim dated …", "replies to the
+#: Defence", "reageert hierbij op de dagvaarding van …", "voert verweer tegen het verzoekschrift van …".
+RESPOND_VERB = re.compile(r"\b(?:respond(?:s|ing)?\s+to|repl(?:y|ies|ying)\s+to|in\s+(?:reply|response|answer)\s+to|"
+                          r"resists|reageer?t\s+(?:hierbij\s+)?op|reageren\s+(?:hierbij\s+)?op|"
+                          r"verweer\s+tegen|antwoordt\s+op|r[ée]pond(?:ons)?\s+[àa]|erwider[nt]?\s+auf|"
+                          r"antwortet\s+auf)\b", re.IGNORECASE)
+AMEND_TITLE = re.compile(r"\b(nachtrag|amendment|änderungsvereinbarung|addendum|side letter|(?:deed of )?variation|"
+                         r"allonge|wijzigingsovereenkomst|avenant)\b", re.IGNORECASE)
 AMEND_VERB = re.compile(r"\b(neu gefasst|wird geändert|werden geändert|geändert wird|is hereby amended|"
-                        r"shall be amended|are hereby amended|ändert)\b", re.IGNORECASE)
+                        r"shall be amended|are hereby amended|ändert|varies|is varied|are varied|"
+                        r"in substitution for|wijzigt|te wijzigen|wordt gewijzigd|worden gewijzigd|modifie)\b",
+                        re.IGNORECASE)
 RESPONSIVE_TITLE = re.compile(r"\b(klageerwiderung|replik|duplik|erwiderung|statement of defen[cs]e|reply brief|"
-                              r"rejoinder)\b", re.IGNORECASE)
-PLEADING_WORDS = ("klage", "klageschrift", "klageerwiderung", "erwiderung", "replik", "claim", "defence", "defense")
+                              r"rejoinder|defen[cs]e|reply to defen[cs]e|response form|conclusie van (?:antwoord|"
+                              r"repliek|dupliek)|verweerschrift|conclusions en r[ée]ponse)\b", re.IGNORECASE)
+PLEADING_WORDS = ("klage", "klageschrift", "klageerwiderung", "erwiderung", "replik", "claim", "defence", "defense",
+                  "particulars", "dagvaarding", "verzoekschrift", "conclusie", "antwoord")
 FILENAME_CITE = re.compile(
     r"[(„\"']\s*([^()„\"'\n]{3,120}?\.(?:docx|doc|pdf|xlsx|pptx|txt|eml|msg))\s*[)“\"']", re.IGNORECASE)
 STAMP_LINE = re.compile(r"^\s*(entwurf|draft|fassung zur unterzeichnung|execution version)\b", re.IGNORECASE)
@@ -114,30 +134,32 @@ def citations(facts: FileFacts, *, max_words: int = 6) -> list[Citation]:
     """
     own = f"{facts.name} {facts.title}".lower()
     out: list[Citation] = []
-    for ln in facts.lines:
-        if STAMP_LINE.match(ln) or ln.startswith(">"):
-            continue
+    lines = [ln for ln in facts.lines if not (STAMP_LINE.match(ln) or ln.startswith(">"))]
+    for i, ln in enumerate(lines):
         for fm in FILENAME_CITE.finditer(ln):
             name = fm.group(1).strip()
             if name != facts.name:
                 out.append(Citation((), None, None, ln, False, False, filename=name))
+        # a PDF text layer wraps lines anywhere: a date (and the sentence) may go on in the next line
+        joined = f"{ln} {lines[i + 1]}" if i + 1 < len(lines) else ln
         prev_end = 0
-        for start, end, d in dates_in(ln):
-            before = ln[prev_end:start]
+        found = [(s, e, d) for s, e, d in dates_in(joined) if s < len(ln)]
+        for start, end, d in found:
+            before = joined[prev_end:start]
             prev_end = end
             if not CITE_PREP.search(before):
                 continue
             words = content_words(CITE_PREP.sub("", before))[-max_words:]
             number = None
             nm = NUMBER_CITE.search(before)
-            if nm and nm.group(1).lower() not in own:
+            if nm and nm.group(1).lower() not in own and not IDENTIFIER_NUMBER.search(before[: nm.start()]):
                 number = nm.group(1)
             if words or number:
-                out.append(Citation(tuple(words), d, number, ln, bool(REPLY_CITE.search(before)),
-                                    bool(ANNEX_MENTION.search(ln[end:end + 40]))))
-        if not dates_in(ln):
+                out.append(Citation(tuple(words), d, number, joined, bool(REPLY_CITE.search(before)),
+                                    bool(ANNEX_MENTION.search(joined[end:end + 40]))))
+        if not found:
             for nm in NUMBER_CITE.finditer(ln):
-                if nm.group(1).lower() in own:
+                if nm.group(1).lower() in own or IDENTIFIER_NUMBER.search(ln[: nm.start()]):
                     continue
                 words = content_words(ln[: nm.start()])[-max_words:]
                 if words:
@@ -195,7 +217,7 @@ def relation_type(source: FileFacts, cite: Citation, target: FileFacts) -> str:
     """The relation a citation makes: ``amends``, ``responds_to`` or ``references``."""
     if AMEND_VERB.search(cite.line) or (is_amendment(source) and not is_amendment(target)):
         return "amends"
-    if cite.reply:
+    if cite.reply or RESPOND_VERB.search(cite.line):
         return "responds_to"
     if is_responsive_pleading(source) and any(w.startswith(PLEADING_WORDS) for w in cite.words):
         return "responds_to"

@@ -36,9 +36,19 @@ ANNEX_WORDS = r"anlage|anhang|annex|annexe|appendix|exhibit|schedule|enclosure|b
 ANNEX_LABEL = re.compile(rf"\b({ANNEX_WORDS})\s+(?:n[°o]\.?\s*)?([A-Z]{{0,2}}\s?\d{{1,3}}[a-z]?|[A-Z])\b",
                          re.IGNORECASE)
 
+#: An annex's words for the document it belongs to: "referred to in the lease", "annexed to the agreement",
+#: "behorende bij de huurovereenkomst", "zum Mietvertrag", "annexée au contrat".
+ANNEX_OF_CUE = re.compile(r"\b(?:referred to in|annexed to|attached to|appended to|scheduled to|forming part of|"
+                          r"behorende? bij|gehecht aan|als bijlage bij|zum|zur|annex[ée]e? [àa]u?)\s+"
+                          r"(?:the|this|that|de|het|dem|der|den|l[ea']|du)?\s*([^,.;()]{3,60})", re.IGNORECASE)
+
+#: Words that make a name or title an agreement's (Dutch/German compounds: ``vaststellingsovereenkomst``).
+AGREEMENT_WORDS = re.compile(r"\b(?:agreement|contract|lease|deed)\b|overeenkomst|vertrag|vereinbarung|\bcontrat\b|"
+                             r"\bconvention\b", re.IGNORECASE)
+
 #: Name words that say which rendition/stage a file is (ordered: later stages rank higher).
-SIGNED_WORDS = re.compile(r"unterzeichnet|unterschrieben|signed|executed|countersigned|gegengezeichnet",
-                          re.IGNORECASE)
+SIGNED_WORDS = re.compile(r"unterzeichnet|unterschrieben|signed|executed|countersigned|gegengezeichnet|getekend|"
+                          r"ondertekend", re.IGNORECASE)
 FILED_WORDS = re.compile(r"eingereicht|filed", re.IGNORECASE)
 FINAL_WORDS = re.compile(r"endfassung|final|reinschrift|execution[\s_]version|clean", re.IGNORECASE)
 DRAFT_WORDS = re.compile(r"entwurf|draft", re.IGNORECASE)
@@ -52,8 +62,18 @@ NAME_NOISE = re.compile(
 )
 WORD = re.compile(r"[0-9A-Za-zÄÖÜäöüß]+")
 #: Labels in front of a file's own date.
-DATE_LABEL = (r"(rechnungsdatum|invoice date|datum|date|dated|abruf vom|stand|held on|"
+DATE_LABEL = (r"(rechnungsdatum|invoice date|datum|date|dated|date received|received|datum ontvangst|ontvangen|"
+              r"abruf vom|stand|held on|"
               r"(entwurf|draft|fassung zur unterzeichnung|execution version)[^:]{0,12}[–:-])\s*:?")
+
+
+#: Formulas that give the document's own date whatever follows it: "THIS AGREEMENT is dated 4th March 2024",
+#: "Getekend te Amsterdam op 8 april 2024", "Heden, 20 maart 2023, op verzoek van …", "DEFINITIEVE VERSIE – …".
+OWN_DATE_HEAD = re.compile(
+    r"(?:heden|today|(?:this|these)\s+[^\d,:]{2,40}?\s+(?:is\s+|are\s+)?(?:dated|made\s+on)|"
+    r"(?:getekend|ondertekend|signed|unterzeichnet|sign[ée])\s+(?:te|at|in|à)\s+[^\d,:]{1,40}?\s+(?:op|on|am|le)|"
+    r"(?:definitieve\s+versie|definitief|concept(?:\s+v?\d+)?|final\s+version|version\s+finale)\s*[–:-])\s*,?",
+    re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -220,11 +240,35 @@ class FileFacts:
             m = ANNEX_LABEL.match(ln)
             if m:
                 return f"{m.group(1).lower()} {m.group(2).replace(' ', '').lower()}"
+        m = ANNEX_LABEL.match(self.lines[-1]) if len(self.lines) > 2 else None
+        if m and re.fullmatch(r"\s*(?:[–:-]\s*[^\d.]{0,60})?", self.lines[-1][m.end():]):
+            # a closing caption: "SCHEDULE 2 – COMPANY SEARCH", "BIJLAGE 2"
+            return f"{m.group(1).lower()} {m.group(2).replace(' ', '').lower()}"
         stem = file_names.strip_dms(self.stem)
         m = ANNEX_LABEL.search(stem)
         if m and (m.start() == 0 or re.match(r"^[\d\-\s–_]+$", stem[: m.start()])):
             return f"{m.group(1).lower()} {m.group(2).replace(' ', '').lower()}"
         return None
+
+    @cached_property
+    def annex_of_words(self) -> tuple[str, ...]:
+        """For an annex, the naming words of the document its own text says it belongs to ("Plan of the Premises
+        referred to in the lease between …" → ``("lease",)``, "behorende bij de huurovereenkomst" →
+        ``("huurovereenkomst",)``); else ``()``."""
+        if not self.annex_label:
+            return ()
+        for ln in self.lines[:12]:
+            m = ANNEX_OF_CUE.search(ln)
+            if m:
+                words = [w.lower() for w in WORD.findall(m.group(1)) if len(w) >= 4]
+                return tuple(words[:2])
+        return ()
+
+    @cached_property
+    def is_agreement_like(self) -> bool:
+        """The name or title calls the file an agreement (``Settlement Agreement``, ``Lease``, ``Huurovereenkomst``,
+        ``Mietvertrag``, ``Deed of …``) — what an annex nobody cites may belong to (read from a listing)."""
+        return bool(AGREEMENT_WORDS.search(f"{self.title} {self.name_key}"))
 
     @cached_property
     def rendition(self) -> str | None:
@@ -265,6 +309,9 @@ class FileFacts:
                 continue
             start, end, d = found[0]
             head, tail = ln[:start], ln[end:]
+            if OWN_DATE_HEAD.fullmatch(head.strip()):
+                out.add(d)
+                continue
             if not re.fullmatch(r"\s*(\d{1,2}:\d{2}(\s*uhr)?)?\s*\.?\s*", tail, re.IGNORECASE):
                 continue
             if re.fullmatch(r"\s*([^\d,:]{2,40},\s*(den\s+)?)?", head) or \
@@ -305,7 +352,8 @@ class FileFacts:
     @cached_property
     def is_letter_like(self) -> bool:
         """A letter: a salutation ("Sehr geehrte…", "Dear …") near the top."""
-        return any(re.match(r"(sehr geehrte|dear|liebe[rs]?\b)", ln, re.IGNORECASE) for ln in self.lines[:25])
+        return any(re.match(r"(sehr geehrte|dear|liebe[rs]?\b|geachte|beste\b|madame|monsieur|ch[eè]re?\b)", ln,
+                            re.IGNORECASE) for ln in self.lines[:25])
 
     @cached_property
     def depth(self) -> int:

@@ -21,7 +21,7 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Iterable
 
-from ki.relate.cues import citation_score, citations, mentions_label, relation_type
+from ki.relate.cues import citation_score, citations, is_amendment, mentions_label, relation_type, words_match
 from ki.relate.facts import FileFacts
 from ki.relate.schema import MAX_RELATIONS, REASONING_CHARS, RelateResult, RelationOut
 from ki.relate.similarity import jaccard, normalised_body
@@ -161,26 +161,63 @@ def _reply_parent(x: FileFacts, emails: list[FileFacts]) -> FileFacts | None:
     return None
 
 
-def _annex_main(x: FileFacts, pool: list[FileFacts]) -> FileFacts | None:
-    """The main document citing ``x``'s annex label: the latest version of the earliest citing document."""
-    label = x.annex_label
-    if not label:
-        return None
-    citing = [c for c in pool if not c.is_email and not c.annex_label and mentions_label(c, label)]
-    if not citing:
-        return None
-    # group citing files into documents; the document that cited the label first is the main one
+def _documents(files: list[FileFacts]) -> list[list[FileFacts]]:
+    """``files`` grouped into documents (by :func:`same_document_score`), in path order."""
     groups: list[list[FileFacts]] = []
-    for c in sorted(citing, key=lambda f: f.path):
+    for c in sorted(files, key=lambda f: f.path):
         for g in groups:
-            if any(same_document_score(c, o) for o in g):
+            if any((c.name_key and c.name_key == o.name_key) or same_document_score(c, o) for o in g):
                 g.append(c)
                 break
         else:
             groups.append([c])
-    first = min(groups, key=lambda g: min((f.version_date for f in g if f.version_date), default=None) or
-                _FAR_FUTURE)
-    return max(first, key=lambda f: (f.stage_rank, f.version_date or _FAR_PAST, [-v for v in canonical_key(f)[:3]]))
+    return groups
+
+
+def _latest(group: list[FileFacts]) -> FileFacts:
+    """The latest version of one document (signed before final before draft, then the newest)."""
+    return max(group, key=lambda f: (f.stage_rank, f.version_date or _FAR_PAST, [-v for v in canonical_key(f)[:3]]))
+
+
+def _annex_main(x: FileFacts, pool: list[FileFacts]) -> FileFacts | None:
+    """The main document of the annex ``x`` (None when ``x`` is no annex or nothing fits):
+
+    1. the document citing ``x``'s label (the earliest citing document; its latest version);
+    2. else the document the annex's own text says it belongs to ("referred to in the lease",
+       "behorende bij de huurovereenkomst") — the one with a signed copy, else the latest;
+    3. else the one signed agreement (no amendment, no annex) of the annex's folder, else of the matter, else
+       the one agreement of the matter — only when there is exactly one such document (several: none).
+    """
+    label = x.annex_label
+    if not label:
+        return None
+    docs = [c for c in pool if not c.is_email and not c.annex_label]
+    citing = [c for c in docs if mentions_label(c, label)]
+    if citing:
+        first = min(_documents(citing), key=lambda g: min((f.version_date for f in g if f.version_date),
+                                                          default=None) or _FAR_FUTURE)
+        return _latest(first)
+    if x.annex_of_words:
+        named = [c for c in docs if not is_amendment(c) and any(words_match(w, h) for w in x.annex_of_words
+                                                                 for h in c.heading_words)]
+        if named:
+            def by_name(g: list[FileFacts]) -> bool:
+                return any(words_match(w, h) for f in g for w in x.annex_of_words for h in f.name_key.split())
+
+            groups = _documents(named)
+            best = min(groups, key=lambda g: (not by_name(g), not any(f.stage_rank == 2 for f in g),
+                                              -(_latest(g).version_date or _FAR_PAST).toordinal(),
+                                              min(f.path for f in g)))
+            return _latest(best)
+    agreements = [c for c in docs if c.is_agreement_like and not is_amendment(c)]
+    signed = [c for c in agreements if c.stage_rank == 2]
+    for scope in ([c for c in signed if c.folder == x.folder], signed, agreements):
+        groups = _documents(scope)
+        if len(groups) == 1:
+            return _latest(groups[0])
+        if groups:
+            return None
+    return None
 
 
 def decide(x: FileFacts, candidates: list[FileFacts]) -> RelateResult:
@@ -236,7 +273,7 @@ def decide(x: FileFacts, candidates: list[FileFacts]) -> RelateResult:
                     add("references", canonical(named), f"attachment {name}")
     main = _annex_main(x, top)
     if main is not None:
-        add("annex_of", main, f"{x.annex_label} is cited by {main.name}")
+        add("annex_of", main, f"{x.annex_label} belongs to {main.name}")
     main_docs = {main.ref} | {c.ref for c in top if main is not None and same_document_score(main, c)} \
         if main is not None else set()
     for cite in citations(x):

@@ -93,7 +93,8 @@ class Wants:
             attachments=frozenset(mail.get("attachments") or []), name_key=me.name_key, title=_norm(me.title),
             cite_files=frozenset([*(c.filename for c in cites if c.filename),
                                   *([me.compare.original] if me.compare and me.compare.original else [])]),
-            cite_words=frozenset(w for c in cites for w in c.words), reply=any(c.reply for c in cites),
+            cite_words=frozenset([*(w for c in cites for w in c.words), *me.annex_of_words]),
+            reply=any(c.reply for c in cites),
             annex_label=me.annex_label)
 
     def as_json(self) -> dict[str, Any]:
@@ -118,6 +119,8 @@ class Wants:
         elif (self.name_key and other.name_key == self.name_key) or (self.title and _norm(other.title) == self.title):
             return True
         if other.name in self.cite_files or self.reply:
+            return True
+        if self.annex_label and other.is_agreement_like:  # an annex nobody cites belongs to the matter's agreement
             return True
         return any(words_match(w, h) for w in self.cite_words for h in other.heading_words)
 
