@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
+from ki.matters.patterns import formats_for
 from ki.relate import file_names
 from ki.relate.dates import dates_in, dates_in_name
 
@@ -105,6 +106,8 @@ class FileFacts:
         content_hash: sha256 hex.
         embedded: an attachment / mbox message (``parent_id`` set).
         matter: the matter reference the file is assigned to (None: unassigned).
+        reference_patterns: the firm's configured matter-reference formats (``firm.matter_reference_patterns``):
+            a name's number they match is the matter's reference, never a DMS document number.
     """
 
     ref: str
@@ -120,10 +123,12 @@ class FileFacts:
     embedded: bool = False
     matter: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    reference_patterns: tuple[str, ...] = ()
 
     @classmethod
     def from_artifact(cls, *, ref: str, path: str, body: dict[str, Any], mtime_ns: int | None = None,
-                      content_hash: str = "", embedded: bool = False, matter: str | None = None) -> FileFacts:
+                      content_hash: str = "", embedded: bool = False, matter: str | None = None,
+                      reference_patterns: tuple[str, ...] = ()) -> FileFacts:
         """Build facts from a ``structured_json`` body (see :class:`ki.convert.model.StructuredDocument`)."""
         mail = body.get("mail")
         if mail:
@@ -137,7 +142,8 @@ class FileFacts:
         return cls(ref=ref, path=path, format=body.get("format") or "", title=body.get("title") or "",
                    text=body.get("text") or "", original_text=body.get("original_text"),
                    revision_kinds=tuple(r.get("kind", "") for r in body.get("revisions") or []), mail=mail,
-                   mtime=mtime, content_hash=content_hash, embedded=embedded, matter=matter)
+                   mtime=mtime, content_hash=content_hash, embedded=embedded, matter=matter,
+                   reference_patterns=tuple(reference_patterns))
 
     # -- names -------------------------------------------------------------------------------------
 
@@ -165,7 +171,11 @@ class FileFacts:
     @cached_property
     def dms(self) -> file_names.DmsNumber | None:
         """The DMS document number (and version) in the name (``7990945.3 - …``, ``#4811234v3``), if any."""
-        return file_names.dms_number(self.stem)
+        return file_names.dms_number(self.stem, self._references)
+
+    @cached_property
+    def _references(self) -> file_names.References | None:
+        return formats_for(self.reference_patterns) if self.reference_patterns else None
 
     @cached_property
     def compare(self) -> file_names.Compare | None:
@@ -177,7 +187,7 @@ class FileFacts:
         """The version the name states: a compare's modified version, the DMS version, ``v<k>``; else None."""
         if self.compare is not None and self.compare.to_version is not None:
             return self.compare.to_version
-        return file_names.name_version(self.stem)
+        return file_names.name_version(self.stem, self._references)
 
     @cached_property
     def name_key(self) -> str:

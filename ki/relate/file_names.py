@@ -18,6 +18,14 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import Protocol
+
+
+class References(Protocol):
+    """The firm's matter-reference formats (:class:`ki.matters.patterns.ReferenceFormats`)."""
+
+    def fullmatch(self, value: str) -> bool:
+        """Whether ``value`` as a whole is a matter reference."""
 
 #: A DMS document number and version inside a name (the number is 6–10 digits; a date-like number is not one),
 #: optionally behind a library prefix (``DOCS-123456-v2``, ``LON_4811234_3``). A hyphen separates a version
@@ -57,9 +65,15 @@ class DmsNumber:
     version: int | None
 
 
-def dms_number(stem: str) -> DmsNumber | None:
-    """The DMS document number (and version) a file name carries, or None."""
+def dms_number(stem: str, references: References | None = None) -> DmsNumber | None:
+    """The DMS document number (and version) a file name carries, or None.
+
+    ``references``: the firm's configured matter-reference formats; a number they match as a whole
+    (``123456.001`` when the firm writes ``NNNNNN.NNN``) is the matter's reference, not a document number.
+    """
     for m in DMS_NUMBER.finditer(stem):
+        if references is not None and references.fullmatch(m.group(0).lstrip("#")):
+            continue
         if not _date_like(m.group("doc")):
             return DmsNumber(m.group("doc"), int(m.group("ver")))
     m = DMS_BARE.search(stem)
@@ -76,9 +90,10 @@ def strip_dms(stem: str) -> str:
     return re.sub(r"^[\s#_\-–]+|[\s_\-–]+$", "", s)
 
 
-def name_version(stem: str) -> int | None:
-    """The version a name states: the DMS version, else ``v2`` / ``Version 3`` / ``versie 2``."""
-    dms = dms_number(stem)
+def name_version(stem: str, references: References | None = None) -> int | None:
+    """The version a name states: the DMS version, else ``v2`` / ``Version 3`` / ``versie 2`` (``references``:
+    as for :func:`dms_number`)."""
+    dms = dms_number(stem, references)
     if dms is not None and dms.version is not None:
         return dms.version
     m = NAME_VERSION.search(stem)

@@ -28,8 +28,9 @@ PAGE = 100
 READ_CHARS = 100_000
 
 
-def facts_from_open(result: dict[str, Any], text: str) -> FileFacts:
-    """FileFacts of a file read with ``open_file`` (``text``: all its pages joined)."""
+def facts_from_open(result: dict[str, Any], text: str, reference_patterns: tuple[str, ...] = ()) -> FileFacts:
+    """FileFacts of a file read with ``open_file`` (``text``: all its pages joined; ``reference_patterns``: the
+    firm's matter-reference formats, see :class:`FileFacts`)."""
     body = {"format": result.get("format"), "title": result.get("title"), "text": text,
             "revisions": [{"kind": k} for k, n in (result.get("tracked_changes") or {}).get("by_kind", {}).items()
                           for _ in range(n)]}
@@ -42,10 +43,11 @@ def facts_from_open(result: dict[str, Any], text: str) -> FileFacts:
                         "attachments": mail.get("attachments")}
     return FileFacts.from_artifact(ref=result["ref"], path=result["path"], body=body,
                                    mtime_ns=result.get("mtime_ns"), content_hash=result.get("content_hash") or "",
-                                   embedded=bool(result.get("embedded")), matter=result.get("matter"))
+                                   embedded=bool(result.get("embedded")), matter=result.get("matter"),
+                                   reference_patterns=reference_patterns)
 
 
-def read_whole(state: AgentState, path: str) -> FileFacts | None:
+def read_whole(state: AgentState, path: str, reference_patterns: tuple[str, ...] = ()) -> FileFacts | None:
     """Open ``path`` and page through it; None when it cannot be read now (status busy/in_progress/...)."""
     try:
         first = state.call("open_file", path=path, offset=0, max_chars=READ_CHARS)
@@ -58,7 +60,7 @@ def read_whole(state: AgentState, path: str) -> FileFacts | None:
     while page.get("has_more"):
         page = state.call("open_file", path=path, offset=page["next_offset"], max_chars=READ_CHARS)
         parts.append(page["text"])
-    return facts_from_open(first, "".join(parts))
+    return facts_from_open(first, "".join(parts), reference_patterns)
 
 
 @dataclass
@@ -94,7 +96,7 @@ class RelateRulesPolicy:
         wants = self.wants or Wants.of(self.me)
         pool: dict[str, FileFacts] = {}
         for path in self.extra_paths:  # copies, named messages, attachments: their bytes select their twins
-            facts = read_whole(state, path)
+            facts = read_whole(state, path, self.me.reference_patterns)
             if facts is not None and facts.ref != self.me.ref:
                 pool[path] = facts
         held = {f.content_hash for f in pool.values()}
@@ -108,7 +110,7 @@ class RelateRulesPolicy:
         for path in paths:
             if path in pool or path == self.me.path:
                 continue
-            facts = read_whole(state, path)
+            facts = read_whole(state, path, self.me.reference_patterns)
             if facts is not None and facts.ref != self.me.ref:
                 pool[path] = facts
         return list(pool.values())

@@ -95,7 +95,8 @@ def handle(ctx: StageContext) -> StageOutcome:
 
     me = FileFacts.from_artifact(ref=ref_of(ctx.obj.id), path=rel_path, body=body, mtime_ns=ctx.obj.mtime_ns,
                                  content_hash=content_hash, embedded=ctx.obj.parent_id is not None,
-                                 matter=matter.reference)
+                                 matter=matter.reference,
+                                 reference_patterns=tuple(ctx.config.firm.matter_reference_patterns))
     related, related_hashes = _related_paths(ctx, body.get("mail"), matter.id)
     wants = Wants.of(me, hashes=related_hashes)
     with db.engine.begin() as conn:  # before the matter is listed: a file classified later re-relates this one

@@ -89,3 +89,20 @@ def test_a_reply_without_in_reply_to_finds_its_parent_by_the_quoted_outlook_head
                   mail={"message_id": "2@x", "subject": "Lease", "date": "2022-07-06T09:00:00+01:00",
                         "sender": "b@y"})
     assert [(r.type, r.target_ref) for r in decide(reply, [root, other]).relations] == [("responds_to", root.ref)]
+
+
+def test_a_configured_matter_reference_is_no_dms_number():
+    """Issue 16 item 3: ``123456.001`` is a matter when the firm writes ``NNNNNN.NNN``; a DMS number otherwise."""
+    from ki.matters.patterns import formats_for
+    from ki.relate.facts import FileFacts
+    from ki.relate.file_names import dms_number
+
+    firm = formats_for(("NNNNNN.NNN",))
+    assert dms_number("123456.001 - Lease") is not None
+    assert dms_number("123456.001 - Lease", firm) is None
+    assert dms_number("7990945.3 - Lease", firm).number == "7990945"
+    a = FileFacts(ref="a", path="M/123456.001 - Lease v2.docx", format="docx", title="", text="Lease",
+                  reference_patterns=("NNNNNN.NNN",))
+    b = FileFacts(ref="b", path="M/123456.001 - Side letter.docx", format="docx", title="", text="Side letter",
+                  reference_patterns=("NNNNNN.NNN",))
+    assert a.dms is None and a.name_version == 2 and b.dms is None
