@@ -88,6 +88,18 @@ class ConvertConfig(BaseModel):
     timeout_seconds: float = Field(default=900, gt=0)
 
 
+class TextWindowConfig(BaseModel):
+    """``pipeline.text_window.*``: how much of a huge text the reading stages read (issue 14 item 7c).
+
+    Classify, Relate and Extract metadata read the first ``head_chars`` and the last ``tail_chars``
+    characters of a longer text (:mod:`ki.metadata.window`) and record the bound in their provenance
+    (``ki export --json``: ``text_windows``); a shorter text is read whole. Indexing reads every chunk.
+    """
+
+    head_chars: int = Field(default=200_000, ge=1_000, le=100_000_000)
+    tail_chars: int = Field(default=20_000, ge=0, le=100_000_000)
+
+
 class WatchConfig(BaseModel):
     """``pipeline.watch.*``: the folder watcher (``ki watch``, ``ki serve --watch``; issue 19).
 
@@ -122,6 +134,7 @@ class PipelineConfig(BaseModel):
     ontology_file: str | None = None
     ocr: OcrConfig = Field(default_factory=OcrConfig)
     convert: ConvertConfig = Field(default_factory=ConvertConfig)
+    text_window: TextWindowConfig = Field(default_factory=TextWindowConfig)
     watch: WatchConfig = Field(default_factory=WatchConfig)
     stages: dict[str, StageConfig] = Field(default_factory=_default_stages)
 

@@ -160,13 +160,15 @@ def decision_entries(body: dict[str, Any]) -> list[dict[str, Any]]:
     ``before``, ``after``, ``kind``, ``change_summary``, ``rationale_category``, ``rationale_text``,
     ``generalizability``, ``author``, ``date``."""
     text = body.get("text") or ""
+    original = body.get("original_text") or text
+    lines, original_lines = text.split("\n"), original.split("\n")
     comments = body.get("comments") or []
     out = []
     for change in pair_changes(body.get("revisions") or []):
         if change.kind == "deletion":  # the deleted paragraph exists only in the original view
-            locus = locus_for(None, body.get("original_text") or text, before_text=change.before)
+            locus = locus_for(None, original, before_text=change.before, lines=original_lines)
         else:
-            locus = locus_for(change.paragraph, text, before_text=change.after or None)
+            locus = locus_for(change.paragraph, text, before_text=change.after or None, lines=lines)
         category = categorise(change, locus)
         out.append({"locus": locus, "before": change.before, "after": change.after, "kind": change.kind,
                     "change_summary": summary(change, locus), "rationale_category": category,

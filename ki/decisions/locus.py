@@ -43,13 +43,16 @@ def headings(text: str) -> list[tuple[int, str]]:
     return [(i, " ".join(line.split())) for i, line in enumerate((text or "").split("\n")) if is_heading(line)]
 
 
-def locus_for(paragraph: int | None, text: str, *, before_text: str | None = None) -> str | None:
+def locus_for(paragraph: int | None, text: str, *, before_text: str | None = None,
+              lines: list[str] | None = None) -> str | None:
     """The heading enclosing paragraph ``paragraph`` (a line index of ``text``), or None.
 
     A change inside a heading line itself is located at that heading. When ``paragraph`` is None the
     paragraph is searched by ``before_text`` (the text the change touched) — first line containing it.
+    ``lines``: ``text.split("\\n")`` when the caller already has it (one split per document, not per
+    change: a long document with many changes stays linear).
     """
-    lines = (text or "").split("\n")
+    lines = lines if lines is not None else (text or "").split("\n")
     if paragraph is None and before_text:
         needle = before_text.strip()
         paragraph = next((i for i, line in enumerate(lines) if needle and needle in line), None)

@@ -29,7 +29,7 @@ from typing import Any
 from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
-from ki.matters.corpus import EVIDENCE_TEXT, HEAD_CHARS, REL_PATH
+from ki.matters.corpus import CONTAINING_CHARS, EVIDENCE_HEAD, HEAD_CHARS, REL_PATH
 from ki.matters.evidence import Corpus, CorpusFile, Knowledge
 from ki.matters.references import own_reference
 from ki.matters.store import forget_classifications
@@ -133,15 +133,15 @@ def epoch(conn: Connection, project_id: int) -> int:
 
 _FILES_SQL = f"""
 SELECT so.id, so.source_id, {REL_PATH} AS rel, so.external_id, left(a.body->>'text', :head) AS text,
-       left({EVIDENCE_TEXT}, {HEAD_CHARS}) AS head, a.body->'mail' AS mail, b.has_reference
+       left({EVIDENCE_HEAD}, {HEAD_CHARS}) AS head, a.body->'mail' AS mail, b.has_reference
 FROM source_object so JOIN source s ON s.id = so.source_id
 JOIN artifact a ON a.content_hash = so.content_hash AND a.kind = 'structured_json'
 LEFT JOIN classify_basis b ON b.source_object_id = so.id
 WHERE so.deleted_at IS NULL
 """
 #: The corpus reads this much of each file's text (``ki.matters.corpus.HEAD_CHARS`` for its files; the
-#: case-number and name queries search the whole text).
-TEXT_CHARS = 2_000_000
+#: case-number and name queries search as much as this).
+TEXT_CHARS = CONTAINING_CHARS
 
 
 def _new_file(row: Any, source_id: int, contributes: bool | None = None) -> NewFile:

@@ -17,19 +17,30 @@ from ki.store.db import Database
 
 HEAD_CHARS = 6000
 MAX_ROWS = 2000
+#: How much of each file's text :meth:`DbCorpus.files_containing` searches (and the classify basis reads to
+#: decide whether a newly classified file answers such a query): the first 2 million characters. A bound,
+#: so one huge text does not make every query of the project lowercase all of it (issue 14 item 7c).
+CONTAINING_CHARS = 2_000_000
 
 #: An object's path relative to its source root.
 REL_PATH = "substr(so.path, length(rtrim(s.root, '/')) + 2)"
 
-#: The text a file's evidence is read from: the mail subject, every other part (headers, footers, notes …),
-#: then the body — a reference may be in any of them.
-EVIDENCE_TEXT = """concat_ws(E'\\n', a.body->'mail'->>'subject',
+def _evidence_sql(body_text: str) -> str:
+    """The text a file's evidence is read from: the mail subject, every other part (headers, footers,
+    notes …), then the body (the SQL expression ``body_text``) — a reference may be in any of them."""
+    return f"""concat_ws(E'\\n', a.body->'mail'->>'subject',
     (SELECT string_agg(p.value, E'\\n' ORDER BY p.key) FROM jsonb_each_text(
-        CASE WHEN jsonb_typeof(a.body->'parts') = 'object' THEN a.body->'parts' ELSE '{}'::jsonb END) p),
-    a.body->>'text')"""
+        CASE WHEN jsonb_typeof(a.body->'parts') = 'object' THEN a.body->'parts' ELSE '{{}}'::jsonb END) p),
+    {body_text})"""
+
+
+#: :func:`_evidence_sql` of the whole body text.
+EVIDENCE_TEXT = _evidence_sql("a.body->>'text'")
+#: The first ``:head`` characters of :data:`EVIDENCE_TEXT` without concatenating a huge body whole first.
+EVIDENCE_HEAD = _evidence_sql("left(a.body->>'text', :head)")
 
 _BASE = f"""
-SELECT {REL_PATH} AS rel, left({EVIDENCE_TEXT}, :head) AS head, a.body->'mail' AS mail
+SELECT {REL_PATH} AS rel, left({EVIDENCE_HEAD}, :head) AS head, a.body->'mail' AS mail
 FROM source_object so
 JOIN source s ON s.id = so.source_id
 JOIN artifact a ON a.content_hash = so.content_hash AND a.kind = 'structured_json'
@@ -63,8 +74,10 @@ class DbCorpus:
                           {"s": self.source_id, "prefix": folder.rstrip("/") + "/"})
 
     def files_containing(self, needle: str) -> list[CorpusFile]:
-        """Converted files of the project whose text contains ``needle`` (case-insensitive)."""
-        return self._rows(" AND strpos(lower(a.body->>'text'), lower(:n)) > 0", {"n": needle})
+        """Converted files of the project whose text (its first :data:`CONTAINING_CHARS`) contains ``needle``
+        (case-insensitive)."""
+        return self._rows(" AND strpos(lower(left(a.body->>'text', :within)), lower(:n)) > 0",
+                          {"n": needle, "within": CONTAINING_CHARS})
 
     def emails_linked(self, message_ids: list[str]) -> list[CorpusFile]:
         """Messages whose Message-ID is one of ``message_ids`` or that reply to / reference one."""

@@ -8,7 +8,9 @@ Spec: issue 4 item 6 ("once the metadata issue lands: doc_type, language, doc_da
   ``mtime``), ``title``, ``identifiers`` (``[{type, value[, issuer]}]``);
 * ``parties``: ``[{name, role, role_basis, entity_id, entity_name, kind, identifiers}]``;
 * ``decisions``: ``[{kind, before, after, locus, change_summary, rationale_category, rationale,
-  generalizability, author, date}]`` (empty when the version records none).
+  generalizability, author, date}]`` (empty when the version records none);
+* ``text_windows``: ``{stage: {read_chars, total_chars, truncated, head_chars, tail_chars}}`` for every stage
+  that read only a bounded window of a huge text (:mod:`ki.metadata.window`; empty for a normal-sized one).
 """
 
 from __future__ import annotations
@@ -21,12 +23,12 @@ from sqlalchemy.engine import Connection
 
 EMPTY: dict[str, Any] = {"doc_type": None, "doc_type_ancestors": [], "ontology_fingerprint": None, "language": None,
                          "doc_date": None, "doc_date_source": None, "title": None, "identifiers": [], "parties": [],
-                         "decisions": []}
+                         "decisions": [], "text_windows": {}}
 
 
 def empty_fields() -> dict[str, Any]:
     """The fields of an object extract_metadata has not processed."""
-    return {k: (list(v) if isinstance(v, list) else v) for k, v in EMPTY.items()}
+    return {k: (list(v) if isinstance(v, list) else dict(v) if isinstance(v, dict) else v) for k, v in EMPTY.items()}
 
 
 def metadata_fields(conn: Connection) -> dict[int, dict[str, Any]]:
@@ -58,4 +60,16 @@ def metadata_fields(conn: Connection) -> dict[int, dict[str, Any]]:
             "change_summary": r.change_summary, "rationale_category": r.rationale_category,
             "rationale": r.rationale_text, "generalizability": r.generalizability, "author": r.author,
             "date": r.changed_at.isoformat() if r.changed_at else None})
+    for r in conn.execute(_TEXT_WINDOWS_SQL):
+        out[r.source_object_id]["text_windows"][r.stage] = r.bound
     return dict(out)
+
+
+#: The windows stages recorded in their provenance rows, where they cut the text.
+_TEXT_WINDOWS_SQL = text("""
+    SELECT source_object_id, stage, bound FROM (
+        SELECT source_object_id, 'classify_matter' AS stage, provenance->'text_window' AS bound FROM matter_assignment
+        UNION ALL SELECT source_object_id, 'relate', provenance->'text_window' FROM document_version
+        UNION ALL SELECT source_object_id, stage, provenance->'text_window' FROM extraction) w
+    WHERE jsonb_typeof(bound) = 'object' AND (bound->>'truncated')::boolean
+    ORDER BY source_object_id, stage""")

@@ -13,7 +13,6 @@ version; ``is_final`` marks the last version.
 
 from __future__ import annotations
 
-import hashlib
 import json
 from typing import Any
 
@@ -21,6 +20,7 @@ from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
 from ki.errors import Contended
+from ki.metadata.window import normalised_digest
 from ki.relate.facts import FileFacts
 from ki.store.locks import lock_key
 
@@ -56,7 +56,7 @@ def version_facts(facts: FileFacts) -> dict[str, Any]:
         # renditions of one version
         label = f"version:{facts.name_version}"
     else:
-        digest = hashlib.sha1(" ".join(facts.text.split()).encode()).hexdigest()[:16]
+        digest = (facts.text_digest or normalised_digest(facts.text))[:16]
         label = f"text:{digest}"
     return {"version_key": f"{date}|{facts.stage_rank}|{number:04d}", "version_label": label,
             "rendition": facts.rendition}

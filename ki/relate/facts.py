@@ -13,9 +13,13 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
+from ki.config.settings import TextWindowConfig
 from ki.matters.patterns import formats_for
+from ki.metadata.window import normalised_digest, windowed_body
 from ki.relate import file_names
 from ki.relate.dates import dates_in, dates_in_name
+
+_WINDOW = TextWindowConfig()
 
 #: Word-revision kinds that change content (formatting-only revisions do not make a redline).
 CONTENT_REVISIONS = frozenset({"ins", "del", "moveFrom", "moveTo", "para_ins", "para_del", "row_ins", "row_del",
@@ -108,6 +112,8 @@ class FileFacts:
         matter: the matter reference the file is assigned to (None: unassigned).
         reference_patterns: the firm's configured matter-reference formats (``firm.matter_reference_patterns``):
             a name's number they match is the matter's reference, never a DMS document number.
+        text_digest: SHA-1 of the whitespace-normalised *whole* text (``text`` may be a window of it).
+        window: the bound applied to ``text`` (:meth:`ki.metadata.window.TextWindow.as_dict`).
     """
 
     ref: str
@@ -124,12 +130,21 @@ class FileFacts:
     matter: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
     reference_patterns: tuple[str, ...] = ()
+    text_digest: str = ""
+    window: dict[str, Any] | None = None
 
     @classmethod
     def from_artifact(cls, *, ref: str, path: str, body: dict[str, Any], mtime_ns: int | None = None,
                       content_hash: str = "", embedded: bool = False, matter: str | None = None,
-                      reference_patterns: tuple[str, ...] = ()) -> FileFacts:
-        """Build facts from a ``structured_json`` body (see :class:`ki.convert.model.StructuredDocument`)."""
+                      reference_patterns: tuple[str, ...] = (), head_chars: int = _WINDOW.head_chars,
+                      tail_chars: int = _WINDOW.tail_chars) -> FileFacts:
+        """Build facts from a ``structured_json`` body (see :class:`ki.convert.model.StructuredDocument`).
+
+        The rules read a bounded window of a huge text (``head_chars`` + ``tail_chars``, by default
+        ``pipeline.text_window``'s defaults; :func:`ki.metadata.window.windowed_body`): ``text`` and
+        ``original_text`` are windows, ``text_digest`` is of the whole text, ``window`` the bound."""
+        digest = normalised_digest(body.get("text"))
+        body, bound = windowed_body(body, head_chars=head_chars, tail_chars=tail_chars)
         mail = body.get("mail")
         if mail:
             sender = mail.get("sender") or {}
@@ -143,7 +158,7 @@ class FileFacts:
                    text=body.get("text") or "", original_text=body.get("original_text"),
                    revision_kinds=tuple(r.get("kind", "") for r in body.get("revisions") or []), mail=mail,
                    mtime=mtime, content_hash=content_hash, embedded=embedded, matter=matter,
-                   reference_patterns=tuple(reference_patterns))
+                   reference_patterns=tuple(reference_patterns), text_digest=digest, window=bound.as_dict())
 
     # -- names -------------------------------------------------------------------------------------
 

@@ -3,7 +3,8 @@
 Spec: insertion-pipeline.md "Classify (classify_matter)" and "Agentic stages: Classify and Relate".
 Reads the ``structured_json`` artifact; builds the prompt payload (path, filename, parent folder,
 the rendered folder neighbourhood, up to 200 known document titles, the first 8,000 characters of
-text); decides with the model (``chat_agent``) or the rules policy (same tools, same validators);
+text); of a huge text the rules read only its bounded window (``pipeline.text_window``, recorded as
+``text_window`` in the assignment's provenance); decides with the model (``chat_agent``) or the rules policy (same tools, same validators);
 a null, dangling or low-confidence answer falls back to the reference-number scan and then to the
 ``UNASSIGNED-<slug>`` placeholder of the top-level folder. Writes the MatterAssignment and the
 content's ``classification`` artifact, then replays relation intents other files parked against
@@ -45,6 +46,7 @@ from ki.matters.store import (
     write_assignment,
 )
 from ki.matters.tools import classify_tools, classify_validators
+from ki.metadata.window import window_text, windowed_body
 from ki.stages.agentic import run_agent
 from ki.store.claims import request_rerun_from
 
@@ -72,7 +74,7 @@ def _relative_path(ctx: StageContext) -> str:
 
 
 def _container_context(ctx: StageContext) -> tuple[str, dict[str, Any] | None]:
-    """An embedded object's container text and mail headers (its evidence too)."""
+    """An embedded object's container text (its bounded window) and mail headers (its evidence too)."""
     if ctx.obj.parent_id is None:
         return "", None
     with ctx.pipeline.db.engine.connect() as conn:
@@ -81,7 +83,9 @@ def _container_context(ctx: StageContext) -> tuple[str, dict[str, Any] | None]:
                                    WHERE so.id = :p"""), {"p": ctx.obj.parent_id}).first()
     if row is None:
         return "", None
-    return row.body.get("text") or "", row.body.get("mail")
+    bound = ctx.config.pipeline.text_window
+    return window_text(row.body.get("text"), head_chars=bound.head_chars, tail_chars=bound.tail_chars)[0], \
+        row.body.get("mail")
 
 
 def build_payload(*, rel_path: str, hood: dict[str, Any], text_: str) -> dict[str, Any]:
@@ -102,7 +106,8 @@ def handle(ctx: StageContext) -> StageOutcome:
     """
     db = ctx.pipeline.db
     content_hash = ctx.obj.content_hash
-    body = ctx.structured_json()
+    bound = ctx.config.pipeline.text_window
+    body, window = windowed_body(ctx.structured_json(), head_chars=bound.head_chars, tail_chars=bound.tail_chars)
     with db.engine.connect() as conn:
         project_id = project_of_source(conn, ctx.obj.source_id)
         recorded = recorded_classification(conn, content_hash, ctx.obj.id) if content_hash else None
@@ -134,7 +139,7 @@ def handle(ctx: StageContext) -> StageOutcome:
     answer: ClassifyResult = result.result  # type: ignore[assignment]
     decision: dict[str, Any] = {"producer_version": version, **result.provenance, "confidence": answer.confidence,
                                 "evidence": answer.evidence, "method": "rules" if result.provenance.get("model")
-                                == "rules" else "model"}
+                                == "rules" else "model", "text_window": window.as_dict()}
     matter = None
     if answer.matter_id is not None and answer.confidence >= ABSTAIN_BELOW:
         with db.engine.connect() as conn:

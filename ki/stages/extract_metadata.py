@@ -6,7 +6,9 @@ ontology; its context is the single document). Steps:
 
 1. read the structured_json artifact (missing → RetryableStageError) and the active ontology;
 2. read the document by rule (:func:`ki.metadata.policy.read_document`) with the firm's names and the
-   aliases of entities the firm already holds that occur in it (its gazetteer);
+   aliases of entities the firm already holds that occur in it (its gazetteer) — of a huge text only its
+   bounded window (``pipeline.text_window``, :mod:`ki.metadata.window`; recorded as ``text_window`` in
+   the Extraction provenance);
 3. decide with the model (``chat_agent`` with the ontology tools, ``search_entities`` and — when the
    clause facet is active — ``clause_search``) when ``KI_LLM_BASE_URL`` is set, else with the rules
    policy through the same tools; validators accept only visited, in-scope node ids;
@@ -35,6 +37,7 @@ from ki.metadata.parties import resolve_parties, settle_parties
 from ki.metadata.policy import MetadataRulesPolicy, Reading, mention_text, read_document
 from ki.metadata.schema import MetadataResult, make_validators
 from ki.metadata.store import MetadataRow, write_extraction, write_metadata, write_notable_clauses
+from ki.metadata.window import windowed_body
 from ki.ontology import active_ontology
 from ki.ontology.model import Ontology
 from ki.ontology.terms import tokens
@@ -142,7 +145,8 @@ def handle(ctx: StageContext) -> StageOutcome:
     """
     db = ctx.pipeline.db
     content_hash = ctx.obj.content_hash
-    body = ctx.structured_json()
+    bound = ctx.config.pipeline.text_window
+    body, window = windowed_body(ctx.structured_json(), head_chars=bound.head_chars, tail_chars=bound.tail_chars)
     onto = active_ontology(ctx.config)
     rel_path = _rel_path(ctx)
     firm_names = _firm_names(ctx)
@@ -176,7 +180,7 @@ def handle(ctx: StageContext) -> StageOutcome:
         producer_version=version)
     provenance = {**agent.provenance, "stage": ctx.stage, "ontology": {"version": onto.version,
                   "fingerprint": onto.fingerprint, "source": onto.source}, "tool_calls": agent.state.tool_calls,
-                  "rejections": agent.state.rejections[-5:]}
+                  "rejections": agent.state.rejections[-5:], "text_window": window.as_dict()}
     with db.engine.begin() as conn:
         parties = resolve_parties(conn, project_id=project_id, source_object_id=ctx.obj.id, mentions=mentions,
                                   matter=matter, firm_name=ctx.config.firm.name, agent_entity_ids=suggested)

@@ -34,6 +34,7 @@ stops, nothing written); the embedder's errors (gateway outage = infrastructure)
 
 from __future__ import annotations
 
+import re
 from pathlib import PurePath, PurePosixPath
 from typing import Any
 
@@ -53,6 +54,9 @@ from ki.taxonomies import ACCESS_ONLY_REINDEX, SOURCE_OBJECT_DELETED, has_access
 
 PROFILE_OPENING_CHARS = 600
 HEADER_TITLE_MAX_CHARS = 200
+_NON_SPACE = re.compile(r"\S")
+#: The line boundaries ``str.splitlines`` knows.
+_LINE_BREAK = re.compile("[\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]")
 
 
 def handle(ctx: StageContext) -> StageOutcome:
@@ -150,20 +154,32 @@ def header_title(doc: StructuredDocument) -> str | None:
     """
     title = (doc.title or "").strip()
     if not title:
-        for line in (doc.text or "").splitlines():
-            if line.strip():
-                title = line.strip()
-                break
+        text_ = doc.text or ""
+        first = _NON_SPACE.search(text_)  # the first non-empty line, without splitting the whole text
+        if first is not None:
+            end = _LINE_BREAK.search(text_, first.start())
+            title = text_[first.start():end.start() if end else len(text_)].strip()
     return " ".join(title.split())[:HEADER_TITLE_MAX_CHARS] or None
 
 
 def profile_text(title: str | None, doc_type: str | None, matter: str | None, text_: str) -> str:
     """The profile row (ordinal −1): title, type, matter and the opening of the text (≤ 600 chars)."""
-    opening = " ".join(text_.split())
+    opening = _normalised_opening(text_, PROFILE_OPENING_CHARS + 1)
     if len(opening) > PROFILE_OPENING_CHARS:
         cut = opening.rfind(" ", 0, PROFILE_OPENING_CHARS)
         opening = opening[: cut if cut > PROFILE_OPENING_CHARS // 2 else PROFILE_OPENING_CHARS]
     return "\n".join(p for p in (title, doc_type, matter, opening) if p)
+
+
+def _normalised_opening(text_: str, chars: int) -> str:
+    """A prefix of ``" ".join(text_.split())`` at least ``chars`` long (or all of it), read from a growing
+    prefix of ``text_`` — never the whole of a huge text (the collapsed prefix of a prefix is a prefix)."""
+    size = 4 * chars
+    while True:
+        opening = " ".join(text_[:size].split())
+        if len(opening) >= chars or size >= len(text_):
+            return opening
+        size *= 4
 
 
 def stage_embedder(ctx: StageContext) -> Any:
@@ -190,7 +206,7 @@ def _index(ctx: StageContext, backend: Any) -> StageOutcome:
         result = backend.write_document(IndexDocument(ctx.obj.id, content_hash, title, [], access, identity))
         return StageOutcome(status="skipped", reason="no_text", details={"deleted": result.deleted})
     htitle = header_title(doc)
-    opening = full_text if full_text.strip() else passages[0][1]
+    opening = full_text if _NON_SPACE.search(full_text) else passages[0][1]
     texts = {PROFILE_ORDINAL: profile_text(htitle, doc_type, matter, opening)}
     texts.update((i, p[1]) for i, p in enumerate(passages))
     vectors: dict[int, Any] = {}

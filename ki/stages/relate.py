@@ -1,8 +1,9 @@
 """Stage ``relate`` (console: Relate): identity, versions, redlines, typed relations and threads of a file.
 
 Spec: insertion-pipeline.md "Relate (relate)" and "Relate: what the model is given". Requires a
-matter assignment (RetryableStageError until Classify has run); builds the payload (the matter's
-references and title, the file's path and full text, its tracked-changes digest, e-mail headers, a
+matter assignment (RetryableStageError until Classify has run); reads a huge text only within its
+bounded window (``pipeline.text_window``, recorded as ``text_window`` in the document version's
+provenance); builds the payload (the matter's references and title, the file's path and text, its tracked-changes digest, e-mail headers, a
 complete folder listing one level above and below); decides with the model or the rules policy
 (same tools: list_folder, search_documents, open_file; same validators) while holding no
 transaction or lock; then :func:`ki.relate.materialize.materialize` re-validates and writes.
@@ -93,10 +94,12 @@ def handle(ctx: StageContext) -> StageOutcome:
     if assignment.content_hash and assignment.content_hash != content_hash:
         raise RetryableStageError("the matter assignment was made on older content: classify_matter must run again")
 
+    bound = ctx.config.pipeline.text_window
     me = FileFacts.from_artifact(ref=ref_of(ctx.obj.id), path=rel_path, body=body, mtime_ns=ctx.obj.mtime_ns,
                                  content_hash=content_hash, embedded=ctx.obj.parent_id is not None,
                                  matter=matter.reference,
-                                 reference_patterns=tuple(ctx.config.firm.matter_reference_patterns))
+                                 reference_patterns=tuple(ctx.config.firm.matter_reference_patterns),
+                                 head_chars=bound.head_chars, tail_chars=bound.tail_chars)
     related, related_hashes = _related_paths(ctx, body.get("mail"), matter.id)
     wants = Wants.of(me, hashes=related_hashes)
     with db.engine.begin() as conn:  # before the matter is listed: a file classified later re-relates this one
@@ -125,7 +128,7 @@ def handle(ctx: StageContext) -> StageOutcome:
         identity=answer.identity, same_as=oid_of(answer.same_as_ref) if answer.same_as_ref else None,
         redline_against=oid_of(answer.redline_against_ref) if answer.redline_against_ref else None,
         relations=[(r.type, oid_of(r.target_ref), r.evidence) for r in answer.relations], facts=me,
-        provenance={**result.provenance, "reasoning": answer.reasoning[:500]})
+        provenance={**result.provenance, "reasoning": answer.reasoning[:500], "text_window": me.window})
     summary = materialize(ctx.pipeline, ctx.claim, plan)
     if answer.relations_omitted:  # beyond the schema's limit: recorded, never the file's fault (issue 14 item 6)
         summary = {**summary, "relations_omitted": answer.relations_omitted}
