@@ -69,6 +69,9 @@ WHERE (chunk.content_hash, chunk.text, chunk.title, chunk.allowed_principals, ch
                         EXCLUDED.denied_principals, EXCLUDED.access_version, EXCLUDED.embedding, EXCLUDED.kind,
                         EXCLUDED.meta, false)
 """
+#: Rows per upsert statement of one object's write (one transaction): a 120 MB text has ~70,000 chunks,
+#: whose texts and vectors as one statement's parameters would be several copies of the file in memory.
+WRITE_BATCH_ROWS = 1_000
 UPSERT_WITH_VECTORS_SQL = text(_UPSERT.format(emb="t.emb", emb_arg=", CAST(:embs AS vector[])", emb_col=", emb"))
 UPSERT_WITHOUT_VECTORS_SQL = text(_UPSERT.format(emb="NULL", emb_arg="", emb_col=""))
 
@@ -223,24 +226,26 @@ class PostgresBackend:
         if any((sorted(r.allowed_principals), sorted(r.denied_principals)) != (allowed, denied) for r in current):
             version += 1
         upserted = 0
-        if doc.rows:
+        if doc.embedder is not None and doc.rows:
+            register_vector(conn)
+        for lo in range(0, len(doc.rows), WRITE_BATCH_ROWS):  # batches: a huge file is not one giant statement
+            batch = doc.rows[lo:lo + WRITE_BATCH_ROWS]
             params = {"oid": doc.source_object_id, "h": doc.content_hash, "title": doc.title,
                       "allowed": allowed, "denied": denied, "version": version,
-                      "ordinals": ordinals, "bodies": [r.text for r in doc.rows],
-                      "kinds": [r.kind for r in doc.rows],
-                      "metas": [None if r.meta is None else json.dumps(r.meta) for r in doc.rows]}
+                      "ordinals": ordinals[lo:lo + WRITE_BATCH_ROWS], "bodies": [r.text for r in batch],
+                      "kinds": [r.kind for r in batch],
+                      "metas": [None if r.meta is None else json.dumps(r.meta) for r in batch]}
             if doc.embedder is not None:
-                register_vector(conn)
                 embs = []
-                for r in doc.rows:
+                for r in batch:
                     if r.embedding is None or r.embedding.shape != (doc.embedder.dimension,):
                         raise ValueError(f"row {r.ordinal} of object {doc.source_object_id} has no "
                                          f"{doc.embedder.dimension}-d vector")
                     embs.append(np.asarray(r.embedding, dtype=np.float32))
                 params["embs"] = embs
-                upserted = conn.execute(UPSERT_WITH_VECTORS_SQL, params).rowcount
+                upserted += conn.execute(UPSERT_WITH_VECTORS_SQL, params).rowcount
             else:
-                upserted = conn.execute(UPSERT_WITHOUT_VECTORS_SQL, params).rowcount
+                upserted += conn.execute(UPSERT_WITHOUT_VECTORS_SQL, params).rowcount
         deleted = conn.execute(DELETE_SURPLUS_SQL, {"oid": doc.source_object_id, "ordinals": ordinals}).rowcount
         if upserted or deleted:
             log_changes(conn, [doc.source_object_id])
