@@ -79,7 +79,8 @@ def test_the_default_window_is_configured_under_pipeline() -> None:
 
 def test_the_rules_never_submit_more_than_the_schema_allows() -> None:
     """A long text names hundreds of identifiers and parties: the rules' result still validates."""
-    text = "\n".join(f"Aktenzeichen {i} O {1000 + i}/24, HRB {50_000 + i}, Firma Nummer{i} Bau GmbH" for i in range(400))
+    text = "\n".join(f"Aktenzeichen {i} O {1000 + i}/24, HRB {50_000 + i}, Firma Nummer{i} Bau GmbH"
+                     for i in range(400))
     reading = read_document({"text": text, "format": "txt"}, "akte.txt", None, firm_names=[], known=[])
     assert len(reading.identifiers) > MAX_IDENTIFIERS and len(reading.mentions) > MAX_PARTIES
 
