@@ -5,10 +5,10 @@ Reads the ``structured_json`` artifact; builds the prompt payload (path, filenam
 the rendered folder neighbourhood, up to 200 known document titles, the first 8,000 characters of
 text); of a huge text the rules read only its bounded window (``pipeline.text_window``, recorded as
 ``text_window`` in the assignment's provenance); decides with the model (``chat_agent``) or the rules
-policy (same tools, same validators); a null, dangling or low-confidence answer falls back to the reference-number scan and then to the
-``UNASSIGNED-<slug>`` placeholder of the top-level folder. Writes the MatterAssignment and the
-content's ``classification`` artifact, then replays relation intents other files parked against
-this one. The model call holds no transaction or lock.
+policy (same tools, same validators); a null, dangling or low-confidence answer falls back to the
+reference-number scan and then to the ``UNASSIGNED-<slug>`` placeholder of the top-level folder.
+Writes the MatterAssignment and the content's ``classification`` artifact, then replays relation
+intents other files parked against this one. The model call holds no transaction or lock.
 """
 
 from __future__ import annotations

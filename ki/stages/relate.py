@@ -4,9 +4,9 @@ Spec: insertion-pipeline.md "Relate (relate)" and "Relate: what the model is giv
 matter assignment (RetryableStageError until Classify has run); reads a huge text only within its
 bounded window (``pipeline.text_window``, recorded as ``text_window`` in the document version's
 provenance); builds the payload (the matter's references and title, the file's path and text, its
-tracked-changes digest, e-mail headers, a complete folder listing one level above and below); decides with the model or the rules policy
-(same tools: list_folder, search_documents, open_file; same validators) while holding no
-transaction or lock; then :func:`ki.relate.materialize.materialize` re-validates and writes.
+tracked-changes digest, e-mail headers, a complete folder listing one level above and below);
+decides with the model or the rules policy (same tools: list_folder, search_documents, open_file;
+same validators) while holding no transaction or lock; then :func:`ki.relate.materialize.materialize` re-validates and writes.
 """
 
 from __future__ import annotations
