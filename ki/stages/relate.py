@@ -6,7 +6,8 @@ bounded window (``pipeline.text_window``, recorded as ``text_window`` in the doc
 provenance); builds the payload (the matter's references and title, the file's path and text, its
 tracked-changes digest, e-mail headers, a complete folder listing one level above and below);
 decides with the model or the rules policy (same tools: list_folder, search_documents, open_file;
-same validators) while holding no transaction or lock; then :func:`ki.relate.materialize.materialize` re-validates and writes.
+same validators) while holding no transaction or lock; then
+:func:`ki.relate.materialize.materialize` re-validates and writes.
 """
 
 from __future__ import annotations
