@@ -10,7 +10,9 @@ What runs
   trailing comment: same text, new bytes, so nothing is served from a cache of identical content), and
   generated EML. The clock runs from the rename to the moment the document's Index row is ``done``
   (it is then returned by ``ki search``). ``--backfill N`` first drops N generated documents into a
-  second watched folder and measures while they are inserted.
+  second watched folder (a bulk arrival: lane ``backfill``) and, while they are inserted, drops a file
+  every ``--drop-every`` seconds without waiting for the one before; each drop is timed on its own, with
+  the number of backfill documents still owed when it was dropped, and the backfill's own duration.
 * **Idle watcher cost**: a tree of ``--tree`` files (100 per folder) watched by the observer alone
   (``watchfiles``, native inotify and polling), idle for ``--idle`` seconds; CPU seconds of this process
   per wall second (the observer's threads are the only ones running) and the resident memory it added.
@@ -74,14 +76,19 @@ def _drop(kind: str, corpus: Path, folder: Path, staging: Path, n: int) -> str:
     return name
 
 
+#: An Index row that is finished: done, quarantined, or skipped for a reason other than waiting (a seeded
+#: row waits as ``skipped/waiting_for_previous_stage``: that is not searchable yet).
+_FINISHED = ("(ps.status IN ('done', 'quarantined') OR (ps.status = 'skipped' "
+             "AND ps.reason IS DISTINCT FROM 'waiting_for_previous_stage'))")
+
+
 def _index_done(ctx, name: str) -> bool:
     from sqlalchemy import text
 
     with ctx.db.engine.connect() as conn:
         return bool(conn.execute(text(
             "SELECT 1 FROM processing_state ps JOIN source_object so ON so.id = ps.source_object_id "
-            "WHERE so.external_id = :e AND ps.stage = 'index' AND ps.status IN ('done', 'skipped', 'quarantined')"),
-            {"e": name}).first())
+            f"WHERE so.external_id = :e AND ps.stage = 'index' AND {_FINISHED}"), {"e": name}).first())
 
 
 def latency(args, workdir: Path) -> None:
@@ -110,16 +117,21 @@ def latency(args, workdir: Path) -> None:
         watcher, stop, thread = start_watcher(ctx, launcher, roots)
         try:
             time.sleep(1.0)  # the start rescan of the empty folders
-            if args.backfill:
-                for i in range(args.backfill):
-                    sub = backfill / f"m{i % 40}"
-                    sub.mkdir(exist_ok=True)
-                    _eml(sub / f"b{i:05d}.eml", 100_000 + i)
-                print(f"backfill: {args.backfill} e-mails dropped; measuring while they are inserted")
-                time.sleep(args.settle + 2)
             results: dict[str, list[float]] = {"docx": [], "pdf": [], "eml": []}
+            if args.backfill:
+                bulk = workdir / "bulk"  # written beside the share, then its folders moved in (a copy finishing)
+                for i in range(args.backfill):
+                    sub = bulk / f"m{i % 40}"
+                    sub.mkdir(parents=True, exist_ok=True)
+                    _eml(sub / f"b{i:05d}.eml", 100_000 + i)
+                backfill_started = time.monotonic()
+                for sub in sorted(bulk.iterdir()):
+                    os.rename(sub, backfill / sub.name)
+                print(f"backfill: {args.backfill} e-mails moved in (40 folders); measuring while they are inserted")
+                time.sleep(args.settle + 2)
+                _during_backfill(ctx, args, corpus, folder, staging, results, backfill_started)
             n = 0
-            for _ in range(args.drops):
+            for _ in range(args.drops if not args.backfill else 0):
                 for kind in results:
                     n += 1
                     t0 = time.monotonic()
@@ -144,6 +156,48 @@ def latency(args, workdir: Path) -> None:
             thread.join(30)
             launcher.wait_idle(120)
             ctx.db.dispose()
+
+
+def _backfill_left(ctx, total: int) -> int:
+    """Backfill documents (``m*/b*.eml``, ``total`` written) whose Index row is not finished yet (a file
+    not scanned yet counts too)."""
+    from sqlalchemy import text
+
+    with ctx.db.engine.connect() as conn:
+        return total - int(conn.execute(text(
+            "SELECT count(*) FROM source_object so JOIN processing_state ps ON ps.source_object_id = so.id "
+            "AND ps.stage = 'index' WHERE so.external_id LIKE 'm%/b%.eml' AND so.parent_id IS NULL "
+            f"AND {_FINISHED}")).scalar_one())
+
+
+def _during_backfill(ctx, args, corpus: Path, folder: Path, staging: Path, results: dict[str, list[float]],
+                     started: float) -> None:
+    """Drop one file every ``--drop-every`` seconds while the backfill is inserted (none waits for the one
+    before), until ``--drops`` of each kind are dropped or the backfill is done; then wait for every drop
+    (up to 30 min: without lanes a drop waits behind the backfill) and the backfill's end."""
+    pending: dict[str, tuple[str, float, int]] = {}
+    n = 0
+    while n < args.drops * len(results) and _backfill_left(ctx, args.backfill) > 0:
+        kind = list(results)[n % len(results)]
+        n += 1
+        left = _backfill_left(ctx, args.backfill)
+        pending[_drop(kind, corpus, folder, staging, n)] = (kind, time.monotonic(), left)
+        time.sleep(args.drop_every)
+    backfill_end = None
+    while pending or backfill_end is None:
+        for name, (kind, t0, left) in list(pending.items()):
+            if _index_done(ctx, name):
+                results[kind].append(time.monotonic() - t0)
+                print(f"  {name}: searchable after {time.monotonic() - t0:.2f} s "
+                      f"(dropped with {left} backfill documents still owed)")
+                del pending[name]
+            elif time.monotonic() - t0 > 1800:
+                raise SystemExit(f"{name} not searchable after 1800 s")
+        if backfill_end is None and _backfill_left(ctx, args.backfill) == 0:
+            backfill_end = time.monotonic()
+        time.sleep(0.05)
+    print(f"backfill of {args.backfill} documents inserted in {backfill_end - started:.1f} s "
+          f"(from its folders moved in); load average {os.getloadavg()[0]:.2f}")
 
 
 def _make_tree(root: Path, files: int) -> None:
@@ -197,6 +251,8 @@ def main() -> None:
     parser.add_argument("--drops", type=int, default=10, help="files dropped per kind (DOCX, PDF, EML)")
     parser.add_argument("--settle", type=float, default=5.0, help="pipeline.watch.settle_seconds")
     parser.add_argument("--backfill", type=int, default=0, help="documents inserted meanwhile (0: idle)")
+    parser.add_argument("--drop-every", type=float, default=5.0,
+                        help="with --backfill: seconds between drops (each is timed on its own)")
     parser.add_argument("--tree", type=int, default=100_000, help="files of the idle-cost tree (0: skip)")
     parser.add_argument("--idle", type=float, default=30.0, help="seconds the idle cost is measured")
     parser.add_argument("--keep", action="store_true", help="keep the work directory")

@@ -34,6 +34,15 @@ STAGE_CONSOLE_NAMES: dict[str, str] = {
 #: Stages that call a model; disabled by default until their issues land.
 MODEL_STAGES: frozenset[str] = frozenset({"classify_matter", "relate", "extract_metadata", "extract_decisions"})
 
+#: Claim lanes (DESIGN.md "Lanes"; spec work-queue.md "Lease-Based Claiming", 1. Poll), in priority
+#: order: why a ``processing_state`` row is owed. ``live``: a watcher/sync change; ``retry``: an
+#: operator's retry; ``rerun``: a version bump, rerun token, ontology change, re-enabled stage or
+#: released capability; ``backfill``: a document's first insertion.
+CLAIM_LANES: tuple[str, ...] = ("live", "retry", "rerun", "backfill")
+LANE_LIVE, LANE_RETRY, LANE_RERUN, LANE_BACKFILL = CLAIM_LANES
+#: Default claim share of each lane when every lane has work (``pipeline.lanes.weights``).
+DEFAULT_LANE_WEIGHTS: dict[str, int] = {"live": 8, "retry": 4, "rerun": 2, "backfill": 1}
+
 
 #: The stages whose output a stage needs. When one of them is disabled, the stage cannot do its
 #: work and is skipped (``input_stage_disabled``) instead of failing; re-enabling the input stage

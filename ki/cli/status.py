@@ -1,5 +1,5 @@
-"""``ki status [--json]``: per-stage bucket counts, the paused dependencies (``paused: gateway unavailable
-since …``, issue 14 item 9) and the folder watcher's health per watched source."""
+"""``ki status [--json]``: per-stage bucket counts, the work owed per claim lane, the paused dependencies
+(``paused: gateway unavailable since …``, issue 14 item 9) and the folder watcher's health per watched source."""
 
 from __future__ import annotations
 
@@ -19,17 +19,24 @@ def status(as_json: bool = typer.Option(False, "--json", help="machine-readable 
     sweep_if_due(ctx)  # opportunistic (hatchet provider only; spec: "the sweeper")
     counts = bucket_counts(ctx)
     from ki.breaker import describe_pauses
+    from ki.store.lanes import lane_counts
     from ki.store.pauses import read_pauses
     from ki.store.watch import watch_health
 
     with ctx.db.engine.connect() as conn:
         watched = watch_health(conn)
         paused = describe_pauses(read_pauses(conn), ctx.config)
+        lanes = lane_counts(conn)
     if as_json:
-        out.print_json(json.dumps({"stages": counts, "watch": [w.model_dump(mode="json") for w in watched],
+        out.print_json(json.dumps({"stages": counts, "lanes": lanes,
+                                   "watch": [w.model_dump(mode="json") for w in watched],
                                    "paused": paused}, default=str))
     else:
         print_status(counts)
+        busy = [f"{lane} {n['owed']} owed" + (f" ({n['running']} running)" if n["running"] else "")
+                for lane, n in lanes.items() if n["owed"] or n["running"]]
+        if busy:
+            out.print("lanes: " + " · ".join(busy))
         print_paused(paused)
         if watched:
             print_watch(watched)

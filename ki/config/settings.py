@@ -13,7 +13,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field, field_validator
 
-from ki.taxonomies import MODEL_STAGES, PIPELINE_STAGE_ORDER
+from ki.taxonomies import CLAIM_LANES, DEFAULT_LANE_WEIGHTS, MODEL_STAGES, PIPELINE_STAGE_ORDER
 
 #: Code versions of each stage (spec: classify_matter mvp-3, relate mvp-10,
 #: extract_metadata mvp-2, everything else mvp-1). A release that changes a
@@ -116,6 +116,31 @@ class WatchConfig(BaseModel):
     poll_seconds: float = Field(default=2, gt=0, le=600)
 
 
+class LanesConfig(BaseModel):
+    """``pipeline.lanes.*``: claim lanes (DESIGN.md "Lanes"; spec work-queue.md "1. Poll").
+
+    Attributes:
+        weights: lane → weight: while every lane has work, a lane gets ``weight / sum`` of the claims
+            (lanes missing here keep their default: live 8, retry 4, rerun 2, backfill 1).
+        model_workers: local workers reserved for the model stages (they claim model-stage rows
+            first, then the general queue); None: a quarter of the pool, rounded up.
+        live_max_files: a scan (a sync, a watcher's change) that finds more documents new or changed than
+            this is a bulk arrival (a folder copied in): its rows go to ``backfill``, not ``live``.
+    """
+
+    weights: dict[str, int] = Field(default_factory=lambda: dict(DEFAULT_LANE_WEIGHTS))
+    model_workers: int | None = Field(default=None, ge=0, le=64)
+    live_max_files: int = Field(default=100, ge=0)
+
+    @field_validator("weights", mode="after")
+    @classmethod
+    def _known_lanes(cls, value: dict[str, int]) -> dict[str, int]:
+        unknown = set(value) - set(CLAIM_LANES)
+        if unknown or any(w < 1 for w in value.values()):
+            raise ValueError(f"lane weights are integers >= 1 for the lanes {list(CLAIM_LANES)}")
+        return {**DEFAULT_LANE_WEIGHTS, **value}
+
+
 class PipelineConfig(BaseModel):
     """``pipeline.*`` (spec: Configuration table)."""
 
@@ -136,6 +161,7 @@ class PipelineConfig(BaseModel):
     convert: ConvertConfig = Field(default_factory=ConvertConfig)
     text_window: TextWindowConfig = Field(default_factory=TextWindowConfig)
     watch: WatchConfig = Field(default_factory=WatchConfig)
+    lanes: LanesConfig = Field(default_factory=LanesConfig)
     stages: dict[str, StageConfig] = Field(default_factory=_default_stages)
 
     @field_validator("stages", mode="after")

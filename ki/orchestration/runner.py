@@ -30,6 +30,7 @@ from ki.orchestration.pausing import ClaimGate
 from ki.orchestration.prepare import PrepareReport, recover_stale_claims, run_prepare_steps
 from ki.store import claims as q
 from ki.store.claims import Claim, ClaimHolder
+from ki.store.lanes import LaneSchedule, model_workers
 from ki.store.status import idle_snapshot
 
 log = logging.getLogger(__name__)
@@ -84,6 +85,11 @@ class RunnerStatus:
 class PipelineRunner:
     """Claim-execute loop over a bounded thread pool.
 
+    Claims follow the lanes (DESIGN.md "Lanes"): one :class:`~ki.store.lanes.LaneSchedule` per run
+    orders each claim's lanes by ``pipeline.lanes.weights``; the first
+    :func:`~ki.store.lanes.model_workers` workers claim the model stages' rows before any other (spec
+    work-queue.md "1. Poll": bounded capacity reserved for extraction before the general queue).
+
     Args:
         ctx: the pipeline context.
         run_id: the pipeline_runs row the claims are attributed to.
@@ -128,6 +134,7 @@ class PipelineRunner:
         # worker threads' own connections (see _open_connection): no pool, autocommit
         self._held_engine = create_engine(ctx.db.engine.url, poolclass=NullPool, isolation_level="AUTOCOMMIT")
         self.keeper = ClaimKeeper(ctx.db, interval_seconds=max(0.2, min(30.0, timeout / 3)))
+        self.lanes = LaneSchedule(ctx.config.pipeline.lanes.weights)  # DESIGN.md "Lanes"
 
     def _open_connection(self) -> Connection:
         """A worker thread's own AUTOCOMMIT connection, held for the run: no pool checkout, pre-ping
@@ -144,7 +151,7 @@ class PipelineRunner:
         except Exception:  # noqa: BLE001 - a broken connection is simply gone
             log.debug("closing a worker connection failed", exc_info=True)
 
-    def _worker(self) -> None:
+    def _worker(self, model_first: bool = False) -> None:
         idle_sleep = 0.01
         conn: Connection | None = None
         try:
@@ -154,7 +161,7 @@ class PipelineRunner:
                 try:
                     if conn is None:
                         conn = self._open_connection()
-                    claims = self._claim(conn)
+                    claims = self._claim(conn, model_first)
                     if claims:
                         idle_sleep = 0.01
                 except RunAborted as exc:
@@ -177,7 +184,7 @@ class PipelineRunner:
         finally:
             self._close_connection(conn)
 
-    def _claim(self, conn: Connection) -> list[Claim]:
+    def _claim(self, conn: Connection, model_first: bool = False) -> list[Claim]:
         """Claim and execute the next row of a stage whose dependencies are not paused (issue 14 item 9):
         while a dependency's breaker is open its stages are skipped, except for one probing claim at a
         time when its probe is due (:mod:`ki.orchestration.pausing`). Returns what was claimed."""
@@ -187,7 +194,7 @@ class PipelineRunner:
             dependency, not_probing = probe
             try:
                 claims = q.claim_next(conn, worker=self.ctx.worker_id, run_id=self.run_id, order_seed=seed,
-                                      paused=not_probing)
+                                      paused=not_probing, lanes=self.lanes.next_order(), model_first=model_first)
                 for claim in claims:
                     self._execute(claim, conn)
             finally:
@@ -195,7 +202,7 @@ class PipelineRunner:
             if claims:
                 return claims
         claims = q.claim_next(conn, worker=self.ctx.worker_id, run_id=self.run_id, order_seed=seed,
-                              paused=self.gate.paused())
+                              paused=self.gate.paused(), lanes=self.lanes.next_order(), model_first=model_first)
         for claim in claims:
             self._execute(claim, conn)
         return claims
@@ -277,7 +284,8 @@ class PipelineRunner:
         self.prepare_report = run_prepare_steps(self.ctx)
         self.gate.attach()
         self.keeper.start()
-        threads = [threading.Thread(target=self._worker, name=f"ki-worker-{i}", daemon=True)
+        reserved = model_workers(self.workers, self.ctx.config.pipeline.lanes.model_workers)
+        threads = [threading.Thread(target=self._worker, args=(i < reserved,), name=f"ki-worker-{i}", daemon=True)
                    for i in range(self.workers)]
         for t in threads:
             t.start()

@@ -17,7 +17,9 @@ from ki.context import PipelineContext, SourceObjectView
 from ki.convert.embedded import NESTING_SEP, EmbeddedPart, extract_embedded
 from ki.errors import ArtifactTooLarge, UnsupportedDocument
 from ki.index.postgres import delete_object_chunks
+from ki.store.lanes import lane_of
 from ki.store.requeue import requeue_from_fetch, seed_rows
+from ki.taxonomies import LANE_BACKFILL
 
 SEP = NESTING_SEP
 
@@ -84,8 +86,9 @@ def register_children(ctx: PipelineContext, parent: SourceObjectView, parts: lis
                 counts["changed"] += 1
             else:
                 counts["unchanged"] += 1
-        seed_rows(conn, new_ids)
-        requeue_from_fetch(conn, requeue_ids)
+        lane = lane_of(conn, parent.id, "convert") or LANE_BACKFILL  # a child is owed as its container is
+        seed_rows(conn, new_ids, lane=lane)
+        requeue_from_fetch(conn, requeue_ids, lane=lane)
         for eid, row in existing.items():
             if eid not in wanted and row.deleted_at is None:
                 tombstone_tree(conn, row.id)

@@ -38,6 +38,7 @@ from ki.errors import SourceReadDenied
 from ki.sources.local import ListedFile, Listing, LocalFolderConnector, SkippedEntry
 from ki.store.claims import request_rerun_from
 from ki.store.requeue import denied_fetches, requeue_from_fetch, retry_now, seed_rows
+from ki.taxonomies import LANE_BACKFILL, LANE_LIVE
 
 log = logging.getLogger(__name__)
 
@@ -158,8 +159,8 @@ def scan_source(ctx: PipelineContext, source_id: int, scope: ScanScope | None = 
             nothing is changed and the scan does not count toward deletion confirmations.
     """
     with ctx.db.engine.connect() as conn:
-        src = conn.execute(text("SELECT id, kind, root, config, last_scan_count FROM source WHERE id = :id"),
-                           {"id": source_id}).one()
+        src = conn.execute(text("SELECT id, kind, root, config, last_scan_count, last_scan_at FROM source "
+                                "WHERE id = :id"), {"id": source_id}).one()
     connector = LocalFolderConnector(src.root, src.config)
     scope = scope or ScanScope()
     paths = scope.paths
@@ -222,14 +223,16 @@ def scan_source(ctx: PipelineContext, source_id: int, scope: ScanScope | None = 
         gone_ids = {r.id for r, _ in renames}
         missing = [r for r in missing if r.id not in gone_ids]
 
+    lane = _lane(ctx, first=paths is None and src.last_scan_at is None,
+                 arrived=len(new_files) + len(changed_ids) + len(reappeared_ids))
     with ctx.db.engine.begin() as conn:
         for row, f in renames:
             rename_tree(conn, row.id, f.external_id, f.raw, f"{src.root.rstrip('/')}/{f.external_id}",
                         size=f.size, mtime_ns=f.mtime_ns)
         if renames:
-            request_rerun_from(conn, [r.id for r, _ in renames], "classify_matter")
+            request_rerun_from(conn, [r.id for r, _ in renames], "classify_matter", lane=lane)
         report.renamed = len(renames)
-        new_ids = _insert_new(conn, source_id, src.root, new_files, report)
+        new_ids = _insert_new(conn, source_id, src.root, new_files, report, lane)
         for oid, size, mtime, scanned in touched:
             conn.execute(
                 text("UPDATE source_object SET size = :s, mtime_ns = :m, scanned_hash = coalesce(:h, scanned_hash), "
@@ -242,7 +245,7 @@ def scan_source(ctx: PipelineContext, source_id: int, scope: ScanScope | None = 
                      "AND missing_scans <> 0"),
                 {"ids": present_ids},
             )
-        requeue_from_fetch(conn, changed_ids + reappeared_ids)
+        requeue_from_fetch(conn, changed_ids + reappeared_ids, lane=lane)
         threshold = ctx.config.pipeline.deletion_confirmations
         gone: list[int] = []  # tombstoned object ids, embedded ones included
         for r in missing:
@@ -264,6 +267,13 @@ def scan_source(ctx: PipelineContext, source_id: int, scope: ScanScope | None = 
     report.reappeared = len(reappeared_ids)
     report.missing = len(missing) - len(report.tombstoned)
     return report
+
+
+def _lane(ctx: PipelineContext, *, first: bool, arrived: int) -> str:
+    """The lane of what a scan found (DESIGN.md "Lanes"): a source's first full scan is its backfill, and
+    so is a bulk arrival (more than ``pipeline.lanes.live_max_files`` documents new or changed in one
+    scan: a folder copied in); any other change is ``live``."""
+    return LANE_BACKFILL if first or arrived > ctx.config.pipeline.lanes.live_max_files else LANE_LIVE
 
 
 def _defer(listing: Listing, names: set[str], younger_than: float | None) -> list[ListedFile]:
@@ -318,8 +328,9 @@ RETURNING id
 """)
 
 
-def _insert_new(conn: Connection, source_id: int, root: str, files: list[ListedFile], report: ScanReport) -> list[int]:
-    """Insert the new files' objects and seed their rows; returns their ids.
+def _insert_new(conn: Connection, source_id: int, root: str, files: list[ListedFile], report: ScanReport,
+                lane: str) -> list[int]:
+    """Insert the new files' objects and seed their rows in ``lane``; returns their ids.
 
     One statement for all of them; should it fail, each file is inserted on its own (a savepoint
     each), so one file whose row cannot be written is reported (``not_recorded``) and the rest of
@@ -333,7 +344,7 @@ def _insert_new(conn: Connection, source_id: int, root: str, files: list[ListedF
             "raws": [f.raw for f in batch], "sizes": [f.size for f in batch],
             "mtimes": [f.mtime_ns for f in batch]}).fetchall()
         ids = [r.id for r in rows]
-        seed_rows(conn, ids)
+        seed_rows(conn, ids, lane=lane)
         return ids
 
     try:

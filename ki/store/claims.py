@@ -22,6 +22,8 @@ from ki.store.attempts import INSERT_FROM_COMPLETED, INSERT_FROM_FAILED, INSERT_
 from ki.store.signatures import error_signature, record_signature
 from ki.taxonomies import (
     DISABLED_BY_CONFIGURATION,
+    LANE_RERUN,
+    MODEL_STAGES,
     PIPELINE_STAGE_ORDER,
     WAITING_FOR_PREVIOUS_STAGE,
 )
@@ -95,6 +97,34 @@ UPDATE processing_state ps SET {_CLAIM_SET}
 {_CLAIM_RETURNING}
 """)
 
+# -- name: claim_next_in_lanes --
+# The claim of the local provider (DESIGN.md "Lanes"; work-queue.md "Lease-Based Claiming", 1. Poll):
+# the lanes are probed in the order given (the caller's lane schedule), each through its partial
+# index, oldest first within a lane. (``lane BETWEEN l.lane AND l.lane`` is ``lane = l.lane`` in a
+# form the planner does not reduce to a constant: ORDER BY lane, updated_at then only the lane index
+# yields, so no plan walks other lanes' rows to find a lane empty.) The nested loop stops at the first
+# lane that yields rows: a probe of an empty lane costs one index descent and no lock. With
+# :model_first (a worker reserved for the model stages) the model stages' rows of every lane are
+# probed first (CTE ``model``); the general probe runs only when that found none. Commits
+# asynchronously, as claim_next.
+_LANE_PROBE = f"""
+    SELECT c.id FROM unnest(CAST(:lanes AS text[])) AS l(lane)
+    CROSS JOIN LATERAL (
+        SELECT id FROM processing_state
+        WHERE lane BETWEEN l.lane AND l.lane AND {ELIGIBLE_SQL} AND stage <> ALL(CAST(:paused AS text[])){{extra}}
+        ORDER BY lane, updated_at LIMIT :limit FOR UPDATE SKIP LOCKED) c"""
+_MODEL_IN = ", ".join(f"'{s}'" for s in PIPELINE_STAGE_ORDER if s in MODEL_STAGES)
+CLAIM_IN_LANES_SQL = text(f"""
+WITH model AS MATERIALIZED ({_LANE_PROBE.format(extra=f" AND stage IN ({_MODEL_IN}) AND :model_first")}
+    LIMIT :limit
+), general AS MATERIALIZED ({_LANE_PROBE.format(extra=" AND NOT EXISTS (SELECT 1 FROM model)")}
+    LIMIT :limit
+), next AS (SELECT id FROM model UNION ALL SELECT id FROM general)
+UPDATE processing_state ps SET {_CLAIM_SET}
+{_CLAIM_FROM}  AND set_config('synchronous_commit', 'off', true) IS NOT NULL
+{_CLAIM_RETURNING}
+""")
+
 # -- name: claim_next_shuffled --
 # Testing only (``pipeline.claim_order_seed``): claim an eligible row in a pseudo-random order
 # fixed by the seed (md5 of row id and seed) instead of by updated_at, so a test or benchmark can
@@ -130,20 +160,29 @@ def _claim(row: Any, token: uuid.UUID, worker: str) -> Claim:
 
 
 def claim_next(conn: Connection, *, worker: str, run_id: int | None, limit: int = 1,
-               order_seed: int | None = None, paused: Sequence[str] = ()) -> list[Claim]:
-    """Claim up to ``limit`` oldest eligible rows with ``FOR UPDATE SKIP LOCKED``.
+               order_seed: int | None = None, paused: Sequence[str] = (), lanes: Sequence[str] | None = None,
+               model_first: bool = False) -> list[Claim]:
+    """Claim up to ``limit`` eligible rows with ``FOR UPDATE SKIP LOCKED``.
+
+    ``lanes`` (DESIGN.md "Lanes": a permutation of ``ki.taxonomies.CLAIM_LANES``, from
+    :class:`ki.store.lanes.LaneSchedule`): the rows of the first lane in that order that has an
+    eligible row, oldest first; ``model_first``: the model stages' rows (of every lane, in that order)
+    before any other (a worker reserved for the model stages; spec work-queue.md "1. Poll"). Without
+    ``lanes``: the oldest eligible rows whatever their lane.
 
     Each claim increments attempts and writes a fresh token (one token per batch
     row would be shared otherwise, so the batch shares one token per call; the
     fencing is per row id + token). ``order_seed`` (``pipeline.claim_order_seed``, tests and
-    benchmarks only) replaces the oldest-first order by a pseudo-random one fixed by the seed.
+    benchmarks only) replaces the order by a pseudo-random one fixed by the seed (lanes ignored).
     ``paused``: stages not to claim (their dependency's circuit breaker is open, :mod:`ki.breaker`;
     their rows stay as they are, no attempt is spent).
     Returns the claims (maybe empty).
     """
     token = uuid.uuid4()
     params = {"token": token, "worker": worker, "run_id": run_id, "limit": limit, "paused": list(paused)}
-    if order_seed is None:
+    if order_seed is None and lanes:
+        rows = conn.execute(CLAIM_IN_LANES_SQL, {**params, "lanes": list(lanes), "model_first": model_first})
+    elif order_seed is None:
         rows = conn.execute(CLAIM_NEXT_SQL, params)
     else:
         rows = conn.execute(CLAIM_NEXT_SHUFFLED_SQL, {**params, "seed": str(order_seed)})
@@ -184,8 +223,8 @@ DISABLED_JSON = json.dumps({"reason": DISABLED_BY_CONFIGURATION})
 # -- name: complete_claim --
 # Record a handler's outcome, only while the row still holds the claim token (fencing), and in
 # the same statement run _unlock_next: switched-off stages on the way are skipped, the next
-# enabled stage's waiting row becomes pending; and append the attempt to the history. One round
-# trip, one commit.
+# enabled stage's waiting row becomes pending (in the finished row's lane: a document keeps the
+# lane it is owed in); and append the attempt to the history. One round trip, one commit.
 COMPLETE_SQL = text(f"""
 WITH done AS (
     UPDATE processing_state
@@ -193,7 +232,7 @@ WITH done AS (
         completions = completions + CASE WHEN :status = 'done' THEN 1 ELSE 0 END,
         claim_token = NULL, claimed_by = NULL, heartbeat_at = NULL, next_retry_at = NULL, updated_at = now()
     WHERE id = :row_id AND claim_token = :token AND status = 'running'
-    RETURNING id, source_object_id, stage, attempts, claimed_at, run_id
+    RETURNING id, source_object_id, stage, attempts, claimed_at, run_id, lane
 ),
 history AS ({INSERT_FROM_COMPLETED}),
 passed AS (
@@ -207,7 +246,7 @@ passed AS (
 ),
 unlocked AS (
     UPDATE processing_state ps
-    SET status = 'pending', last_error = NULL, attempts = 0, updated_at = now()
+    SET status = 'pending', last_error = NULL, attempts = 0, lane = done.lane, updated_at = now()
     FROM done
     WHERE ps.source_object_id = done.source_object_id AND ps.stage = :next_stage
       AND ps.status = 'skipped' AND ps.reason = '{WAITING_FOR_PREVIOUS_STAGE}'
@@ -402,15 +441,17 @@ def skip_downstream(conn: Connection, source_object_id: int, stage: str, reason:
 REQUEST_RERUN_SQL = text("""
 UPDATE processing_state
 SET status = 'pending', attempts = 0, last_error = NULL, next_retry_at = NULL, claim_token = NULL,
-    claimed_by = NULL, heartbeat_at = NULL, updated_at = now()
+    claimed_by = NULL, heartbeat_at = NULL, lane = :lane, updated_at = now()
 WHERE source_object_id = ANY(CAST(:oids AS bigint[])) AND stage = :stage AND status IN ('done', 'running')
 RETURNING id
 """)
 
 
 def request_rerun(conn: Connection, source_object_ids: list[int], stage: str) -> int:
-    """Put ``stage`` of the objects back to pending (see the statement above); returns how many rows moved."""
-    return len(conn.execute(REQUEST_RERUN_SQL, {"oids": sorted(set(source_object_ids)), "stage": stage}).fetchall())
+    """Put ``stage`` of the objects back to pending in lane ``rerun`` (see the statement above); returns
+    how many rows moved."""
+    return len(conn.execute(REQUEST_RERUN_SQL, {"oids": sorted(set(source_object_ids)), "stage": stage,
+                                                "lane": LANE_RERUN}).fetchall())
 
 
 # -- name: request_rerun_from --
@@ -421,7 +462,7 @@ REQUEST_RERUN_FROM_SQL = text("""
 WITH requeued AS (
     UPDATE processing_state
     SET status = 'pending', attempts = 0, last_error = NULL, next_retry_at = NULL, claim_token = NULL,
-        claimed_by = NULL, heartbeat_at = NULL, updated_at = now()
+        claimed_by = NULL, heartbeat_at = NULL, lane = coalesce(:lane, lane), updated_at = now()
     WHERE source_object_id = ANY(CAST(:oids AS bigint[])) AND stage = :stage AND status IN ('done', 'running')
     RETURNING source_object_id
 ), parked AS (
@@ -437,13 +478,14 @@ SELECT (SELECT count(*) FROM requeued) AS requeued
 """)
 
 
-def request_rerun_from(conn: Connection, source_object_ids: list[int], stage: str) -> int:
-    """Put ``stage`` of the objects back to pending and every later stage back to waiting; returns how many
-    ``stage`` rows moved (see the statement above)."""
+def request_rerun_from(conn: Connection, source_object_ids: list[int], stage: str, *,
+                       lane: str | None = None) -> int:
+    """Put ``stage`` of the objects back to pending (in ``lane``; None: each row keeps its lane) and every
+    later stage back to waiting; returns how many ``stage`` rows moved (see the statement above)."""
     later = list(PIPELINE_STAGE_ORDER[PIPELINE_STAGE_ORDER.index(stage) + 1:])
     return int(conn.execute(REQUEST_RERUN_FROM_SQL, {
         "oids": sorted(set(source_object_ids)), "stage": stage, "later": later, "waiting": WAITING_JSON,
-        "waiting_reason": WAITING_FOR_PREVIOUS_STAGE}).scalar_one())
+        "waiting_reason": WAITING_FOR_PREVIOUS_STAGE, "lane": lane}).scalar_one())
 
 
 # -- name: recover_stale_claims --

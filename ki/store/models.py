@@ -18,6 +18,7 @@ from pgvector.sqlalchemy import VECTOR
 from sqlalchemy import (
     BigInteger,
     Boolean,
+    CheckConstraint,
     Computed,
     ForeignKey,
     Index,
@@ -143,6 +144,8 @@ class ProcessingState(Base):
     work_item_id: Mapped[uuid.UUID] = mapped_column(UUID(as_uuid=True), server_default=sa_text("gen_random_uuid()"))
     # Migration 0016_work_item_signature: the failure's signature (``last_error->>'signature'``), stored.
     signature: Mapped[str | None] = mapped_column(Text, Computed("last_error->>'signature'", persisted=True))
+    # Migration 0020_lanes: why the row is owed (ki.taxonomies.CLAIM_LANES).
+    lane: Mapped[str] = mapped_column(Text, server_default=sa_text("'backfill'"))
     __table_args__ = (
         UniqueConstraint("source_object_id", "stage", name="uq_processing_state_object_stage"),
         Index("uq_processing_state_work_item", "work_item_id", unique=True),
@@ -156,6 +159,12 @@ class ProcessingState(Base):
         ),
         Index("ix_processing_state_running", "heartbeat_at", postgresql_where=sa_text("status = 'running'")),
         Index("ix_processing_state_stage_status", "stage", "status", "reason"),
+        Index("ix_processing_state_lane", "lane", "updated_at",
+              postgresql_where=sa_text("status IN ('pending', 'failed')")),
+        Index("ix_processing_state_lane_model", "lane", "updated_at",
+              postgresql_where=sa_text("status IN ('pending', 'failed') AND stage IN ('classify_matter', "
+                                       "'relate', 'extract_metadata', 'extract_decisions')")),
+        CheckConstraint("lane IN ('live', 'retry', 'rerun', 'backfill')", name="ck_processing_state_lane"),
     )
 
 

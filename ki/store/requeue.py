@@ -26,6 +26,10 @@ from ki.taxonomies import (
     ACCESS_ONLY_REINDEX,
     CANCELLED,
     DISABLED_BY_CONFIGURATION,
+    LANE_BACKFILL,
+    LANE_LIVE,
+    LANE_RERUN,
+    LANE_RETRY,
     PIPELINE_STAGE_ORDER,
     WAITING_FOR_PREVIOUS_STAGE,
 )
@@ -33,10 +37,10 @@ from ki.taxonomies import (
 # -- name: seed_rows --
 # A new object gets one row per stage: fetch pending, every later stage waiting.
 SEED_ROWS_SQL = text("""
-INSERT INTO processing_state (source_object_id, stage, status, last_error)
+INSERT INTO processing_state (source_object_id, stage, status, last_error, lane)
 SELECT o.id, s.stage,
        CASE WHEN s.stage = :first THEN 'pending' ELSE 'skipped' END,
-       CASE WHEN s.stage = :first THEN NULL ELSE CAST(:waiting AS jsonb) END
+       CASE WHEN s.stage = :first THEN NULL ELSE CAST(:waiting AS jsonb) END, :lane
 FROM unnest(CAST(:ids AS bigint[])) AS o(id) CROSS JOIN unnest(CAST(:stages AS text[])) AS s(stage)
 ON CONFLICT (source_object_id, stage) DO NOTHING
 """)
@@ -48,23 +52,26 @@ UPDATE processing_state
 SET status = CASE WHEN stage = :first THEN 'pending' ELSE 'skipped' END,
     last_error = CASE WHEN stage = :first THEN NULL ELSE CAST(:waiting AS jsonb) END,
     attempts = 0, producer_version = NULL, next_retry_at = NULL, claim_token = NULL, claimed_by = NULL,
-    heartbeat_at = NULL, updated_at = now()
+    heartbeat_at = NULL, lane = :lane, updated_at = now()
 WHERE source_object_id = ANY(CAST(:ids AS bigint[]))
 """)
 
 
-def seed_rows(conn: Connection, ids: list[int]) -> None:
-    """Insert the seven stage rows of each new object (fetch pending, the rest waiting); existing rows stay."""
+def seed_rows(conn: Connection, ids: list[int], *, lane: str = LANE_BACKFILL) -> None:
+    """Insert the seven stage rows of each new object (fetch pending, the rest waiting) in ``lane``
+    (``ki.taxonomies.CLAIM_LANES``: ``backfill`` for a first insertion, ``live`` for a change); existing
+    rows stay."""
     if ids:
         conn.execute(SEED_ROWS_SQL, {"ids": ids, "stages": list(PIPELINE_STAGE_ORDER),
-                                     "first": PIPELINE_STAGE_ORDER[0], "waiting": WAITING_JSON})
+                                     "first": PIPELINE_STAGE_ORDER[0], "waiting": WAITING_JSON, "lane": lane})
 
 
-def requeue_from_fetch(conn: Connection, ids: list[int]) -> None:
-    """Reset every stage row of ``ids``: fetch pending, the rest waiting, fresh attempt budgets."""
+def requeue_from_fetch(conn: Connection, ids: list[int], *, lane: str = LANE_LIVE) -> None:
+    """Reset every stage row of ``ids``: fetch pending, the rest waiting, fresh attempt budgets, in
+    ``lane`` (changed bytes found by a sync or the watcher: ``live``)."""
     if ids:
         conn.execute(REQUEUE_FROM_FETCH_SQL, {"ids": ids, "first": PIPELINE_STAGE_ORDER[0],
-                                              "waiting": WAITING_JSON})
+                                              "waiting": WAITING_JSON, "lane": lane})
 
 
 def _stage_table(versions: dict[str, str]) -> dict[str, Any]:
@@ -82,11 +89,11 @@ eff(stage, version, ord) AS (
     SELECT * FROM unnest(CAST(:stages AS text[]), CAST(:versions AS text[]), CAST(:ords AS int[]))
 )"""
 
-_REQUEUE_TAIL = """
+_REQUEUE_TAIL = f"""
 requeued AS (
     UPDATE processing_state ps
     SET status = 'pending', attempts = 0, last_error = NULL, next_retry_at = NULL, claim_token = NULL,
-        claimed_by = NULL, updated_at = now()
+        claimed_by = NULL, lane = '{LANE_RERUN}', updated_at = now()
     FROM picked p WHERE ps.source_object_id = p.source_object_id AND ps.stage = p.stage
     RETURNING ps.id
 ),
@@ -183,7 +190,7 @@ def requeue_ontology_outdated(conn: Connection, versions: dict[str, str], *, vis
 # needs_ocr / unsupported_format quarantines whose recorded capabilities lack one available now.
 RELEASE_CAPABILITY_SQL = text("""
 UPDATE processing_state ps
-SET status = 'pending', attempts = 0, last_error = NULL, next_retry_at = NULL, updated_at = now()
+SET status = 'pending', attempts = 0, last_error = NULL, next_retry_at = NULL, lane = :lane, updated_at = now()
 WHERE ps.status = 'quarantined' AND ps.reason = ANY(:reasons)
   AND NOT (coalesce(ps.last_error->'capabilities', '[]'::jsonb) @> CAST(:current AS jsonb))
 RETURNING ps.id
@@ -193,7 +200,8 @@ RETURNING ps.id
 def release_capability_quarantines(conn: Connection, *, reasons: list[str], current: list[str]) -> int:
     """Release the quarantines of ``reasons`` recorded without every capability in ``current``
     (pending, fresh attempt budget). Returns rows released."""
-    rows = conn.execute(RELEASE_CAPABILITY_SQL, {"reasons": reasons, "current": json.dumps(current)}).fetchall()
+    rows = conn.execute(RELEASE_CAPABILITY_SQL, {"reasons": reasons, "current": json.dumps(current),
+                                                 "lane": LANE_RERUN}).fetchall()
     return len(rows)
 
 
@@ -230,7 +238,7 @@ WITH locked AS (
     FROM locked ORDER BY source_object_id, array_position(CAST(:order AS text[]), stage)
 ), acted AS (
     UPDATE processing_state ps SET status = 'pending', attempts = 0, last_error = NULL, next_retry_at = NULL,
-        claim_token = NULL, claimed_by = NULL, heartbeat_at = NULL, updated_at = now()
+        claim_token = NULL, claimed_by = NULL, heartbeat_at = NULL, lane = :lane, updated_at = now()
     FROM picked p WHERE ps.id = p.id
     RETURNING ps.id, ps.source_object_id, ps.stage, p.attempts, ps.run_id
 ), parked AS (
@@ -252,7 +260,8 @@ def release_rows(conn: Connection, row_ids: list[int], *, actor: str) -> list[Re
     if not row_ids:
         return []
     rows = conn.execute(RELEASE_ROWS_SQL, {"ids": sorted(set(row_ids)), "order": list(PIPELINE_STAGE_ORDER),
-                                           "w": WAITING_JSON, "outcome": "retried", "actor": actor}).fetchall()
+                                           "w": WAITING_JSON, "outcome": "retried", "actor": actor,
+                                           "lane": LANE_RETRY}).fetchall()
     return [Released(int(r.id), int(r.source_object_id), r.stage, dict(r.last_error or {}),
                      list(PIPELINE_STAGE_ORDER[PIPELINE_STAGE_ORDER.index(r.stage) + 1:])) for r in rows]
 
@@ -277,7 +286,7 @@ def release_quarantined(conn: Connection, source_object_id: int, *, actor: str =
 MARK_ACCESS_ONLY_SQL = text("""
 UPDATE processing_state
 SET status = 'pending', attempts = 0, last_error = CAST(:marker AS jsonb), next_retry_at = NULL,
-    claim_token = NULL, claimed_by = NULL, heartbeat_at = NULL, updated_at = now()
+    claim_token = NULL, claimed_by = NULL, heartbeat_at = NULL, lane = :lane, updated_at = now()
 WHERE stage = 'index' AND status = 'done' AND source_object_id = ANY(CAST(:ids AS bigint[]))
 RETURNING source_object_id
 """)
@@ -304,7 +313,8 @@ def mark_access_only_reindex(conn: Connection, ids: list[int]) -> list[int]:
     the object ids marked."""
     if not ids:
         return []
-    marked = conn.execute(MARK_ACCESS_ONLY_SQL, {"ids": ids, "marker": json.dumps({ACCESS_ONLY_REINDEX: True})})
+    marked = conn.execute(MARK_ACCESS_ONLY_SQL, {"ids": ids, "marker": json.dumps({ACCESS_ONLY_REINDEX: True}),
+                                                 "lane": LANE_LIVE})
     return [r.source_object_id for r in marked]
 
 

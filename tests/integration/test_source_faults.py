@@ -15,11 +15,9 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import shutil
 import socket
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from pathlib import Path
@@ -32,6 +30,7 @@ from ki.errors import QUARANTINE_REASONS
 from ki.launch import launch_insertion
 from ki.sources.scan import register_local_source, scan_source
 from ki.taxonomies import PIPELINE_STAGE_ORDER
+from tests.helpers.unprivileged import unprivileged, user_context
 
 KI_SCRIPT = Path(sys.executable).parent / "ki"
 KI = [str(KI_SCRIPT)] if KI_SCRIPT.exists() else [sys.executable, "-m", "ki.cli"]
@@ -163,36 +162,8 @@ def test_a_vanished_folder_is_an_outage_and_a_file_deleted_alone_is_source_missi
 def user_ctx(db_url):
     """A context whose data directory (and ``place`` for estates) another user can reach: as root the
     tests run ``ki insert`` as a user the kernel's permission checks apply to (:func:`_ki_insert`)."""
-    from ki.config.loader import ProcessSettings
-    from ki.context import PipelineContext
-    from ki.store.db import open_database
-
-    place = Path(tempfile.mkdtemp(prefix="ki-perm-"))
-    place.chmod(0o755)
-    (place / "data").mkdir(mode=0o777)
-    ctx = PipelineContext.open(ProcessSettings(data_dir=place / "data", database_url=db_url),
-                               db=open_database(db_url, pool_size=4, migrate=False))
-    ctx.place = place  # type: ignore[attr-defined]
-    yield ctx
-    ctx.db.dispose()
-    shutil.rmtree(place, ignore_errors=True)
-
-
-def _unprivileged(ctx, cmd: list[str]) -> list[str]:
-    """``cmd`` as a process the kernel's permission checks apply to. As root: as the user owning the
-    database's socket folder (it can reach the server; ``setpriv``, util-linux), after opening the
-    data directory to it; as anyone else: unchanged."""
-    if os.geteuid() != 0:
-        return cmd
-    from sqlalchemy.engine import make_url
-
-    host = make_url(ctx.settings.database_url).query.get("host")
-    owner = os.stat(host) if isinstance(host, str) and os.path.isdir(host) else None
-    uid, gid = (owner.st_uid, owner.st_gid) if owner is not None and owner.st_uid != 0 else (65534, 65534)
-    for folder, dirs, files in os.walk(ctx.settings.data_dir):
-        for name in dirs + files:
-            os.chmod(os.path.join(folder, name), 0o777 if name in dirs else 0o666)
-    return ["setpriv", f"--reuid={uid}", f"--regid={gid}", "--clear-groups", *cmd]
+    with user_context(db_url) as ctx:
+        yield ctx
 
 
 def _ki_insert(ctx, root: Path) -> str:
@@ -201,7 +172,7 @@ def _ki_insert(ctx, root: Path) -> str:
     env |= {"KI_DATA_DIR": str(ctx.settings.data_dir), "KI_DATABASE_URL": ctx.settings.database_url,
             "KI_INSERT_WAIT_RETRY_SECONDS": "0", "KI_INFRASTRUCTURE_RETRY_MAX_SECONDS": "0.2", "COLUMNS": "200",
             "HOME": str(ctx.settings.data_dir)}
-    proc = subprocess.run(_unprivileged(ctx, [*KI, "insert", str(root)]), env=env, capture_output=True, text=True,
+    proc = subprocess.run(unprivileged(ctx, [*KI, "insert", str(root)]), env=env, capture_output=True, text=True,
                           timeout=300)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     return proc.stderr + proc.stdout
