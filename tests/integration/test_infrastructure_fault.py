@@ -37,15 +37,6 @@ def _model_stages_off(monkeypatch):
     for stage in MODEL_STAGES:
         monkeypatch.setenv(f"KI_PIPELINE__STAGES__{stage.upper()}__ENABLED", "false")
 
-
-@pytest.fixture(autouse=True)
-def _breaker_out_of_the_way(monkeypatch):
-    """These tests pin the per-row path: every document meets the outage, past its attempt limit,
-    and is never quarantined. The circuit breaker (``ki.breaker``, tested in test_breaker.py) would
-    pause fetch after 3 faults in a row and spare the rows those attempts, so it is set to open only
-    after 1,000 (its maximum)."""
-    monkeypatch.setenv("KI_BREAKER_FAILURES", "1000")
-
 N_DOCS = 30
 MAX_ATTEMPTS = 2  # low on purpose: infrastructure faults must ignore it
 
