@@ -107,7 +107,7 @@ def test_pauses_of_other_processes_are_adopted_and_their_end_followed():
 
 def test_stage_dependencies_follow_the_configuration():
     plain = stage_dependencies(KiConfig(), gateway_configured=False)
-    assert plain["fetch"] == {"source"} and all(not plain[s] for s in plain if s != "fetch")
+    assert all(not plain[s] for s in plain)  # a source root is retried per row, not paused (ki.breaker)
     full = KiConfig.model_validate({"components": {"docling_url": "http://127.0.0.1:5001",
                                                    "opensearch_url": "http://127.0.0.1:9200"},
                                     "retrieval": {"embedding_model": "gateway:text-embed"}})
@@ -132,7 +132,7 @@ def test_the_dependency_of_a_fault_is_found_along_the_chain():
         assert dependency_of(wrapped) == "gateway"
     assert dependency_of(errors.DoclingUnavailable("x", infrastructure="docling answered HTTP 503")) == "docling"
     assert dependency_of(errors.OpenSearchUnavailable("x")) == "opensearch"
-    assert dependency_of(errors.SourceUnavailable("root missing")) == "source"
+    assert dependency_of(errors.SourceUnavailable("root missing")) is None  # retried per row
     assert dependency_of(errors.SourceReadDenied("one file")) is None  # a file's permissions, not the root
     assert dependency_of(errors.InfrastructureError("database fault")) is None
     assert dependency_of(ValueError("bad file")) is None
