@@ -36,7 +36,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Engine
+from sqlalchemy import Engine, event
 
 from ki.index.lexical import SCHEMA_VERSION, WRITER_HEAP_BYTES, build_schema, lex_document
 from ki.index.record import changes_after, lex_rows, log_head, record_epoch
@@ -76,13 +76,29 @@ def projection_for(engine: Engine, root: Path | None = None) -> LexicalProjectio
         proj = _REGISTRY.get(key)
         if proj is None:
             proj = _REGISTRY[key] = LexicalProjection(engine, root / f"lexical-{epoch}", epoch)
+            if not event.contains(engine, "engine_disposed", _engine_disposed):
+                event.listen(engine, "engine_disposed", _engine_disposed)
         return proj
 
 
-def reset_registry() -> None:
-    """Forget every open projection (tests)."""
+def _engine_disposed(engine: Engine) -> None:
+    """``engine.dispose()`` (its owner is done with it): close and forget its projections, so no background
+    applier opens a connection on it afterwards (each such connection stayed pooled for the process's life:
+    one per test database until PostgreSQL refused clients, CI of session 5)."""
     with _REGISTRY_LOCK:
+        gone = [key for key, proj in _REGISTRY.items() if proj.engine is engine]
+        closing = [_REGISTRY.pop(key) for key in gone]
+    for proj in closing:
+        proj.close()
+
+
+def reset_registry() -> None:
+    """Close and forget every open projection (tests)."""
+    with _REGISTRY_LOCK:
+        closing = list(_REGISTRY.values())
         _REGISTRY.clear()
+    for proj in closing:
+        proj.close()
 
 
 class LexicalProjection:
@@ -103,6 +119,7 @@ class LexicalProjection:
         self._thread_lock = threading.Lock()
         self._wanted = threading.Event()
         self._applier: threading.Thread | None = None
+        self.closed = False
 
     # -- state ------------------------------------------------------------------------------------
 
@@ -195,17 +212,33 @@ class LexicalProjection:
         """Ask this process's background applier to catch up soon (after :data:`APPLY_DEBOUNCE_SECONDS`, so the
         writes of that moment share one commit). Never blocks; what it does not apply before the process ends
         stays in the log for the next applier or search."""
+        if self.closed:
+            return
         self._wanted.set()
         with _REGISTRY_LOCK:
             if self._applier is None or not self._applier.is_alive():
                 self._applier = threading.Thread(target=self._apply_loop, name="ki-lexical-apply", daemon=True)
                 self._applier.start()
 
+    def close(self, timeout: float = 5.0) -> None:
+        """Stop the background applier (waits up to ``timeout`` s for an apply in progress) and return the
+        connections it opened. What it did not apply stays in the log for the next applier or search."""
+        self.closed = True
+        self._wanted.set()
+        applier = self._applier
+        if applier is not None and applier is not threading.current_thread():
+            applier.join(timeout)
+        self.engine.pool.dispose()  # a connection the applier checked in after its owner disposed the engine
+
     def _apply_loop(self) -> None:
-        while True:
+        while not self.closed:
             self._wanted.wait()
+            if self.closed:
+                return
             time.sleep(APPLY_DEBOUNCE_SECONDS)
             self._wanted.clear()
+            if self.closed:
+                return
             try:
                 done = self.catch_up(block=False)
             except Exception as exc:  # noqa: BLE001 - the log keeps the change; the next search applies it
