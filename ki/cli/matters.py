@@ -18,10 +18,11 @@ def matters_import(
 ) -> None:
     """Import matters from practice management: reference, title, client, client_number, opened, closed,
     practice_area, responsible, aliases. Re-importing updates, never duplicates; imported matters are
-    authoritative for classification. Import before `ki insert` (files classified earlier keep their matter)."""
+    authoritative for classification. Files classified before whose matter the import decides differently
+    are re-opened for Classify (the next `ki insert` or watcher run classifies them again)."""
     from ki.errors import ConfigurationError
     from ki.matters.matter_list import read_matter_list
-    from ki.matters.store import default_project_id, import_matters
+    from ki.matters.store import default_project_id, import_matters, known_references
 
     try:
         rows, errors = read_matter_list(file.expanduser())
@@ -31,14 +32,51 @@ def matters_import(
     ctx = open_context()
     with ctx.db.engine.connect() as conn:
         project_id = default_project_id(conn)
+        before = known_references(conn, project_id)
     report = import_matters(ctx.db, project_id=project_id, rows=rows)
     for line, message in [(e.line, e.message) for e in errors] + list(report.refused or []):
         console.print(f"[yellow]line {line}:[/] {shown(message)}", markup=True, highlight=False)
     refused = len(errors) + len(report.refused or [])
     out.print(f"{report.created} created, {report.updated} updated, {report.unchanged} unchanged, "
               f"{refused} refused ({file})")
+    if report.created or report.updated:
+        _reopen(ctx, project_id, before)
     if refused and not (report.created or report.updated or report.unchanged):
         raise typer.Exit(1)
+
+
+#: At most this many re-opened files are listed by name.
+SHOW_REOPENED = 20
+
+
+def _reopen(ctx, project_id: int, before) -> None:
+    """Re-open Classify for the files the import decides differently (:mod:`ki.matters.reopen`) and say so."""
+    from ki.matters.patterns import formats_for
+    from ki.matters.reopen import reopen_after_import
+    from ki.matters.store import known_references
+
+    firm = ctx.config.firm
+    window = ctx.config.pipeline.text_window
+    with ctx.db.engine.connect() as conn:
+        after = known_references(conn, project_id)
+    with console.status("checking the files classified before the import …") as status:
+        report = reopen_after_import(
+            ctx.db, project_id=project_id, before=before, after=after,
+            formats=formats_for(tuple(firm.matter_reference_patterns) or None),
+            firm_names=[n for n in [firm.name, *firm.aliases] if n], head_chars=window.head_chars,
+            tail_chars=window.tail_chars,
+            progress=lambda done, total: status.update(f"checking the files classified before the import: "
+                                                       f"{done}/{total}"))
+    if not report.changed:
+        out.print(f"0 files re-opened ({report.examined} classified files keep their matter)")
+        return
+    out.print(f"{report.reopened} files re-opened for Classify: the import decides their matter differently "
+              f"({report.examined} classified files checked); run `ki insert` to classify them again")
+    for path, then, now in report.changed[:SHOW_REOPENED]:
+        out.print(f"  {plain(path)}: {plain(then or 'unassigned')} → {plain(now or 'unassigned')}",
+                  markup=False, highlight=False)
+    if len(report.changed) > SHOW_REOPENED:
+        out.print(f"  … and {len(report.changed) - SHOW_REOPENED} more", markup=False, highlight=False)
 
 
 @group.command("list")

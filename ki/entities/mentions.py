@@ -16,7 +16,9 @@ Sources, each giving ``Mention.kind``:
 * courts (``Landgericht Hamburg``, ``ArbG Köln``, ``Rechtbank Gelderland``, ``Employment Tribunal (Leeds)``),
   unless only the issuer of a register number → ``court``;
 * natural persons with an address (``X, Street 1``, ``X of 143 Colmore Row``), in an address block, after a party
-  label (``Claimant:``, ``Werknemer:``) or on a side of a rubrum (``A ./. B``) → ``person``;
+  label (``Claimant:``, ``Werknemer:``) or on a side of a rubrum (``A ./. B``) → ``person``; also written as
+  initials and surname (``N. Ogilvie``, ``Ogilvie, N.`` → ``N. Ogilvie``), which is the one full-name person
+  of the same document it can be (``Nicola Ogilvie``: one mention), else a mention of its own;
 * names the firm already knows (the alias ledger, ``known``) wherever they occur.
 
 Entity-typed identifiers (register number, VAT id, LEI) are attached to the nearest mention before
@@ -48,6 +50,7 @@ from ki.entities.patterns import (
     TWO_NAMES,
     name_pattern,
 )
+from ki.entities.persons import expansion, is_abbreviated, natural_order
 from ki.ontology.terms import fold
 
 #: How far (characters) an identifier may stand from the name it belongs to.
@@ -215,7 +218,7 @@ def _persons(c: _Collector) -> None:
     for pattern in (PERSON_WITH_ADDRESS, PERSON_OF_ADDRESS, PERSON_ADDRESS_BLOCK, LABELLED_PERSON):
         for m in pattern.finditer(c.text):
             if not NOT_A_PERSON.search(m.group("name")):
-                c.add(m.group("name"), "person", m.start("name"), m.end("name"), source="person")
+                c.add(natural_order(m.group("name")), "person", m.start("name"), m.end("name"), source="person")
     for m in RUBRUM.finditer(c.text):
         for side in ("left", "right"):
             value = m.group(side)
@@ -239,6 +242,26 @@ def _known(c: _Collector, known: list[KnownName]) -> None:
         for m in name_pattern(entry.name).finditer(c.text):
             kind = entry.kind if entry.kind in ("company", "law_firm", "person", "court") else "company"
             c.add(m.group(0), kind, m.start(), m.end(), source="known", known=entry.entity_id)
+
+
+def _merge_initials(mentions: list[Mention]) -> list[Mention]:
+    """A person written with initials (``N. Ogilvie``) whom exactly one full-name person of the same document
+    can be (``Nicola Ogilvie``, :func:`ki.entities.persons.expansion`) is that person: one mention, both
+    spellings' occurrences. Two candidates (``Nicola`` and ``Niamh Ogilvie``) keep it apart."""
+    full = {i: [m.name] for i, m in enumerate(mentions) if m.kind == "person" and not is_abbreviated(m.name)}
+    merged: set[int] = set()
+    for i, m in enumerate(mentions):
+        if m.kind != "person" or not is_abbreviated(m.name):
+            continue
+        target = expansion(m.name, full)
+        if target is None:
+            continue
+        into = mentions[target]
+        into.spans = sorted({*into.spans, *m.spans})
+        into.identifiers = unique([*into.identifiers, *m.identifiers])
+        into.known_entity_ids.extend(e for e in m.known_entity_ids if e not in into.known_entity_ids)
+        merged.add(i)
+    return [m for i, m in enumerate(mentions) if i not in merged]
 
 
 def _attach_identifiers(mentions: list[Mention], found: list[Found]) -> None:
@@ -281,5 +304,6 @@ def find_mentions(text: str, *, firm_names: list[str] | None = None, known: list
         first = _clean(c.text[m.spans[0][0]:m.spans[0][1]])
         if first and name_key(first, kind=m.kind).key == m.key.key:
             m.name = first
+    mentions = _merge_initials(mentions)
     _attach_identifiers(mentions, found if found is not None else find_identifiers(c.text))
     return mentions

@@ -25,6 +25,7 @@ import re
 from dataclasses import dataclass
 from functools import lru_cache
 
+from ki.entities.persons import is_abbreviated
 from ki.ontology.terms import fold
 
 _TOKEN = re.compile(r"[a-z0-9]+")
@@ -251,7 +252,8 @@ def canonical_name(spellings: dict[str, int], *, kind: str | None = None) -> str
     """The name an entity is shown by, from the spellings its documents use (spelling → how many documents).
 
     A function of the spellings alone, so every processing order names the entity alike (issue 14
-    item 1): a written-out spelling before an all-capitals letterhead and before a court abbreviation
+    item 1): a person's name written out before its initials (``Nicola Ogilvie`` over ``N. Ogilvie``, issue
+    16), a written-out spelling before an all-capitals letterhead and before a court abbreviation
     (``Arbeitsgericht Bremen`` over ``ArbG Bremen``), then the spelling most documents use, then the
     shorter, then the first in code-point order.
 
@@ -264,7 +266,8 @@ def canonical_name(spellings: dict[str, int], *, kind: str | None = None) -> str
         letters = [c for c in spelling if c.isalpha()]
         shouting = len(letters) > 3 and all(c.isupper() for c in letters)
         toks = _raw_tokens(spelling)
+        initials = kind == "person" and is_abbreviated(spelling)
         abbreviated = kind == "court" and bool(toks) and toks[0] in COURT_ABBREVIATIONS
-        return (shouting, abbreviated, -spellings[spelling], len(spelling), spelling)
+        return (initials, shouting, abbreviated, -spellings[spelling], len(spelling), spelling)
 
     return min(spellings, key=rank)

@@ -60,7 +60,21 @@ REGISTER_CONTEXT_AFTER = re.compile(r"^\)?\s*(?:,\s*)?(?:unter\s+)?(?:HRB|HRA|PR
 
 #: A person: first name(s) and surname, optionally with a salutation or title.
 SALUTATION = r"(?:(?:Frau|Herrn?|Mr\.?|Mrs\.?|Ms\.?)[ \t]+)?(?:(?:Dr\.|Prof\.)[ \t]+)*"
-PERSON = r"[A-ZÄÖÜ][a-zäöüßéè]+(?:-[A-ZÄÖÜ][a-zäöüßéè]+)?(?:[ \t]+[A-ZÄÖÜ][a-zäöüßéè]+(?:-[A-ZÄÖÜ][a-zäöüßéè]+)?){1,2}"
+FULL_PERSON = (r"[A-ZÄÖÜ][a-zäöüßéè]+(?:-[A-ZÄÖÜ][a-zäöüßéè]+)?"
+               r"(?:[ \t]+[A-ZÄÖÜ][a-zäöüßéè]+(?:-[A-ZÄÖÜ][a-zäöüßéè]+)?){1,2}")
+#: Name particles inside a person's name (``Marloes de Boer``, ``N. van der Berg``).
+PARTICLE = r"(?:van|de|der|den|von|te|ten|ter|du|da|di|la|le)"
+#: A person written as initials and surname: ``N. Ogilvie``, ``N Ogilvie``, ``N.J. Ogilvie``, ``H.-P. Schmidt``,
+#: ``M. de Boer`` (issue 16; resolved to the matter's full-name person by :mod:`ki.entities.abbreviations`).
+#: Undotted initials (``N Ogilvie``) only where a party label says a name follows.
+_SURNAME_AFTER_INITIALS = rf"(?:{PARTICLE}[ \t]+)*[A-ZÄÖÜ][a-zäöüßéè]+(?:-[A-ZÄÖÜ][a-zäöüßéè]+)?"
+DOTTED_INITIALS_PERSON = rf"(?:[A-ZÄÖÜ]\.(?:-?[A-ZÄÖÜ]\.)*[ \t]*){{1,3}}{_SURNAME_AFTER_INITIALS}"
+INITIALS_PERSON = rf"(?:[A-ZÄÖÜ]\.(?:-?[A-ZÄÖÜ]\.)*[ \t]*|[A-ZÄÖÜ][ \t]+){{1,3}}{_SURNAME_AFTER_INITIALS}"
+#: The same surname first: ``Ogilvie, N.``, ``Boer, M. de``.
+INITIALS_PERSON_REVERSED = (r"[A-ZÄÖÜ][a-zäöüßéè]+(?:-[A-ZÄÖÜ][a-zäöüßéè]+)?,[ \t]+"
+                            r"(?:[A-ZÄÖÜ]\.(?:-?[A-ZÄÖÜ]\.)*[ \t]*){1,3}"
+                            rf"(?:[ \t]*{PARTICLE}(?![\w]))*")
+PERSON = rf"(?:{FULL_PERSON}|{DOTTED_INITIALS_PERSON})"
 STREET_LINE = r"[A-ZÄÖÜ][\wäöüß.\- ]{2,40}\s\d+[a-z]?"
 #: "Almut Fehrs, Lahnstraße 171" — a person with an address is a party, not a signatory.
 PERSON_WITH_ADDRESS = re.compile(rf"(?<![\w])(?P<sal>{SALUTATION})(?P<name>{PERSON}),[ \t]+{STREET_LINE}")
@@ -68,14 +82,13 @@ PERSON_WITH_ADDRESS = re.compile(rf"(?<![\w])(?P<sal>{SALUTATION})(?P<name>{PERS
 PERSON_OF_ADDRESS = re.compile(rf"(?<![\w])(?P<sal>{SALUTATION})(?P<name>{PERSON})[ \t]+of[ \t]+"
                                r"\d{1,4}[A-Za-z]?[ \t,]+[A-Z]")
 #: A person as a party label writes them ("Werknemer: Marloes de Boer"); name particles (``de``, ``van der``)
-#: allowed. An initial and a surname ("Claimant: N. Ogilvie") is not taken: resolution cannot yet link it to the
-#: full name, so it would make a second entity for one person.
+#: allowed; initials and a surname too ("Claimant: Dr. N. Ogilvie", "Respondent: Ogilvie, N.").
 PARTY_LABEL = (r"claimant|respondent|applicant|defendant|appellant|werknemer|werkgever|verzoeker|verzoekster|"
                r"verweerder|verweerster|eiser|eiseres|gedaagde|kläger(?:in)?|beklagte[rn]?|arbeitnehmer(?:in)?")
 LABELLED_PERSON = re.compile(
-    rf"(?m)^[ \t]*(?i:{PARTY_LABEL})[ \t]*:[ \t]*(?P<name>[A-Z][a-zäöüéè]+"
-    r"(?:[ \t]+(?:(?:van|de|der|den|von|te|ten|ter|du|da|di|la|le)[ \t]+)*[A-Z][a-zäöüéè]+(?:-[A-Z][a-zäöüéè]+)?)"
-    r"{1,3})[ \t]*[,.(]?[ \t]*$")
+    rf"(?m)^[ \t]*(?i:{PARTY_LABEL})[ \t]*:[ \t]*{SALUTATION}(?P<name>[A-Z][a-zäöüéè]+"
+    rf"(?:[ \t]+(?:{PARTICLE}[ \t]+)*[A-Z][a-zäöüéè]+(?:-[A-Z][a-zäöüéè]+)?){{1,3}}|{INITIALS_PERSON_REVERSED}|"
+    rf"{INITIALS_PERSON})[ \t]*[,.(]?[ \t]*$")
 #: An address block: the person on one line, street and number, then post code and city.
 PERSON_ADDRESS_BLOCK = re.compile(rf"(?m)^[ \t>]*(?P<sal>{SALUTATION})(?P<name>{PERSON})[ \t]*\n[ \t>]*{STREET_LINE}"
                                   r"[ \t]*\n[ \t>]*\d{4,5}[ \t]+[A-ZÄÖÜ]")

@@ -389,9 +389,14 @@ def drop_unused_placeholder(conn: Connection, matter_id: int | None) -> bool:
     """Delete a placeholder (``UNASSIGNED-…``) matter no file is assigned to any more (its last file was
     classified into a real matter), so the matters left do not depend on the order files classified in.
     Documents and threads that pointed to it point nowhere until Relate writes them again. Returns
-    whether it was deleted."""
+    whether it was deleted.
+
+    Call it after the caller's own assignment moved away. Serialised per matter by a transaction-level
+    advisory lock, so of two files leaving the placeholder at once the second to take it sees the first's
+    committed move (without the lock each saw the other's old assignment and neither dropped it)."""
     if matter_id is None:
         return False
+    conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": lock_key("matter-drop", str(matter_id))})
     gone = conn.execute(text("""
         SELECT 1 FROM matter m WHERE m.id = :m AND m.placeholder AND NOT m.imported
           AND NOT EXISTS (SELECT 1 FROM matter_assignment a WHERE a.matter_id = m.id)"""), {"m": matter_id}).first()

@@ -16,12 +16,14 @@ over all documents naming them. No model is called here.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy.engine import Connection
 
 from ki.entities import store
+from ki.entities.abbreviations import lock_matters, settle_abbreviations
 from ki.entities.identifiers import ENTITY_TYPES
 from ki.entities.mentions import Mention
 from ki.entities.names import NameKey, name_key
@@ -152,13 +154,29 @@ def _roles(conn: Connection, resolved: list[tuple[Mention, int, Resolution]], ma
     return [row for _, row in sorted(rows, key=lambda x: x[0])]
 
 
-def settle_parties(conn: Connection, parties: list[PartyRow], matter: MatterContext) -> None:
-    """After the document's party rows are written: settle the roles of its matter over every document
-    of the matter, and the names of its entities over every document naming them (issue 14 item 1:
-    functions of the estate, not of the order documents came in).
-    Entities whose rows a homonym relink moved away (``resolution.relinked_from``) are renamed too.
+def settle_parties(conn: Connection, parties: list[PartyRow], matter: MatterContext, *,
+                   previous_matters: Iterable[str | None] = ()) -> None:
+    """After the document's party rows are written: point initials-only persons of its matter at the
+    full-name person they abbreviate (:func:`ki.entities.abbreviations.settle_abbreviations`), settle the
+    roles of its matter over every document of the matter, and the names of its entities over every
+    document naming them (issue 14 item 1: functions of the estate, not of the order documents came in).
+
+    Args:
+        previous_matters: the matter keys the document's replaced party rows were on; a matter the document
+            left is settled again too (its persons and roles no longer count this document).
+    Entities whose rows a homonym relink or an abbreviation moved (``resolution.relinked_from``) are renamed too.
     """
-    if matter.key:
-        store.settle_matter_roles(conn, matter.key, matter.matter_id)
+    keys = sorted({k for k in [matter.key, *previous_matters] if k})
+    lock_matters(conn, keys)  # every matter lock before any entity-row lock, in one order
     touched = {e for p in parties for e in p.resolution.get("relinked_from", [])}
+    for key in keys:
+        touched |= settle_abbreviations(conn, key)
+    for key in keys:
+        store.settle_matter_roles(conn, key, matter.matter_id if key == matter.key else _matter_id(key))
     store.settle_entity_names(conn, {p.entity_id for p in parties if not p.resolution.get("is_firm")} | touched)
+
+
+def _matter_id(matter_key: str) -> int | None:
+    """The Matter row id of a ``matter:<id>`` key (a ``ref:`` key has none)."""
+    kind, _, value = matter_key.partition(":")
+    return int(value) if kind == "matter" and value.isdigit() else None

@@ -67,15 +67,21 @@ ON CONFLICT (source_object_id) DO UPDATE SET content_hash = EXCLUDED.content_has
 """)
 
 
-def write_metadata(conn: Connection, source_object_id: int, row: MetadataRow, parties: list[PartyRow]) -> None:
-    """Upsert the document's metadata and replace its party rows (same transaction as the resolution)."""
+def write_metadata(conn: Connection, source_object_id: int, row: MetadataRow, parties: list[PartyRow]) -> set[str]:
+    """Upsert the document's metadata and replace its party rows (same transaction as the resolution).
+
+    Returns: the matter keys the replaced party rows were on (a document classified into another matter
+    leaves its old one, which :func:`ki.metadata.parties.settle_parties` settles again).
+    """
     conn.execute(UPSERT_METADATA_SQL, {
         "so": source_object_id, "h": row.content_hash, "dv": document_version_id(conn, source_object_id),
         "mk": row.matter_key, "t": row.doc_type, "anc": row.doc_type_ancestors, "ov": row.ontology_version,
         "fp": row.ontology_fingerprint, "lang": row.language, "d": row.doc_date, "ds": row.doc_date_source,
         "title": row.title, "ids": json.dumps(row.identifiers, ensure_ascii=False),
         "facts": json.dumps(row.facts, ensure_ascii=False, default=str), "pv": row.producer_version})
-    conn.execute(text("DELETE FROM document_party WHERE source_object_id = :so"), {"so": source_object_id})
+    previous = {r.matter_key for r in conn.execute(text(
+        "DELETE FROM document_party WHERE source_object_id = :so RETURNING matter_key"), {"so": source_object_id})
+        if r.matter_key}
     for i, p in enumerate(parties):
         conn.execute(text("""
             INSERT INTO document_party (source_object_id, entity_id, ordinal, name, role, role_basis, matter_key,
@@ -84,6 +90,7 @@ def write_metadata(conn: Connection, source_object_id: int, row: MetadataRow, pa
         """), {"so": source_object_id, "e": p.entity_id, "i": i, "name": p.name, "role": p.role,
                "basis": p.role_basis, "mk": row.matter_key, "ids": json.dumps(p.identifiers, ensure_ascii=False),
                "res": json.dumps(p.resolution)})
+    return previous
 
 
 def write_extraction(conn: Connection, *, source_object_id: int, stage: str, content_hash: str,

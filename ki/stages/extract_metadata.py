@@ -184,8 +184,8 @@ def handle(ctx: StageContext) -> StageOutcome:
     with db.engine.begin() as conn:
         parties = resolve_parties(conn, project_id=project_id, source_object_id=ctx.obj.id, mentions=mentions,
                                   matter=matter, firm_name=ctx.config.firm.name, agent_entity_ids=suggested)
-        write_metadata(conn, ctx.obj.id, row, parties)
-        settle_parties(conn, parties, matter)
+        left = write_metadata(conn, ctx.obj.id, row, parties)
+        settle_parties(conn, parties, matter, previous_matters=left)
         write_extraction(conn, source_object_id=ctx.obj.id, stage=ctx.stage, content_hash=content_hash,
                          producer_version=version, provenance=provenance)
         write_notable_clauses(conn, content_hash, clauses=[c.model_dump() for c in result.notable_clauses],

@@ -23,12 +23,12 @@ def test_an_english_party_with_an_address_and_no_street_as_a_person():
     assert found(text) == [("Niamh Ogilvie", "person")]
 
 
-def test_persons_after_party_labels_with_particles_but_not_initials():
+def test_persons_after_party_labels_with_particles_and_initials():
     text = ("Rechtbank Rotterdam, kantonrechter\nVerzoekster: De Vries Techniek B.V.\nWerknemer: Marloes de Boer\n"
             "Employment Tribunal (Leeds)\nClaimant: N. Ogilvie\nRespondent: Holloway Technologies Limited\n")
     assert found(text) == [("Rechtbank Rotterdam", "court"), ("De Vries Techniek B.V.", "company"),
                            ("Marloes de Boer", "person"), ("Employment Tribunal (Leeds)", "court"),
-                           ("Holloway Technologies Limited", "company")]  # "N. Ogilvie": no second entity
+                           ("N. Ogilvie", "person"), ("Holloway Technologies Limited", "company")]
     assert found("The claimant: see below") == []
 
 
