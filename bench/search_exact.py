@@ -187,7 +187,7 @@ def reference_top(ref: Reference, corpus: Corpus, node_tiers: list[Any], held: t
     """The exact top ``k`` documents (best chunk each) of the tiers' trees over every candidate chunk,
     permissions applied (vectorised; phrases checked on the chunks holding all their words)."""
     from ki.index.analysis import streams
-    from ki.index.query_plan import AllOf, AnyOf, Phrase, Term, WithBonus
+    from ki.index.query_plan import AllOf, AnyOf, BestOf, Phrase, Term, WithBonus
 
     def phrase_freq(n: Any, cand: np.ndarray, mask: np.ndarray) -> np.ndarray:
         pf = np.zeros(len(cand))
@@ -221,6 +221,12 @@ def reference_top(ref: Reference, corpus: Corpus, node_tiers: list[Any], held: t
             total = np.sum([np.where(p[0], p[1], 0.0) for p in parts], axis=0)
             mask = masks.any(axis=0) if isinstance(n, AnyOf) else masks.all(axis=0)
             return mask, n.boost * total
+        if isinstance(n, BestOf):  # the best child + tie_breaker × the others
+            parts = [score(c, cand) for c in n.children]
+            scores = np.array([np.where(p[0], p[1], 0.0) for p in parts])
+            best = scores.max(axis=0)
+            return (np.array([p[0] for p in parts]).any(axis=0),
+                    n.boost * (best + n.tie_breaker * (scores.sum(axis=0) - best)))
         if isinstance(n, WithBonus):
             m, sc = score(n.query, cand)
             bm, bs = score(n.bonus, cand)
@@ -333,13 +339,13 @@ def _timed_lexical(backend: Any, engine: Any, queries: list[tuple[str, str]], he
 
 def tree_terms(node: Any) -> list[tuple[str, str]]:
     """(stream, term) of every passage term and phrase word in a query tree."""
-    from ki.index.query_plan import AllOf, AnyOf, Phrase, Term, WithBonus
+    from ki.index.query_plan import AllOf, AnyOf, BestOf, Phrase, Term, WithBonus
 
     if isinstance(node, Term):
         return [(node.field, str(node.value))] if node.field in STREAMS else []
     if isinstance(node, Phrase):
         return [(node.field, w) for w in node.words] if node.field in STREAMS else []
-    if isinstance(node, (AnyOf, AllOf)):
+    if isinstance(node, (AnyOf, AllOf, BestOf)):
         return [t for c in node.children for t in tree_terms(c)]
     if isinstance(node, WithBonus):
         return tree_terms(node.query) + tree_terms(node.bonus)

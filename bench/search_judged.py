@@ -1,8 +1,8 @@
-"""Judged search quality on an estate (issue 15 "Measure"): recall@10 per query class, and the 120 MB check.
+"""Judged search quality on an estate (issue 15 "Measure"): recall@10 per query class.
 
-Run: ``.venv/bin/python bench/search_judged.py [--estate DIR] [--make-estate SEED:MATTERS] [--big-file-mb 120]
-[--json out.json]`` (default: the dev estate, ``$KI_SHARED_DIR/corpus/estate-dev``). ``--make-estate 7:200``
-generates ``make_estate.py --seed 7 --matters 200`` into a temporary folder first.
+Run: ``.venv/bin/python bench/search_judged.py [--estate DIR] [--make-estate SEED:MATTERS] [--json out.json]``
+(default: the dev estate, ``$KI_SHARED_DIR/corpus/estate-dev``). ``--make-estate 7:200`` generates
+``make_estate.py --seed 7 --matters 200`` into a temporary folder first.
 
 ``ki insert`` of the estate as a subprocess (a fresh data directory, lexical only: ``retrieval.embedding_model``
 ``none``), then every judged query as the local operator through :func:`ki.index.search.search`. The query set
@@ -22,11 +22,11 @@ is made from the estate's ``truth.json`` and the inserted text only (never from 
   that type in that matter.
 
 recall@10 of a query = |relevant contents in the top 10| / min(10, |relevant contents|) (identical copies count
-once: search shows one of them). Targets: ≥ 0.95 titles and file-name terms, ≥ 0.9 compounds.
+once: search shows one of them). Targets: ≥ 0.95 titles and file-name terms, ≥ 0.9 compounds. ``--opensearch``:
+the same queries on a real OpenSearch node filled from the record (``tests.helpers.opensearch_node``): its
+recall per class and overlap@10 with the embedded top 10.
 
-``--big-file-mb N``: after the queries, a text file of N MB made of the estate's own sentences (so every common
-word occurs in it thousands of times) is added and inserted; every query runs again. Reported: queries whose
-top 10 is unchanged, and whose top 10 is unchanged once the big file is taken out (it may take one place).
+The 120 MB check ("a 120 MB single file changes no other query's top-10") is ``bench/search_bigfile.py``.
 """
 
 from __future__ import annotations
@@ -34,7 +34,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import random
 import re
 import shutil
 import statistics
@@ -53,12 +52,11 @@ from _common import percentile, temp_workdir  # noqa: E402
 REPO = Path(__file__).resolve().parents[1]
 SHARED = Path(os.environ.get("KI_SHARED_DIR", REPO.parent / "shared"))
 VENV_BIN = Path(sys.executable).parent
-TARGETS = {"title": 0.95, "file_name": 0.95, "compound": 0.9}
+TARGETS = {"title": 0.95, "file_name": 0.95, "compound": 0.9, "common_word": 0.9}
 COMMON_WORDS = ["Kündigung", "Vergleich", "Mieter", "Kaution", "Vertrag", "Rechnung", "Frist", "Zahlung", "Klage",
                 "Termin", "Vollmacht", "Gesellschaft", "Haftung", "Agreement", "Invoice", "Meeting", "Lease",
                 "Notice", "Payment", "Schedule"]
 WORD = re.compile(r"[^\W\d_]+")
-BIG_FILE_NAME = "Gesamtexport Altakten.txt"
 #: German and Dutch noun endings: ``Rechnungen`` is ``Rechnung``, not a compound of it.
 INFLECTIONS = frozenset({"e", "en", "n", "s", "es", "er", "ern"})
 
@@ -140,26 +138,31 @@ def _ki_insert(data_dir: Path, estate: Path) -> float:
     return time.perf_counter() - t
 
 
-def _top10(ctx: Any, query: str, root: str) -> tuple[list[str], list[str], float]:
-    """(paths of the top 10, their also-at paths flattened, ms)."""
-    from ki.index.search import search
+def _top10(ctx: Any, query: str, root: str, backend: Any = None) -> tuple[list[str], list[str], float]:
+    """(paths of the top 10, their also-at paths flattened, ms); on ``backend``, else the configured one."""
+    from ki.index.search import search, search_with_backend
 
     t = time.perf_counter()
-    hits = search(ctx.db, query, principals=None, operator=True, limit=10, mode="lexical", config=ctx.config).hits
+    if backend is None:
+        hits = search(ctx.db, query, principals=None, operator=True, limit=10, mode="lexical",
+                      config=ctx.config).hits
+    else:
+        hits = search_with_backend(backend, ctx.db.engine, query, limit=10, mode="lexical").hits
     ms = (time.perf_counter() - t) * 1000
     rel = [h.path[len(root) + 1:] for h in hits]
     also = [a[len(root) + 1:] for h in hits for a in h.also_at]
     return rel, also, ms
 
 
-def _evaluate(ctx: Any, judged: list[Judged], truth: dict[str, Any], root: str) -> tuple[dict[str, Any], dict]:
+def _evaluate(ctx: Any, judged: list[Judged], truth: dict[str, Any], root: str, backend: Any = None
+              ) -> tuple[dict[str, Any], dict]:
     sha = {p: f["sha256"] for p, f in truth["files"].items()}
     per_class: dict[str, list[float]] = defaultdict(list)
     lat: list[float] = []
     tops: dict[tuple[str, str], list[str]] = {}
     misses: dict[str, list[str]] = defaultdict(list)
     for j in judged:
-        paths, _also, ms = _top10(ctx, j.query, root)
+        paths, _also, ms = _top10(ctx, j.query, root, backend)
         lat.append(ms)
         tops[(j.cls, j.query)] = paths
         got = {sha.get(p) for p in paths} & j.relevant
@@ -175,20 +178,8 @@ def _evaluate(ctx: Any, judged: list[Judged], truth: dict[str, Any], root: str) 
     return result, tops
 
 
-def _big_file(path: Path, mb: int, texts: list[str], seed: int = 7) -> None:
-    rng = random.Random(seed)
-    sentences = [s.strip() for t in texts for s in re.split(r"(?<=[.!?])\s+|\n+", t) if len(s.strip()) > 20]
-    target = mb * (1 << 20)
-    with path.open("w", encoding="utf-8") as f:
-        n = 0
-        while n < target:
-            para = " ".join(rng.choice(sentences) for _ in range(12)) + "\n\n"
-            f.write(para)
-            n += len(para.encode("utf-8"))
-
-
-def run_estate(label: str, estate_dir: Path, big_file_mb: int | None) -> dict[str, Any]:
-    """Insert ``estate_dir/estate``, evaluate the judged set; with ``big_file_mb``, the 120 MB check."""
+def run_estate(label: str, estate_dir: Path, opensearch: bool = False) -> dict[str, Any]:
+    """Insert ``estate_dir/estate`` and evaluate the judged set (with ``opensearch`` on OpenSearch too)."""
     from sqlalchemy import text
 
     from ki.config.loader import ProcessSettings
@@ -224,43 +215,53 @@ def run_estate(label: str, estate_dir: Path, big_file_mb: int | None) -> dict[st
                       f"  missed e.g. {c['missed_examples'][:3]}")
             print(f"[{label}] {result['queries']} queries, p50 {result['query_p50_ms']} ms, "
                   f"p95 {result['query_p95_ms']} ms")
-            if big_file_mb:
-                _big_file(estate / BIG_FILE_NAME, big_file_mb, list(body.values()))
-                t = time.perf_counter()
-                _ki_insert(data_dir, estate)
-                out["big_file_insert_s"] = round(time.perf_counter() - t, 1)
-                same = same_without = 0
-                changed: list[str] = []
-                for j in judged:
-                    after, _a, _ms = _top10(ctx, j.query, root)
-                    before = tops[(j.cls, j.query)]
-                    if after == before:
-                        same += 1
-                    without = [p for p in after if p != BIG_FILE_NAME]
-                    if without == before[:len(without)]:
-                        same_without += 1
-                    elif len(changed) < 10:
-                        changed.append(j.query)
-                with ctx.db.engine.connect() as conn:
-                    n = conn.execute(text("SELECT count(*) FROM chunk c JOIN source_object so ON so.id = "
-                                          "c.source_object_id WHERE so.path LIKE :p"),
-                                     {"p": f"%{BIG_FILE_NAME}"}).scalar()
-                out["big_file"] = {"mb": big_file_mb, "chunks": n, "queries": len(judged), "top10_unchanged": same,
-                                   "top10_unchanged_but_the_big_file": same_without, "changed_examples": changed}
-                print(f"[{label}] {big_file_mb} MB file ({n} chunks) inserted in {out['big_file_insert_s']} s: "
-                      f"{same}/{len(judged)} top-10s unchanged, {same_without}/{len(judged)} unchanged but for the "
-                      f"big file taking one place; changed e.g. {changed[:5]}")
+            if opensearch:
+                out["opensearch"] = _on_opensearch(ctx, judged, truth, root, tops, work, label)
         finally:
             ctx.db.dispose()
             stop_embedded_server(data_dir / "pg")
     return out
 
 
+def _on_opensearch(ctx: Any, judged: list[Judged], truth: dict[str, Any], root: str, tops: dict, work: Path,
+                   label: str) -> dict[str, Any]:
+    """The judged set on a real OpenSearch node (the test node, rebuilt from the record): recall@10 per class
+    and overlap@10 with the embedded top 10 (|both| / |embedded|, queries with hits)."""
+    sys.path.insert(0, str(REPO))  # tests.helpers
+    from ki.index.opensearch import OpenSearchBackend
+    from tests.helpers.opensearch_node import start_opensearch_node
+
+    node = start_opensearch_node(work / "os", ready_timeout=300)
+    try:
+        backend = OpenSearchBackend(ctx.db, node.url, index="ki-bench-judged")
+        backend.drop_index()
+        backend.ensure_embedder(None)
+        t = time.perf_counter()
+        rows = backend.rebuild_from_record()
+        backend.client.indices.refresh(index=backend.index)
+        print(f"[{label}] OpenSearch: {rows} rows from the record in {time.perf_counter() - t:.1f} s, load "
+              f"{os.getloadavg()}", flush=True)
+        result, os_tops = _evaluate(ctx, judged, truth, root, backend)
+        overlap: dict[str, list[float]] = defaultdict(list)
+        for key, emb in tops.items():
+            if emb:
+                overlap[key[0]].append(len(set(emb) & set(os_tops[key])) / len(emb))
+        for cls, c in result["classes"].items():
+            c["overlap_at_10_embedded_vs_opensearch"] = round(statistics.mean(overlap[cls]), 3)
+            print(f"[{label}] OpenSearch {cls:12} recall@10 {c['recall_at_10']:.3f}  overlap@10 with embedded "
+                  f"{c['overlap_at_10_embedded_vs_opensearch']:.3f}  missed e.g. {c['missed_examples'][:3]}")
+        backend.drop_index()
+        return result
+    finally:
+        node.stop()
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--estate", type=Path, default=SHARED / "corpus" / "estate-dev")
     parser.add_argument("--make-estate", help="SEED:MATTERS: generate an estate with make_estate.py first")
-    parser.add_argument("--big-file-mb", type=int, default=None)
+    parser.add_argument("--opensearch", action="store_true",
+                        help="also on a real OpenSearch node: recall per class and overlap@10 with embedded")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
     results = []
@@ -269,9 +270,9 @@ def main() -> int:
         with temp_workdir(prefix="ki-bench-estate-") as work:
             subprocess.run([sys.executable, str(SHARED / "tools" / "make_estate.py"), "--seed", seed, "--matters",
                             matters, "--out", str(work / "e"), "--quiet"], check=True)
-            results.append(run_estate(f"seed {seed}, {matters} matters", work / "e", args.big_file_mb))
+            results.append(run_estate(f"seed {seed}, {matters} matters", work / "e", args.opensearch))
     else:
-        results.append(run_estate(args.estate.name, args.estate, args.big_file_mb))
+        results.append(run_estate(args.estate.name, args.estate, args.opensearch))
     if args.json:
         args.json.write_text(json.dumps(results, indent=2, default=str))
     print(json.dumps(results, indent=2, default=str))

@@ -24,11 +24,11 @@ from datetime import date
 from typing import Any
 
 from ki.index.analysis import name_tokens, parts, stem, streams, words
-from ki.index.query import FIELD_WEIGHTS
-from ki.index.query_plan import AllOf, AnyOf, AtLeast, Filtered, InSet, Node, Phrase, Term, WithBonus
+from ki.index.query import FIELD_WEIGHTS, HEAD_MARK
+from ki.index.query_plan import AllOf, AnyOf, AtLeast, BestOf, Filtered, InSet, Node, Phrase, Term, WithBonus
 
 #: Bump when the schema or the analysis changes: an index of another version is rebuilt from the record.
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 DOC_FIELDS = tuple(FIELD_WEIGHTS)
 PROFILE_KIND = "profile"
 WRITER_HEAP_BYTES = 64_000_000
@@ -82,12 +82,17 @@ class LexRow:
 
 def field_streams(name: str, value: str) -> tuple[str, str]:
     """(exact words, extra forms) of a document field: the extra stream holds each word's stems and compound
-    parts, and for file names and folders the camel-case / digit pieces (:func:`name_tokens`)."""
+    parts, the head (last part) of each compound marked with :data:`~ki.index.query.HEAD_MARK`
+    (``Aufforderungsschreiben`` adds ``>schreib``), and for file names and folders the camel-case / digit pieces
+    (:func:`name_tokens`)."""
     ws = words(value)
     extra: list[str] = []
     for w in ws:
-        forms = {stem(w, "de"), stem(w, "en"), *parts(w, "de")}
+        ps = parts(w, "de")
+        forms = {stem(w, "de"), stem(w, "en"), *ps}
         forms.discard(w)
+        if len(ps) > 1:
+            forms.add(HEAD_MARK + ps[-1])
         extra.extend(sorted(forms))
     if name in ("name", "folder"):
         pieces = [t for t in name_tokens(value) if t not in set(ws)]
@@ -155,6 +160,8 @@ def to_tantivy(node: Node, schema: Any) -> Any:
             return boost(Q.boolean_query([(Occur.Should, render(c)) for c in n.children]), n.boost)
         if isinstance(n, AllOf):
             return boost(Q.boolean_query([(Occur.Must, render(c)) for c in n.children]), n.boost)
+        if isinstance(n, BestOf):
+            return boost(Q.disjunction_max_query([render(c) for c in n.children], n.tie_breaker), n.boost)
         if isinstance(n, WithBonus):
             return Q.boolean_query([(Occur.Must, render(n.query)), (Occur.Should, render(n.bonus))])
         if isinstance(n, InSet):

@@ -32,10 +32,10 @@ from ki.config.process import OpenSearchSettings, current
 from ki.index.backend import ChunkRow, IndexDocument, SearchFilters
 from ki.index.embeddings import EmbedderIdentity, normalise_rows
 from ki.index.lexical import DOC_FIELDS, LexHit, LexRow, row_source
-from ki.index.query_plan import AllOf, AnyOf, AtLeast, Filtered, InSet, Node, Phrase, Term, WithBonus
+from ki.index.query_plan import AllOf, AnyOf, AtLeast, BestOf, Filtered, InSet, Node, Phrase, Term, WithBonus
 
 #: ``_meta.ki_schema`` of the mapping below; an index of another schema is rebuilt from the record.
-KI_SCHEMA = 2
+KI_SCHEMA = 3
 #: Candidates per half are over-fetched by this factor when matter / type / since filters are set.
 FACT_FILTER_OVERFETCH = 4
 #: Candidates per half beyond ``k`` (room for rows the record refuses).
@@ -235,6 +235,9 @@ def to_dsl(node: Node) -> dict[str, Any]:
                        node.boost)
     if isinstance(node, AllOf):
         return boosted({"bool": {"must": [to_dsl(c) for c in node.children]}}, node.boost)
+    if isinstance(node, BestOf):
+        return boosted({"dis_max": {"queries": [to_dsl(c) for c in node.children],
+                                    "tie_breaker": node.tie_breaker}}, node.boost)
     if isinstance(node, WithBonus):
         return {"bool": {"must": [to_dsl(node.query)], "should": [to_dsl(node.bonus)]}}
     if isinstance(node, InSet):

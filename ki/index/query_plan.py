@@ -5,7 +5,8 @@ Spec: issue 15 item 4 (one definition for both backends). :func:`tier_node`, :fu
 ``t_exact`` / ``t_de`` / ``t_en`` / ``t_parts`` for passages, ``f_<field>`` / ``f_<field>_x`` for a
 document's fields, and the filter fields); :func:`ki.index.lexical.to_tantivy` and
 :func:`ki.index.opensearch_index.to_dsl` render it. Scores are BM25 per field (k1 1.2, b 0.75 in both
-engines) times the weights of :mod:`ki.index.query`, summed.
+engines) times the weights of :mod:`ki.index.query`, summed — except a document's fields, which count by their
+best match (:class:`BestOf`: the best field + :data:`~ki.index.query.FIELD_TIE_BREAKER` × the others).
 """
 
 from __future__ import annotations
@@ -13,8 +14,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import UTC, date, datetime
 
+from ki.index.analysis import WordForms
 from ki.index.query import (
+    COMPOUND_HEAD_WEIGHT,
+    FIELD_GROUPS,
+    FIELD_TIE_BREAKER,
     FIELD_WEIGHTS,
+    HEAD_MARK,
     PHRASE_EXACT_WEIGHT,
     PHRASE_STEM_WEIGHT,
     STREAM_WEIGHTS,
@@ -59,6 +65,16 @@ class AllOf:
 
 
 @dataclass(frozen=True)
+class BestOf:
+    """At least one child matches; the score is the best child's + ``tie_breaker`` × the others' (a disjunction
+    max: OpenSearch ``dis_max``, tantivy ``DisjunctionMaxQuery``), × ``boost``."""
+
+    children: tuple[Node, ...]
+    tie_breaker: float = 0.0
+    boost: float = 1.0
+
+
+@dataclass(frozen=True)
 class WithBonus:
     """``query`` must match; ``bonus`` adds its score where it matches too (never required)."""
 
@@ -91,7 +107,7 @@ class Filtered:
     must_not: tuple[Node, ...] = ()
 
 
-Node = Term | Phrase | AnyOf | AllOf | WithBonus | InSet | AtLeast | Filtered
+Node = Term | Phrase | AnyOf | AllOf | BestOf | WithBonus | InSet | AtLeast | Filtered
 
 
 def _phrase(field: str, words: tuple[str, ...], boost: float) -> Node:
@@ -108,20 +124,36 @@ def item_node(item: Item) -> Node:
                 Term("t_en", f.en, STREAM_WEIGHTS["en"]), _phrase("t_parts", f.parts_de, STREAM_WEIGHTS["parts"])]
         if f.parts_nl != f.parts_de and len(f.parts_nl) > 1:
             out.append(_phrase("t_parts", f.parts_nl, STREAM_WEIGHTS["parts"]))
-        extra = sorted({f.de, f.en} - {f.exact})
-        for name, (w_exact, w_extra) in FIELD_WEIGHTS.items():
-            out.append(Term(f"f_{name}", f.exact, w_exact))
-            out += [Term(f"f_{name}_x", e, w_extra) for e in extra]
-            if len(f.parts_de) > 1:
-                out.append(AllOf(tuple(Term(f"f_{name}_x", p) for p in f.parts_de), w_extra))
-            elif f.parts_de[0] not in {*extra, f.exact}:
-                out.append(Term(f"f_{name}_x", f.parts_de[0], w_extra))
+        out += [_best([field_node(name, f) for name in group]) for group in FIELD_GROUPS]
         return AnyOf(tuple(out))
     exact = tuple(f.exact for f in item.forms)
     out += [_phrase("t_exact", exact, PHRASE_EXACT_WEIGHT if item.quoted else STREAM_WEIGHTS["exact"]),
             _phrase("t_de", tuple(f.de for f in item.forms), PHRASE_STEM_WEIGHT),
             _phrase("t_en", tuple(f.en for f in item.forms), PHRASE_STEM_WEIGHT * 0.7)]
-    out += [_phrase(f"f_{name}", exact, w) for name, (w, _) in FIELD_WEIGHTS.items()]
+    out += [_best([_phrase(f"f_{name}", exact, FIELD_WEIGHTS[name][0]) for name in group]) for group in FIELD_GROUPS]
+    return AnyOf(tuple(out))
+
+
+def _best(nodes: list[Node]) -> Node:
+    """A field group: its best-matching field + the tie-breaker × the others (one field: itself)."""
+    return nodes[0] if len(nodes) == 1 else BestOf(tuple(nodes), FIELD_TIE_BREAKER)
+
+
+def field_node(name: str, f: WordForms) -> Node:
+    """One word in one document field ``name``: the exact word (× the field's exact weight); its stems, its
+    compound parts in the field's compounds and — a single-part word — the compounds *ending* in it
+    (:data:`~ki.index.query.HEAD_MARK`, × :data:`~ki.index.query.COMPOUND_HEAD_WEIGHT`), each × the field's
+    stem/part weight; the matches within the field add up."""
+    w_exact, w_extra = FIELD_WEIGHTS[name]
+    extra = sorted({f.de, f.en} - {f.exact})
+    out: list[Node] = [Term(f"f_{name}", f.exact, w_exact)]
+    out += [Term(f"f_{name}_x", e, w_extra) for e in extra]
+    if len(f.parts_de) > 1:
+        out.append(AllOf(tuple(Term(f"f_{name}_x", p) for p in f.parts_de), w_extra))
+    else:
+        if f.parts_de[0] not in {*extra, f.exact}:
+            out.append(Term(f"f_{name}_x", f.parts_de[0], w_extra))
+        out.append(Term(f"f_{name}_x", HEAD_MARK + f.parts_de[0], w_extra * COMPOUND_HEAD_WEIGHT))
     return AnyOf(tuple(out))
 
 

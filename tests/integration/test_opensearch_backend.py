@@ -26,6 +26,7 @@ from ki.index.backend import ChunkRow, EmbedderMismatch, IndexDocument, SearchFi
 from ki.index.embeddings import EmbedderIdentity, HashingEmbedder
 from ki.index.opensearch import OpenSearchBackend
 from ki.index.opensearch_bulk import BulkOptions, DocumentRejected, IndexReadOnly
+from ki.index.opensearch_index import KI_SCHEMA
 from ki.retry import Treatment, classify_error
 from tests.helpers.loopback import LoopbackServer, QuietHandler
 from tests.helpers.postgres import insert_objects
@@ -194,7 +195,7 @@ def test_index_mapping_is_strict_with_lucene_vectors_and_the_embedder_recorded(m
     backend.ensure_embedder(IDENTITY)
     mapping = backend.client.indices.get_mapping(index=backend.index)[backend.index]["mappings"]
     assert mapping["dynamic"] == "strict"
-    assert mapping["_meta"] == {"ki_schema": 2, "embedder": IDENTITY.embedder, "dimension": 32}
+    assert mapping["_meta"] == {"ki_schema": KI_SCHEMA, "embedder": IDENTITY.embedder, "dimension": 32}
     props = mapping["properties"]
     emb = props["embedding"]
     assert (emb["type"], emb["dimension"]) == ("knn_vector", 32)
