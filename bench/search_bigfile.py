@@ -38,7 +38,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _common import temp_workdir  # noqa: E402
-from search_judged import COMMON_WORDS, SHARED, _ki_insert, _top10, judged_queries  # noqa: E402
+from search_judged import COMMON_WORDS, SHARED, _ki_insert, _top10, inserted_text, judged_queries  # noqa: E402
 
 BIG_FILE_NAME = "Gesamtexport Altakten.txt"
 QUERIES = [*COMMON_WORDS, "Mietvertrag", "Schreiben", "Gesellschafterbeschluss", "Kündigung Mieter",
@@ -94,12 +94,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         print(f"ki insert of {out['files']} files: {out['insert_s']} s, load {os.getloadavg()}", flush=True)
         ctx = PipelineContext.open(ProcessSettings(data_dir=data_dir, database_url=None))
         try:
-            with ctx.db.engine.connect() as conn:
-                rows = conn.execute(text(
-                    "SELECT so.path, string_agg(c.text, ' ' ORDER BY c.ordinal) AS body FROM chunk c "
-                    "JOIN source_object so ON so.id = c.source_object_id WHERE c.kind <> 'profile' "
-                    "GROUP BY so.path")).fetchall()
-            body = {r.path[len(root) + 1:]: r.body for r in rows}
+            body = inserted_text(ctx, root)
             queries = [("fixed", q) for q in QUERIES]
             if args.judged:
                 queries += [(j.cls, j.query) for j in judged_queries(truth, body)]

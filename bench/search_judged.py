@@ -178,9 +178,20 @@ def _evaluate(ctx: Any, judged: list[Judged], truth: dict[str, Any], root: str, 
     return result, tops
 
 
+def inserted_text(ctx: Any, root: str) -> dict[str, str]:
+    """Path under ``root`` → the inserted text of that file (its passages in order, fields left out)."""
+    from sqlalchemy import text
+
+    with ctx.db.engine.connect() as conn:
+        rows = conn.execute(text(
+            "SELECT so.path, string_agg(c.text, ' ' ORDER BY c.ordinal) AS body FROM chunk c "
+            "JOIN source_object so ON so.id = c.source_object_id WHERE c.kind <> 'profile' "
+            "GROUP BY so.path")).fetchall()
+    return {r.path[len(root) + 1:]: r.body for r in rows}
+
+
 def run_estate(label: str, estate_dir: Path, opensearch: bool = False) -> dict[str, Any]:
     """Insert ``estate_dir/estate`` and evaluate the judged set (with ``opensearch`` on OpenSearch too)."""
-    from sqlalchemy import text
 
     from ki.config.loader import ProcessSettings
     from ki.context import PipelineContext
@@ -197,12 +208,7 @@ def run_estate(label: str, estate_dir: Path, opensearch: bool = False) -> dict[s
         print(f"[{label}] ki insert: {out['insert_wall_s']} s ({out['files']} files), load {os.getloadavg()}")
         ctx = PipelineContext.open(ProcessSettings(data_dir=data_dir, database_url=None))
         try:
-            with ctx.db.engine.connect() as conn:
-                rows = conn.execute(text(
-                    "SELECT so.path, string_agg(c.text, ' ' ORDER BY c.ordinal) AS body FROM chunk c "
-                    "JOIN source_object so ON so.id = c.source_object_id WHERE c.kind <> 'profile' "
-                    "GROUP BY so.path")).fetchall()
-            body = {r.path[len(root) + 1:]: r.body for r in rows}
+            body = inserted_text(ctx, root)
             judged = judged_queries(truth, body)
             result, tops = _evaluate(ctx, judged, truth, root)
             out |= result
