@@ -10,15 +10,21 @@ was not finished at the kill) and the peak RSS (VmHWM) of the ``ki insert`` proc
 
 (b) **Gateway outage** (issue 14 item 9). ``--documents`` (1,000) small files are inserted with the
 model stages on a loopback gateway (``tests/helpers/gateway_stub.py``, answering each stage's minimal
-valid submission); once ``--outage-after`` requests were answered it answers 503 for
-``--outage-seconds`` (300; shorten it by the flag). Printed: requests that reached the dead gateway,
-quarantined rows, the resume delay (end of the outage to the first request answered after it), the
-run's seconds, with the breaker settings (``KI_BREAKER_*``) of the run.
+valid submission); once ``--outage-after`` requests were answered it goes down for ``--outage-seconds``
+(300; shorten it by the flag): ``--outage-kind closed`` (default) closes its listening socket
+(connections refused, a dead gateway process) and listens on the same port again afterwards; ``503``
+keeps it listening and answering 503 (an overloaded gateway, a proxy before a dead one). Printed: the
+HTTP requests the dead gateway received (its own log), the failed attempts of the model-stage rows
+(PostgreSQL), the breaker's own summary from ``ki.log`` (requests that met the outage, calls failed
+fast without a request, TCP connects and how many were refused, failed HTTP probes), quarantined
+rows, the resume delay (end of the outage to the first request answered after it, the gateway's
+clock) and the connections accepted until then, the run's seconds, with the ``KI_BREAKER_*`` settings.
 
 Usage::
 
     KI_SHARED_DIR=../shared .venv/bin/python bench/chaos.py [--estate DIR] [--kills 3] [--seed 1]
-        [--documents 1000] [--outage-seconds 300] [--outage-after 400] [--skip-kills] [--skip-outage]
+        [--documents 1000] [--outage-seconds 300] [--outage-after 400] [--outage-kind closed|503]
+        [--workers 8] [--skip-kills] [--skip-outage]
 
 ``--estate`` holds ``estate/`` and ``truth.json`` (default: ``make_estate.py --seed 7 --matters 4``
 generated from ``$KI_SHARED_DIR/tools``, 74 files). Every figure is printed with the load average.
@@ -31,9 +37,11 @@ import argparse
 import importlib.util
 import os
 import random
+import re
 import signal
 import sys
 import tempfile
+import threading
 import time
 import uuid
 from pathlib import Path
@@ -203,24 +211,70 @@ def outage_estate(root: Path, n: int) -> Path:
     return root
 
 
+#: the breaker's summary of an outage in ``ki.log`` (``ki.breaker.Breakers.succeeded``)
+EPISODE_LINE = re.compile(r"gateway answers again: resuming its stages \(paused since [^,]+, (?P<seconds>\d+) s; "
+                          r"(?P<requests>\d+) requests met the outage, (?P<failed_fast>\d+) calls failed fast, "
+                          r"(?P<connects>\d+) TCP connects \((?P<refused>\d+) refused\), "
+                          r"(?P<probes>\d+) failed HTTP probes\)")
+
+
+def failed_attempts(url: str, stages: tuple[str, ...]) -> int:
+    """Attempts beyond each row's successful one, over ``stages`` (every failed attempt of the run)."""
+    engine = create_engine(url, poolclass=NullPool)
+    try:
+        with engine.connect() as conn:
+            return int(conn.execute(text("SELECT coalesce(sum(attempts), 0) - count(*) FROM processing_state "
+                                         "WHERE stage = ANY(:s)"), {"s": list(stages)}).scalar_one())
+    finally:
+        engine.dispose()
+
+
+def episodes(data: Path) -> list[dict[str, int]]:
+    """The gateway outages ``ki insert`` summed up in ``<data>/ki.log`` (see :data:`EPISODE_LINE`)."""
+    log = data / "ki.log"
+    found = EPISODE_LINE.finditer(log.read_text(encoding="utf-8", errors="replace")) if log.exists() else ()
+    return [{k: int(v) for k, v in m.groupdict().items()} for m in found]
+
+
+def _close_socket_after(stub, outage, *, answers: int, seconds: float, stop: threading.Event) -> None:
+    """Close ``stub``'s socket once it has had ``answers`` requests, for ``seconds`` (the outage thread)."""
+    while stub.count < answers:
+        if stop.wait(0.05):
+            return
+    outage.down()
+    stop.wait(seconds)
+    outage.up()
+
+
 def part_outage(order, args, work: Path, dbs: Databases) -> bool:
     sys.path.insert(0, str(REPO))
+    from ki.breaker import MODEL_STAGES
     from tests.helpers.gateway_stub import GatewayStub
-    from tests.helpers.outage import Outage, gateway_default
+    from tests.helpers.outage import Outage, SocketOutage, gateway_default, stage_answer
 
     estate = outage_estate(work / "outage-estate", args.documents)
     url = dbs.new()
     data = work / "outage-data"
     data.mkdir()
     env = {k: v for k, v in os.environ.items() if not k.startswith("KI_") or k.startswith("KI_BREAKER_")}
-    outage = Outage(seconds=args.outage_seconds)
-    with GatewayStub(default=gateway_default(outage, start_after=args.outage_after)) as stub:
+    closed = args.outage_kind == "closed"
+    answers = Outage(seconds=args.outage_seconds)
+    stop = threading.Event()
+    with GatewayStub(default=stage_answer if closed else gateway_default(answers, start_after=args.outage_after)
+                     ) as stub:
+        socket_outage = SocketOutage(stub)
         env.update({"KI_DATA_DIR": str(data), "KI_DATABASE_URL": url, "KI_LLM_BASE_URL": stub.url,
                     "KI_LLM_MODEL": "stub-model", "KI_WORKERS": str(args.workers)})
         settings = {k: env.get(k, "default") for k in ("KI_BREAKER_FAILURES", "KI_BREAKER_PROBE_SECONDS",
-                                                        "KI_BREAKER_PROBE_MAX_SECONDS")}
-        print(f"(b) {args.documents} documents, model stages on a loopback gateway, 503 for "
-              f"{args.outage_seconds:g} s after {args.outage_after} answers; {settings}; {load()}")
+                                                        "KI_BREAKER_PROBE_MAX_SECONDS",
+                                                        "KI_BREAKER_CONNECT_PROBE_SECONDS")}
+        what = "its socket closed" if closed else "503"
+        print(f"(b) {args.documents} documents, {args.workers} workers, model stages on a loopback gateway, "
+              f"{what} for {args.outage_seconds:g} s after {args.outage_after} answers; {settings}; {load()}")
+        closer = threading.Thread(target=_close_socket_after, args=(stub, socket_outage), daemon=True,
+                                  kwargs={"answers": args.outage_after, "seconds": args.outage_seconds, "stop": stop})
+        if closed:
+            closer.start()
         started = time.monotonic()
         proc = order._ki(["insert", str(estate)], env)
         engine = create_engine(url, poolclass=NullPool)
@@ -228,18 +282,40 @@ def part_outage(order, args, work: Path, dbs: Databases) -> bool:
             peak, _ = _watch(proc, engine, order, until_rows=None, deadline=started + args.timeout)
         finally:
             engine.dispose()
+            stop.set()
+            if closed:
+                closer.join(timeout=15)
         text_out, _ = proc.communicate(timeout=60)
         seconds = time.monotonic() - started
+        arrivals = [r.at for r in stub.requests]
     if proc.returncode != 0:
         print(f"    ki insert failed ({proc.returncode}):\n{text_out[-3000:]}")
         return False
     q = quarantined(url)
-    delay = outage.resume_delay()
-    began = "never" if outage.started_at is None else f"{outage.started_at - started:.1f} s into the run"
-    print(f"    outage began {began}; requests to the dead gateway: {outage.dead_requests}; answered: "
-          f"{outage.ok_requests}; quarantined: {q}; resume delay: "
-          f"{'-' if delay is None else f'{delay:.1f} s'}; run {seconds:.1f} s, peak RSS {peak:.0f} MB; {load()}")
-    return q == 0 and outage.started_at is not None
+    failed = failed_attempts(url, MODEL_STAGES)
+    seen = episodes(data)
+    if closed:
+        if socket_outage.up_at is None:
+            print("    the run finished before the outage ended")
+            return False
+        received = socket_outage.arrived_while_down(arrivals)
+        delay = socket_outage.first_after_up(arrivals)
+        began = f"{socket_outage.down_at - started:.1f} s into the run"
+        extra = f"; connections accepted after it until the first request: " \
+                f"{socket_outage.connects_until_first_request(arrivals)}"
+    else:
+        received, delay = answers.dead_requests, answers.resume_delay()
+        began = "never" if answers.started_at is None else f"{answers.started_at - started:.1f} s into the run"
+        extra = ""
+    print(f"    outage began {began}; HTTP requests the dead gateway received: {received}; answered: "
+          f"{len(arrivals) - received}; failed attempts of model-stage rows: {failed}; quarantined: {q}")
+    for e in seen:
+        print(f"    ki's breaker: {e['requests']} requests met the outage, {e['failed_fast']} calls failed fast, "
+              f"{e['connects']} TCP connects ({e['refused']} refused), {e['probes']} failed HTTP probes, "
+              f"paused {e['seconds']} s")
+    print(f"    resume delay (outage end to the first request answered): "
+          f"{'-' if delay is None else f'{delay:.1f} s'}{extra}; run {seconds:.1f} s, peak RSS {peak:.0f} MB; {load()}")
+    return q == 0 and delay is not None
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -254,6 +330,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--documents", type=int, default=1000)
     ap.add_argument("--outage-seconds", type=float, default=300.0)
     ap.add_argument("--outage-after", type=int, default=400, help="gateway answers before the outage starts")
+    ap.add_argument("--outage-kind", choices=("closed", "503"), default="closed",
+                    help="closed: the gateway's socket closes (a dead gateway process); 503: it answers 503")
     ap.add_argument("--workers", type=int, default=8)
     ap.add_argument("--timeout", type=float, default=3600.0)
     ap.add_argument("--skip-kills", action="store_true")

@@ -7,6 +7,25 @@ faults of one dependency the stages that need it stop claiming, one probe at a t
 with a doubling backoff (``KI_BREAKER_PROBE_SECONDS`` 1 s, capped at ``KI_BREAKER_PROBE_MAX_SECONDS``
 10 s), and the first success closes the breaker (automatic resume).
 
+A probe starts with a plain TCP connect to the dependency's host and port (its configured URL,
+:func:`dependency_endpoints`; nothing is sent, like a TCP health check of Envoy or HAProxy, whose
+default check interval is 2 s). While the port refuses (connection refused or reset, connect
+timeout, DNS failure: a gateway process that is down) only these connects go, every
+``KI_BREAKER_CONNECT_PROBE_SECONDS`` (2 s), and no HTTP request at all; once the port accepts, the
+probe's real request follows at once, so a recovered dependency resumes within about one connect
+interval. When the port accepts but the request still fails (HTTP 502/503/504/429, a proxy in front
+of a dead backend, a reset after the accept), the HTTP probes keep the doubling backoff. The
+outcome of the connect, not the class of the fault that opened the breaker, picks the schedule:
+it is the same rule for every dependency, for pauses adopted from other processes, and for an
+outage that turns from one kind into the other.
+
+While a breaker is open, a call to the dependency that is not the probe fails fast without touching
+the network (:meth:`Breakers.allows`; the gateway client asks before every request), so the requests
+that meet an outage are the ones in flight when it began (at most one per worker: no client retries
+on its own) and the probes. Each outage is summed up when it ends (:class:`Episode`: requests that
+met it, calls failed fast, TCP connects, failed HTTP probes) in the log line that says the
+dependency answers again, and kept in :attr:`Breakers.episodes`.
+
 The dependencies and which stages need them are data (:func:`stage_dependencies`):
 
 ============  ====================================================  ===================================
@@ -42,12 +61,16 @@ datetimes at the edges.
 from __future__ import annotations
 
 import logging
+import re
+import socket
 import threading
 import time
+from collections import deque
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol
+from urllib.parse import urlsplit
 
 from ki import errors
 from ki.config.process import ProcessSettings, current
@@ -97,6 +120,49 @@ def stage_dependencies(config: Any, *, gateway_configured: bool | None = None) -
     return {s: frozenset(d) for s, d in needs.items()}
 
 
+#: A host and TCP port (``("127.0.0.1", 4000)``).
+Address = tuple[str, int]
+
+_DEFAULT_PORTS = {"http": 80, "https": 443}
+
+
+def endpoint_of(url: str | None) -> Address | None:
+    """``(host, port)`` of a dependency URL (``http://gw:4000/v1`` → ``("gw", 4000)``; the scheme's
+    default port when none is given); None for an empty URL or one without a host."""
+    if not url or not url.strip():
+        return None
+    try:
+        parts = urlsplit(url.strip())
+        port = parts.port or _DEFAULT_PORTS.get(parts.scheme.lower())
+    except ValueError:  # a port that is not a number
+        return None
+    if not parts.hostname or port is None:
+        return None
+    return parts.hostname, port
+
+
+def dependency_endpoints(config: Any, *, gateway_url: str | None = None) -> dict[str, Address]:
+    """dependency → the ``(host, port)`` its probes connect to under ``config`` (a
+    :class:`ki.config.settings.KiConfig`): the gateway's ``KI_LLM_BASE_URL`` (or ``gateway_url``),
+    ``components.docling_url``, ``components.opensearch_url``. Unconfigured ones are absent."""
+    from ki.config.process import LlmSettings
+
+    if gateway_url is None:
+        gateway_url = current(LlmSettings).base_url
+    urls = {GATEWAY: gateway_url, DOCLING: config.components.docling_url, OPENSEARCH: config.components.opensearch_url}
+    return {d: address for d, url in urls.items() if (address := endpoint_of(url)) is not None}
+
+
+def port_accepts(address: Address, timeout: float) -> bool:
+    """Whether a TCP connection to ``address`` opens within ``timeout`` seconds (closed at once,
+    nothing sent). Refused, reset, unreachable, a DNS failure and a timeout are False; never raises."""
+    try:
+        with socket.create_connection(address, timeout=timeout):
+            return True
+    except (OSError, ValueError):  # ConnectionRefusedError, TimeoutError, socket.gaierror, …
+        return False
+
+
 def dependency_of(exc: BaseException) -> str | None:
     """The dependency whose outage ``exc`` (or an exception it was raised from) is, else None."""
     seen: set[int] = set()
@@ -112,18 +178,26 @@ def dependency_of(exc: BaseException) -> str | None:
 
 @dataclass(frozen=True)
 class BreakerPolicy:
-    """``failures`` consecutive faults open a breaker; probes wait ``probe_seconds`` × 2^n, ≤ ``probe_max_seconds``."""
+    """``failures`` consecutive faults open a breaker; HTTP probes wait ``probe_seconds`` × 2^n, ≤
+    ``probe_max_seconds``; while the dependency's port refuses, a TCP connect every ``connect_probe_seconds``."""
 
     failures: int = 3
     probe_seconds: float = 1.0
     probe_max_seconds: float = 10.0
+    connect_probe_seconds: float = 2.0
 
     @classmethod
     def from_settings(cls) -> BreakerPolicy:
         """The policy ``KI_BREAKER_FAILURES`` / ``KI_BREAKER_PROBE_SECONDS`` / ``KI_BREAKER_PROBE_MAX_SECONDS``
-        set now. Raises: ConfigurationError for an invalid value."""
+        / ``KI_BREAKER_CONNECT_PROBE_SECONDS`` set now. Raises: ConfigurationError for an invalid value."""
         s = current(ProcessSettings)
-        return cls(s.breaker_failures, s.breaker_probe_seconds, s.breaker_probe_max_seconds)
+        return cls(s.breaker_failures, s.breaker_probe_seconds, s.breaker_probe_max_seconds,
+                   s.breaker_connect_probe_seconds)
+
+    @property
+    def connect_timeout(self) -> float:
+        """Seconds a TCP connect check may take (≤ 2 s, ≤ the connect interval)."""
+        return min(2.0, self.connect_probe_seconds)
 
     def delay(self, probes: int) -> float:
         """Seconds before the probe after ``probes`` failed ones."""
@@ -165,6 +239,39 @@ class BreakerSink(Protocol):
 
 
 @dataclass
+class Episode:
+    """One outage of a dependency as this process saw it, summed up when it ends.
+
+    Attributes:
+        dependency / since / ended: which, when it began (the fault that opened the breaker; UTC) and
+            when the dependency answered again (None while open).
+        faults: infrastructure faults reported while open, and the ``failures`` that opened it.
+        failed_fast: calls refused while open without a request (:meth:`Breakers.allows`).
+        connects / connects_refused: TCP connect checks of the probes, and those the port refused.
+        probes: HTTP probes that failed.
+    """
+
+    dependency: str
+    since: datetime
+    ended: datetime | None = None
+    faults: int = 0
+    failed_fast: int = 0
+    connects: int = 0
+    connects_refused: int = 0
+    probes: int = 0
+
+    @property
+    def requests(self) -> int:
+        """Requests that met the outage: the faults less the calls that failed fast."""
+        return max(0, self.faults - self.failed_fast)
+
+    def describe(self) -> str:
+        """``3 requests met the outage, 4 calls failed fast, 150 TCP connects (149 refused), 0 failed HTTP probes``."""
+        return (f"{self.requests} requests met the outage, {self.failed_fast} calls failed fast, "
+                f"{self.connects} TCP connects ({self.connects_refused} refused), {self.probes} failed HTTP probes")
+
+
+@dataclass
 class _State:
     since: datetime
     reason: str
@@ -172,6 +279,20 @@ class _State:
     probes: int = 0
     probing: bool = False
     persisted: bool = False
+    prober: int | None = None  # the thread holding the probe
+    port_open_at: float | None = None  # monotonic: the last TCP check that connected
+    refusing: Address | None = None  # the address whose port refused the last check
+    episode: Episode = field(kw_only=True, repr=False)
+
+    def shown_reason(self) -> str:
+        reason = _REFUSING.sub("", self.reason)  # an adopted pause's reason may carry it already
+        if self.refusing is None:
+            return reason
+        host, port = self.refusing
+        return f"{reason[:400]}; {host}:{port} refuses TCP connections"
+
+
+_REFUSING = re.compile(r"; \S+ refuses TCP connections$")
 
 
 class Breakers:
@@ -183,6 +304,9 @@ class Breakers:
         self._faults: dict[str, int] = {}
         self._open: dict[str, _State] = {}
         self._sink: BreakerSink | None = None
+        self._endpoints: dict[str, Address] = {}
+        #: the outages that ended in this process, the latest last (at most 32)
+        self.episodes: deque[Episode] = deque(maxlen=32)
 
     @property
     def policy(self) -> BreakerPolicy:
@@ -194,11 +318,18 @@ class Breakers:
         with self._lock:
             self._sink = sink
 
+    def locate(self, endpoints: dict[str, Address]) -> None:
+        """From now on probe these dependencies with a TCP connect to their ``(host, port)`` first (see
+        the module doc; :func:`dependency_endpoints`); one left out is probed by its requests only."""
+        with self._lock:
+            self._endpoints = dict(endpoints)
+
     # -- outcomes ------------------------------------------------------------------------------------
 
     def failed(self, dependency: str, message: str) -> None:
         """Count an infrastructure fault of ``dependency``: the ``failures``-th in a row opens its breaker;
-        a failed probe reschedules the next one with a doubled delay."""
+        a failed probe (reported by the thread holding it) reschedules the next one with a doubled delay;
+        any other fault while open is a request that was already in flight (no news)."""
         policy = self.policy
         with self._lock:
             state = self._open.get(dependency)
@@ -207,15 +338,20 @@ class Breakers:
                 self._faults[dependency] = n
                 if n < policy.failures:
                     return
-                state = _State(datetime.now(UTC), message[:500], time.monotonic() + policy.delay(0))
+                since = datetime.now(UTC)
+                state = _State(since, message[:500], time.monotonic() + policy.delay(0),
+                               episode=Episode(dependency, since, faults=n))
                 self._open[dependency] = state
                 log.warning("%s unavailable after %d faults in a row: pausing its stages (%s)",
                             dependency, n, message[:200])
-            elif state.probing:
-                state.probing = False
+            elif state.probing and state.prober == threading.get_ident():
+                state.probing, state.prober, state.port_open_at = False, None, None
                 state.probes += 1
                 state.next_probe = time.monotonic() + policy.delay(state.probes)
+                state.episode.faults += 1
+                state.episode.probes += 1
             else:
+                state.episode.faults += 1
                 return  # a request in flight when the breaker opened: no news
             pause, sink = self._pause(dependency, state), self._sink
         self._mirror(sink, "opened", pause)
@@ -226,10 +362,24 @@ class Breakers:
             self._faults.pop(dependency, None)
             state = self._open.pop(dependency, None)
             sink = self._sink
+            if state is not None:
+                state.episode.ended = datetime.now(UTC)
+                self.episodes.append(state.episode)
         if state is not None:
-            log.warning("%s answers again: resuming its stages (paused since %s)", dependency,
-                        f"{state.since:%H:%M:%S}")
+            episode = state.episode
+            log.warning("%s answers again: resuming its stages (paused since %s, %.0f s; %s)", dependency,
+                        f"{state.since:%H:%M:%S}", (episode.ended - state.since).total_seconds(), episode.describe())
             self._mirror(sink, "closed", dependency)
+
+    def allows(self, dependency: str) -> bool:
+        """May a call to ``dependency`` be sent now? True when its breaker is closed or this thread holds
+        its probe; False while it is paused (the call must fail fast without a request; counted)."""
+        with self._lock:
+            state = self._open.get(dependency)
+            if state is None or (state.probing and state.prober == threading.get_ident()):
+                return True
+            state.episode.failed_fast += 1
+            return False
 
     # -- what workers may claim ----------------------------------------------------------------------
 
@@ -240,13 +390,43 @@ class Breakers:
 
     def try_probe(self, dependency: str) -> bool:
         """Take the probe of an open ``dependency`` if it is due and nobody probes (then call
-        :meth:`end_probe` after the probing claim). False when closed, not due or taken."""
+        :meth:`end_probe` after the probing claim). False when closed, not due or taken, and when
+        its port refused the TCP connect that precedes the probe (the next connect then follows after
+        ``connect_probe_seconds``; the connect is skipped while one succeeded within that interval)."""
+        policy = self.policy
         with self._lock:
             state = self._open.get(dependency)
-            if state is None or state.probing or time.monotonic() < state.next_probe:
+            now = time.monotonic()
+            if state is None or state.probing or now < state.next_probe:
                 return False
-            state.probing = True
+            state.probing, state.prober = True, threading.get_ident()
+            address = self._endpoints.get(dependency)
+            check = address is not None and (state.port_open_at is None
+                                             or now - state.port_open_at >= policy.connect_probe_seconds)
+        if not check:
             return True
+        accepts = port_accepts(address, policy.connect_timeout)
+        with self._lock:
+            if self._open.get(dependency) is not state:  # closed (or reset) meanwhile
+                return False
+            state.episode.connects += 1
+            if accepts:
+                if state.refusing is not None:
+                    log.info("%s: %s:%d accepts TCP connections again: probing with a request",
+                             dependency, *address)
+                state.port_open_at, state.refusing = time.monotonic(), None
+                return True
+            state.episode.connects_refused += 1
+            state.probing, state.prober, state.port_open_at = False, None, None
+            state.next_probe = time.monotonic() + policy.connect_probe_seconds
+            first = state.refusing is None
+            state.refusing = address
+            pause, sink = self._pause(dependency, state), self._sink
+        if first:
+            log.info("%s: %s:%d refuses TCP connections: checking the port every %g s, no requests",
+                     dependency, *address, policy.connect_probe_seconds)
+        self._mirror(sink, "opened", pause)  # the next probe's time, for ki status and other processes
+        return False
 
     def end_probe(self, dependency: str) -> None:
         """The probing claim ended without a verdict (it never reached the dependency, or nothing was
@@ -254,7 +434,7 @@ class Breakers:
         with self._lock:
             state = self._open.get(dependency)
             if state is not None:
-                state.probing = False
+                state.probing, state.prober = False, None
 
     def pauses(self) -> list[Pause]:
         """The open breakers, by dependency."""
@@ -273,7 +453,7 @@ class Breakers:
                 if dependency not in self._open:
                     wait = max(0.0, (pause.next_probe_at - now_wall).total_seconds())
                     self._open[dependency] = _State(pause.since, pause.reason, now + wait, pause.probes,
-                                                    persisted=True)
+                                                    persisted=True, episode=Episode(dependency, pause.since))
                 else:
                     self._open[dependency].persisted = True
             for dependency in [d for d, s in self._open.items() if s.persisted and d not in shared]:
@@ -281,17 +461,20 @@ class Breakers:
                 self._faults.pop(dependency, None)
 
     def reset(self) -> None:
-        """Forget every breaker and count (tests; ``ki.services.reset``)."""
+        """Forget every breaker, count and ended outage (tests; ``ki.services.reset``)."""
         with self._lock:
             self._faults.clear()
             self._open.clear()
+            self._endpoints.clear()
+            self.episodes.clear()
 
     # -- internals -----------------------------------------------------------------------------------
 
     @staticmethod
     def _pause(dependency: str, state: _State) -> Pause:
         wait = max(0.0, state.next_probe - time.monotonic())
-        return Pause(dependency, state.since, state.reason, datetime.now(UTC) + timedelta(seconds=wait), state.probes)
+        return Pause(dependency, state.since, state.shown_reason(), datetime.now(UTC) + timedelta(seconds=wait),
+                     state.probes)
 
     def _mirror(self, sink: BreakerSink | None, event: str, arg: Any) -> None:
         if sink is None:

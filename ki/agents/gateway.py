@@ -6,7 +6,9 @@ call) and "Failure modes"; DESIGN.md "Layout" (``ki/agents/``) and "Defaults"
 (``KI_LLM_BASE_URL``, ``KI_LLM_API_KEY``, ``KI_LLM_MODEL``).
 
 The client never retries on its own: the processing_state row is the retry
-boundary. It turns every outcome into one of ki's error classes so that
+boundary (httpx's transport sends each request once). While the gateway's breaker is open
+(:mod:`ki.breaker`) a call that is not its probe fails fast (GatewayUnavailable, nothing sent).
+It turns every outcome into one of ki's error classes so that
 :func:`ki.retry.classify_error` gives the spec's treatment:
 
 ========================================================  =========================================
@@ -459,6 +461,12 @@ class GatewayClient:
     def _post(self, path: str, body: dict[str, Any], *, model: str, stage: str | None, trace: _Trace
               ) -> tuple[dict[str, Any], int]:
         self._check_cooldown(model)
+        if not breaker.BREAKERS.allows(breaker.GATEWAY):  # paused: fail fast, no request (ki.breaker)
+            raise GatewayUnavailable(
+                f"model gateway {self.base_url} is paused after repeated outages; not sending {path} for model "
+                f"{model} until a probe finds it answering",
+                infrastructure="gateway paused (circuit breaker open): failed fast without a request",
+            )
         if self.send_metadata:
             tags = trace.tags()
             if tags:

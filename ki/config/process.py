@@ -183,9 +183,10 @@ class ProcessSettings(EnvSettings):
         infrastructure_retry_max_seconds: cap of infrastructure backoff (s).
         provider_fault_cooldown_seconds: how long a rejected account or key fails fast without a request,
             for the gateway and Docling Serve alike (s; :mod:`ki.cooldown`).
-        breaker_failures / breaker_probe_seconds / breaker_probe_max_seconds: the circuit breaker per
-            dependency (:mod:`ki.breaker`): consecutive infrastructure faults that pause the stages needing
-            it (3), the first probe's delay (1 s), doubling up to the cap (10 s).
+        breaker_failures / breaker_probe_seconds / breaker_probe_max_seconds / breaker_connect_probe_seconds:
+            the circuit breaker per dependency (:mod:`ki.breaker`): consecutive infrastructure faults that
+            pause the stages needing it (3), the first probe's delay (1 s), doubling up to the cap (10 s),
+            and the interval of the TCP connect checks while the dependency's port refuses (2 s).
         run_sweep_seconds / run_silent_minutes / run_abandoned_hours: sweeper (issue 7).
         hatchet_document_concurrency / relate_model_concurrency / hatchet_sync_concurrency.
         workers: local provider pool size (8: stages wait mostly on commits and I/O, not CPU; bench/insert.py
@@ -205,6 +206,7 @@ class ProcessSettings(EnvSettings):
     breaker_failures: int = Field(default=3, ge=1, le=1000)
     breaker_probe_seconds: float = Field(default=1, gt=0)
     breaker_probe_max_seconds: float = Field(default=10, gt=0)
+    breaker_connect_probe_seconds: float = Field(default=2, gt=0, le=300)
     run_sweep_seconds: int = Field(default=300, ge=0)
     run_silent_minutes: float = Field(default=15, ge=0)
     run_abandoned_hours: float = Field(default=7, ge=0)

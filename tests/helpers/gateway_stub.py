@@ -29,6 +29,7 @@ from __future__ import annotations
 import hashlib
 import json
 import threading
+import time
 import uuid
 from collections import deque
 from collections.abc import Callable, Iterable
@@ -61,13 +62,14 @@ class Reply:
 
 @dataclass
 class RecordedRequest:
-    """What the stub received."""
+    """What the stub received, and when (``at``: monotonic seconds)."""
 
     method: str
     path: str
     headers: dict[str, str]
     body: Any
     raw: bytes
+    at: float = field(default_factory=time.monotonic)
 
     @property
     def trace(self) -> tuple[str | None, str | None, str | None]:

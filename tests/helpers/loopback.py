@@ -5,6 +5,8 @@ DESIGN.md "Real components": the clients are tested against real HTTP servers on
 a daemon thread, quiet about clients that hang up (timeout tests), stoppable while a handler is
 waiting (:meth:`LoopbackServer.pause` returns early once :meth:`LoopbackServer.stop` is called).
 A subclass says how requests are answered by returning a handler class from :meth:`handler_class`.
+A stopped server can be started again on the same port (``start(port)``: a dependency whose socket
+closed and came back); :attr:`LoopbackServer.accepted` records when each TCP connection was accepted.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from __future__ import annotations
 import json
 import sys
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -19,6 +22,12 @@ from typing import Any
 class _QuietServer(ThreadingHTTPServer):
     daemon_threads = True
     block_on_close = False
+    accepted: list[float]  # the LoopbackServer's list: monotonic times of accepted connections
+
+    def get_request(self) -> Any:
+        request = super().get_request()
+        self.accepted.append(time.monotonic())
+        return request
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         """A client that gave up (timeout tests) closes its socket: not worth a traceback."""
@@ -67,6 +76,8 @@ class LoopbackServer:
         self._stopping = threading.Event()
         self._server: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
+        #: monotonic times of every TCP connection accepted (across restarts), whether or not a request followed
+        self.accepted: list[float] = []
 
     def handler_class(self) -> type[BaseHTTPRequestHandler]:  # pragma: no cover - every subclass defines it
         raise NotImplementedError
@@ -78,9 +89,17 @@ class LoopbackServer:
         host, port = self._server.server_address[:2]
         return f"http://{host}:{port}"
 
-    def start(self) -> LoopbackServer:
+    @property
+    def port(self) -> int:
+        """The port it listens (or last listened) on."""
+        assert self._server is not None, f"{type(self).__name__} not started"
+        return int(self._server.server_address[1])
+
+    def start(self, port: int = 0) -> LoopbackServer:
+        """Listen on ``port`` (0: a free one; a stopped server's port to bring it back) and serve."""
         self._stopping.clear()
-        self._server = _QuietServer(("127.0.0.1", 0), self.handler_class())
+        self._server = _QuietServer(("127.0.0.1", port), self.handler_class())
+        self._server.accepted = self.accepted
         self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05},
                                         name=self.thread_name, daemon=True)
         self._thread.start()

@@ -131,6 +131,8 @@ class OpenSearchNode(ManagedProcess):
     ready_timeout: float = 90.0
     process: subprocess.Popen[bytes] | None = None
     port: int = 0
+    #: the HTTP port asked for at start (0: a free one; :meth:`restart` with ``same_port`` keeps the last)
+    http_port: int = 0
     #: seconds from ``java`` exec until ``_cluster/health`` was yellow/green
     start_seconds: float = 0.0
     #: resident memory right after the last start
@@ -166,7 +168,7 @@ class OpenSearchNode(ManagedProcess):
             "--home",
             str(self.home),
             "--http-port",
-            "0",
+            str(self.http_port),
             "--ports-file",
             str(self.ports_file),
             "--exit-on-stdin-eof",
@@ -216,9 +218,11 @@ class OpenSearchNode(ManagedProcess):
 
         self.wait_until(healthy, deadline, lambda: f"cluster health green/yellow at {self.url}, last {status[0]}")
 
-    def restart(self) -> OpenSearchNode:
-        """Stop gracefully and start again on the same data (a new HTTP port)."""
-        self.stop()
+    def restart(self, *, same_port: bool = False) -> OpenSearchNode:
+        """Stop gracefully and start again on the same data: on a new HTTP port, or with ``same_port``
+        on the one it had (a node that went down and came back where its clients expect it)."""
+        self.stop()  # nothing to do when it is stopped already
+        self.http_port = self.port if same_port else 0
         return self.start()
 
     def __enter__(self) -> OpenSearchNode:

@@ -7,7 +7,10 @@
   after it came back;
 * :func:`gateway_default`: the stub's ``default`` answering 503 during the outage, else :func:`stage_answer`;
 * :class:`DoclingOutage`: the same for :class:`~tests.helpers.docling_stub.DoclingStub` (every request is
-  answered 503 while down).
+  answered 503 while down);
+* :class:`SocketOutage`: a loopback server down for real: its listening socket closed (connections are
+  refused, as when a gateway process dies), then listening again on the same port; what the server
+  saw around it is read from its own timestamps.
 
 Used by ``tests/integration/test_breaker.py`` and ``bench/chaos.py``.
 """
@@ -16,7 +19,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from tests.helpers.gateway_stub import RecordedRequest, Reply, submit, unavailable
@@ -127,3 +130,53 @@ class DoclingOutage:
 
         stub._record = record
         stub.scenario = normal
+
+
+class SocketOutage:
+    """Takes a started :class:`~tests.helpers.loopback.LoopbackServer` down by closing its listening
+    socket (:meth:`down`: new connections are refused) and brings it back on the same port
+    (:meth:`up`). Times are monotonic seconds, comparable with ``RecordedRequest.at`` and
+    ``server.accepted``."""
+
+    def __init__(self, server) -> None:
+        self.server = server
+        self.port = server.port
+        self.down_at: float | None = None
+        self.up_at: float | None = None
+
+    def down(self) -> None:
+        """Close the listening socket now (requests already being answered finish)."""
+        self.down_at = time.monotonic()
+        self.server.stop()
+
+    def up(self, *, bind_seconds: float = 10.0) -> None:
+        """Listen on the same port again (retrying the bind for up to ``bind_seconds``)."""
+        deadline = time.monotonic() + bind_seconds
+        while True:
+            try:
+                self.server.start(self.port)
+                break
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.1)
+        self.up_at = time.monotonic()
+
+    def arrived_while_down(self, times: Sequence[float]) -> int:
+        """How many of ``times`` (request arrivals) fall between :meth:`down` and :meth:`up`."""
+        assert self.down_at is not None
+        end = self.up_at if self.up_at is not None else float("inf")
+        return sum(1 for t in times if self.down_at <= t < end)
+
+    def first_after_up(self, times: Sequence[float]) -> float | None:
+        """Seconds from :meth:`up` to the first of ``times`` after it (None: none yet)."""
+        after = [t for t in times if self.up_at is not None and t >= self.up_at]
+        return min(after) - self.up_at if after else None
+
+    def connects_until_first_request(self, times: Sequence[float]) -> int:
+        """TCP connections the server accepted from :meth:`up` to the first request of ``times``, that
+        request's own connection included (so 1 + the probes' bare connects)."""
+        first = self.first_after_up(times)
+        if first is None or self.up_at is None:
+            return 0
+        return sum(1 for t in self.server.accepted if self.up_at <= t <= self.up_at + first)
