@@ -19,7 +19,8 @@ outcome of the connect, not the class of the fault that opened the breaker, pick
 it is the same rule for every dependency, for pauses adopted from other processes, and for an
 outage that turns from one kind into the other.
 
-While a breaker is open, a call to the dependency that is not the probe fails fast without touching
+While a breaker is open, in a process whose claims take its probes (a run, a Hatchet worker:
+:meth:`Breakers.attach`), a call to the dependency that is not the probe fails fast without touching
 the network (:meth:`Breakers.allows`; the gateway client asks before every request), so the requests
 that meet an outage are the ones in flight when it began (at most one per worker: no client retries
 on its own) and the probes. Each outage is summed up when it ends (:class:`Episode`: requests that
@@ -305,6 +306,7 @@ class Breakers:
         self._open: dict[str, _State] = {}
         self._sink: BreakerSink | None = None
         self._endpoints: dict[str, Address] = {}
+        self._probed: frozenset[str] = frozenset()  # dependencies whose probes this process's claims take
         #: the outages that ended in this process, the latest last (at most 32)
         self.episodes: deque[Episode] = deque(maxlen=32)
 
@@ -313,10 +315,14 @@ class Breakers:
         """The policy given, else the one the settings give now."""
         return self._policy or BreakerPolicy.from_settings()
 
-    def attach(self, sink: BreakerSink | None) -> None:
-        """Mirror transitions to ``sink`` from now on (None: stop)."""
+    def attach(self, sink: BreakerSink | None, *, probed: Iterable[str] = ()) -> None:
+        """Mirror transitions to ``sink`` from now on, and let calls to the ``probed`` dependencies fail
+        fast while paused (:meth:`allows`): the caller's claims pause the stages needing them and take
+        their probes. ``attach(None)`` stops both (a run ended: nobody would probe any more, so a call
+        must not be refused by a breaker only a probe could close)."""
         with self._lock:
             self._sink = sink
+            self._probed = frozenset(probed) if sink is not None else frozenset()
 
     def locate(self, endpoints: dict[str, Address]) -> None:
         """From now on probe these dependencies with a TCP connect to their ``(host, port)`` first (see
@@ -372,11 +378,13 @@ class Breakers:
             self._mirror(sink, "closed", dependency)
 
     def allows(self, dependency: str) -> bool:
-        """May a call to ``dependency`` be sent now? True when its breaker is closed or this thread holds
-        its probe; False while it is paused (the call must fail fast without a request; counted)."""
+        """May a call to ``dependency`` be sent now? True when its breaker is closed, when this thread holds
+        its probe, and when no claims of this process probe it (see :meth:`attach`); False while it is
+        paused (the call must fail fast without a request; counted)."""
         with self._lock:
             state = self._open.get(dependency)
-            if state is None or (state.probing and state.prober == threading.get_ident()):
+            if (state is None or dependency not in self._probed
+                    or (state.probing and state.prober == threading.get_ident())):
                 return True
             state.episode.failed_fast += 1
             return False
@@ -466,6 +474,7 @@ class Breakers:
             self._faults.clear()
             self._open.clear()
             self._endpoints.clear()
+            self._probed = frozenset()
             self.episodes.clear()
 
     # -- internals -----------------------------------------------------------------------------------

@@ -39,8 +39,10 @@ class ClaimGate:
         BREAKERS.locate(dependency_endpoints(ctx.config))  # probes begin with a TCP connect (ki.breaker)
 
     def attach(self) -> None:
-        """Record the breakers this process opens in ``ctx``'s database from now on."""
-        BREAKERS.attach(pauses.PauseSink(self.ctx.db.engine, self.ctx.worker_id))
+        """Record the breakers this process opens in ``ctx``'s database from now on; calls to a paused
+        dependency that some stage needs fail fast until this process's probe finds it answering."""
+        BREAKERS.attach(pauses.PauseSink(self.ctx.db.engine, self.ctx.worker_id),
+                        probed=set().union(*self.needs.values()))
 
     def refresh(self) -> None:
         """At most every :data:`REFRESH_SECONDS`: adopt the pauses other processes recorded (and their end)."""

@@ -136,6 +136,7 @@ def test_without_an_address_the_probe_is_the_request():
 
 def test_a_paused_call_fails_fast_except_from_the_probing_thread():
     b = Breakers(POLICY)
+    b.attach(Sink(), probed={"gateway"})
     assert b.allows("gateway")
     _open(b)
     assert not b.allows("gateway")
@@ -157,10 +158,23 @@ def test_a_paused_call_fails_fast_except_from_the_probing_thread():
     assert (episode.failed_fast, episode.faults, episode.requests, episode.probes) == (3, 7, 4, 1)
 
 
+def test_without_claims_that_probe_a_paused_call_still_goes():
+    b = Breakers(POLICY)
+    _open(b)
+    assert b.allows("gateway")  # nothing attached: no probe would ever close it
+    b.attach(Sink(), probed={"docling"})
+    assert b.allows("gateway")  # this process's stages do not need the gateway
+    b.attach(Sink(), probed={"gateway"})
+    assert not b.allows("gateway")
+    b.attach(None)  # the run ended
+    assert b.allows("gateway") and b.open_dependencies() == {"gateway"}
+
+
 def test_the_gateway_client_sends_nothing_while_paused():
     with GatewayStub(default=text("hello")) as stub:
         client = GatewayClient(stub.url, "sk-test", timeout_seconds=10)
         try:
+            breaker.BREAKERS.attach(Sink(), probed={breaker.GATEWAY})  # as a run's ClaimGate does
             assert client.chat(model="m", messages=[{"role": "user", "content": "hi"}]).content == "hello"
             for _ in range(3):
                 breaker.BREAKERS.failed(breaker.GATEWAY, "gateway transport error: ConnectError")
