@@ -23,9 +23,13 @@ lxml, striprtf, Pillow and onnxruntime parse untrusted bytes) run in a pool of w
 
 A worker is a fresh interpreter (``python -m ki.convert.isolation``: no fork of a threaded parent,
 no re-import of the caller's ``__main__``); starting one costs about a second of imports, so a
-worker is reused for :data:`MAX_TASKS_PER_WORKER` files (or until its peak memory passes half its
-limit), then replaced: bench/convert_isolation.py measures the cost per file of in-process, reused-worker
-and worker-per-file conversion. The OCR lane still bounds OCR
+worker is reused for :data:`MAX_TASKS_PER_WORKER` files, then replaced: bench/convert_isolation.py measures
+the cost per file of in-process, reused-worker and worker-per-file conversion. A worker is retired early,
+right after the file, when that file made it large (issue 14 item 7e: an idle worker kept ~420 MB after a
+120 MB text while the parent indexed it): its peak memory passed half its limit, the file's bytes exceeded
+:data:`RETIRE_INPUT_MB`, or the file raised the worker's peak resident size by more than
+:data:`RETIRE_GROWTH_MB`. After every file the worker also hands its freed heap back to the OS
+(:func:`ki.memory.release_memory`). The OCR lane still bounds OCR
 process-wide: the caller holds a lane slot while a worker runs OCR.
 """
 
@@ -46,6 +50,7 @@ from typing import Any
 
 from ki.convert.model import StructuredDocument
 from ki.errors import ClaimLost, InfrastructureError, UnsupportedDocument
+from ki.memory import release_memory
 
 RENEW_SECONDS = 10.0
 STARTUP_SECONDS = 300.0  # a worker that has not imported the converters by then is an outage
@@ -54,6 +59,10 @@ MAX_IDLE_WORKERS = 4
 #: A worker whose peak resident size passed this share of its budget is retired after the file; a
 #: file that failed past it is classified ``too_large`` (its allocations failed), not by the failure.
 OUT_OF_MEMORY_SHARE = 0.5
+#: A worker is retired after a file larger than this (MiB): the next file starts in a fresh, small worker.
+RETIRE_INPUT_MB = 32
+#: A worker is retired after a file that raised its peak resident size by more than this (MiB).
+RETIRE_GROWTH_MB = 256
 #: Converter verdicts an allocation failure inside a C parser can masquerade as.
 MEMORY_MASKING_REASONS = frozenset({"corrupt", "conversion_failed"})
 #: Modules a worker imports before its first job (the converters; OCR's engine loads on first use).
@@ -128,6 +137,8 @@ def _serve(inbox: Connection, outbox: Connection, memory_bytes: int) -> None:
             outbox.send((*answer, _peak_mb()))
         except (OSError, ValueError):  # the caller gave up on this job (timeout, claim lost)
             return
+        del answer
+        release_memory()  # the file's freed heap back to the OS while the worker waits for the next one
 
 
 # --------------------------------------------------------------------------- the caller side
@@ -148,6 +159,8 @@ class _Worker:
         self.process.stdin.close()
         self.tasks = 0
         self.last_peak: float | None = None
+        #: The peak resident size (MiB) before its current file: after start-up, then after each file.
+        self.base_peak: float | None = None
 
     def wait_ready(self, renew: Renew | None) -> None:
         """Wait until the worker has imported the converters (its start does not count against a file)."""
@@ -157,6 +170,7 @@ class _Worker:
             try:
                 if self.inbox.poll(1.0):
                     self.inbox.recv()
+                    self.base_peak = self.peak_mb()
                     return
             except (EOFError, OSError):
                 raise InfrastructureError(f"a conversion worker did not start (exit code {self.process.poll()})",
@@ -206,6 +220,8 @@ class WorkerPool:
         self._lock = threading.Lock()
         #: The worker's peak resident size (MiB) after the latest file that came back (benchmarks).
         self.last_peak_mb: float | None = None
+        #: Workers retired early (before :data:`MAX_TASKS_PER_WORKER`) because a file made them large.
+        self.retired = 0
 
     def _checkout(self, renew: Renew | None) -> _Worker:
         with self._lock:
@@ -222,9 +238,14 @@ class WorkerPool:
             raise
         return worker
 
-    def _checkin(self, worker: _Worker, peak_mb: float) -> None:
+    def _checkin(self, worker: _Worker, peak_mb: float, input_bytes: int) -> None:
         worker.tasks += 1
-        if worker.tasks >= MAX_TASKS_PER_WORKER or peak_mb > self.budget.memory_mb * OUT_OF_MEMORY_SHARE:
+        grew = peak_mb - (worker.base_peak if worker.base_peak is not None else peak_mb)
+        worker.base_peak = peak_mb
+        large = (peak_mb > self.budget.memory_mb * OUT_OF_MEMORY_SHARE or input_bytes > RETIRE_INPUT_MB << 20
+                 or grew > RETIRE_GROWTH_MB)
+        if large or worker.tasks >= MAX_TASKS_PER_WORKER:
+            self.retired += large
             worker.kill()
             return
         with self._lock:
@@ -263,7 +284,7 @@ class WorkerPool:
             raise
         *payload, peak = answer
         self.last_peak_mb = peak
-        self._checkin(worker, peak)
+        self._checkin(worker, peak, len(data))
         return self._result(payload, peak, filename)
 
     def _wait(self, worker: _Worker, filename: str, started: float, renew: Renew | None) -> tuple:

@@ -77,7 +77,9 @@ class IndexDocument:
     Attributes:
         source_object_id / content_hash: the object and the bytes its rows were made from.
         title: shown in hits and weighted in the lexical half (the file name when nothing better).
-        rows: every row the object must have after the write; other ordinals are surplus.
+        rows: every row the object must have after the write; other ordinals are surplus. A sequence may
+            build its rows on demand (:class:`ki.stages.index_rows.DocumentRows`): backends slice it in
+            batches and read the ordinals with :func:`row_ordinals`, so a huge document is never whole in memory.
         access: the permission projection written on every row.
         embedder: identity of the rows' vectors; None when the rows carry none.
     """
@@ -88,6 +90,13 @@ class IndexDocument:
     rows: Sequence[ChunkRow]
     access: AccessProjection
     embedder: EmbedderIdentity | None = None
+
+
+def row_ordinals(rows: Sequence[ChunkRow]) -> list[int]:
+    """The ordinals of ``rows`` in order; from the sequence's own ``ordinals()`` when it has one (rows built
+    on demand are then not built for it)."""
+    ordinals = getattr(rows, "ordinals", None)
+    return list(ordinals()) if callable(ordinals) else [r.ordinal for r in rows]
 
 
 @dataclass(frozen=True)

@@ -21,14 +21,17 @@ from dataclasses import dataclass
 import numpy as np
 from sqlalchemy import text
 
+from ki.errors import RetryableStageError
 from ki.index.embeddings import Embedder, input_sha256
 from ki.index.pgvector import register_vector
 from ki.store.db import Database
 from ki.store.locks import session_advisory_lock
 
 # -- name: cached_vectors --
+# Only the asked ordinals: the index stage embeds a huge file's ~70,000 rows a batch at a time.
 CACHED_SQL = text("""
-SELECT ordinal, input_sha256, embedding FROM embedding_cache WHERE embedder = :e AND content_hash = :h
+SELECT ordinal, input_sha256, embedding FROM embedding_cache
+WHERE embedder = :e AND content_hash = :h AND ordinal = ANY(CAST(:ordinals AS int[]))
 """)
 
 # -- name: store_vectors --
@@ -50,10 +53,29 @@ class EmbedResult:
     reused: int
 
 
+def _cached(db: Database, embedder_name: str, dim: int, content_hash: str, shas: Mapping[int, str]
+            ) -> dict[int, np.ndarray]:
+    """ordinal → cached float32 ``(dim,)`` vector of the exact input whose SHA-256 is ``shas[ordinal]``."""
+    with db.engine.connect() as conn:
+        register_vector(conn)
+        cached = conn.execute(CACHED_SQL, {"e": embedder_name, "h": content_hash, "ordinals": list(shas)}).fetchall()
+    vectors: dict[int, np.ndarray] = {}
+    for r in cached:
+        vec = np.asarray(r.embedding.to_numpy() if hasattr(r.embedding, "to_numpy") else r.embedding,
+                         dtype=np.float32)
+        if r.input_sha256 == shas.get(r.ordinal) and vec.shape == (dim,):
+            vectors[r.ordinal] = vec
+    return vectors
+
+
 def embed_rows(db: Database, embedder: Embedder, content_hash: str, inputs: Mapping[int, str], *,
                batch_size: int = 16) -> EmbedResult:
-    """Vectors for ``inputs`` (ordinal → exact text to embed) of one blob, from the cache or the model.
+    """Vectors for ``inputs`` (ordinal → exact text to embed) of one blob, from the cache or the model;
+    the ones the model computed are stored in the cache (committed before this returns).
 
+    The index stage calls it once per batch of a document's rows (:data:`ki.stages.index_rows.STREAM_ROWS`),
+    so only that batch's inputs and vectors are in memory; a retry after a crash reuses the batches
+    already stored.
     Raises: the embedder's errors (gateway outage = infrastructure; ModelOutputInvalid for a bad shape).
     """
     if not inputs:
@@ -61,15 +83,7 @@ def embed_rows(db: Database, embedder: Embedder, content_hash: str, inputs: Mapp
     dim = int(embedder.dimension)
     shas = {o: input_sha256(t) for o, t in inputs.items()}
     with session_advisory_lock(db, "embed", f"{embedder.name}\x00{content_hash}"):
-        with db.engine.connect() as conn:
-            register_vector(conn)
-            cached = conn.execute(CACHED_SQL, {"e": embedder.name, "h": content_hash}).fetchall()
-        vectors: dict[int, np.ndarray] = {}
-        for r in cached:
-            vec = np.asarray(r.embedding.to_numpy() if hasattr(r.embedding, "to_numpy") else r.embedding,
-                             dtype=np.float32)
-            if r.ordinal in shas and r.input_sha256 == shas[r.ordinal] and vec.shape == (dim,):
-                vectors[r.ordinal] = vec
+        vectors = _cached(db, embedder.name, dim, content_hash, shas)
         missing = [o for o in inputs if o not in vectors]
         reused = len(inputs) - len(missing)
         if missing:
@@ -85,3 +99,29 @@ def embed_rows(db: Database, embedder: Embedder, content_hash: str, inputs: Mapp
                 conn.execute(STORE_SQL, {"e": embedder.name, "h": content_hash, "ordinals": missing,
                                          "shas": [shas[o] for o in missing], "embs": [vectors[o] for o in missing]})
     return EmbedResult(vectors, len(missing), reused)
+
+
+class CachedVectors:
+    """The vectors :func:`embed_rows` stored for one blob, read back a batch at a time when its rows are
+    written (so a huge document's vectors are never all in memory at once).
+
+    Args:
+        db: ki's database; embedder_name / dimension: the index's embedder; content_hash: the blob.
+    """
+
+    def __init__(self, db: Database, embedder_name: str, dimension: int, content_hash: str):
+        self.db, self.embedder_name, self.dimension, self.content_hash = db, embedder_name, dimension, content_hash
+
+    def get(self, inputs: Mapping[int, str]) -> dict[int, np.ndarray]:
+        """ordinal → float32 ``(dimension,)`` for every ordinal of ``inputs`` (ordinal → exact embedded text).
+
+        Raises: RetryableStageError when the cache lacks one (dropped meanwhile by ``ki index reset-vectors``):
+        nothing is written, the stage runs again and embeds it.
+        """
+        shas = {o: input_sha256(t) for o, t in inputs.items()}
+        vectors = _cached(self.db, self.embedder_name, self.dimension, self.content_hash, shas)
+        if len(vectors) != len(shas):
+            lost = sorted(set(shas) - set(vectors))
+            raise RetryableStageError(f"the embedding cache lost {len(lost)} vector(s) of this content while it was "
+                                      f"being indexed (ordinals {lost[:5]}…); the index stage runs again")
+        return vectors

@@ -38,6 +38,7 @@ from ki.index.backend import (
     RankedChunk,
     SearchFilters,
     WriteResult,
+    row_ordinals,
 )
 from ki.index.embeddings import EmbedderIdentity
 from ki.index.pgvector import register_vector
@@ -199,7 +200,7 @@ class PostgresBackend:
         Raises: EmbedderMismatch before anything is written.
         """
         self.ensure_embedder(doc.embedder)
-        ordinals = [r.ordinal for r in doc.rows]
+        ordinals = row_ordinals(doc.rows)
         if len(set(ordinals)) != len(ordinals):
             raise ValueError(f"duplicate ordinals in the rows of object {doc.source_object_id}")
         with self.engine.begin() as conn:

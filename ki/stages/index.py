@@ -24,10 +24,19 @@ each row records its ``kind`` and ``meta`` (the part's key, a comment's anchor a
 (ordinal −1, kind ``profile``) carries the document fields search ranks with boosts (issue 15 item 3:
 :func:`document_fields`); its text (title, type, matter, opening) is what its vector is made from.
 
+**Streamed** (issue 14 item 7e): the passages are kept as positions in their parts
+(:class:`ki.stages.index_rows.PassagePlan`); the rows are embedded and then written
+:data:`ki.stages.index_rows.STREAM_ROWS` at a time (:class:`ki.stages.index_rows.DocumentRows`), so a 120 MB
+text's ~70,000 passages, embedding inputs, vectors and rows are never all in memory. The embedding pass
+commits each batch's vectors to the embedding cache (a retry after a crash embeds only what is missing); the
+write reads them back per batch inside the backend's one transaction, so the object has its old rows or all
+of its new ones, never half.
+
 Not yet: clause rows need the ``notable_clauses`` artifact of Extract metadata, which this release does not
 produce; the profile row is written for every document (there is no "final version" before Relate runs).
 
-Errors: RetryableStageError (no structured_json yet); AclReadError (grants unreadable:
+Errors: RetryableStageError (no structured_json yet; the embedding cache lost a vector between the passes);
+ClaimLost (the claim was lost while embedding); AclReadError (grants unreadable:
 infrastructure, retried, never public nor revoked); EmbedderMismatch (ConfigurationError: the run
 stops, nothing written); the embedder's errors (gateway outage = infrastructure).
 """
@@ -44,12 +53,13 @@ from ki import services
 from ki.access.load import object_projection
 from ki.context import StageContext, StageOutcome
 from ki.convert.model import StructuredDocument, TextualPart
-from ki.index.backend import PROFILE_KIND, PROFILE_ORDINAL, ChunkRow, IndexDocument
-from ki.index.chunking import chunk_text
-from ki.index.embedding_cache import embed_rows
-from ki.index.embeddings import context_header, embedding_input, identity_of
+from ki.errors import ClaimLost
+from ki.index.backend import IndexDocument
+from ki.index.embedding_cache import CachedVectors, embed_rows
+from ki.index.embeddings import context_header, identity_of
 from ki.index.factory import backend_for
 from ki.index.facts import fact_sources
+from ki.stages.index_rows import STREAM_ROWS, DocumentRows, PassagePlan
 from ki.taxonomies import ACCESS_ONLY_REINDEX, SOURCE_OBJECT_DELETED, has_access_only_marker
 
 PROFILE_OPENING_CHARS = 600
@@ -137,14 +147,10 @@ def document_fields(ctx: StageContext, title: str | None, doc_type: str | None, 
 def passage_rows(parts: list[TextualPart], *, chunk_chars: int, overlap_chars: int
                  ) -> list[tuple[str, str, dict[str, str] | None]]:
     """Every textual part chunked, body first: (kind, passage, meta) in ordinal order; ``meta`` names the
-    part's key and, for comments, its anchor and author (None for the body)."""
-    out: list[tuple[str, str, dict[str, str] | None]] = []
-    for part in parts:
-        meta = None if part.kind == "body" else {k: v for k, v in (("key", part.key), ("anchor", part.anchor),
-                                                                      ("author", part.author)) if v}
-        for piece in chunk_text(part.text, chunk_chars=chunk_chars, overlap_chars=overlap_chars):
-            out.append((part.kind, piece, meta))
-    return out
+    part's key and, for comments, its anchor and author (None for the body). The stage itself keeps only
+    the passages' positions (:class:`ki.stages.index_rows.PassagePlan`); this lists them whole."""
+    plan = PassagePlan.of(parts, chunk_chars=chunk_chars, overlap_chars=overlap_chars)
+    return [plan.passage(i) for i in range(len(plan))]
 
 
 def header_title(doc: StructuredDocument) -> str | None:
@@ -188,6 +194,14 @@ def stage_embedder(ctx: StageContext) -> Any:
 
 
 def _index(ctx: StageContext, backend: Any) -> StageOutcome:
+    """Chunk, embed and write the object's rows, :data:`STREAM_ROWS` at a time (issue 14 item 7e).
+
+    Two passes over the passages' positions: the embedding pass stores each batch's vectors in the
+    embedding cache (committed per batch, no transaction open while the model runs; a retry after a crash
+    reuses what was stored); the write builds the rows a batch at a time, their vectors read back from the
+    cache, in the backend's single transaction (a crash leaves the object's earlier rows, never half of the
+    new ones).
+    """
     content_hash = ctx.obj.content_hash
     db = ctx.pipeline.db
     retrieval = ctx.config.retrieval
@@ -198,32 +212,31 @@ def _index(ctx: StageContext, backend: Any) -> StageOutcome:
     with db.engine.connect() as conn:
         access = object_projection(conn, ctx.obj.source_id, ctx.obj.id)
         doc_type, matter, parties = _document_facts(conn, ctx.obj.id)
-    full_text = doc.text or ""
-    passages = passage_rows(doc.textual_parts(), chunk_chars=retrieval.chunk_chars,
-                            overlap_chars=retrieval.chunk_overlap_chars)
+    plan = PassagePlan.of(doc.textual_parts(), chunk_chars=retrieval.chunk_chars,
+                          overlap_chars=retrieval.chunk_overlap_chars)
     title = doc.title or PurePath(ctx.obj.path).stem
-    if not passages:
+    if not len(plan):
         result = backend.write_document(IndexDocument(ctx.obj.id, content_hash, title, [], access, identity))
         return StageOutcome(status="skipped", reason="no_text", details={"deleted": result.deleted})
     htitle = header_title(doc)
-    opening = full_text if _NON_SPACE.search(full_text) else passages[0][1]
-    texts = {PROFILE_ORDINAL: profile_text(htitle, doc_type, matter, opening)}
-    texts.update((i, p[1]) for i, p in enumerate(passages))
-    vectors: dict[int, Any] = {}
+    full_text = doc.text or ""
+    opening = full_text if _NON_SPACE.search(full_text) else plan.text(0)
+    fields = document_fields(ctx, doc.title or htitle, doc_type, matter, parties)
+    # The chunks' header names title and type only: both belong to the bytes, so every copy of a
+    # blob embeds identically (once). The matter, a property of where a copy is filed, is named by
+    # the profile row, which is embedded per (blob, matter).
+    header = (context_header(title=htitle, doc_type=doc_type)
+              if embedder is not None and retrieval.embedding_context_header else "")
+    rows = DocumentRows(profile_text(htitle, doc_type, matter, opening), {"fields": fields}, plan, header=header)
+    del doc, full_text, opening  # the parts' texts stay (the plan points into them); nothing else of the body
     embedded = reused = 0
     if embedder is not None:
-        # The chunks' header names title and type only: both belong to the bytes, so every copy of a
-        # blob embeds identically (once). The matter, a property of where a copy is filed, is named by
-        # the profile row, which is embedded per (blob, matter).
-        header = context_header(title=htitle, doc_type=doc_type) if retrieval.embedding_context_header else ""
-        inputs = {o: (t if o == PROFILE_ORDINAL else embedding_input(t, header)) for o, t in texts.items()}
-        ctx.renew()
-        res = embed_rows(db, embedder, content_hash, inputs, batch_size=retrieval.embedding_batch_size)
-        vectors, embedded, reused = res.vectors, res.embedded, res.reused
-    fields = document_fields(ctx, doc.title or htitle, doc_type, matter, parties)
-    rows = [ChunkRow(PROFILE_ORDINAL, texts[PROFILE_ORDINAL], vectors.get(PROFILE_ORDINAL), PROFILE_KIND,
-                     {"fields": fields})]
-    rows += [ChunkRow(i, p[1], vectors.get(i), p[0], p[2]) for i, p in enumerate(passages)]
+        for inputs in rows.input_batches(STREAM_ROWS):
+            if ctx.renew() is False:
+                raise ClaimLost("the claim was lost while the index stage embedded the document")
+            res = embed_rows(db, embedder, content_hash, inputs, batch_size=retrieval.embedding_batch_size)
+            embedded, reused = embedded + res.embedded, reused + res.reused
+        rows = rows.with_vectors(CachedVectors(db, embedder.name, int(embedder.dimension), content_hash))
     result = backend.write_document(IndexDocument(ctx.obj.id, content_hash, title, rows, access, identity))
     if result.skipped_deleted:
         return StageOutcome(status="skipped", reason=SOURCE_OBJECT_DELETED)

@@ -28,6 +28,7 @@ from sqlalchemy import text
 
 import ki.index.embedding_cache as cache_module
 import ki.stages.index as index_stage
+import ki.stages.index_rows as index_rows
 from ki.access.folder_grants import GRANTS_FILE, write_grants_file
 from ki.access.projection import AccessProjection, GrantLevel, compile_projection, principal_set
 from ki.config.loader import set_config_value
@@ -247,7 +248,7 @@ def test_permission_property_through_the_pipeline_and_access_refresh(ctx, tmp_pa
 
     check(0)
     split_calls, embed_calls = [], []
-    monkeypatch.setattr(index_stage, "chunk_text", lambda *a, **k: split_calls.append(1) or [])
+    monkeypatch.setattr(index_rows, "chunk_spans", lambda *a, **k: split_calls.append(1) or [])
     real_embed = cache_module.embed_rows
     monkeypatch.setattr(index_stage, "embed_rows", lambda *a, **k: embed_calls.append(1) or real_embed(*a, **k))
     for round_ in range(1, 4):

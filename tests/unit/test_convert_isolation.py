@@ -116,3 +116,23 @@ def test_the_router_applies_the_configured_budget(monkeypatch) -> None:
     direct = KiConfig.model_validate({"pipeline": {"convert": {"isolate": False}}})
     assert convert_bytes(b"in process", "p.txt", direct).text == "in process"
     isolation.reset_pools()
+
+
+def test_a_worker_a_file_made_large_is_retired_right_after_it(workers) -> None:
+    """Issue 14 item 7e: an idle worker kept ~420 MB after a 120 MB text. A file that raised the worker's peak by
+    more than RETIRE_GROWTH_MB, or whose bytes exceed RETIRE_INPUT_MB, retires it; small files keep reusing it."""
+    pool = workers(memory_mb=2048)  # half the budget (the older rule) is far above what these files use
+    first = pool.run("tests.helpers.hostile:echo", b"one", "a.txt")
+    assert pool.run("tests.helpers.hostile:echo", b"two", "b.txt").metadata["pid"] == first.metadata["pid"]
+    assert pool.retired == 0
+    pool.run("tests.helpers.hostile:allocate", b"", "big.bin", megabytes=isolation.RETIRE_GROWTH_MB + 64)
+    assert pool.retired == 1
+    fresh = pool.run("tests.helpers.hostile:echo", b"three", "c.txt")
+    assert fresh.metadata["pid"] != first.metadata["pid"]
+    huge = b"x" * ((isolation.RETIRE_INPUT_MB << 20) + 1)
+    assert pool.run("tests.helpers.hostile:echo", huge, "huge.txt").metadata["pid"] == fresh.metadata["pid"]
+    assert pool.retired == 2
+    after = pool.run("tests.helpers.hostile:echo", b"four", "d.txt")
+    assert after.metadata["pid"] != fresh.metadata["pid"]
+    assert pool.run("tests.helpers.hostile:echo", b"five", "e.txt").metadata["pid"] == after.metadata["pid"]
+    assert pool.retired == 2
