@@ -217,7 +217,8 @@ def _stage_seconds(env: dict[str, str]) -> list[tuple[str, str, float | None, fl
 
     uri = embedded_server_uri(Path(env["KI_DATA_DIR"]) / "pg")
     with psycopg.connect(uri.replace("@/postgres?", f"@/{DATABASE_NAME}?")) as conn:
-        return [(r[0], r[1], *(float(x) if x is not None else None for x in r[2:])) for r in conn.execute(STAGE_SQL)]
+        return [(r[0], r[1], *(float(x) if x is not None else None for x in r[2:]))
+                for r in conn.execute(STAGE_SQL)]
 
 
 def run_one(mb: float, workdir: Path, timeout: float) -> dict:
@@ -249,7 +250,8 @@ def run_one(mb: float, workdir: Path, timeout: float) -> dict:
     figures: dict = {"mb": mb, "generate_s": round(gen_s, 1), "wall_s": round(wall, 1), "rc": proc.returncode,
                      "peak_rss_mb": round(sampler.peak_kb.get("tree", 0) / 1024),
                      "peaks_mb": {k: round(v / 1024) for k, v in sampler.peak_kb.items()},
-                     "peak_at": dict(sampler.peak_at), "samples": sampler.samples, "load_before": load_before, "load_after": _load(),
+                     "peak_at": dict(sampler.peak_at), "samples": sampler.samples, "load_before": load_before,
+                     "load_after": _load(),
                      "tail": out.strip().splitlines()[-3:]}
     try:
         figures["stages"] = _stage_seconds(env)
@@ -300,7 +302,8 @@ def main() -> None:
                     at = f["peak_at"].get(role)
                     during = [st for st, _, _, began, ended in f["stages"]
                               if at is not None and began is not None and ended is not None and began <= at <= ended]
-                    print(f"  {role} peaked during: {', '.join(during) or 'no stage (start-up, scan or between stages)'}")
+                    where = ", ".join(during) or "no stage (start-up, scan or between stages)"
+                    print(f"  {role} peaked during: {where}")
             print(f"  text windows: {json.dumps(f['text_windows'])}")
             print(f"  word from the end found by ki search: {f['end_word_found']}")
             if f["rc"] != 0:
