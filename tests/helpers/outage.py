@@ -10,7 +10,8 @@
   answered 503 while down);
 * :class:`SocketOutage`: a loopback server down for real: its listening socket closed (connections are
   refused, as when a gateway process dies), then listening again on the same port; what the server
-  saw around it is read from its own timestamps.
+  saw around it is read from its own timestamps;
+* :func:`note_estate` and :func:`wait_until`: a small estate of one-line notes, and a bounded poll.
 
 Used by ``tests/integration/test_breaker.py`` and ``bench/chaos.py``.
 """
@@ -21,8 +22,30 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from tests.helpers.gateway_stub import RecordedRequest, Reply, submit, unavailable
+
+
+def note_estate(root: Path, n: int, *, folders: int, folder: str, name: str, text: str) -> Path:
+    """``n`` one-line text files under ``folders`` sub-folders of ``root``; ``folder``, ``name`` and ``text`` are
+    format strings of ``i`` (the file's number, from 0) and ``f`` (its folder's). Returns ``root``."""
+    for i in range(n):
+        sub = root / folder.format(i=i, f=i % folders)
+        sub.mkdir(parents=True, exist_ok=True)
+        (sub / name.format(i=i, f=i % folders)).write_text(text.format(i=i, f=i % folders) + "\n", encoding="utf-8")
+    return root
+
+
+def wait_until(condition: Callable[[], object], seconds: float, step: float = 0.05) -> bool:
+    """Poll ``condition`` every ``step`` s for up to ``seconds`` s; whether it held (checked once more at the end)."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(step)
+    return bool(condition())
+
 
 #: A minimal valid answer per model stage (the rules of each stage's validators hold for it).
 STAGE_ANSWERS: dict[str, dict] = {

@@ -33,7 +33,7 @@ from ki.launch import launch_insertion
 from ki.sources.scan import register_local_source, scan_source
 from ki.store.pauses import read_pauses
 from tests.helpers.gateway_stub import GatewayStub
-from tests.helpers.outage import SocketOutage, stage_answer
+from tests.helpers.outage import SocketOutage, note_estate, stage_answer, wait_until
 
 pytestmark = pytest.mark.timeout(400)
 
@@ -42,21 +42,12 @@ DOWN_AFTER, DOWN_SECONDS, CONNECT_EVERY = 30, 20.0, 2.0
 
 
 def _estate(root: Path, n: int) -> Path:
-    for i in range(n):
-        folder = root / f"Mandat {i % 5:02d}"
-        folder.mkdir(parents=True, exist_ok=True)
-        (folder / f"Vermerk {i:03d}.txt").write_text(
-            f"Aktenvermerk {i}: Telefonat mit dem Mandanten über die Forderung Nr. {5000 + i}.\n", encoding="utf-8")
-    return root
+    return note_estate(root, n, folders=5, folder="Mandat {f:02d}", name="Vermerk {i:03d}.txt",
+                       text="Aktenvermerk {i}: Telefonat mit dem Mandanten über die Forderung Nr. 5{i:03d}.")
 
 
-def _wait(condition, seconds: float, step: float = 0.05) -> bool:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if condition():
-            return True
-        time.sleep(step)
-    return condition()
+def _wait(condition, seconds: float) -> bool:
+    return wait_until(condition, seconds, step=0.05)
 
 
 def test_a_closed_gateway_socket_is_probed_by_tcp_connects_and_resumes(make_ctx, data_dir, tmp_path,

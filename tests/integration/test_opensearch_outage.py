@@ -27,6 +27,7 @@ from ki.index.factory import backend_for
 from ki.launch import launch_insertion
 from ki.sources.scan import register_local_source, scan_source
 from ki.store.pauses import read_pauses
+from tests.helpers.outage import note_estate, wait_until
 
 pytestmark = [pytest.mark.opensearch, pytest.mark.timeout(600)]
 
@@ -34,21 +35,12 @@ WORKERS, DOCUMENTS, FAILURES, STOP_AFTER = 4, 30, 3, 6
 
 
 def _estate(root: Path, n: int) -> Path:
-    for i in range(n):
-        folder = root / f"Akte {i % 3}"
-        folder.mkdir(parents=True, exist_ok=True)
-        (folder / f"Notiz {i:03d}.txt").write_text(
-            f"Notiz {i}: Rückruf des Mandanten wegen Rechnung {7000 + i}; Frist bis Monatsende.\n", encoding="utf-8")
-    return root
+    return note_estate(root, n, folders=3, folder="Akte {f}", name="Notiz {i:03d}.txt",
+                       text="Notiz {i}: Rückruf des Mandanten wegen Rechnung 7{i:03d}; Frist bis Monatsende.")
 
 
-def _wait(condition, seconds: float, step: float = 0.1) -> bool:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if condition():
-            return True
-        time.sleep(step)
-    return condition()
+def _wait(condition, seconds: float) -> bool:
+    return wait_until(condition, seconds, step=0.1)
 
 
 def _index_rows(ctx) -> list:
