@@ -6,7 +6,11 @@ then a run whose ``ki insert`` process group is killed with SIGKILL ``--kills`` 
 --json`` and the derived rows compared with the clean run's, ids aside (``bench/order.py``'s
 comparison, the one ``tests/acceptance/test_order_export_identical.py`` uses), quarantined rows of
 both runs, the recovery time after each kill (from the restart to the first stage row finished that
-was not finished at the kill) and the peak RSS (VmHWM) of the ``ki insert`` processes.
+was not finished at the kill), each restart's own startup timeline from ``ki.log`` (``ki.startup``:
+wall and CPU seconds to its first finished row, per phase — interpreter and imports, context (settings,
+database, migrations check), source, scan, run row, prepare steps with the dead claimer's rows recovered,
+first claim, first row; CPU time is what the restart costs on a quiet machine, wall time grows with the
+load) and the peak RSS (VmHWM) of the ``ki insert`` processes.
 
 (b) **Gateway outage** (issue 14 item 9). ``--documents`` (1,000) small files are inserted with the
 model stages on a loopback gateway (``tests/helpers/gateway_stub.py``, answering each stage's minimal
@@ -132,6 +136,20 @@ def _watch(proc, engine, order, *, until_rows: int | None, deadline: float, sinc
     return peak, recovered
 
 
+#: ``ki.startup.Timeline.line`` in ``ki.log``: the totals, then ``phase [detail] +wall s (cpu +cpu)`` parts
+TIMELINE_LINE = re.compile(r"startup timeline: (?P<wall>[\d.]+) s wall, (?P<cpu>[\d.]+) s CPU to the [^;]+; "
+                           r"(?P<parts>.*)")
+
+
+def timelines(data: Path) -> list[dict[str, Any]]:
+    """Every ``ki insert`` process's startup timeline in ``<data>/ki.log``, in order: ``wall``, ``cpu``
+    (seconds to its first finished row) and ``parts`` (the phases as logged)."""
+    log = data / "ki.log"
+    text_ = log.read_text(encoding="utf-8", errors="replace") if log.exists() else ""
+    return [{"wall": float(m["wall"]), "cpu": float(m["cpu"]), "parts": m["parts"]}
+            for m in TIMELINE_LINE.finditer(text_)]
+
+
 def kill_cycles(order, estate: Path, url: str, workdir: Path, *, kills: int, rng: random.Random,
                 seed: int, timeout_seconds: float = 3600) -> dict[str, Any]:
     """Insert ``estate`` with ``kills`` SIGKILLs of ``ki insert``; returns kill points, recovery seconds,
@@ -142,7 +160,7 @@ def kill_cycles(order, estate: Path, url: str, workdir: Path, *, kills: int, rng
     files = sum(1 for p in (estate / "estate").rglob("*") if p.is_file())
     points = sorted(int(files * order.STAGES * rng.uniform(*order.KILL_RANGE)) for _ in range(kills))
     engine = create_engine(url, poolclass=NullPool)
-    out: dict[str, Any] = {"kills": [], "recovery": [], "peak_rss_mb": 0.0}
+    out: dict[str, Any] = {"kills": [], "recovery": [], "peak_rss_mb": 0.0, "loads": []}
     started = time.monotonic()
     deadline = started + timeout_seconds
     since: int | None = None
@@ -156,6 +174,7 @@ def kill_cycles(order, estate: Path, url: str, workdir: Path, *, kills: int, rng
                                      started=restarted)
             if since is not None:
                 out["recovery"].append(recovered)
+                out["loads"].append(os.getloadavg()[0])
             out["peak_rss_mb"] = max(out["peak_rss_mb"], peak)
             if point is not None and proc.poll() is None:
                 os.killpg(proc.pid, signal.SIGKILL)
@@ -171,6 +190,7 @@ def kill_cycles(order, estate: Path, url: str, workdir: Path, *, kills: int, rng
     finally:
         engine.dispose()
     out["seconds"] = time.monotonic() - started
+    out["timelines"] = timelines(data)[1:]  # the first process is the start, not a restart
     out["exports"] = order.export(env)
     out["facts"] = order.derived_facts(url, out["exports"])
     out["quarantined"] = quarantined(url)
@@ -190,6 +210,9 @@ def part_kills(order, args, work: Path, dbs: Databases) -> bool:
                              prefix="export") + order.differences(clean["facts"], killed["facts"], prefix="facts")
     recovery = ", ".join("-" if r is None else f"{r:.1f} s" for r in killed["recovery"])
     print(f"    {len(killed['kills'])} kills at {killed['kills']} finished rows; recovery after each: {recovery}")
+    for i, (t, lavg) in enumerate(zip(killed["timelines"], killed["loads"], strict=False), 1):
+        print(f"    restart {i} (load {lavg:.1f}): first row after {t['wall']:.2f} s wall, {t['cpu']:.2f} s CPU of "
+              f"ki insert: {t['parts']}")
     print(f"    killed run: {killed['seconds']:.1f} s, peak RSS {killed['peak_rss_mb']:.0f} MB, "
           f"{killed['quarantined']} quarantined; export {'identical' if not diff else f'{len(diff)} differences'}"
           f" ({len(killed['exports'])} rows); {load()}")

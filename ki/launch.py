@@ -26,6 +26,7 @@ from ki.orchestration.run_sweep import sweep_local_runs
 from ki.orchestration.runner import PipelineRunner, RunCounters, RunnerStatus
 from ki.sources.scan import ScanReport, ScanScope
 from ki.sources.sync import HandOff, run_sync_body
+from ki.startup import TIMELINE
 from ki.store import runs, sync_lock
 from ki.workflows.client import hatchet_client
 from ki.workflows.sweeper import sweep_runs
@@ -102,6 +103,7 @@ def launch_insertion(
         raise OrchestratorUnavailable(f"unknown orchestrator provider {provider!r}")
     sweep_local_runs(ctx)  # runs of ended processes fail with their cause; this run adopts their work
     run_id = _create_run(ctx, trigger=trigger, source_id=source_id, label=label)
+    TIMELINE.mark("run row")
     if on_started is not None:
         on_started(run_id)
     wait = ctx.settings.insert_wait_retry_seconds if wait_for_retries_seconds is None else wait_for_retries_seconds

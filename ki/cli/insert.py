@@ -28,15 +28,20 @@ def insert(
     wait_retries: float = typer.Option(None, help="wait this many seconds for retries falling due"),
 ) -> None:
     """Scan PATH and run every stage until idle; exit 0 when the run completes."""
+    from ki.startup import TIMELINE
+
+    TIMELINE.begin()  # the restart's phases, logged once the first row is finished (issue 14 "Measure")
     from ki.sources.registry import SourceRefused, add_local_source
 
     ctx = open_context()
+    TIMELINE.mark("context")
     root = path.expanduser().resolve()
     try:
         source_id, restored = add_local_source(ctx, root)
     except SourceRefused as exc:
         console.print(f"[red]refused:[/] {shown(str(exc))}", highlight=False, soft_wrap=True)
         raise typer.Exit(2) from exc
+    TIMELINE.mark("source")
     if restored:
         console.print(f"source {source_id} ({shown(str(root))}) was removed: restored", highlight=False)
     scan_and_run(ctx, source_id, root, workers=workers, wait_retries=wait_retries)
@@ -87,6 +92,7 @@ def scan_and_run(ctx, source_id: int, root: Path | str, *, workers: int | None =
     """
     from ki.launch import launch_sync
     from ki.orchestration.runner import RunnerStatus
+    from ki.startup import TIMELINE
 
     enabled = [s for s in PIPELINE_STAGE_ORDER if ctx.config.pipeline.stage(s).enabled]
     progress = Progress(TextColumn("{task.description:<18}"), BarColumn(), MofNCompleteColumn(),
@@ -96,6 +102,7 @@ def scan_and_run(ctx, source_id: int, root: Path | str, *, workers: int | None =
     last = [0.0]
 
     def on_scanned(report) -> None:
+        TIMELINE.mark("scan")
         console.print(f"scanned {shown(str(root))}: {scan_counts(report)}; "
                       + "".join(f"{m}; " for m in missing_notes(ctx, source_id))
                       + f"{len(report.tombstoned)} tombstoned"

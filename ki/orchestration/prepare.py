@@ -77,10 +77,14 @@ def release_capability_quarantines(ctx: PipelineContext) -> int:
 
     A row is released when the capabilities recorded at quarantine time do not
     include every capability available now, and now some converter handles that
-    reason. Returns rows released (fresh attempt budget, pending).
+    reason. Returns rows released (fresh attempt budget, pending). Without any capability quarantine
+    nothing is probed (finding out whether OCR works imports onnxruntime: ~0.3 s of every restart).
     """
     from ki.convert.router import capabilities, handles_reason
 
+    with ctx.db.engine.connect() as conn:
+        if not requeue.capability_quarantines_exist(conn, sorted(CAPABILITY_REASONS)):
+            return 0
     current = sorted(capabilities(ctx.config))
     reasons = [r for r in CAPABILITY_REASONS if handles_reason(ctx.config, r)]
     if not reasons:

@@ -28,6 +28,7 @@ from ki.orchestration.execute import ExecutionResult, execute_claim
 from ki.orchestration.heartbeat import ClaimKeeper
 from ki.orchestration.pausing import ClaimGate
 from ki.orchestration.prepare import PrepareReport, recover_stale_claims, run_prepare_steps
+from ki.startup import FIRST_ROW, TIMELINE
 from ki.store import claims as q
 from ki.store.claims import Claim, ClaimHolder
 from ki.store.lanes import LaneSchedule, model_workers
@@ -208,6 +209,7 @@ class PipelineRunner:
         return claims
 
     def _execute(self, claim: Claim, record_conn: Connection) -> None:
+        TIMELINE.mark("first claim", claim.stage)
         started = time.perf_counter()
         try:
             result = execute_claim(self.ctx, claim, keeper=self.keeper, conn=record_conn)
@@ -222,6 +224,8 @@ class PipelineRunner:
             raise
         with self._lock:
             self.counters.add(result, time.perf_counter() - started)
+        if result.kind in ("done", "skipped", "quarantined"):
+            TIMELINE.mark(FIRST_ROW, result.stage)
 
     def _others_holding(self, status: RunnerStatus, running: int) -> None:
         """Fill ``status`` with the other processes holding running rows (issue 14 item 2: say what the
@@ -282,6 +286,7 @@ class PipelineRunner:
             RunAborted: a stage hit a configuration error; the run stopped (rows left pending).
         """
         self.prepare_report = run_prepare_steps(self.ctx)
+        TIMELINE.mark("prepare steps")
         self.gate.attach()
         self.keeper.start()
         reserved = model_workers(self.workers, self.ctx.config.pipeline.lanes.model_workers)

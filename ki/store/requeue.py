@@ -197,6 +197,13 @@ RETURNING ps.id
 """)
 
 
+def capability_quarantines_exist(conn: Connection, reasons: list[str]) -> bool:
+    """Whether any row is quarantined with one of ``reasons`` (the capability reasons): when none is, the
+    prepare step need not find out what this install can convert (probing OCR imports onnxruntime)."""
+    return bool(conn.execute(text("SELECT EXISTS (SELECT 1 FROM processing_state WHERE status = 'quarantined' "
+                                  "AND reason = ANY(:reasons))"), {"reasons": reasons}).scalar_one())
+
+
 def release_capability_quarantines(conn: Connection, *, reasons: list[str], current: list[str]) -> int:
     """Release the quarantines of ``reasons`` recorded without every capability in ``current``
     (pending, fresh attempt budget). Returns rows released."""
