@@ -175,12 +175,15 @@ def _serializer() -> Any:
 
 def client_for(url: str) -> Any:
     """The process's opensearch-py client for ``url`` (pooled; the transport retries 502/503/504 and
-    timeouts twice, 30 s per request; orjson serializer)."""
+    timeouts twice, 30 s per request; orjson serializer; no request while OpenSearch is paused:
+    :class:`~ki.index.opensearch_transport.PausedAwareTransport`)."""
     from opensearchpy import OpenSearch
+
+    from ki.index.opensearch_transport import PausedAwareTransport
 
     return services.shared("opensearch", url, lambda: OpenSearch(
         hosts=[url], timeout=30, max_retries=2, retry_on_timeout=True, retry_on_status=(502, 503, 504),
-        pool_maxsize=16, serializer=_serializer()))
+        pool_maxsize=16, serializer=_serializer(), transport_class=PausedAwareTransport))
 
 
 def as_array(value: Any) -> np.ndarray:

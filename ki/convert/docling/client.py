@@ -183,12 +183,19 @@ class DoclingClient:
                 (``$KI_PROVIDER_FAULT_COOLDOWN_SECONDS``, default 60 s) without network traffic.
             DoclingRequestRejected: HTTP 422 (options invalid/forbidden); the message quotes the
                 server's detail.
-            DoclingUnavailable: 404 (task or task result not found: the task crashed server-side
-                or the result expired), 5xx, 408/425/429, transport errors,
+            DoclingUnavailable: while Docling is paused (an open circuit breaker, :mod:`ki.breaker`), at
+                once without a request unless this thread holds the probe; 404 (task or task result not
+                found: the task crashed server-side or the result expired), 5xx, 408/425/429, transport errors,
                 non-JSON answers, a task-level failure, and a task still unfinished after
                 ``client_timeout_seconds``.
         """
         check_cooldown()
+        if not breaker.BREAKERS.allows(breaker.DOCLING):  # paused: fail fast, no request (ki.breaker)
+            raise DoclingUnavailable(
+                f"Docling Serve {self.base_url} is paused after repeated outages; not sending {filename} until a "
+                "probe finds it answering",
+                infrastructure="docling paused (circuit breaker open): failed fast without a request",
+            )
         from_format, upload_name = detect_format(data, filename)
         deadline = time.monotonic() + self.client_timeout_seconds
         versions = self._server_versions(deadline)

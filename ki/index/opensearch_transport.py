@@ -1,0 +1,38 @@
+"""The opensearch-py transport of ki's client: no request while OpenSearch is paused (issue 14 item 9).
+
+Every request of the opensearch-py client (bulk writes, deletes, searches, index management) goes
+through ``Transport.perform_request``. While the ``opensearch`` circuit breaker is open in a process
+whose claims probe it (:meth:`ki.breaker.Breakers.allows`), :class:`PausedAwareTransport` refuses the
+call at once with :class:`~ki.errors.OpenSearchUnavailable` — no connection is opened, so the
+transport's own retries (``max_retries``) never run against a node known to be down — except on the
+thread holding the probe, whose request goes. The gateway client (``ki.agents.gateway``) and the
+Docling client (``ki.convert.docling.client``) do the same.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from opensearchpy import Transport
+
+from ki import breaker
+from ki.errors import OpenSearchUnavailable
+
+
+class PausedAwareTransport(Transport):
+    """``opensearchpy.Transport`` that fails fast while OpenSearch is paused (see the module doc)."""
+
+    def perform_request(self, method: str, url: str, *args: Any, **kwargs: Any) -> Any:
+        """As ``Transport.perform_request``.
+
+        Raises:
+            OpenSearchUnavailable: the ``opensearch`` breaker is open and this thread does not hold its
+                probe (nothing is sent); otherwise whatever the transport raises.
+        """
+        if not breaker.BREAKERS.allows(breaker.OPENSEARCH):
+            raise OpenSearchUnavailable(
+                f"OpenSearch is paused after repeated outages; not sending {method} {url} until a probe finds "
+                "it answering",
+                infrastructure="OpenSearch paused (circuit breaker open): failed fast without a request",
+            )
+        return super().perform_request(method, url, *args, **kwargs)

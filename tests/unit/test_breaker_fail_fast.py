@@ -1,0 +1,124 @@
+"""Docling and OpenSearch clients fail fast while their dependency is paused (issue 14 item 9), as the
+gateway client does (tests/unit/test_breaker_probe.py): the real clients against loopback servers
+(``DoclingStub``; a JSON server answering as an OpenSearch node), every request counted by the server.
+~3 s."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from ki import breaker
+from ki.convert.docling import DoclingClient, canary_docx, reset_cooldown
+from ki.errors import DoclingUnavailable, OpenSearchUnavailable
+from ki.index.opensearch_index import client_for
+from ki.retry import Treatment, classify_error
+from tests.helpers.docling_stub import DoclingStub, Scenario
+from tests.helpers.loopback import JsonServer
+
+NODE_INFO = {"name": "stub", "cluster_name": "ki", "version": {"number": "2.19.1", "distribution": "opensearch"},
+             "tagline": "The OpenSearch Project: https://opensearch.org/"}
+
+
+class Sink:
+    def opened(self, pause) -> None:
+        pass
+
+    def closed(self, dependency: str) -> None:
+        pass
+
+
+@pytest.fixture
+def breakers():
+    breaker.BREAKERS.reset()
+    reset_cooldown()
+    try:
+        yield breaker.BREAKERS
+    finally:
+        breaker.BREAKERS.attach(None)
+        breaker.BREAKERS.reset()
+
+
+def _open(b, dependency: str) -> None:
+    b.attach(Sink(), probed={dependency})  # as a run's ClaimGate does
+    for _ in range(b.policy.failures):
+        b.failed(dependency, f"{dependency} transport error: ConnectError")
+    assert dependency in b.open_dependencies()
+
+
+def _as_prober(b, dependency: str, call):
+    """Wait for the probe to fall due, take it on a thread of its own and make ``call`` there."""
+    out: list = []
+
+    def probe() -> None:
+        deadline = time.monotonic() + 15
+        while not b.try_probe(dependency):
+            assert time.monotonic() < deadline, "the probe never fell due"
+            time.sleep(0.02)
+        try:
+            out.append(call())
+        except Exception as exc:  # noqa: BLE001 - handed to the test
+            out.append(exc)
+        finally:
+            b.end_probe(dependency)
+
+    t = threading.Thread(target=probe)
+    t.start()
+    t.join(30)
+    return out[0]
+
+
+def test_the_docling_client_sends_nothing_while_paused(breakers):
+    docx = canary_docx()
+    with DoclingStub() as stub, DoclingClient(stub.url, client_timeout_seconds=10, poll_wait_seconds=0.1) as client:
+        stub.scenario = Scenario(fixture="word_tables")
+        assert client.convert(docx, "memo.docx").text
+        before = len(stub.paths())
+        assert before >= 3  # submit, poll/ result (and the version check)
+        _open(breakers, breaker.DOCLING)
+        with pytest.raises(DoclingUnavailable, match="paused") as err:
+            client.convert(docx, "memo.docx")
+        assert err.value.infrastructure.startswith("docling paused")
+        assert classify_error(err.value).treatment is Treatment.infrastructure  # retried, never quarantined
+        assert breaker.dependency_of(err.value) == breaker.DOCLING
+        assert len(stub.paths()) == before  # nothing reached Docling Serve
+        # the probing thread's conversion goes, and Docling's answer closes the breaker
+        doc = _as_prober(breakers, breaker.DOCLING, lambda: client.convert(docx, "memo.docx"))
+        assert not isinstance(doc, Exception), doc
+        assert len(stub.paths()) > before
+        assert breaker.DOCLING not in breakers.open_dependencies()
+        assert breakers.episodes[-1].failed_fast == 1
+        assert client.convert(docx, "memo.docx").text  # closed: calls go again
+
+
+def test_the_opensearch_client_sends_nothing_while_paused(breakers):
+    with JsonServer({"/": NODE_INFO}) as node:
+        client = client_for(node.url)
+        assert client.info()["version"]["number"] == "2.19.1"
+        assert node.hits == ["/"]
+        _open(breakers, breaker.OPENSEARCH)
+        with pytest.raises(OpenSearchUnavailable, match="paused") as err:
+            client.info()
+        assert err.value.infrastructure.startswith("OpenSearch paused")
+        assert classify_error(err.value).treatment is Treatment.infrastructure
+        assert breaker.dependency_of(err.value) == breaker.OPENSEARCH
+        assert node.hits == ["/"]  # no request and none of the transport's retries
+        answer = _as_prober(breakers, breaker.OPENSEARCH, client.info)
+        assert not isinstance(answer, Exception), answer
+        assert node.hits == ["/", "/"]
+        # an index row's completion confirms OpenSearch (ki.breaker.CONFIRMED_BY_COMPLETION): here by hand
+        breakers.succeeded(breaker.OPENSEARCH)
+        breakers.attach(None)
+        assert client.info() and node.hits == ["/", "/", "/"]
+        assert breakers.episodes[-1].failed_fast == 1
+
+
+def test_a_paused_dependency_refuses_only_where_claims_probe_it(breakers):
+    with JsonServer({"/": NODE_INFO}) as node:
+        client = client_for(node.url)
+        _open(breakers, breaker.OPENSEARCH)
+        breakers.attach(Sink(), probed={breaker.GATEWAY})  # this process's stages do not need OpenSearch
+        assert client.info()["name"] == "stub"
+        assert node.hits == ["/"]
