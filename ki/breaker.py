@@ -164,6 +164,20 @@ def port_accepts(address: Address, timeout: float) -> bool:
         return False
 
 
+def retry_after_of(exc: BaseException) -> float | None:
+    """The ``retry_after_seconds`` an infrastructure fault along ``exc``'s chain carries (the dependency's
+    ``Retry-After``, :func:`ki.retry.retry_after_seconds`), or None."""
+    seen: BaseException | None = exc
+    for _ in range(8):
+        if seen is None:
+            return None
+        wait = getattr(seen, "retry_after_seconds", None)
+        if isinstance(wait, int | float):
+            return float(wait)
+        seen = seen.__cause__ or seen.__context__
+    return None
+
+
 def dependency_of(exc: BaseException) -> str | None:
     """The dependency whose outage ``exc`` (or an exception it was raised from) is, else None."""
     seen: set[int] = set()
@@ -332,11 +346,14 @@ class Breakers:
 
     # -- outcomes ------------------------------------------------------------------------------------
 
-    def failed(self, dependency: str, message: str) -> None:
+    def failed(self, dependency: str, message: str, *, retry_after: float | None = None) -> None:
         """Count an infrastructure fault of ``dependency``: the ``failures``-th in a row opens its breaker;
         a failed probe (reported by the thread holding it) reschedules the next one with a doubled delay;
-        any other fault while open is a request that was already in flight (no news)."""
+        any other fault while open is a request that was already in flight (no news). ``retry_after``
+        (seconds, the dependency's ``Retry-After``; :func:`retry_after_of`): the next probe waits at least
+        that long, even beyond ``probe_max_seconds`` (an overloaded gateway says when to come back)."""
         policy = self.policy
+        wait = retry_after or 0.0
         with self._lock:
             state = self._open.get(dependency)
             if state is None:
@@ -345,7 +362,7 @@ class Breakers:
                 if n < policy.failures:
                     return
                 since = datetime.now(UTC)
-                state = _State(since, message[:500], time.monotonic() + policy.delay(0),
+                state = _State(since, message[:500], time.monotonic() + max(policy.delay(0), wait),
                                episode=Episode(dependency, since, faults=n))
                 self._open[dependency] = state
                 log.warning("%s unavailable after %d faults in a row: pausing its stages (%s)",
@@ -353,7 +370,7 @@ class Breakers:
             elif state.probing and state.prober == threading.get_ident():
                 state.probing, state.prober, state.port_open_at = False, None, None
                 state.probes += 1
-                state.next_probe = time.monotonic() + policy.delay(state.probes)
+                state.next_probe = time.monotonic() + max(policy.delay(state.probes), wait)
                 state.episode.faults += 1
                 state.episode.probes += 1
             else:

@@ -114,11 +114,14 @@ class InfrastructureError(KiError):
     Attributes:
         infrastructure: short human reason recorded in ``last_error.infrastructure``,
             e.g. ``"gateway answered HTTP 503"`` or ``"source root missing"``.
+        retry_after_seconds: how long the dependency asked to be left alone (its ``Retry-After``), or None;
+            an open circuit breaker probes no sooner (``ki.breaker``).
     """
 
-    def __init__(self, message: str, *, infrastructure: str | None = None):
+    def __init__(self, message: str, *, infrastructure: str | None = None, retry_after_seconds: float | None = None):
         super().__init__(message)
         self.infrastructure = infrastructure or message
+        self.retry_after_seconds = retry_after_seconds
 
 
 class SourceUnavailable(InfrastructureError):
@@ -266,8 +269,9 @@ class GatewayUnavailable(InfrastructureError):
     ``"gateway timed out (ReadTimeout after 120 s)"``; ``status`` is the HTTP status or None.
     """
 
-    def __init__(self, message: str, *, infrastructure: str, status: int | None = None):
-        super().__init__(message, infrastructure=infrastructure)
+    def __init__(self, message: str, *, infrastructure: str, status: int | None = None,
+                 retry_after_seconds: float | None = None):
+        super().__init__(message, infrastructure=infrastructure, retry_after_seconds=retry_after_seconds)
         self.status = status
 
 

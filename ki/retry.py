@@ -212,3 +212,29 @@ def backoff_seconds(attempts: int, base_seconds: float, *, cap_seconds: float | 
     if cap_seconds is not None:
         delay = min(delay, cap_seconds)
     return float(delay)
+
+
+#: Longest ``Retry-After`` honoured (s): a dependency asking for more is probed again after this anyway.
+RETRY_AFTER_MAX_SECONDS = 120.0
+
+
+def retry_after_seconds(value: str | None, *, now: float | None = None) -> float | None:
+    """Seconds a ``Retry-After`` header value asks to wait (RFC 9110 §10.2.3: delay-seconds or an
+    HTTP-date), at most :data:`RETRY_AFTER_MAX_SECONDS`; None when absent or unreadable. ``now``: the
+    current time as a POSIX timestamp (default: the clock), for an HTTP-date."""
+    if not value or not value.strip():
+        return None
+    value = value.strip()
+    if value.isdigit():
+        return min(float(value), RETRY_AFTER_MAX_SECONDS)
+    import time
+    from email.utils import parsedate_to_datetime
+
+    try:
+        when = parsedate_to_datetime(value)
+    except (TypeError, ValueError, IndexError):
+        return None
+    if when is None or when.tzinfo is None:
+        return None
+    wait = when.timestamp() - (time.time() if now is None else now)
+    return min(max(0.0, wait), RETRY_AFTER_MAX_SECONDS)

@@ -51,7 +51,7 @@ from ki.errors import (
     ModelOutputInvalid,
     ProviderPermanentError,
 )
-from ki.retry import INFRASTRUCTURE_HTTP_STATUSES
+from ki.retry import INFRASTRUCTURE_HTTP_STATUSES, retry_after_seconds
 
 log = logging.getLogger(__name__)
 
@@ -552,8 +552,7 @@ class GatewayClient:
             return GatewayUnavailable(
                 f"{where} answered HTTP {code} for {path} (model {model}): {detail}",
                 infrastructure=f"gateway answered HTTP {code}",
-                status=code,
-            )
+                status=code, retry_after_seconds=retry_after_seconds(response.headers.get("Retry-After")))
         return GatewayRequestRejected(f"{where} refused {path} for model {model} with HTTP {code}: {detail}",
                                       status=code)
 

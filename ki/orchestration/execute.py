@@ -18,7 +18,7 @@ from typing import Literal
 
 from sqlalchemy.engine import Connection
 
-from ki.breaker import BREAKERS, CONFIRMED_BY_COMPLETION, dependency_of, stage_dependencies
+from ki.breaker import BREAKERS, CONFIRMED_BY_COMPLETION, dependency_of, retry_after_of, stage_dependencies
 from ki.context import EnsureReady, PipelineContext, SourceObjectView, StageContext, StageOutcome, StagePlan
 from ki.errors import ConfigurationError, RunAborted
 from ki.orchestration.heartbeat import ClaimKeeper
@@ -253,7 +253,7 @@ def _record_failure(ctx: PipelineContext, claim: Claim, exc: BaseException, *, s
     )
     dependency = dependency_of(exc) if verdict.treatment is Treatment.infrastructure else None
     if dependency is not None:  # the circuit breaker counts the outage (ki.breaker)
-        BREAKERS.failed(dependency, record["infrastructure"] or record["message"])
+        BREAKERS.failed(dependency, record["infrastructure"] or record["message"], retry_after=retry_after_of(exc))
     with _recording(ctx, conn) as rec:
         status = q.fail_claim(rec, claim, treatment=verdict.treatment.value, max_attempts=stage_max_attempts,
                               delay_seconds=delay, last_error=record)

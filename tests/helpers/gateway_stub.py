@@ -58,6 +58,7 @@ class Reply:
     body: Any = None
     raw: bytes | None = None
     delay: float = 0.0
+    headers: dict[str, str] | None = None  # extra response headers (e.g. ``Retry-After``)
 
 
 @dataclass
@@ -216,7 +217,7 @@ class GatewayStub(LoopbackServer):
                 reply = stub._next(req)
                 if reply.delay and stub.pause(reply.delay):
                     return
-                self.send_bytes(*stub._render(reply, req))
+                self.send_bytes(*stub._render(reply, req), headers=reply.headers)
 
         return Handler
 

@@ -120,9 +120,14 @@ class Outage:
         return self.first_ok_after - self.ended_at
 
 
-def gateway_default(outage: Outage, *, start_after: int | None = None) -> Callable[[RecordedRequest], Reply]:
+def gateway_default(outage: Outage, *, start_after: int | None = None,
+                    retry_after: int | None = None) -> Callable[[RecordedRequest], Reply]:
     """A :class:`GatewayStub` ``default``: 503 while ``outage`` is down, else :func:`stage_answer`.
-    ``start_after``: start the outage when that many requests have been answered."""
+    ``start_after``: start the outage when that many requests have been answered; ``retry_after``: the
+    503s carry ``Retry-After: <seconds>``."""
+    down = unavailable()
+    if retry_after is not None:
+        down = Reply(down.kind, status=down.status, body=down.body, headers={"Retry-After": str(retry_after)})
     answered = [0]
     lock = threading.Lock()
 
@@ -131,7 +136,7 @@ def gateway_default(outage: Outage, *, start_after: int | None = None) -> Callab
             answered[0] += 1
             if start_after is not None and answered[0] > start_after and outage.started_at is None:
                 outage.start()
-        return unavailable() if outage.down() else stage_answer(req)
+        return down if outage.down() else stage_answer(req)
 
     return reply
 

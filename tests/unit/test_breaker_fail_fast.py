@@ -17,6 +17,7 @@ from ki.index.opensearch_index import client_for
 from ki.retry import Treatment, classify_error
 from tests.helpers.docling_stub import DoclingStub, Scenario
 from tests.helpers.loopback import JsonServer
+from tests.helpers.outage import wait_until
 
 NODE_INFO = {"name": "stub", "cluster_name": "ki", "version": {"number": "2.19.1", "distribution": "opensearch"},
              "tagline": "The OpenSearch Project: https://opensearch.org/"}
@@ -122,3 +123,53 @@ def test_a_paused_dependency_refuses_only_where_claims_probe_it(breakers):
         breakers.attach(Sink(), probed={breaker.GATEWAY})  # this process's stages do not need OpenSearch
         assert client.info()["name"] == "stub"
         assert node.hits == ["/"]
+
+
+# --- Retry-After: an overloaded gateway says when to come back ------------------------------------------
+
+
+@pytest.mark.parametrize(("value", "seconds"), [
+    ("30", 30.0), (" 5 ", 5.0), ("0", 0.0), ("100000", 120.0),  # capped at RETRY_AFTER_MAX_SECONDS
+    ("Wed, 02 Dec 2026 04:00:45 GMT", 45.0), ("Wed, 02 Dec 2026 03:59:00 GMT", 0.0),  # a date in the past
+    ("", None), (None, None), ("soon", None), ("-3", None), ("1.5", None),
+])
+def test_retry_after_header_values(value, seconds):
+    from datetime import UTC, datetime
+
+    from ki.retry import retry_after_seconds
+
+    now = datetime(2026, 12, 2, 4, 0, 0, tzinfo=UTC).timestamp()
+    assert retry_after_seconds(value, now=now) == seconds
+
+
+def test_a_503_with_retry_after_defers_the_next_probe(breakers):
+    from ki.agents.gateway import GatewayClient
+    from ki.errors import GatewayUnavailable
+    from tests.helpers.gateway_stub import GatewayStub, Reply, unavailable
+
+    down = unavailable()
+    with GatewayStub(default=Reply(down.kind, status=503, body=down.body, headers={"Retry-After": "7"})) as stub:
+        client = GatewayClient(stub.url, "sk-test", timeout_seconds=10)
+        try:
+            with pytest.raises(GatewayUnavailable) as err:
+                client.chat(model="m", messages=[{"role": "user", "content": "hi"}])
+        finally:
+            client.close()
+    assert err.value.status == 503 and err.value.retry_after_seconds == 7.0
+    wrapped = RuntimeError("stage failed")
+    wrapped.__cause__ = err.value
+    assert breaker.retry_after_of(wrapped) == 7.0
+    b = breaker.Breakers(breaker.BreakerPolicy(failures=1, probe_seconds=0.05, probe_max_seconds=0.1))
+    b.failed(breaker.GATEWAY, "gateway answered HTTP 503", retry_after=breaker.retry_after_of(wrapped))
+    (pause,) = b.pauses()
+    assert 6.5 <= (pause.next_probe_at - pause.since).total_seconds() <= 7.5  # not the 0.05 s backoff
+    b.reset()
+    b.failed(breaker.GATEWAY, "gateway answered HTTP 503", retry_after=0.6)
+    time.sleep(0.3)
+    assert not b.try_probe(breaker.GATEWAY)  # the backoff (0.05 s) has passed, the Retry-After has not
+    assert wait_until(lambda: b.try_probe(breaker.GATEWAY), 5, step=0.02)
+    probed = time.monotonic()
+    b.failed(breaker.GATEWAY, "gateway answered HTTP 503", retry_after=0.6)  # the probe failed: ≥ 0.6 s again
+    assert wait_until(lambda: b.try_probe(breaker.GATEWAY), 5, step=0.02)
+    assert time.monotonic() - probed >= 0.55
+    b.reset()
