@@ -17,7 +17,8 @@ model stages on a loopback gateway (``tests/helpers/gateway_stub.py``, answering
 valid submission); once ``--outage-after`` requests were answered it goes down for ``--outage-seconds``
 (300; shorten it by the flag): ``--outage-kind closed`` (default) closes its listening socket
 (connections refused, a dead gateway process) and listens on the same port again afterwards; ``503``
-keeps it listening and answering 503 (an overloaded gateway, a proxy before a dead one). Printed: the
+keeps it listening and answering 503 (an overloaded gateway, a proxy before a dead one; ``--retry-after N``:
+with ``Retry-After: N``, which the breaker honours). Printed: the
 HTTP requests the dead gateway received (its own log), the failed attempts of the model-stage rows
 (PostgreSQL), the breaker's own summary from ``ki.log`` (requests that met the outage, calls failed
 fast without a request, TCP connects and how many were refused, failed HTTP probes), quarantined
@@ -283,15 +284,17 @@ def part_outage(order, args, work: Path, dbs: Databases) -> bool:
     closed = args.outage_kind == "closed"
     answers = Outage(seconds=args.outage_seconds)
     stop = threading.Event()
-    with GatewayStub(default=stage_answer if closed else gateway_default(answers, start_after=args.outage_after)
-                     ) as stub:
+    default = stage_answer if closed else gateway_default(answers, start_after=args.outage_after,
+                                                          retry_after=args.retry_after)
+    with GatewayStub(default=default) as stub:
         socket_outage = SocketOutage(stub)
         env.update({"KI_DATA_DIR": str(data), "KI_DATABASE_URL": url, "KI_LLM_BASE_URL": stub.url,
                     "KI_LLM_MODEL": "stub-model", "KI_WORKERS": str(args.workers)})
         settings = {k: env.get(k, "default") for k in ("KI_BREAKER_FAILURES", "KI_BREAKER_PROBE_SECONDS",
                                                         "KI_BREAKER_PROBE_MAX_SECONDS",
                                                         "KI_BREAKER_CONNECT_PROBE_SECONDS")}
-        what = "its socket closed" if closed else "503"
+        what = "its socket closed" if closed else "503" + (
+            f" with Retry-After: {args.retry_after}" if args.retry_after is not None else "")
         print(f"(b) {args.documents} documents, {args.workers} workers, model stages on a loopback gateway, "
               f"{what} for {args.outage_seconds:g} s after {args.outage_after} answers; {settings}; {load()}")
         closer = threading.Thread(target=_close_socket_after, args=(stub, socket_outage), daemon=True,
@@ -355,6 +358,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--outage-after", type=int, default=400, help="gateway answers before the outage starts")
     ap.add_argument("--outage-kind", choices=("closed", "503"), default="closed",
                     help="closed: the gateway's socket closes (a dead gateway process); 503: it answers 503")
+    ap.add_argument("--retry-after", type=int, default=None,
+                    help="--outage-kind 503: the 503s carry Retry-After: SECONDS (the breaker probes no sooner)")
     ap.add_argument("--workers", type=int, default=8)
     ap.add_argument("--timeout", type=float, default=3600.0)
     ap.add_argument("--skip-kills", action="store_true")
