@@ -13,12 +13,20 @@ initials points to the one full-name person of the matter it abbreviates, else (
 for both Nicola and Niamh Ogilvie) back to its home. The link is recorded on the row
 (``resolution.abbreviation = {"home": id, "expanded": bool}``) and not on the alias ledger, because it
 holds for this matter only and is decided again whenever the matter's persons change.
+
+A document without a matter key (Classify left it in an ``UNASSIGNED-…`` placeholder, which groups
+unrelated files) is settled in its *folder* instead (:class:`FolderScope`; the placeholder rule of issue
+16 item 4: only files of one folder can be one another's): its initials rows point at the one compatible
+full-name person any document of that folder names, whatever that document's matter. Every extraction
+settles its own folder too (under the folder's lock), so a full name arriving after the initials, or
+before them, gives the same rows.
 """
 
 from __future__ import annotations
 
 import json
 from collections import defaultdict
+from dataclasses import dataclass
 
 from sqlalchemy import text
 from sqlalchemy.engine import Connection
@@ -34,9 +42,49 @@ ORDER BY p.id
 """)
 
 
+_FOLDER_PERSON_ROWS_SQL = text("""
+SELECT p.id, p.source_object_id, p.entity_id, p.name, p.resolution->'abbreviation' AS abbreviation,
+       p.matter_key IS NULL AS unscoped, so.path
+FROM document_party p JOIN entity e ON e.id = p.entity_id JOIN source_object so ON so.id = p.source_object_id
+WHERE so.source_id = :s AND so.path LIKE :prefix ESCAPE '\\' AND e.kind = 'person'
+ORDER BY p.id
+""")
+
+
+@dataclass(frozen=True)
+class FolderScope:
+    """The folder a document lies in, as the scope of its initials when it has no matter key.
+
+    Attributes:
+        source_id: the document's source (``source.id``).
+        folder: its folder as stored in ``source_object.path`` (an embedded object: its container's folder).
+    """
+
+    source_id: int
+    folder: str
+
+    @classmethod
+    def of(cls, source_id: int, path: str) -> FolderScope:
+        """The scope of the object at ``path`` (``/root/A/B/x.eml » att.pdf`` → ``/root/A/B``)."""
+        return cls(source_id, folder_of(path))
+
+    @property
+    def lock_name(self) -> str:
+        """The name the folder's lock is taken under (in :func:`lock_matters`' one ordered call)."""
+        return f"folder:{self.source_id}:{self.folder}"
+
+
+def folder_of(path: str) -> str:
+    """The folder of a stored path; an embedded object (``container » part``) lies in its container's."""
+    base = path.split(" » ", 1)[0]
+    return base.rsplit("/", 1)[0] if "/" in base else ""
+
+
 def lock_matters(conn: Connection, matter_keys: list[str]) -> None:
     """Take the roles lock (``matter-roles``) of every matter, in ascending key order (no deadlock between
-    documents that settle two matters, as a document moved to another matter does)."""
+    documents that settle two matters, as a document moved to another matter does). A folder's lock
+    (:attr:`FolderScope.lock_name`) is taken in the same call, so all of an extraction's locks come in one
+    order."""
     keys = sorted({lock_key("matter-roles", m) for m in matter_keys if m})
     if keys:
         conn.execute(text("SELECT count(pg_advisory_xact_lock(k)) FROM (SELECT unnest(CAST(:keys AS bigint[])) AS k "
@@ -53,18 +101,40 @@ def settle_abbreviations(conn: Connection, matter_key: str) -> set[int]:
     """
     lock_matters(conn, [matter_key])
     rows = conn.execute(_PERSON_ROWS_SQL, {"m": matter_key}).fetchall()
+    return _settle(conn, rows, rows)
+
+
+def settle_folder_abbreviations(conn: Connection, scope: FolderScope) -> set[int]:
+    """Point every initials-only person row of the folder's documents without a matter key at the one
+    full-name person the folder's documents name (any matter), or home — :func:`settle_abbreviations`
+    for the placeholder rows of one folder (see module doc).
+
+    Runs inside the extraction's transaction after its party rows are written, under the folder's lock
+    (taken here, re-entrant). Returns the ids of the entities whose rows moved.
+    """
+    lock_matters(conn, [scope.lock_name])
+    prefix = scope.folder.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "/%"
+    rows = [r for r in conn.execute(_FOLDER_PERSON_ROWS_SQL, {"s": scope.source_id, "prefix": prefix}).fetchall()
+            if folder_of(r.path) == scope.folder]
+    return _settle(conn, [r for r in rows if r.unscoped], rows)
+
+
+def _settle(conn: Connection, rows: list, candidates: list) -> set[int]:
+    """Move the initials rows among ``rows`` to the one full-name person of ``candidates`` they abbreviate."""
     full: dict[int, set[str]] = defaultdict(set)
     short = []
     for r in rows:
         parsed = parse_person(r.name)
-        if parsed is None:
-            continue
-        if parsed.abbreviated:
+        if parsed is not None and parsed.abbreviated:
             short.append(r)
-        elif parsed.full:
+    if not short:
+        return set()
+    for r in candidates:
+        parsed = parse_person(r.name)
+        if parsed is not None and not parsed.abbreviated and parsed.full:
             full[r.entity_id].add(r.name)
     on_document: dict[int, set[int]] = defaultdict(set)
-    for r in rows:
+    for r in candidates:
         on_document[r.source_object_id].add(r.entity_id)
     moved: set[int] = set()
     for r in short:

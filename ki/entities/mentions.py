@@ -41,7 +41,9 @@ from ki.entities.patterns import (
     LAW_FIRM,
     LEADING_STOP,
     NOT_A_PERSON,
+    PARTY_LIST_BEFORE,
     PERSON_ADDRESS_BLOCK,
+    PERSON_AND,
     PERSON_OF_ADDRESS,
     PERSON_WITH_ADDRESS,
     REGISTER_CONTEXT_AFTER,
@@ -50,7 +52,7 @@ from ki.entities.patterns import (
     TWO_NAMES,
     name_pattern,
 )
-from ki.entities.persons import expansion, is_abbreviated, natural_order
+from ki.entities.persons import expansion, is_abbreviated, natural_order, parse_person
 from ki.ontology.terms import fold
 
 #: How far (characters) an identifier may stand from the name it belongs to.
@@ -188,9 +190,25 @@ def _add_company(c: _Collector, start: int, end: int) -> None:
     c.add(c.text[start:end], "company", start, end, source="legal_form")
 
 
+def _person_before_company(c: _Collector, start: int, end: int) -> int:
+    """In a party list ("Parties: Niamh Ogilvie and Caldera Holdings Limited"), the person a company
+    match swallowed is a mention of its own; returns where the company itself starts."""
+    rest, cut = _trim_leading(c.text[start:end])
+    joined = PERSON_AND.match(rest)
+    line = c.text[c.text.rfind("\n", 0, start) + 1:start + cut]
+    if joined is None or not PARTY_LIST_BEFORE.search(line) or NOT_A_PERSON.search(joined.group("person")):
+        return start
+    parsed = parse_person(joined.group("person"))
+    if parsed is None or not parsed.full:
+        return start
+    c.add(joined.group("person"), "person", start + cut, start + cut + joined.end("person"), source="party_list")
+    return start + cut + joined.end()
+
+
 def _companies(c: _Collector) -> None:
     for m in COMPANY.finditer(c.text):
         start, end = m.start("name"), m.end()
+        start = _person_before_company(c, start, end)
         split = TWO_NAMES.search(c.text, start, end)
         while split is not None and split.end() < end:
             _add_company(c, start, split.end("form"))

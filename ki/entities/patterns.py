@@ -101,6 +101,13 @@ SURNAME_FIRST = re.compile(r"^(?P<last>[A-ZÄÖÜ][a-zäöüß]+(?:-[A-ZÄÖÜ][
 
 #: A company match that swallowed two names joined by "and"/"und" ("Rheintal AG and Thornfield Pharma Ltd").
 TWO_NAMES = re.compile(rf"\s(?P<form>{LEGAL_FORM})[ \t]+(?:and|und|sowie)[ \t]+")
+#: A list of parties on one line: "Parties: A and B", "between A and B", "tussen A en B", "zwischen A und B".
+PARTY_LIST_BEFORE = re.compile(r"(?i)(?:\b(?:parties|partijen|parteien)[ \t]*:|\b(?:between|tussen|zwischen|entre)\b)"
+                               r"[^\n]*$")
+#: A person's full name joined to the company after it ("Niamh Ogilvie and Caldera Holdings Limited"); not
+#: "… and Sons / Partners / Co" (part of the company's own name).
+PERSON_AND = re.compile(rf"(?P<person>{FULL_PERSON})[ \t]+(?:and|und|en|et)[ \t]+"
+                        r"(?!(?:Sons|Partners?|Co|Company|Associates|Brothers|Zonen|Söhne|Fils|Cie)\b)")
 #: Words that end a street or a cadastral designation, never a person's name.
 NOT_A_PERSON = re.compile(r"(?:straße|strasse|str\.|weg|allee|platz|ring|damm|kamp|stieg|gasse|ufer|chaussee|markt|"
                           r"avenue|lane|road|street|square|place|drive|court|park|way|row|hill|gardens|terrace|crescent|close|mews|"

@@ -16,7 +16,9 @@ Rules, in order (the first that applies decides; ``Resolution.rule`` names it):
 3. ``name`` / ``alias`` — identical normalised name, or the name is on the alias ledger; among several
    (homonyms without identifiers) the one on this matter, then the one sharing a matter with another
    party of this document, then the oldest.
-4. ``containment`` — token-for-token containment plus corroboration (see above).
+4. ``containment`` — token-for-token containment plus corroboration (see above), between names of one
+   sort only: a person's name inside a company's ("Niamh Ogilvie Limited", or a list the extractor read
+   as one name) never makes the company that person, nor the other way round.
 5. ``new`` — a new entity; same-name candidates (contradicted, or contained but uncorroborated) are
    listed in ``same_name_candidates``. Its identity key is the name key, or, when a contradicted
    homonym already holds that key, the key plus ``#`` and the distinguishing register number.
@@ -114,7 +116,8 @@ def _distinguishing(identifiers: list[Identifier]) -> str | None:
 
 
 def resolve_mention(key: NameKey, identifiers: list[Identifier], candidates: list[Candidate],
-                    ctx: Context, *, alias_keys: dict[int, set[str]] | None = None) -> Resolution:
+                    ctx: Context, *, alias_keys: dict[int, set[str]] | None = None,
+                    kind: str | None = None) -> Resolution:
     """Apply the rules (module doc) to one mention.
 
     Args:
@@ -123,6 +126,8 @@ def resolve_mention(key: NameKey, identifiers: list[Identifier], candidates: lis
         candidates: entities that might be it (same key, shared token, shared identifier).
         ctx: matter and co-party context.
         alias_keys: entity id → keys on its alias ledger (to tell ``alias`` from ``name``).
+        kind: the mention's kind (``person``, ``company`` …); given, containment links only a person to a
+            person and a non-person to a non-person.
     Returns: :class:`Resolution`.
     """
     alias_keys = alias_keys or {}
@@ -143,6 +148,8 @@ def resolve_mention(key: NameKey, identifiers: list[Identifier], candidates: lis
     corroborated = []
     uncorroborated = []
     for c in open_:
+        if kind is not None and (kind == "person") != (c.kind == "person"):
+            continue
         if any(contained(n, key) for n in c.names):
             why = _corroboration(c, ctx)
             (corroborated if why else uncorroborated).append((c, why))

@@ -23,7 +23,7 @@ from typing import Any
 from sqlalchemy.engine import Connection
 
 from ki.entities import store
-from ki.entities.abbreviations import lock_matters, settle_abbreviations
+from ki.entities.abbreviations import FolderScope, lock_matters, settle_abbreviations, settle_folder_abbreviations
 from ki.entities.identifiers import ENTITY_TYPES
 from ki.entities.mentions import Mention
 from ki.entities.names import NameKey, name_key
@@ -89,7 +89,8 @@ def resolve_parties(conn: Connection, *, project_id: int, source_object_id: int,
         candidates, alias_keys = store.load_candidates(conn, project_id, key, idents)
         co = frozenset().union(*(entity_matters[e] for _, e, _ in resolved)) if resolved else frozenset()
         ctx = Context(matter_key=matter.key, co_party_matters=co, client_matters=client_matters)
-        res = resolve_mention(key, idents, candidates, ctx, alias_keys=alias_keys)
+        res = resolve_mention(key, idents, candidates, ctx, alias_keys=alias_keys,
+                             kind="law_firm" if m.is_firm else m.kind)
         entity_id = res.entity_id
         suggested = agent_entity_ids.get(id(m))
         if entity_id is None and suggested is not None and suggested in res.same_name_candidates \
@@ -155,7 +156,7 @@ def _roles(conn: Connection, resolved: list[tuple[Mention, int, Resolution]], ma
 
 
 def settle_parties(conn: Connection, parties: list[PartyRow], matter: MatterContext, *,
-                   previous_matters: Iterable[str | None] = ()) -> None:
+                   previous_matters: Iterable[str | None] = (), folder: FolderScope | None = None) -> None:
     """After the document's party rows are written: point initials-only persons of its matter at the
     full-name person they abbreviate (:func:`ki.entities.abbreviations.settle_abbreviations`), settle the
     roles of its matter over every document of the matter, and the names of its entities over every
@@ -164,13 +165,19 @@ def settle_parties(conn: Connection, parties: list[PartyRow], matter: MatterCont
     Args:
         previous_matters: the matter keys the document's replaced party rows were on; a matter the document
             left is settled again too (its persons and roles no longer count this document).
+        folder: the document's folder; its initials rows without a matter key are settled there
+            (:func:`ki.entities.abbreviations.settle_folder_abbreviations`) — every document settles its
+            folder, as its full names may be what those rows abbreviate.
     Entities whose rows a homonym relink or an abbreviation moved (``resolution.relinked_from``) are renamed too.
     """
     keys = sorted({k for k in [matter.key, *previous_matters] if k})
-    lock_matters(conn, keys)  # every matter lock before any entity-row lock, in one order
+    # every matter and folder lock before any entity-row lock, in one order
+    lock_matters(conn, keys + ([folder.lock_name] if folder else []))
     touched = {e for p in parties for e in p.resolution.get("relinked_from", [])}
     for key in keys:
         touched |= settle_abbreviations(conn, key)
+    if folder is not None:
+        touched |= settle_folder_abbreviations(conn, folder)
     for key in keys:
         store.settle_matter_roles(conn, key, matter.matter_id if key == matter.key else _matter_id(key))
     store.settle_entity_names(conn, {p.entity_id for p in parties if not p.resolution.get("is_firm")} | touched)

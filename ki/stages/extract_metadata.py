@@ -26,6 +26,7 @@ from typing import Any
 from sqlalchemy import text
 
 from ki.context import StageContext, StageOutcome
+from ki.entities.abbreviations import FolderScope
 from ki.entities.identifiers import Identifier, unique
 from ki.entities.mentions import KnownName, Mention
 from ki.entities.names import name_key
@@ -185,7 +186,8 @@ def handle(ctx: StageContext) -> StageOutcome:
         parties = resolve_parties(conn, project_id=project_id, source_object_id=ctx.obj.id, mentions=mentions,
                                   matter=matter, firm_name=ctx.config.firm.name, agent_entity_ids=suggested)
         left = write_metadata(conn, ctx.obj.id, row, parties)
-        settle_parties(conn, parties, matter, previous_matters=left)
+        settle_parties(conn, parties, matter, previous_matters=left,
+                       folder=FolderScope.of(ctx.obj.source_id, ctx.obj.path))
         write_extraction(conn, source_object_id=ctx.obj.id, stage=ctx.stage, content_hash=content_hash,
                          producer_version=version, provenance=provenance)
         write_notable_clauses(conn, content_hash, clauses=[c.model_dump() for c in result.notable_clauses],

@@ -102,6 +102,44 @@ def test_initials_resolve_to_the_one_full_name_person_of_the_matter_in_any_order
                    ("d.txt", "Niamh Ogilvie"): ("Niamh Ogilvie@d.txt", "counterparty"),
                    ("e.txt", "N. Ogilvie"): ("N. Ogilvie@e.txt", "counterparty")}
 
+CLIENT_FOLDER = {
+    # one client folder holding two matters: the files without a reference stay in a placeholder matter
+    "Clients/Robert Danvers (74625)/claim.txt": "Our ref: 2024-0001\nCLAIM FORM (ET1)\nClaimant: Robert Danvers\n"
+                                                "Respondent: Holloway Media Limited\n",
+    "Clients/Robert Danvers (74625)/minutes.txt": "Our ref: 2024-0002\nBOARD MINUTES\nClaimant: Robert Danvers\n",
+    "Clients/Robert Danvers (74625)/articles.txt": "ARTICLES OF ASSOCIATION\nClaimant: R. Danvers\n",
+    # another folder: nothing there writes the name out, so its initials stay their own entity
+    "Post Room/scan.txt": "CLAIM FORM (ET1)\nClaimant: R. Danvers\n",
+}
+
+
+@pytest.mark.parametrize("order", [sorted(CLIENT_FOLDER), sorted(CLIENT_FOLDER, reverse=True)],
+                         ids=["forward", "reverse"])
+def test_initials_without_a_matter_resolve_in_their_folder_in_any_order(ctx, tmp_path, order):
+    """A file Classify leaves in a placeholder matter settles its initials in its folder (english-s2's one
+    duplicate entity: ``R. Danvers`` in a client folder of two matters stayed apart from ``Robert Danvers``)."""
+    configure(ctx, **{"pipeline.stages.relate.enabled": False, "firm.name": "Ashdown Pryce LLP"})
+    root = tmp_path / "clients"
+    for name, body in CLIENT_FOLDER.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(body, encoding="utf-8")
+    ids = object_ids(ctx, root)
+    for name in order:
+        for stage in STAGES_BEFORE:
+            run_stage_for_object(ctx, stage, ids[name])
+    for name in order:
+        run_stage_for_object(ctx, "classify_matter", ids[name])
+    assert matters_of(ctx)["Clients/Robert Danvers (74625)/articles.txt"] is None  # a placeholder
+    for name in order:
+        assert run_stage_for_object(ctx, "extract_metadata", ids[name]).kind == "done", name
+    got = {key: entity for key, (entity, _) in parties(ctx).items()}
+    robert = "Robert Danvers@Clients/Robert Danvers (74625)/articles.txt"  # labelled by its first row
+    assert got == {("Clients/Robert Danvers (74625)/claim.txt", "Robert Danvers"): robert,
+                   ("Clients/Robert Danvers (74625)/minutes.txt", "Robert Danvers"): robert,
+                   ("Clients/Robert Danvers (74625)/articles.txt", "R. Danvers"): robert,
+                   ("Post Room/scan.txt", "R. Danvers"): "R. Danvers@Post Room/scan.txt"}
+
+
 LIST = """reference,title,client,client_number,aliases
 104233-0007,Lease of Unit 4,Harbour Crest Holdings Limited,104233,104233/7
 2023.0145,Huur Westpoort,Polder Holding B.V.,27401,

@@ -152,6 +152,23 @@ def test_uncorroborated_containment_is_recorded_as_same_name_candidate():
     assert res.rule == "new" and res.same_name_candidates == (4,) and res.identity_key == "feldmann spedition"
 
 
+def test_containment_never_links_a_person_and_a_company():
+    """A company name holding a person's ("Niamh Ogilvie and Caldera Holdings Limited", "Niamh Ogilvie
+    Limited") is not that person, and a person is not the company named after them — whichever existed first."""
+    same_matter = Context(matter_key="matter:1")
+    niamh = cand(7, "Niamh Ogilvie", kind="person", matters=frozenset({"matter:1"}))
+    pair = cand(8, "Niamh Ogilvie and Caldera Holdings Limited", matters=frozenset({"matter:1"}))
+    res = resolve_mention(name_key("Niamh Ogilvie and Caldera Holdings Limited"), [], [niamh], same_matter,
+                          kind="company")
+    assert res.rule == "new"
+    res = resolve_mention(name_key("Niamh Ogilvie", kind="person"), [], [pair], same_matter, kind="person")
+    assert res.rule == "new"
+    # between names of one sort containment still links
+    caldera = cand(9, "Caldera Holdings Limited", matters=frozenset({"matter:1"}))
+    res = resolve_mention(name_key("Caldera Holdings"), [], [caldera], same_matter, kind="company")
+    assert (res.entity_id, res.rule, res.corroboration) == (9, "containment", "same_matter")
+
+
 # --- roles --------------------------------------------------------------------------------------------------
 
 ROLES = [

@@ -42,3 +42,16 @@ def test_dutch_and_english_courts():
 
 def test_a_party_label_takes_only_a_capitalised_name():
     assert found("Werknemer: zie hieronder\nclaimant: the employee") == []
+
+
+def test_a_person_and_a_company_in_a_party_list_are_two_mentions():
+    """english-s1's Heads of Terms: read as one company, the pair linked to Niamh or to Caldera depending on
+    which entity existed first (the run-to-run party F1 difference)."""
+    assert found("HEADS OF TERMS\nParties: Niamh Ogilvie and Caldera Holdings Limited\n") == [
+        ("Niamh Ogilvie", "person"), ("Caldera Holdings Limited", "company")]
+    assert found("Vertrag zwischen Almut Fehrs und Weserfeld Umwelttechnik GmbH") == [
+        ("Almut Fehrs", "person"), ("Weserfeld Umwelttechnik GmbH", "company")]
+    # "and Sons / Partners" belongs to the company's name; outside a party list nothing is split
+    assert found("Parties: John Smith and Sons Limited") == [("John Smith and Sons Limited", "company")]
+    assert found("We refer to Niamh Ogilvie and Caldera Holdings Limited.") == [
+        ("Niamh Ogilvie and Caldera Holdings Limited", "company")]
