@@ -259,7 +259,10 @@ def _known(c: _Collector, known: list[KnownName]) -> None:
             continue  # a single bare word is too weak to stand for a party
         for m in name_pattern(entry.name).finditer(c.text):
             kind = entry.kind if entry.kind in ("company", "law_firm", "person", "court") else "company"
-            c.add(m.group(0), kind, m.start(), m.end(), source="known", known=entry.entity_id)
+            end = m.end()
+            if m.group(0).count("(") > m.group(0).count(")") and c.text[end:end + 1] == ")":
+                end += 1  # "Employment Tribunal (Leeds)": the pattern stops before the closing bracket
+            c.add(c.text[m.start():end], kind, m.start(), end, source="known", known=entry.entity_id)
 
 
 def _merge_initials(mentions: list[Mention]) -> list[Mention]:
@@ -311,8 +314,10 @@ def find_mentions(text: str, *, firm_names: list[str] | None = None, known: list
     # Addresses are not names: "kessler-claussen.example" must not read as the firm.
     c = _Collector(ADDRESS_NOISE.sub(lambda m: " " * len(m.group(0)), text))
     _firm_spans(c, firm_names or [])
-    _known(c, [k for k in (known or []) if k.kind == "court"])
+    # The rules before the names already known: which aliases exist depends on which documents came first,
+    # so a known shorter spelling ("Employment Tribunal") must not take the span of the one written here.
     _courts(c)
+    _known(c, [k for k in (known or []) if k.kind == "court"])
     _companies(c)
     _known(c, [k for k in (known or []) if k.kind != "court"])
     _persons(c)

@@ -5,7 +5,7 @@ Dutch and English courts, street names never persons. Invented text, not corpus 
 
 from __future__ import annotations
 
-from ki.entities.mentions import find_mentions
+from ki.entities.mentions import KnownName, find_mentions
 
 
 def found(text: str) -> list[tuple[str, str]]:
@@ -55,3 +55,13 @@ def test_a_person_and_a_company_in_a_party_list_are_two_mentions():
     assert found("Parties: John Smith and Sons Limited") == [("John Smith and Sons Limited", "company")]
     assert found("We refer to Niamh Ogilvie and Caldera Holdings Limited.") == [
         ("Niamh Ogilvie and Caldera Holdings Limited", "company")]
+
+
+def test_a_known_spelling_of_a_court_does_not_change_the_mention_written():
+    """Which aliases the firm holds depends on which documents came first; the mention must not (english-s1:
+    "Employment Tribunal" in one run, "Employment Tribunal (Leeds" in another, for the same heading)."""
+    text = "Employment Tribunal (Leeds)\nCase number: 2225711/2022\nClaimant: N. Ogilvie\n"
+    expected = [("Employment Tribunal (Leeds)", "court"), ("N. Ogilvie", "person")]
+    for alias in (None, "Employment Tribunal", "Employment Tribunal (Leeds)", "Employment Tribunal (Leeds"):
+        known = [KnownName(entity_id=5, name=alias, kind="court")] if alias else []
+        assert [(m.name, m.kind) for m in find_mentions(text, known=known)] == expected, alias
