@@ -23,7 +23,7 @@ LEGAL_FORM = (
     r"Gesellschaft\s+mit\s+beschränkter\s+Haftung|G\.\s?m\.\s?b\.\s?H\.|gGmbH|GmbH|GMBH|mbH|"
     r"Aktiengesellschaft|AKTIENGESELLSCHAFT|KGaA|Kommanditgesellschaft|KG|OHG|UG\s*\(haftungsbeschränkt\)|UG|"
     r"e\.\s?V\.|eG|GbR|AG|SE|Limited|LIMITED|Ltd\.?|LTD\.?|PLC|plc|L\.L\.C\.|LLC|Incorporated|Inc\.?|INC\.?|"
-    r"Corporation|Corp\.?|B\.\s?V\.|BV|N\.\s?V\.|NV|Aktiebolag|AB|A/S|Oy|S\.A\.S\.|SAS|S\.A\.|"
+    r"Corporation|Corp\.?|B\.\s?V\.|BV|N\.\s?V\.|NV|Aktiebolag|AB|A/S|Oy|S\.A\.S\.|SAS|S\.À\s?R\.L\.|S\.A\.|"
     r"S\.à\s?r\.l\.|S\.r\.l\.|S\.p\.A\.|LLP|PartG\s+mbB|PartG|Partnerschaftsgesellschaft\s+mbB)"
 )
 #: The legal form stands apart from the name (``LEASE`` is not ``LEA`` + ``SE``, ``HOUSE`` not ``HOU`` + ``SE``),

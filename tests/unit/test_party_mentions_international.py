@@ -65,3 +65,10 @@ def test_a_known_spelling_of_a_court_does_not_change_the_mention_written():
     for alias in (None, "Employment Tribunal", "Employment Tribunal (Leeds)", "Employment Tribunal (Leeds"):
         known = [KnownName(entity_id=5, name=alias, kind="court")] if alias else []
         assert [(m.name, m.kind) for m in find_mentions(text, known=known)] == expected, alias
+
+
+def test_a_luxembourg_form_in_capitals():
+    """Found by rule, not only once another document made the entity known (english-s1: the landlord of a lease
+    in capitals was a party in one run and missing in another)."""
+    text = '(1) HARBOUR CREST CAPITAL S.À R.L., a company incorporated in Luxembourg (the "Landlord");'
+    assert found(text) == [("HARBOUR CREST CAPITAL S.À R.L.", "company")]
