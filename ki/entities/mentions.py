@@ -64,9 +64,10 @@ MAX_NAME_TOKENS = 6
 
 @dataclass(frozen=True)
 class KnownName:
-    """An alias the firm already holds (from the entity alias ledger)."""
+    """An alias the firm already holds (from the entity alias ledger), or the imported client of the
+    document's matter (``entity_id`` None: known from practice management before any document)."""
 
-    entity_id: int
+    entity_id: int | None
     name: str
     kind: str
 

@@ -23,9 +23,10 @@ from dataclasses import dataclass
 from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
-from ki.entities.mentions import Mention, find_mentions
+from ki.entities.mentions import KnownName, Mention, find_mentions
 from ki.entities.names import NameKey, contained, name_key
 from ki.entities.patterns import SURNAME_FIRST
+from ki.entities.persons import parse_person
 from ki.matters.references import FIRM_REFERENCE, own_reference
 from ki.ontology.terms import fold
 
@@ -44,6 +45,7 @@ class MatterContext:
         reference: the matter reference, if known.
         imported: the matter was imported from practice management (its client outranks documents).
         folder: the matter's folder (relative path), if known.
+        client_name: the imported matter's client as practice management names it.
     """
 
     key: str | None = None
@@ -51,6 +53,18 @@ class MatterContext:
     reference: str | None = None
     imported: bool = False
     folder: str | None = None
+    client_name: str | None = None
+
+    def client_gazetteer(self) -> list[KnownName]:
+        """The imported client's name as a known name of every document of the matter: found wherever the
+        text writes it, whether or not another document already made it an entity (issue 14 item 1: the
+        parties are a function of the estate and the imported list, not of the order files came in)."""
+        if not (self.imported and self.client_name and self.client_name.strip()):
+            return []
+        parsed = parse_person(self.client_name)
+        kind = "person" if not name_key(self.client_name).form and parsed is not None and parsed.full \
+            else "company"
+        return [KnownName(None, self.client_name.strip(), kind)]
 
 
 def _has_table(conn: Connection, name: str) -> bool:
@@ -61,13 +75,14 @@ def matter_context(conn: Connection, source_object_id: int, rel_path: str, text_
     """The :class:`MatterContext` of a source object (see module doc)."""
     if _has_table(conn, "matter_assignment"):
         row = conn.execute(text("""
-            SELECT m.id, m.reference, m.imported, m.placeholder, m.folder
+            SELECT m.id, m.reference, m.imported, m.placeholder, m.folder, m.client_name
             FROM matter_assignment ma JOIN matter m ON m.id = ma.matter_id WHERE ma.source_object_id = :so
         """), {"so": source_object_id}).first()
         if row is not None:
             if row.placeholder:
                 return MatterContext()
-            return MatterContext(f"matter:{row.id}", row.id, row.reference, bool(row.imported), row.folder)
+            return MatterContext(f"matter:{row.id}", row.id, row.reference, bool(row.imported), row.folder,
+                                 row.client_name)
     evidence = own_reference(rel_path, text_ or "")
     if evidence is None:
         return MatterContext()

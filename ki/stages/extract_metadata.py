@@ -155,7 +155,7 @@ def handle(ctx: StageContext) -> StageOutcome:
     with db.engine.connect() as conn:
         project_id = _project_id(conn, ctx)
         matter: MatterContext = matter_context(conn, ctx.obj.id, rel_path, body.get("text") or "")
-        known = _gazetteer(conn, project_id, text_)
+        known = _gazetteer(conn, project_id, text_) + matter.client_gazetteer()
     reading = read_document(body, rel_path, ctx.obj.mtime_ns, firm_names=firm_names, known=known,
                             date_order=ctx.config.firm.date_order)
     folder_hints(rel_path, matter.folder, reading.mentions)

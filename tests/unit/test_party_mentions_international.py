@@ -6,6 +6,7 @@ Dutch and English courts, street names never persons. Invented text, not corpus 
 from __future__ import annotations
 
 from ki.entities.mentions import KnownName, find_mentions
+from ki.metadata.matter import MatterContext
 
 
 def found(text: str) -> list[tuple[str, str]]:
@@ -72,3 +73,15 @@ def test_a_luxembourg_form_in_capitals():
     in capitals was a party in one run and missing in another)."""
     text = '(1) HARBOUR CREST CAPITAL S.À R.L., a company incorporated in Luxembourg (the "Landlord");'
     assert found(text) == [("HARBOUR CREST CAPITAL S.À R.L.", "company")]
+
+
+def test_the_imported_client_is_found_whether_or_not_its_entity_exists_yet():
+    """english-s1: "Call with the client about Oliver Redgrave – …" named the client only when another file had
+    already made Oliver Redgrave an entity; the imported list is known before any file."""
+    text = "ATTENDANCE NOTE\nCall with the client about Oliver Redgrave – unfair dismissal claim.\n"
+    person = MatterContext("matter:1", 1, "287898.0001", True, None, "Oliver Redgrave").client_gazetteer()
+    assert person == [KnownName(None, "Oliver Redgrave", "person")]
+    assert [(m.name, m.kind) for m in find_mentions(text, known=person)] == [("Oliver Redgrave", "person")]
+    company = MatterContext("matter:2", 2, "343952.0001", True, None, "Harbour Crest Retail Limited")
+    assert company.client_gazetteer() == [KnownName(None, "Harbour Crest Retail Limited", "company")]
+    assert MatterContext("matter:3", 3, "2024-0001", False, None, "Oliver Redgrave").client_gazetteer() == []
