@@ -321,6 +321,7 @@ class Breakers:
         self._sink: BreakerSink | None = None
         self._endpoints: dict[str, Address] = {}
         self._probed: frozenset[str] = frozenset()  # dependencies whose probes this process's claims take
+        self._closed_at: dict[str, float] = {}  # monotonic: when this process last closed each breaker
         #: the outages that ended in this process, the latest last (at most 32)
         self.episodes: deque[Episode] = deque(maxlen=32)
 
@@ -386,6 +387,7 @@ class Breakers:
             state = self._open.pop(dependency, None)
             sink = self._sink
             if state is not None:
+                self._closed_at[dependency] = time.monotonic()
                 state.episode.ended = datetime.now(UTC)
                 self.episodes.append(state.episode)
         if state is not None:
@@ -468,13 +470,17 @@ class Breakers:
 
     # -- several processes ---------------------------------------------------------------------------
 
-    def adopt(self, shared: Iterable[Pause]) -> None:
+    def adopt(self, shared: Iterable[Pause], *, read_at: float | None = None) -> None:
         """Align with the pauses PostgreSQL records (other processes' breakers): open the ones recorded,
-        close the ones this process persisted that another process has since closed."""
+        close the ones this process persisted that another process has since closed. ``read_at``
+        (monotonic): when ``shared`` was read; a breaker this process closed since then is not reopened
+        from that stale read (seen: a second "answers again" line, 0 requests, after every outage)."""
         shared = {p.dependency: p for p in shared}
         now_wall, now = datetime.now(UTC), time.monotonic()
         with self._lock:
             for dependency, pause in shared.items():
+                if read_at is not None and self._closed_at.get(dependency, float("-inf")) >= read_at:
+                    continue  # closed here after the read: the row is being deleted
                 if dependency not in self._open:
                     wait = max(0.0, (pause.next_probe_at - now_wall).total_seconds())
                     self._open[dependency] = _State(pause.since, pause.reason, now + wait, pause.probes,
@@ -492,6 +498,7 @@ class Breakers:
             self._open.clear()
             self._endpoints.clear()
             self._probed = frozenset()
+            self._closed_at.clear()
             self.episodes.clear()
 
     # -- internals -----------------------------------------------------------------------------------

@@ -54,7 +54,7 @@ class ClaimGate:
             _last_read = now
         try:
             with self.ctx.db.engine.connect() as conn:
-                BREAKERS.adopt(pauses.read_pauses(conn))
+                BREAKERS.adopt(pauses.read_pauses(conn), read_at=now)
         except Exception:  # noqa: BLE001 - a database outage is the executors' to report
             log.debug("reading the recorded pauses failed", exc_info=True)
 

@@ -173,3 +173,16 @@ def test_a_503_with_retry_after_defers_the_next_probe(breakers):
     assert wait_until(lambda: b.try_probe(breaker.GATEWAY), 5, step=0.02)
     assert time.monotonic() - probed >= 0.55
     b.reset()
+
+
+def test_a_stale_read_of_the_recorded_pauses_does_not_reopen_a_breaker_closed_since():
+    b = breaker.Breakers(breaker.BreakerPolicy(failures=1))
+    b.failed(breaker.GATEWAY, "gateway answered HTTP 503")
+    read_at = time.monotonic()
+    recorded = b.pauses()  # what a refresh read from PostgreSQL, just before ...
+    b.succeeded(breaker.GATEWAY)  # ... the probe's answer closed the breaker (its row is being deleted)
+    b.adopt(recorded, read_at=read_at)
+    assert b.open_dependencies() == frozenset()
+    assert len(b.episodes) == 1  # one outage, one "answers again" line
+    b.adopt(recorded, read_at=time.monotonic())  # a later read that still shows it: another process's pause
+    assert b.open_dependencies() == {breaker.GATEWAY}
