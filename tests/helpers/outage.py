@@ -173,9 +173,11 @@ class SocketOutage:
         self.up_at: float | None = None
 
     def down(self) -> None:
-        """Close the listening socket now (requests already being answered finish)."""
-        self.down_at = time.monotonic()
+        """Close the listening socket now (requests already being answered finish). ``down_at`` is when the
+        socket is closed: until ``stop()`` returns the server may still accept (it finishes its serve loop
+        first, which takes longer on a loaded machine), and such a request is no request "while down"."""
         self.server.stop()
+        self.down_at = time.monotonic()
 
     def up(self, *, bind_seconds: float = 10.0) -> None:
         """Listen on the same port again (retrying the bind for up to ``bind_seconds``)."""
