@@ -100,13 +100,14 @@ def test_a_gateway_outage_pauses_the_hatchet_tasks_and_the_run_completes(hx, mak
     assert outage.arrived_while_down(arrivals) == 0  # the socket was really closed
     resumed = outage.first_after_up(arrivals)
     assert resumed is not None and resumed <= 10.0, resumed
-    rows = q(ctx, "SELECT stage, status, completions, attempts FROM processing_state")
+    rows = q(ctx, "SELECT stage, status, completions, attempts, lane FROM processing_state")
     assert len(rows) == DOCUMENTS * len(PIPELINE_STAGE_ORDER)
     assert {r.status for r in rows} <= {"done", "skipped"}, Counter((r.stage, r.status) for r in rows)
-    # each stage committed once (a re-opened relate once per opening)
-    assert sum(r.completions for r in rows if r.status == "done") == \
-        sum(1 for r in rows if r.status == "done") + len(reopened), rows
-    assert all(r.completions == 1 for r in rows if r.status == "done" and r.stage != "relate"), rows
+    # each stage committed once; a row re-opened by a rerun (lane ``rerun``: a relate whose basis a later
+    # classification changed, inside the run or after its DAG passed it) once more per opening
+    assert all(r.completions == 1 for r in rows if r.status == "done" and r.lane != "rerun"), rows
+    assert all(r.completions >= 1 for r in rows if r.status == "done" and r.lane == "rerun"), rows
+    assert {r.stage for r in rows if r.lane == "rerun"} <= {"relate"}, rows
     model = [r for r in rows if r.stage in MODEL_STAGES]
     # the failed attempts: requests in flight when the socket closed and the faults that opened the breaker
     assert sum(r.attempts for r in model) - len(model) <= SLOTS + 3, Counter(r.attempts for r in model)
