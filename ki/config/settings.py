@@ -227,6 +227,10 @@ class RetrievalConfig(BaseModel):
     feature hashing, for tests) or ``gateway:<model>`` (the gateway's ``/v1/embeddings``).
     ``embedding_context_header``: prefix each embedded chunk with its title, type and matter.
     ``embedding_batch_size``: texts per embedding call.
+    ``large_document_passages``: a document with more passages than this is searched in its own "large
+    documents" index (both backends), so its passages never shift the BM25 statistics (document count,
+    document frequencies, average length) other documents are ranked by (issue 15: a 120 MB file changes no
+    other query's top 10). Changing it rebuilds the search index from the record.
     """
 
     chunk_chars: int = Field(default=2000, ge=200, le=100_000)
@@ -234,6 +238,7 @@ class RetrievalConfig(BaseModel):
     embedding_model: str | None = None
     embedding_context_header: bool = True
     embedding_batch_size: int = Field(default=16, ge=1, le=2048)
+    large_document_passages: int = Field(default=2000, ge=1, le=10_000_000)
 
     @field_validator("embedding_model")
     @classmethod

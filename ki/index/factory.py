@@ -15,14 +15,16 @@ def backend_for(db: Any, config: Any = None) -> SearchBackend:
 
     ``components.opensearch_url`` unset → :class:`ki.index.postgres.PostgresBackend` (embedded); set →
     :class:`ki.index.opensearch.OpenSearchBackend` on that URL, which writes the PostgreSQL record first and
-    syncs OpenSearch after it (the index stage writes both; searches run on OpenSearch).
+    syncs OpenSearch after it (the index stage writes both; searches run on OpenSearch). Both keep documents of
+    more than ``retrieval.large_document_passages`` passages in a "large documents" index of their own.
     Raises: ConfigurationError when the URL is set but opensearch-py is not installed.
     """
     from ki.index.postgres import PostgresBackend
 
     url = getattr(config.components, "opensearch_url", None) if config is not None else None
+    large = getattr(config.retrieval, "large_document_passages", None) if config is not None else None
     if not url:
-        return PostgresBackend(db)
+        return PostgresBackend(db, large_passages=large)
     try:
         import opensearchpy  # noqa: F401
     except ImportError as exc:  # pragma: no cover - the opensearch extra is missing
@@ -32,4 +34,4 @@ def backend_for(db: Any, config: Any = None) -> SearchBackend:
                                  "pip install 'ki[opensearch]'") from exc
     from ki.index.opensearch import OpenSearchBackend
 
-    return OpenSearchBackend(db, url)
+    return OpenSearchBackend(db, url, large_passages=large)

@@ -37,6 +37,12 @@ RunRound = Callable[[Node, int, int], list[LexHit]]
 AnyMatch = Callable[[Node], bool]
 
 
+def tie_order(hit: LexHit) -> tuple[float, int, int]:
+    """Sort key of a round's hits: best score first, equal scores by object and row (deterministic whatever
+    the engine's segments)."""
+    return -hit.score, hit.source_object_id, hit.ordinal
+
+
 def rank_contents(run: RunRound, any_match: AnyMatch, engine: Engine, parsed: ParsedQuery, filters: SearchFilters,
                   k: int, *, engine_facts: frozenset[str] = frozenset()) -> list[RankedChunk]:
     """The best row of each of the ``k`` best contents (see the module docstring), best first, on any engine.
@@ -66,7 +72,9 @@ def rank_contents(run: RunRound, any_match: AnyMatch, engine: Engine, parsed: Pa
                 reject_oids=tuple(sorted(refused_oids)),
                 reject_contents=tuple(sorted(taken_contents | refused_contents)))
             want = max(2 * (k - len(taken)), 20)
-            hits = run(search_node(parsed, tier, lf), want, tier)
+            # equal scores in object, row order: the engines order ties by their internal addresses, which
+            # depend on segment layout (a rebuilt index would order them otherwise)
+            hits = sorted(run(search_node(parsed, tier, lf), want, tier), key=tie_order)
             if not hits:
                 break
             firsts: dict[str, LexHit] = {}
@@ -99,19 +107,30 @@ def rank_contents(run: RunRound, any_match: AnyMatch, engine: Engine, parsed: Pa
     return taken[:k]
 
 
+def merge_by_score(answers: list[list[LexHit]], size: int) -> list[LexHit]:
+    """The best ``size`` of several indexes' hits (each best first), by score (:func:`tie_order`). Each index
+    scored its rows with its own BM25 statistics (:mod:`ki.index.projection`: the "large documents" index
+    apart), so no index's rows move another's scores."""
+    return sorted((h for hits in answers for h in hits), key=tie_order)[:size]
+
+
 def search_projection(projection: Any, engine: Engine, parsed: ParsedQuery, filters: SearchFilters, k: int, *,
                       engine_facts: frozenset[str] = frozenset()) -> list[RankedChunk]:
-    """:func:`rank_contents` on the tantivy projection (caught up by the caller).
+    """:func:`rank_contents` on the tantivy projection (caught up by the caller): each round asks the index and
+    the large-documents index for their best ``size`` rows and keeps the best ``size`` of both by score
+    (:func:`merge_by_score`) — the same rows one engine with per-index statistics would return.
 
     Raises: the record's errors; tantivy's ValueError for an index that cannot be read.
     """
-    searcher = projection.index().searcher()
+    searchers = [index.searcher() for index in projection.indexes()]
     schema = projection.schema
 
     def run(node: Node, size: int, tier: int) -> list[LexHit]:
-        return read_hits(searcher, searcher.search(to_tantivy(node, schema), size, count=False), tier)
+        query = to_tantivy(node, schema)
+        return merge_by_score([read_hits(s, s.search(query, size, count=False), tier) for s in searchers], size)
 
     def any_match(node: Node) -> bool:
-        return bool(searcher.search(to_tantivy(node, schema), 1, count=False).hits)
+        query = to_tantivy(node, schema)
+        return any(s.search(query, 1, count=False).hits for s in searchers)
 
     return rank_contents(run, any_match, engine, parsed, filters, k, engine_facts=engine_facts)

@@ -26,6 +26,17 @@ Index: one per ki database, ``ki-chunks-<database name>`` (``KI_OPENSEARCH_INDEX
 (``knn_vector``, ``engine: lucene``, ``innerproduct`` of unit vectors, HNSW) is added with the first embedder, whose
 identity is recorded in the mapping's ``_meta`` (``embedder``, ``dimension``, ``ki_schema``: an index of an
 older mapping is deleted and written again from the record by the next index write).
+
+**Large documents apart** (issue 15: a 120 MB file changes no other query's top 10): an object of more than
+``retrieval.large_document_passages`` passages (:func:`ki.index.record.is_large`) has its rows in a second
+index, ``<index>.large`` (same mapping), never in both: a write puts the rows in the index its passage count
+picks and its surplus delete removes the object's rows of other generations from both (a document that grows
+or shrinks across the threshold moves). Lucene computes BM25 statistics per shard, so per index here (one
+shard each): the huge file's passages never enter the document frequencies and average lengths the other
+documents are scored by. Every search asks both indexes in one request (``<index>,<index>.large``) and
+OpenSearch merges by score; ``collapse`` keeps one row per content across both. The threshold is recorded in
+``_meta.large_passages``: an index pair of another threshold (or a main index without its large one) is
+rebuilt from the record.
 """
 
 from __future__ import annotations
@@ -44,6 +55,7 @@ from ki.index.backend import (
     RankedChunk,
     SearchFilters,
     WriteResult,
+    row_ordinals,
 )
 from ki.index.embeddings import EmbedderIdentity
 from ki.index.lexical import LexHit
@@ -58,6 +70,7 @@ from ki.index.opensearch_bulk import (
 )
 from ki.index.opensearch_index import (
     FACT_FILTER_OVERFETCH,
+    LARGE_SUFFIX,
     KI_SCHEMA,
     KNOWN_IDENTITIES,
     LOCK,
@@ -80,7 +93,7 @@ from ki.index.opensearch_index import (
 from ki.index.postgres import PostgresBackend
 from ki.index.query import parse_query
 from ki.index.query_plan import Node
-from ki.index.record import confirm, object_facts
+from ki.index.record import confirm, is_large, object_facts
 
 
 class OpenSearchBackend:
@@ -92,6 +105,8 @@ class OpenSearchBackend:
         index: the index name (default :func:`index_name_for`).
         bulk: bulk tuning (:class:`~ki.index.opensearch_bulk.BulkOptions`).
         client: an opensearch-py client (default :func:`client_for`).
+        large_passages: ``retrieval.large_document_passages`` (None: its default): documents of more passages
+            live in ``<index>.large`` (see the module docstring).
 
     Raises (every method): InfrastructureError (unreachable, 5xx, 429 exhausted), IndexReadOnly
     (writes to a blocked index), PostgreSQL errors of the record.
@@ -100,33 +115,51 @@ class OpenSearchBackend:
     name = "opensearch"
 
     def __init__(self, db: Any, url: str, *, index: str | None = None, bulk: BulkOptions | None = None,
-                 client: Any = None):
+                 client: Any = None, large_passages: int | None = None):
+        from ki.index.projection import default_large_passages
+
         self.record = PostgresBackend(db, lexical=False)
         self.engine: Engine = self.record.engine
         self.url = url
         self.index = index or index_name_for(self.engine)
+        self.large_index = self.index + LARGE_SUFFIX
+        self.large_passages = default_large_passages() if large_passages is None else int(large_passages)
         self.bulk = bulk or BulkOptions()
         self.client = client if client is not None else client_for(url)
         self._outdated = False
+        self._large_missing = False
 
     def _fail(self, exc: BaseException, what: str) -> Exception:
         return classify_transport_error(exc, index=self.index, what=what)
 
     # -- the index and its embedder record ----------------------------------------------------------
 
+    @property
+    def both(self) -> str:
+        """Both indexes, as one comma-separated name (searches and deletes)."""
+        return f"{self.index},{self.large_index}"
+
+    def target(self, passages: int) -> str:
+        """The index of a document of ``passages`` passages (see the module docstring)."""
+        return self.large_index if is_large(passages, self.large_passages) else self.index
+
     def _read_identity(self) -> tuple[bool, EmbedderIdentity | None]:
-        """(index exists, the identity its ``_meta`` records)."""
+        """(index exists, the identity its ``_meta`` records); marks the pair outdated when the index is of
+        another schema or threshold, and notes whether its large-documents index is missing."""
         from opensearchpy.exceptions import NotFoundError, OpenSearchException
 
         try:
-            resp = self.client.indices.get_mapping(index=self.index)
+            resp = self.client.indices.get_mapping(index=self.both, ignore_unavailable=True)
         except NotFoundError:
             return False, None
         except OpenSearchException as exc:
             raise self._fail(exc, "reading the index mapping") from exc
+        if self.index not in resp:
+            return False, None
         mappings = resp.get(self.index, {}).get("mappings", {}) or {}
         meta = mappings.get("_meta") or {}
-        self._outdated = meta.get("ki_schema") != KI_SCHEMA
+        self._outdated = meta.get("ki_schema") != KI_SCHEMA or meta.get("large_passages") != self.large_passages
+        self._large_missing = self.large_index not in resp
         method = ((mappings.get("properties") or {}).get("embedding") or {}).get("method") or {}
         with LOCK:
             SPACES[(self.url, self.index)] = str(method.get("space_type") or SPACE_TYPE)
@@ -169,7 +202,8 @@ class OpenSearchBackend:
         try:
             if not exists:
                 try:
-                    self.client.indices.create(index=self.index, body=index_body(identity))
+                    self.client.indices.create(index=self.index, body=index_body(identity, self.large_passages))
+                    self._create_large(identity)
                     with LOCK:
                         SPACES[key] = SPACE_TYPE
                 except RequestError as exc:  # created meanwhile by another worker
@@ -182,9 +216,12 @@ class OpenSearchBackend:
                         exists = True
                     else:
                         exists = False
+            if exists and self._large_missing:  # another worker is creating it, or it was deleted: make it
+                self._create_large(current)
             if exists and current is None and identity is not None:
-                self.client.indices.put_mapping(index=self.index, body={
-                    "_meta": {"ki_schema": 1, "embedder": identity.embedder, "dimension": int(identity.dimension)},
+                self.client.indices.put_mapping(index=self.both, body={
+                    "_meta": {"ki_schema": KI_SCHEMA, "large_passages": self.large_passages,
+                              "embedder": identity.embedder, "dimension": int(identity.dimension)},
                     "properties": {"embedding": vector_field(identity.dimension)}})
         except OpenSearchException as exc:
             raise self._fail(exc, "creating the index") from exc
@@ -193,6 +230,16 @@ class OpenSearchBackend:
             KNOWN_IDENTITIES[key] = identity
         if rebuild:
             self.rebuild_from_record()
+
+    def _create_large(self, identity: EmbedderIdentity | None) -> None:
+        """Create ``<index>.large`` with the main index's mapping (nothing when another worker did)."""
+        from opensearchpy.exceptions import RequestError
+
+        try:
+            self.client.indices.create(index=self.large_index, body=index_body(identity, self.large_passages))
+        except RequestError as exc:
+            if "resource_already_exists_exception" not in str(exc):
+                raise
 
     def rebuild_from_record(self, batch: int = 500) -> int:
         """Write every object the record holds to OpenSearch (after its index was made again). Returns objects."""
@@ -210,11 +257,12 @@ class OpenSearchBackend:
         return n
 
     def drop_index(self) -> None:
-        """Delete the OpenSearch index (nothing when it does not exist) and forget its cached identity."""
+        """Delete the OpenSearch index and its large-documents index (nothing when they do not exist) and forget
+        the cached identity."""
         from opensearchpy.exceptions import OpenSearchException
 
         try:
-            self.client.indices.delete(index=self.index, ignore_unavailable=True)
+            self.client.indices.delete(index=self.both, ignore_unavailable=True)
         except OpenSearchException as exc:
             raise self._fail(exc, "deleting the index") from exc
         with LOCK:
@@ -224,17 +272,26 @@ class OpenSearchBackend:
     # -- writes -------------------------------------------------------------------------------------
 
     def sync(self, docs: list[IndexDocument], access_versions: dict[int, int] | None = None) -> SyncReport:
-        """Bulk-write ``docs`` to OpenSearch only (the record is written by the caller), then delete their
-        surplus rows. Per-document outcome in the report (``raise_for``); whole-request faults raise."""
+        """Bulk-write ``docs`` to OpenSearch only (the record is written by the caller), each to the index its
+        passage count picks (:meth:`target`), then delete their surplus rows in both indexes. Per-document
+        outcome in the report (``raise_for``); whole-request faults raise."""
         generation = uuid.uuid4().hex
         versions = access_versions or {}
         with self.engine.connect() as conn:
             facts = object_facts(conn, [d.source_object_id for d in docs])
-        docs_actions = [(d.source_object_id, row_actions(self.index, d, generation=generation,
-                                                              access_version=versions.get(d.source_object_id, 0),
-                                                              facts=facts.get(d.source_object_id)))
-                        for d in docs]
-        return sync_documents(self.client, self.index, docs_actions, generation=generation, options=self.bulk)
+        by_index: dict[str, list[IndexDocument]] = {}
+        for d in docs:
+            by_index.setdefault(self.target(sum(o >= 0 for o in row_ordinals(d.rows))), []).append(d)
+        report = SyncReport()
+        for index, group in by_index.items():
+            docs_actions = [(d.source_object_id, row_actions(index, d, generation=generation,
+                                                             access_version=versions.get(d.source_object_id, 0),
+                                                             facts=facts.get(d.source_object_id)))
+                            for d in group]
+            other = self.large_index if index == self.index else self.index
+            report = report.merge(sync_documents(self.client, index, docs_actions, generation=generation,
+                                                 options=self.bulk, elsewhere=(other,)))
+        return report
 
     def write_document(self, doc: IndexDocument) -> WriteResult:
         """Write the record (upsert by ordinal, surplus delete), then sync the rows to OpenSearch (new rows
@@ -255,7 +312,7 @@ class OpenSearchBackend:
     def _delete_object_rows(self, source_object_id: int) -> int:
         if self.index_identity() is None and not self._read_identity()[0]:
             return 0
-        return delete_by_query(self.client, self.index, {"term": {"source_object_id": source_object_id}},
+        return delete_by_query(self.client, self.both, {"term": {"source_object_id": source_object_id}},
                                what="the object delete")
 
     def delete_objects(self, source_object_ids: list[int]) -> int:
@@ -270,7 +327,7 @@ class OpenSearchBackend:
             known = (self.url, self.index) in KNOWN_IDENTITIES  # the index existed when last seen
         if not known and not self._read_identity()[0]:
             return 0
-        return delete_by_query(self.client, self.index, {"terms": {"source_object_id": list(source_object_ids)}},
+        return delete_by_query(self.client, self.both, {"terms": {"source_object_id": list(source_object_ids)}},
                                what="the tombstone delete")
 
     def delete_object(self, source_object_id: int) -> int:
@@ -297,9 +354,10 @@ class OpenSearchBackend:
                                          {"o": source_object_id}).scalars())
         fields = {"allowed_principals": list(access.allowed), "denied_principals": list(access.denied),
                   "access_version": version}
-        actions = [{"_op_type": "update", "_index": self.index, "_id": f"{source_object_id}-{o}", "doc": fields}
+        index = self.target(sum(o >= 0 for o in ordinals))
+        actions = [{"_op_type": "update", "_index": index, "_id": f"{source_object_id}-{o}", "doc": fields}
                    for o in ordinals]
-        result = bulk_execute(self.client, actions, index=self.index, options=self.bulk)
+        result = bulk_execute(self.client, actions, index=index, options=self.bulk)
         missing = [f for f in result.failed.values() if f.type == "document_missing_exception"]
         others = [f for f in result.failed.values() if f.type != "document_missing_exception"]
         if others:
@@ -337,7 +395,8 @@ class OpenSearchBackend:
         if not wanted:
             return [[] for _ in bodies]
         try:
-            resp = self.client.msearch(index=self.index, body=[line for b in wanted for line in ({}, b)])
+            resp = self.client.msearch(index=self.both, body=[line for b in wanted
+                                                              for line in ({"ignore_unavailable": True}, b)])
         except NotFoundError:
             return [[] for _ in bodies]  # nothing indexed yet
         except OpenSearchException as exc:
@@ -439,8 +498,8 @@ class OpenSearchBackend:
         from opensearchpy import helpers
         from opensearchpy.exceptions import OpenSearchException
 
-        actions = [{"_op_type": "delete", "_index": self.index, "_id": f"{r['source_object_id']}-{r['ordinal']}"}
-                   for r in rows]
+        actions = [{"_op_type": "delete", "_index": index, "_id": f"{r['source_object_id']}-{r['ordinal']}"}
+                   for r in rows for index in (self.index, self.large_index)]
         try:
             helpers.bulk(self.client, actions, raise_on_error=False, refresh=False)
         except OpenSearchException:  # a search must not fail for housekeeping; the record hides them anyway

@@ -270,6 +270,12 @@ class SyncReport:
     requests: int = 0
     splits: int = 0
 
+    def merge(self, other: SyncReport) -> SyncReport:
+        """This report and ``other`` (a sync of other documents) as one."""
+        return SyncReport(self.written | other.written, self.failed | other.failed, self.rows + other.rows,
+                          self.surplus_deleted + other.surplus_deleted, self.requests + other.requests,
+                          self.splits + other.splits)
+
     def raise_for(self, source_object_id: int, *, index: str) -> None:
         """Raise the document's failure: IndexReadOnly, InfrastructureError (outage) or DocumentRejected."""
         failures = self.failed.get(source_object_id)
@@ -287,12 +293,14 @@ class SyncReport:
 
 
 def sync_documents(client: Any, index: str, documents: Sequence[tuple[int, Sequence[dict[str, Any]]]], *,
-                   generation: str, options: BulkOptions | None = None) -> SyncReport:
+                   generation: str, options: BulkOptions | None = None, elsewhere: Sequence[str] = ()) -> SyncReport:
     """Write each document's row actions, then delete its rows of other generations.
 
     Args:
         documents: (source object id, its ``index`` actions; every ``_source`` carries ``generation``).
         generation: the token this sync stamps on its rows; rows of a written document without it are surplus.
+        elsewhere: other indexes whose rows of the written documents are surplus too (in the same delete:
+            a document that moved to ``index`` leaves them).
     Returns: a SyncReport (documents whose rows were partly refused keep their old rows: nothing deleted).
     Raises: IndexReadOnly / InfrastructureError for faults of the whole request (nothing can be told per document).
     """
@@ -318,21 +326,23 @@ def sync_documents(client: Any, index: str, documents: Sequence[tuple[int, Seque
         report.failed.setdefault(owner[aid], []).append(failure)
     report.written = {oid for oid, _ in documents if oid not in report.failed}
     if report.written:
-        report.surplus_deleted = delete_by_query(client, index, {"bool": {
+        report.surplus_deleted = delete_by_query(client, ",".join([index, *elsewhere]), {"bool": {
             "filter": [{"terms": {"source_object_id": sorted(report.written)}}],
             "must_not": [{"term": {"generation": generation}}]}}, what="the surplus-row delete", refresh=False)
     return report
 
 
 def delete_by_query(client: Any, index: str, query: dict[str, Any], *, what: str, refresh: bool = True) -> int:
-    """``_delete_by_query`` with its failures read. Returns rows deleted.
+    """``_delete_by_query`` with its failures read (``index``: one name or several, comma-separated; a missing
+    one is skipped). Returns rows deleted.
 
     Raises: IndexReadOnly / InfrastructureError (request or per-row failures).
     """
     from opensearchpy.exceptions import OpenSearchException
 
     try:
-        resp = client.delete_by_query(index=index, body={"query": query}, refresh=refresh, conflicts="proceed")
+        resp = client.delete_by_query(index=index, body={"query": query}, refresh=refresh, conflicts="proceed",
+                                      ignore_unavailable=True)
     except OpenSearchException as exc:
         raise classify_transport_error(exc, index=index, what=what) from exc
     _raise_failures(resp, index=index, what=what)

@@ -35,7 +35,10 @@ from ki.index.lexical import DOC_FIELDS, LexHit, LexRow, row_source
 from ki.index.query_plan import AllOf, AnyOf, AtLeast, BestOf, Filtered, InSet, Node, Phrase, Term, WithBonus
 
 #: ``_meta.ki_schema`` of the mapping below; an index of another schema is rebuilt from the record.
-KI_SCHEMA = 3
+KI_SCHEMA = 4
+#: The large-documents index of ``<index>`` is ``<index>`` + this (:mod:`ki.index.opensearch`); a generated index
+#: name (:func:`index_name_for`) never holds a dot, so no database's index is another's large one.
+LARGE_SUFFIX = ".large"
 #: Candidates per half are over-fetched by this factor when matter / type / since filters are set.
 FACT_FILTER_OVERFETCH = 4
 #: Candidates per half beyond ``k`` (room for rows the record refuses).
@@ -93,8 +96,9 @@ REFRESH_INTERVAL = "250ms"
 CONCURRENT_SEGMENT_SEARCH = "all"
 
 
-def index_body(identity: EmbedderIdentity | None) -> dict[str, Any]:
-    """Settings and strict mapping of a new ki index (the vector field only with an embedder).
+def index_body(identity: EmbedderIdentity | None, large_passages: int | None = None) -> dict[str, Any]:
+    """Settings and strict mapping of a new ki index (the vector field only with an embedder); ``_meta`` records
+    :data:`KI_SCHEMA`, ``large_passages`` (the threshold the index pair was built with) and the embedder.
 
     ``KI_OPENSEARCH_REFRESH_INTERVAL`` sets ``index.refresh_interval`` (default :data:`REFRESH_INTERVAL`).
     Every index-stage write waits for the next refresh (``refresh=wait_for``: a finished stage is
@@ -117,7 +121,7 @@ def index_body(identity: EmbedderIdentity | None) -> dict[str, Any]:
         **{f"f_{f}": _WS for f in DOC_FIELDS},
         **{f"f_{f}_x": _WS_FREQS for f in DOC_FIELDS},
     }
-    meta: dict[str, Any] = {"ki_schema": KI_SCHEMA}
+    meta: dict[str, Any] = {"ki_schema": KI_SCHEMA, "large_passages": large_passages}
     if identity is not None:
         props["embedding"] = vector_field(identity.dimension)
         meta |= {"embedder": identity.embedder, "dimension": int(identity.dimension)}

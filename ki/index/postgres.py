@@ -115,6 +115,8 @@ class PostgresBackend:
     Args:
         engine: the SQLAlchemy engine of ki's database (or a :class:`ki.store.db.Database`).
         index_name: the ``index_meta`` row (one index per database: ``default``).
+        large_passages: ``retrieval.large_document_passages`` (None: its default): documents of more passages
+            are searched in the projection's "large documents" index (:mod:`ki.index.projection`).
 
     Raises (every method): SQLAlchemy/psycopg errors when the database fails (an outage).
     """
@@ -122,11 +124,12 @@ class PostgresBackend:
     name = "postgres"
 
     def __init__(self, engine: Engine | Any, *, index_name: str = INDEX_NAME, lexical: bool = True,
-                 index_root: Path | None = None):
+                 index_root: Path | None = None, large_passages: int | None = None):
         self.engine: Engine = getattr(engine, "engine", engine)
         self.index_name = index_name
         self.lexical = lexical
         self.index_root = index_root
+        self.large_passages = large_passages
         self._projection: Any = None
 
     def projection(self) -> Any:
@@ -134,7 +137,7 @@ class PostgresBackend:
         if self._projection is None:
             from ki.index.projection import projection_for
 
-            self._projection = projection_for(self.engine, self.index_root)
+            self._projection = projection_for(self.engine, self.index_root, self.large_passages)
         return self._projection
 
     def _applied(self) -> None:

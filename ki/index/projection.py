@@ -6,8 +6,17 @@ harmless).
 
 Where: ``<data_dir>/search/lexical-<epoch>/`` (``KI_DATA_DIR``; the epoch is the database's
 ``search_epoch``, so two databases — or a re-created one — never share a directory). Beside the tantivy
-files: ``state.json`` (``schema``, ``epoch``, ``watermark``: every change logged up to that ``seq`` is
-applied) and ``apply.lock``.
+files: ``state.json`` (``schema``, ``epoch``, ``large_passages``, ``watermark``: every change logged up to that
+``seq`` is applied) and ``apply.lock``.
+
+**Two indexes** (issue 15: a 120 MB file changes no other query's top 10): the documents of more than
+``retrieval.large_document_passages`` passages (:func:`ki.index.record.is_large`) live in a second tantivy
+index, ``large/`` inside the directory, kept by the same log, watermark and lock. tantivy's BM25 takes its
+statistics (document count, document frequencies, average field length) from the whole index it searches,
+so a huge file's passages in the main index would move every other document's score; apart, they move
+nothing. An object's rows are all in one of the two: each apply deletes the object from both and adds its
+current rows to the one its passage count picks (a document that grows or shrinks across the threshold
+moves). A search asks both and merges by score (:func:`ki.index.lexical_search.search_projection`).
 
 How: :meth:`LexicalProjection.catch_up` takes ``apply.lock`` (``flock``; one applier per directory across
 processes, which also guards tantivy's single writer), reads the change log after the watermark
@@ -39,7 +48,7 @@ from typing import Any
 from sqlalchemy import Engine, event
 
 from ki.index.lexical import SCHEMA_VERSION, WRITER_HEAP_BYTES, build_schema, lex_document
-from ki.index.record import changes_after, lex_rows, log_head, record_epoch
+from ki.index.record import changes_after, is_large, lex_rows, log_head, passage_counts, record_epoch
 
 log = logging.getLogger(__name__)
 
@@ -53,6 +62,15 @@ APPLY_RETRY_SECONDS = 2.0
 SEARCH_WAIT_SECONDS = 10.0
 STATE_FILE = "state.json"
 LOCK_FILE = "apply.lock"
+#: The "large documents" index, inside the projection's directory.
+LARGE_DIR = "large"
+
+
+def default_large_passages() -> int:
+    """``retrieval.large_document_passages``'s default (the configuration's one definition)."""
+    from ki.config.settings import RetrievalConfig
+
+    return int(RetrievalConfig.model_fields["large_document_passages"].default)
 
 _REGISTRY: dict[tuple[str, str], LexicalProjection] = {}
 _REGISTRY_LOCK = threading.Lock()
@@ -66,8 +84,13 @@ def default_root() -> Path:
     return current(ProcessSettings).data_dir / "search"
 
 
-def projection_for(engine: Engine, root: Path | None = None) -> LexicalProjection:
-    """The process's projection of ``engine``'s database (one per database and root directory)."""
+def projection_for(engine: Engine, root: Path | None = None, large_passages: int | None = None) -> LexicalProjection:
+    """The process's projection of ``engine``'s database (one per database and root directory).
+
+    ``large_passages``: ``retrieval.large_document_passages`` (None: the open projection's value, else the
+    default). A projection built with another value is rebuilt from the record by its next apply (its state
+    no longer matches).
+    """
     root = (root or default_root()).resolve()
     with engine.connect() as conn:
         epoch = record_epoch(conn)
@@ -75,9 +98,12 @@ def projection_for(engine: Engine, root: Path | None = None) -> LexicalProjectio
     with _REGISTRY_LOCK:
         proj = _REGISTRY.get(key)
         if proj is None:
-            proj = _REGISTRY[key] = LexicalProjection(engine, root / f"lexical-{epoch}", epoch)
+            proj = _REGISTRY[key] = LexicalProjection(engine, root / f"lexical-{epoch}", epoch, large_passages)
             if not event.contains(engine, "engine_disposed", _engine_disposed):
                 event.listen(engine, "engine_disposed", _engine_disposed)
+        elif large_passages is not None and proj.large_passages != int(large_passages):
+            proj.large_passages = int(large_passages)
+            proj._index = proj._large = None
         return proj
 
 
@@ -106,15 +132,18 @@ class LexicalProjection:
 
     Args:
         engine: the record's engine. directory: the index's directory. epoch: the record's search epoch.
+        large_passages: documents of more passages go to the "large documents" index (``large/``).
     Raises (every method): OSError when the directory cannot be written; SQLAlchemy errors of the record.
     """
 
-    def __init__(self, engine: Engine, directory: Path, epoch: str):
+    def __init__(self, engine: Engine, directory: Path, epoch: str, large_passages: int | None = None):
         self.engine = engine
         self.directory = directory
         self.epoch = epoch
+        self.large_passages = default_large_passages() if large_passages is None else int(large_passages)
         self.schema = build_schema()
         self._index: Any = None
+        self._large: Any = None
         self._loaded_watermark = -1
         self._thread_lock = threading.Lock()
         self._wanted = threading.Event()
@@ -128,7 +157,8 @@ class LexicalProjection:
             state = json.loads((self.directory / STATE_FILE).read_text())
         except (OSError, ValueError):
             return {}
-        if state.get("schema") != SCHEMA_VERSION or state.get("epoch") != self.epoch:
+        if (state.get("schema") != SCHEMA_VERSION or state.get("epoch") != self.epoch
+                or state.get("large_passages") != self.large_passages):
             return {}
         return state
 
@@ -138,7 +168,8 @@ class LexicalProjection:
 
     def _write_state(self, watermark: int) -> None:
         tmp = self.directory / (STATE_FILE + ".tmp")
-        tmp.write_text(json.dumps({"schema": SCHEMA_VERSION, "epoch": self.epoch, "watermark": watermark}))
+        tmp.write_text(json.dumps({"schema": SCHEMA_VERSION, "epoch": self.epoch,
+                                   "large_passages": self.large_passages, "watermark": watermark}))
         os.replace(tmp, self.directory / STATE_FILE)
 
     @contextmanager
@@ -170,14 +201,21 @@ class LexicalProjection:
 
     # -- the tantivy index ------------------------------------------------------------------------
 
-    def _open_or_create(self) -> tuple[Any, int]:
-        """(index, watermark) under the lock: an unusable index is replaced by an empty one at watermark 0."""
+    @property
+    def large_directory(self) -> Path:
+        """The "large documents" index's directory (see the module docstring)."""
+        return self.directory / LARGE_DIR
+
+    def _open_or_create(self) -> tuple[Any, Any, int]:
+        """(index, large-documents index, watermark) under the lock: an unusable pair is replaced by two empty
+        indexes at watermark 0 (rebuilt from the record)."""
         import tantivy
 
         state = self._read_state()
-        if state and tantivy.Index.exists(str(self.directory)):
+        if state and tantivy.Index.exists(str(self.directory)) and tantivy.Index.exists(str(self.large_directory)):
             try:
-                return tantivy.Index.open(str(self.directory)), int(state["watermark"])
+                return (tantivy.Index.open(str(self.directory)), tantivy.Index.open(str(self.large_directory)),
+                        int(state["watermark"]))
             except (ValueError, OSError) as exc:
                 log.warning("the search index at %s cannot be opened (%s): rebuilding it from the record",
                             self.directory, exc)
@@ -185,26 +223,37 @@ class LexicalProjection:
             if child.name != LOCK_FILE:
                 shutil.rmtree(child) if child.is_dir() else child.unlink()
         index = tantivy.Index(self.schema, path=str(self.directory), reuse=False)
+        self.large_directory.mkdir()
+        large = tantivy.Index(self.schema, path=str(self.large_directory), reuse=False)
         self._write_state(0)
-        return index, 0
+        return index, large, 0
 
-    def index(self) -> Any:
-        """The tantivy index for searching, reloaded when another commit was applied since."""
+    def indexes(self) -> tuple[Any, Any]:
+        """(the index, the large-documents index) for searching, reloaded when another commit was applied since.
+
+        Raises: RuntimeError while another process builds the index for longer than :data:`SEARCH_WAIT_SECONDS`.
+        """
         import tantivy
 
         wm = self.watermark()
-        if self._index is None:
+        if self._index is None or self._large is None:
             if wm < 0:
                 self.catch_up(block=True, timeout=SEARCH_WAIT_SECONDS)
                 wm = self.watermark()
             if wm < 0:
                 raise RuntimeError(f"the search index at {self.directory} is being built by another process")
             self._index = tantivy.Index.open(str(self.directory))
+            self._large = tantivy.Index.open(str(self.large_directory))
             self._loaded_watermark = wm
         elif wm != self._loaded_watermark:
             self._index.reload()
+            self._large.reload()
             self._loaded_watermark = wm
-        return self._index
+        return self._index, self._large
+
+    def index(self) -> Any:
+        """The (main) tantivy index for searching (:meth:`indexes`)."""
+        return self.indexes()[0]
 
     # -- catching up ------------------------------------------------------------------------------
 
@@ -277,22 +326,28 @@ class LexicalProjection:
 
     def _apply(self, progress: Callable[[int], None] | None, done: int) -> int:
         """Under the lock: apply every batch after the watermark. Returns objects applied."""
-        index, watermark = self._open_or_create()
+        index, large, watermark = self._open_or_create()
         with self.engine.connect() as conn:
             changes = changes_after(conn, watermark, BATCH_OBJECTS)
         if not changes:
             return 0
-        writer = index.writer(WRITER_HEAP_BYTES, 1)
+        writers = (index.writer(WRITER_HEAP_BYTES, 1), large.writer(WRITER_HEAP_BYTES, 1))
         applied = 0
         try:
             while changes:
                 oids = [oid for oid, _ in changes]
                 for oid in oids:
-                    writer.delete_documents_by_term("oid", oid)
+                    for writer in writers:
+                        writer.delete_documents_by_term("oid", oid)
                 with self.engine.connect() as conn:
+                    counts = passage_counts(conn, oids)
                     for row in lex_rows(conn, oids):
-                        writer.add_document(lex_document(row))
-                writer.commit()
+                        big = is_large(counts.get(row.source_object_id, 0), self.large_passages)
+                        writers[big].add_document(lex_document(row))
+                # the watermark is written after both commits: a crash between them leaves a moving object in
+                # both or neither only until the next applier (every search catches up first) applies the batch again
+                writers[1].commit()
+                writers[0].commit()
                 watermark = max(seq for _, seq in changes)
                 self._write_state(watermark)
                 applied += len(oids)
@@ -301,8 +356,10 @@ class LexicalProjection:
                 with self.engine.connect() as conn:
                     changes = changes_after(conn, watermark, BATCH_OBJECTS)
         except BaseException:
-            writer.rollback()
+            for writer in writers:
+                writer.rollback()
             raise
         finally:
-            writer.wait_merging_threads()
+            for writer in writers:
+                writer.wait_merging_threads()
         return applied

@@ -83,6 +83,26 @@ def _facts_sql(conn: Connection) -> str:
             f"AS doc_types, {date_value} AS doc_date")
 
 
+def passage_counts(conn: Connection, source_object_ids: Sequence[int]) -> dict[int, int]:
+    """Object id → its live passages (rows other than the profile row; objects without any are absent): what
+    decides whether an object is searched in the "large documents" index (:func:`is_large`)."""
+    ids = sorted({int(i) for i in source_object_ids})
+    if not ids:
+        return {}
+    sql = text("""SELECT c.source_object_id, count(*) AS n FROM chunk c
+                  JOIN source_object so ON so.id = c.source_object_id AND so.deleted_at IS NULL
+                  WHERE c.source_object_id = ANY(CAST(:ids AS bigint[])) AND NOT c.is_deleted AND c.ordinal >= 0
+                  GROUP BY c.source_object_id""")
+    return {int(r.source_object_id): int(r.n) for r in conn.execute(sql, {"ids": ids})}
+
+
+def is_large(passages: int, large_passages: int) -> bool:
+    """Whether a document of ``passages`` passages belongs in the "large documents" index: more than
+    ``large_passages`` (``retrieval.large_document_passages``). Issue 15: its passages must not shift the BM25
+    statistics of the other documents' index."""
+    return passages > large_passages
+
+
 def lex_rows(conn: Connection, source_object_ids: Sequence[int]) -> Iterator[LexRow]:
     """The live rows of the objects as the lexical index holds them (rows of tombstoned objects are absent),
     streamed in (object, ordinal) order."""

@@ -195,7 +195,10 @@ def test_index_mapping_is_strict_with_lucene_vectors_and_the_embedder_recorded(m
     backend.ensure_embedder(IDENTITY)
     mapping = backend.client.indices.get_mapping(index=backend.index)[backend.index]["mappings"]
     assert mapping["dynamic"] == "strict"
-    assert mapping["_meta"] == {"ki_schema": KI_SCHEMA, "embedder": IDENTITY.embedder, "dimension": 32}
+    assert mapping["_meta"] == {"ki_schema": KI_SCHEMA, "large_passages": backend.large_passages,
+                                "embedder": IDENTITY.embedder, "dimension": 32}
+    large = backend.client.indices.get_mapping(index=backend.large_index)[backend.large_index]["mappings"]
+    assert large == mapping  # the large-documents index: the same mapping
     props = mapping["properties"]
     emb = props["embedding"]
     assert (emb["type"], emb["dimension"]) == ("knn_vector", 32)
