@@ -70,9 +70,9 @@ from ki.index.opensearch_bulk import (
 )
 from ki.index.opensearch_index import (
     FACT_FILTER_OVERFETCH,
-    LARGE_SUFFIX,
     KI_SCHEMA,
     KNOWN_IDENTITIES,
+    LARGE_SUFFIX,
     LOCK,
     OVERFETCH_MARGIN,
     SPACE_TYPE,
