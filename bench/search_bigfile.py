@@ -1,8 +1,8 @@
 """The 120 MB check (issue 15 "Measure"): one huge text inserted into an estate changes no other query's top 10.
 
 Run: ``.venv/bin/python bench/search_bigfile.py [--estate DIR] [--mb 120] [--text estate|prose] [--judged]
-[--json out.json]`` (default: the dev estate, ``$KI_SHARED_DIR/corpus/estate-dev``, 120 MB of the estate's own
-sentences).
+[--large-document-passages N] [--json out.json]`` (default: the dev estate, ``$KI_SHARED_DIR/corpus/estate-dev``,
+120 MB of the estate's own sentences).
 
 1. ``ki insert`` of the estate as a subprocess (a fresh data directory, lexical only), as
    ``bench/search_judged.py`` does;
@@ -17,6 +17,11 @@ sentences).
    order, the big file having taken one place), ``same set`` (the same other files, another order: BM25's
    corpus statistics moved — the big file's tens of thousands of passages change the document frequencies and
    the average passage length), or ``changed`` (files in / out, listed); and where the big file ranks.
+
+``--large-document-passages N`` sets ``retrieval.large_document_passages`` for both inserts and the searches
+(default: the setting's default, 2,000, so the big file is kept in the "large documents" index and the other
+files' statistics do not move; a value above the big file's passages pools it with the others — the behaviour
+before, for comparison).
 
 Prints the load average with every timing (the machine is shared). The judged set's recall is not re-measured
 here (``bench/search_judged.py``).
@@ -84,7 +89,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
     truth = json.loads((args.estate / "truth.json").read_text())
     out: dict[str, Any] = {"estate": args.estate.name, "files": len(truth["files"]), "mb": args.mb,
-                           "text": args.text}
+                           "text": args.text, "large_document_passages": args.large_document_passages}
     with temp_workdir(prefix="ki-bench-bigsearch-") as work:
         estate = work / "estate"
         shutil.copytree(args.estate / "estate", estate)
@@ -95,6 +100,13 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         ctx = PipelineContext.open(ProcessSettings(data_dir=data_dir, database_url=None))
         try:
             body = inserted_text(ctx, root)
+            with ctx.db.engine.connect() as conn:
+                sizes = conn.execute(text(
+                    "SELECT max(n), percentile_disc(0.99) WITHIN GROUP (ORDER BY n) FROM (SELECT count(*) AS n "
+                    "FROM chunk WHERE ordinal >= 0 AND NOT is_deleted GROUP BY source_object_id) s")).one()
+            out["estate_passages_max"], out["estate_passages_p99"] = sizes
+            print(f"the estate's largest document: {sizes[0]} passages (p99 {sizes[1]}); "
+                  f"retrieval.large_document_passages = {ctx.config.retrieval.large_document_passages}", flush=True)
             queries = [("fixed", q) for q in QUERIES]
             if args.judged:
                 queries += [(j.cls, j.query) for j in judged_queries(truth, body)]
@@ -144,7 +156,11 @@ def main() -> int:
     parser.add_argument("--text", choices=("estate", "prose"), default="estate")
     parser.add_argument("--judged", action="store_true", help="also every query of bench/search_judged.py")
     parser.add_argument("--json", type=Path)
+    parser.add_argument("--large-document-passages", type=int, default=None,
+                        help="retrieval.large_document_passages for the run (default: the setting's default)")
     args = parser.parse_args()
+    if args.large_document_passages is not None:  # ki insert's subprocesses and this process's searches
+        os.environ["KI_RETRIEVAL__LARGE_DOCUMENT_PASSAGES"] = str(args.large_document_passages)
     result = run(args)
     if args.json:
         args.json.write_text(json.dumps(result, indent=2, default=str))
