@@ -184,9 +184,11 @@ _SENTENCES = [
 def test_a_huge_document_takes_one_place_in_a_top_ten(ctx, backend):
     """Issue 15 ("a 120 MB single file changes no other query's top-10"), CI-sized: one huge text holding every
     common word thousands of times takes at most one place in any top 10 — the other nine or ten are the other
-    files, each query still answers a full page (before exact top-k, every place went to that one file). The
-    *order* of the other files may move: BM25's statistics (document frequencies, average passage length) now
-    include the huge file's passages — bench/search_bigfile.py reports that per query at 120 MB.
+    files in the order they had before (each query still answers a full page; before exact top-k, every place
+    went to that one file): above ``retrieval.large_document_passages`` (2,000) it is kept in the "large
+    documents" index, so its passages do not enter the BM25 statistics the others are ranked by
+    (tests/integration/test_search_large_documents.py; bench/search_bigfile.py at 120 MB). It is still found
+    (ranked by its own index's statistics, where these words are in every passage: below the small files).
     ~40 s embedded, ~60 s on OpenSearch (4,700 rows)."""
     import random
 
@@ -217,8 +219,8 @@ def test_a_huge_document_takes_one_place_in_a_top_ten(ctx, backend):
         after = [h.source_object_id for h in run(b, ctx, q).hits]
         others = [o for o in after if o != ids[40]]
         assert len(after) == 10 and len(others) >= 9, (q, after)
-        assert set(others) <= set(ids[:40]) and len(set(others)) == len(others)
-        found_big += ids[40] in after
+        assert others == before[q][:len(others)], (q, before[q], after)
+        found_big += ids[40] in [h.source_object_id for h in run(b, ctx, q, limit=60).hits]
         page2 = [h.source_object_id for h in run(b, ctx, q, offset=10).hits]
         assert ids[40] not in page2 or ids[40] not in after  # one place in all, not one per page
-    assert found_big >= 1  # it does match: the huge file is ranked, not dropped
+    assert found_big == len(queries)  # it does match: the huge file is ranked, not dropped
