@@ -31,7 +31,8 @@ def chunk_spans(text: str, *, chunk_chars: int, overlap_chars: int) -> list[tupl
     Same rules: chunks of at most ``chunk_chars`` characters of the stripped text, consecutive ones
     sharing about ``overlap_chars``; a chunk ends at the last paragraph break, else line break, else
     space in its second half, so words are not cut when avoidable; each chunk is stripped, blank ones
-    are left out. Reads the text in place (no copy of it). Empty or whitespace text → [].
+    and ones inside the previous one are left out, one holding the previous one replaces it (starts and
+    ends strictly increase). Reads the text in place (no copy of it). Empty or whitespace text → [].
     Raises ValueError when overlap ≥ chunk size.
     """
     if overlap_chars >= chunk_chars:
@@ -48,8 +49,11 @@ def chunk_spans(text: str, *, chunk_chars: int, overlap_chars: int) -> list[tupl
                     end = cut + len(sep)
                     break
         s, e = _strip_bounds(text, start, end)
-        if s < e:
-            spans.append((s, e))
+        if s < e and (not spans or e > spans[-1][1]):  # a chunk inside the previous one adds nothing
+            if spans and s <= spans[-1][0]:  # one holding the previous one (same start once stripped) replaces it
+                spans[-1] = (s, e)
+            else:
+                spans.append((s, e))
         if end >= n:
             break
         nxt = max(end - overlap_chars, start + 1)
