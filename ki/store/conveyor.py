@@ -116,6 +116,45 @@ def release(conn: Connection, run_id: int, *, released_by: int | None, default_w
     return [int(r[0]) for r in conn.execute(TO_TRIGGER_SQL, {**params, "every": every_releaser})]
 
 
+# -- name: reopen_finished --
+# Finished members that hold a row re-opened by a later classification (lane ``rerun``, pending): back to
+# waiting, one more re-opening counted (their next DAG's idempotency key), only while the run is active.
+REOPEN_SQL = text("""
+UPDATE pipeline_run_object m
+SET finished_at = NULL, outcome = NULL, released_at = NULL, released_by = NULL, workflow_run_id = NULL,
+    reopens = m.reopens + 1
+WHERE m.run_id = :r AND m.finished_at IS NOT NULL
+  AND EXISTS (SELECT 1 FROM pipeline_runs r WHERE r.id = :r AND r.status IN ('queued', 'running'))
+  AND EXISTS (SELECT 1 FROM processing_state ps WHERE ps.source_object_id = m.source_object_id
+                AND ps.status = 'pending' AND ps.lane = 'rerun')
+RETURNING m.source_object_id
+""")
+
+
+def reopen_finished(conn: Connection, run_id: int) -> list[int]:
+    """Put back on the conveyor the finished members of run ``run_id`` that a later classification
+    re-opened (a pending row in lane ``rerun``: ``ki.relate.basis`` re-runs a relate whose basis changed);
+    returns their object ids, ascending.
+
+    Issue 14 item 1 on the Hatchet provider: a document's DAG can end before another document's
+    classification re-opens its relate; without this the run completed with that row pending. Called by
+    each DAG's final task before it records its own end (under the per-run lock), so the run is not
+    finalised while such a member is owed a DAG; :func:`release` then releases it like any waiting member,
+    and its DAG's idempotency key carries ``reopens`` (:func:`attempt_keys`)."""
+    lock_run(conn, run_id)
+    return sorted(int(r[0]) for r in conn.execute(REOPEN_SQL, {"r": run_id}))
+
+
+def attempt_keys(conn: Connection, run_id: int, oids: Sequence[int]) -> dict[int, str]:
+    """The ``attempt`` part of each member's DAG idempotency key: ``""`` for its first DAG, ``reopen<n>``
+    after its ``n``-th re-opening (:func:`reopen_finished`) — new per re-opening, the same for a replay."""
+    rows = conn.execute(text("SELECT source_object_id, reopens FROM pipeline_run_object "
+                             "WHERE run_id = :r AND source_object_id = ANY(CAST(:o AS bigint[]))"),
+                        {"r": run_id, "o": [int(o) for o in oids]})
+    keys = {int(r.source_object_id): (f"reopen{r.reopens}" if r.reopens else "") for r in rows}
+    return {int(o): keys.get(int(o), "") for o in oids}
+
+
 def in_flight_members(conn: Connection, run_id: int) -> list[tuple[int, str]]:
     """``(source_object_id, workflow_run_id)`` of the run's released, unfinished members whose DAG was
     triggered (its id recorded), by object id: at most the window."""

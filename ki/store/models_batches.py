@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from sqlalchemy import BigInteger, DateTime, ForeignKey, Index, Text, func
+from sqlalchemy import BigInteger, DateTime, ForeignKey, Index, Integer, Text, func
 from sqlalchemy import text as sa_text
 from sqlalchemy.orm import Mapped, mapped_column
 
@@ -29,6 +29,9 @@ class PipelineRunObject(Base):
         released_at / released_by: when the batch's conveyor released the member (its DAG is then
             triggered) and by which member's end (None: the first window, or the sweeper); migration
             ``0018_conveyor``, :mod:`ki.store.conveyor`.
+        reopens: how often the member was put back on the conveyor after its DAG ended, because a
+            later classification re-opened one of its rows (migration ``0021_member_reopens``,
+            :func:`ki.store.conveyor.reopen_finished`); part of its next DAG's idempotency key.
     """
 
     __tablename__ = "pipeline_run_object"
@@ -42,6 +45,7 @@ class PipelineRunObject(Base):
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
     released_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     released_by: Mapped[int | None] = mapped_column(BigInteger)
+    reopens: Mapped[int] = mapped_column(Integer, nullable=False, server_default=sa_text("0"))
     __table_args__ = (
         Index("ix_pipeline_run_object_object", "source_object_id"),
         Index("ix_pipeline_run_object_unfinished", "run_id", postgresql_where=sa_text("finished_at IS NULL")),

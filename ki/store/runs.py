@@ -10,8 +10,7 @@ under a global advisory lock, every non-deleted object with a non-terminal stage
 already owned by another active batch; batch progress is aggregated into the run row under a
 per-run advisory lock; the final task forces the last refresh so a run reaches ``completed``.
 The local provider writes its counters directly (:func:`create_run`, :func:`write_progress`,
-:func:`finish_run`).
-A batch made only of ``access_only_reindex`` index rows is an "Access refresh" run.
+:func:`finish_run`). A batch made only of ``access_only_reindex`` index rows is an "Access refresh" run.
 
 Tables: ``pipeline_runs`` (the ledger row) and ``pipeline_run_object`` (migration
 ``0007_batches``: one row per reserved document, with its workflow run id and, once its DAG
@@ -30,7 +29,7 @@ runner counts it (``ExecutionResult.passed``).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -274,20 +273,21 @@ def _finalize_if_done(conn: Connection, run_id: int) -> str | None:
     return status if done else None
 
 
-def finish_member(conn: Connection, run_id: int, source_object_id: int, outcome: str,
-                  *, error: str | None = None) -> str | None:
+def finish_member(conn: Connection, run_id: int, source_object_id: int, outcome: str, *, error: str | None = None,
+                  before_finalize: Callable[[Connection, int], object] | None = None) -> str | None:
     """Record that a document's DAG ended; finalize the run when it was the last one.
 
-    Takes the per-run lock (waiting), so of two final tasks finishing at once exactly one sees
-    zero unfinished members and forces the last aggregation. ``error`` (orchestration failures)
-    is kept on the run row. Returns the run's new status (``completed``/``failed``) when this call
-    finished the run, else None.
-    """
+    Takes the per-run lock (waiting), so of two final tasks finishing at once exactly one sees zero unfinished
+    members and forces the last aggregation. ``error`` (orchestration failures) is kept on the run row.
+    ``before_finalize(conn, run_id)`` runs between the two (the final task's ``conveyor.reopen_finished``).
+    Returns the run's new status (``completed``/``failed``) when this call finished the run, else None."""
     _run_lock(conn, run_id, wait=True)
     conn.execute(
         text("UPDATE pipeline_run_object SET finished_at = now(), outcome = :o "
              "WHERE run_id = :r AND source_object_id = :oid AND finished_at IS NULL"),
         {"o": outcome, "r": run_id, "oid": source_object_id})
+    if before_finalize is not None:
+        before_finalize(conn, run_id)
     if error:
         conn.execute(text("UPDATE pipeline_runs SET error = :e, updated_at = now() WHERE id = :r"),
                      {"e": error[:2000], "r": run_id})

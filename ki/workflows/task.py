@@ -248,7 +248,9 @@ def stage_task(stage: str, run_id: int, oid: int, *, final: bool,
     with rt.ctx.db.engine.begin() as conn:
         if final:
             outcome = runs.document_outcome(conn, oid)
-            finished = runs.finish_member(conn, run_id, oid, "requeued" if outcome == "unfinished" else outcome)
+            # members a later classification re-opened (this one too) are owed a DAG again before the run ends
+            finished = runs.finish_member(conn, run_id, oid, "requeued" if outcome == "unfinished" else outcome,
+                                          before_finalize=conveyor.reopen_finished)
             if finished:
                 out["run_status"] = finished
             released = rt.release(conn, run_id, oid)

@@ -131,7 +131,9 @@ def trigger_members(ctx: PipelineContext, run_id: int, oids: list[int], *, attem
     conveyor) and record their workflow run ids. Returns the number of ids recorded.
 
     Idempotent: a member triggered before (same run, object and ``attempt``) collides on the
-    idempotency key and gets its existing DAG's id recorded.
+    idempotency key and gets its existing DAG's id recorded. Without ``attempt`` (the conveyor's
+    triggers) each member's key part is :func:`ki.store.conveyor.attempt_keys` (``reopen<n>`` for a
+    member re-opened after its DAG ended).
     Raises: OrchestratorUnavailable or the SDK's error (a calling task is retried by Hatchet; its
         replay triggers the same members again).
     """
@@ -139,12 +141,21 @@ def trigger_members(ctx: PipelineContext, run_id: int, oids: list[int], *, attem
         return 0
     client = hatchet_client()
     wf = _document_workflow(ctx, client, run_id)
+    if attempt:
+        groups = {attempt: list(oids)}
+    else:  # the conveyor's triggers: a member re-opened after its DAG ended gets a new key per re-opening
+        with ctx.db.engine.connect() as conn:
+            keys = conveyor.attempt_keys(conn, run_id, oids)
+        groups = {}
+        for oid in oids:
+            groups.setdefault(keys[oid], []).append(oid)
     done = 0
-    for i in range(0, len(oids), TRIGGER_CHUNK):
-        pairs, any_id = _trigger_chunk(wf, run_id, oids[i:i + TRIGGER_CHUNK], attempt=attempt)
-        with ctx.db.engine.begin() as conn:
-            runs.record_workflow_runs(conn, run_id, pairs, first=any_id)
-        done += len(pairs)
+    for key, members in groups.items():
+        for i in range(0, len(members), TRIGGER_CHUNK):
+            pairs, any_id = _trigger_chunk(wf, run_id, members[i:i + TRIGGER_CHUNK], attempt=key)
+            with ctx.db.engine.begin() as conn:
+                runs.record_workflow_runs(conn, run_id, pairs, first=any_id)
+            done += len(pairs)
     return done
 
 

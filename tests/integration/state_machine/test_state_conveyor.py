@@ -157,3 +157,36 @@ def test_concurrent_ends_never_exceed_the_window(ctx, src):
                        "WHERE run_id = :r", r=run_id)
     assert len(members) == 30 and all(m.finished_at and m.workflow_run_id for m in members)
     assert sql(ctx, "SELECT status FROM pipeline_runs WHERE id = :r", r=run_id)[0][0] == "completed"
+
+
+def test_a_member_reopened_after_its_end_is_owed_a_new_dag(ctx, src):
+    """A later classification re-opens a finished member's relate (lane ``rerun``): the next member's end
+    puts it back on the conveyor (``reopen_finished``), the run is not finalised, its next DAG gets a new
+    idempotency key (``reopen1``) that a replay of the same end reproduces; once its rows are done the run
+    completes."""
+    run_id, ids = _batch(ctx, src, 2)
+    a, b = ids
+    _record(ctx, run_id, _release(ctx, run_id, None))
+    sql_done = "UPDATE processing_state SET status = 'done' WHERE source_object_id = ANY(:o)"
+    with ctx.db.engine.begin() as conn:
+        conn.execute(text(sql_done), {"o": ids})
+    assert _finish(ctx, run_id, a) == []
+    with ctx.db.engine.begin() as conn:  # b's classification changed what a's relate read (ki.relate.basis)
+        conn.execute(text("UPDATE processing_state SET status = 'pending', lane = 'rerun' "
+                          "WHERE source_object_id = :a AND stage = 'fetch'"), {"a": a})
+
+    def end_b() -> tuple[str | None, list[int]]:
+        with ctx.db.engine.begin() as conn:
+            status = runs.finish_member(conn, run_id, b, "done", before_finalize=conveyor.reopen_finished)
+            return status, conveyor.release(conn, run_id, released_by=b, default_window=99)
+
+    assert end_b() == (None, [a])  # not completed: a is released again, by b's end
+    assert end_b() == (None, [a])  # a replay of b's end: the same member, not re-opened twice
+    with ctx.db.engine.connect() as conn:
+        assert conveyor.attempt_keys(conn, run_id, [a, b]) == {a: "reopen1", b: ""}
+    assert sql(ctx, "SELECT reopens FROM pipeline_run_object WHERE source_object_id = :a", a=a) == [(1,)]
+    _record(ctx, run_id, [a])
+    with ctx.db.engine.begin() as conn:
+        conn.execute(text(sql_done), {"o": [a]})
+        assert runs.finish_member(conn, run_id, a, "done", before_finalize=conveyor.reopen_finished) == "completed"
+    assert sql(ctx, "SELECT status FROM pipeline_runs WHERE id = :r", r=run_id) == [("completed",)]
