@@ -33,7 +33,7 @@ from ki.launch import launch_insertion
 from ki.sources.scan import register_local_source, scan_source
 from ki.store.pauses import read_pauses
 from tests.helpers.gateway_stub import GatewayStub
-from tests.helpers.outage import SocketOutage, note_estate, stage_answer, wait_until
+from tests.helpers.outage import SocketOutage, gateway_refusing, note_estate, stage_answer, wait_until
 
 pytestmark = pytest.mark.timeout(400)
 
@@ -71,13 +71,7 @@ def test_a_closed_gateway_socket_is_probed_by_tcp_connects_and_resumes(make_ctx,
             assert runner.is_alive(), "the run finished before the outage"
             outage.down()
             shown: list = []
-
-            def paused_refusing() -> bool:
-                with ctx.db.engine.connect() as conn:
-                    shown[:] = [p for p in read_pauses(conn) if p.dependency == "gateway"]
-                return bool(shown) and "refuses TCP connections" in shown[0].reason
-
-            assert _wait(paused_refusing, DOWN_SECONDS - 2), shown
+            assert _wait(gateway_refusing(ctx, shown), DOWN_SECONDS - 2), shown
             _wait(lambda: False, DOWN_SECONDS - (time.monotonic() - outage.down_at))
         finally:
             if outage.up_at is None:

@@ -21,6 +21,7 @@ from ki.index.backend import PROFILE_ORDINAL, ChunkRow, IndexDocument
 from ki.index.factory import backend_for
 from ki.index.search import search_with_backend
 from tests.helpers.postgres import insert_objects
+from tests.helpers.search_backend import backend_on
 
 OPEN = AccessProjection(("*",))
 THRESHOLD = 50
@@ -78,17 +79,9 @@ def configured_backend(ctx, large_passages):
 @pytest.fixture(params=["postgres", pytest.param("opensearch", marks=pytest.mark.opensearch)])
 def backend(request, ctx, monkeypatch):
     """The embedded backend, or OpenSearch (this test's own index pair on the session node), threshold 50."""
-    if request.param == "opensearch":
-        node = request.getfixturevalue("opensearch_node")
-        monkeypatch.setenv("KI_OPENSEARCH_REFRESH_INTERVAL", "100ms")
-        set_config_value(ctx.settings.data_dir, "components.opensearch_url", node.url)
-    b = configured_backend(ctx, THRESHOLD)
-    assert b.name == request.param and b.large_passages == THRESHOLD
-    if b.name == "opensearch":
-        b.drop_index()
-    yield b
-    if b.name == "opensearch":
-        b.drop_index()
+    for b in backend_on(request, ctx, monkeypatch, lambda: configured_backend(ctx, THRESHOLD)):
+        assert b.large_passages == THRESHOLD
+        yield b
 
 
 def test_a_large_document_moves_no_other_documents_ranking(ctx, backend):

@@ -11,11 +11,11 @@ from __future__ import annotations
 import pytest
 
 from ki.access.projection import AccessProjection
-from ki.config.loader import set_config_value
 from ki.index.backend import PROFILE_ORDINAL, ChunkRow, IndexDocument, SearchFilters
 from ki.index.factory import backend_for
 from ki.index.search import search_with_backend
 from tests.helpers.postgres import insert_objects
+from tests.helpers.search_backend import backend_on
 
 OPEN = AccessProjection(("*",))
 
@@ -36,18 +36,7 @@ def paths(response):
 @pytest.fixture(params=["postgres", pytest.param("opensearch", marks=pytest.mark.opensearch)])
 def backend(request, ctx, monkeypatch):
     """The embedded backend, or OpenSearch (this test's own index on the session node)."""
-    if request.param == "opensearch":
-        node = request.getfixturevalue("opensearch_node")
-        monkeypatch.setenv("KI_OPENSEARCH_REFRESH_INTERVAL", "100ms")
-        set_config_value(ctx.settings.data_dir, "components.opensearch_url", node.url)
-        ctx.reload_config()
-    b = backend_for(ctx.db, ctx.config)
-    assert b.name == request.param
-    if b.name == "opensearch":
-        b.drop_index()
-    yield b
-    if b.name == "opensearch":
-        b.drop_index()
+    yield from backend_on(request, ctx, monkeypatch, lambda: backend_for(ctx.db, ctx.config))
 
 
 @pytest.fixture

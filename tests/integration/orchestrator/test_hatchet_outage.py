@@ -33,7 +33,7 @@ from ki.store.pauses import read_pauses
 from ki.taxonomies import PIPELINE_STAGE_ORDER
 from tests.helpers.gateway_stub import GatewayStub
 from tests.helpers.hatchet_harness import configure, q, scan
-from tests.helpers.outage import SocketOutage, note_estate, stage_answer, wait_until
+from tests.helpers.outage import SocketOutage, gateway_refusing, note_estate, stage_answer, wait_until
 
 pytestmark = [pytest.mark.hatchet, pytest.mark.timeout(300)]
 
@@ -70,13 +70,7 @@ def test_a_gateway_outage_pauses_the_hatchet_tasks_and_the_run_completes(hx, mak
                 f"{stub.count} gateway requests\n{hx.diagnostics(ctx)}"
             outage.down()
             shown: list = []
-
-            def paused_refusing() -> bool:
-                with ctx.db.engine.connect() as conn:
-                    shown[:] = [p for p in read_pauses(conn) if p.dependency == "gateway"]
-                return bool(shown) and "refuses TCP connections" in shown[0].reason
-
-            assert wait_until(paused_refusing, DOWN_SECONDS - 4, step=0.1), (shown, hx.diagnostics(ctx))
+            assert wait_until(gateway_refusing(ctx, shown), DOWN_SECONDS - 4, step=0.1), (shown, hx.diagnostics(ctx))
             time.sleep(2.0)  # the requests in flight when the socket closed have failed by now
             attempts_paused = _model_attempts(ctx)
             wait_until(lambda: False, DOWN_SECONDS - 0.5 - (time.monotonic() - outage.down_at), step=0.2)
