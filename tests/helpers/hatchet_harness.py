@@ -229,6 +229,29 @@ def engine_dags(namespace: str, run_id: int) -> list:
     return [r for r in listing.rows or [] if (r.display_name or "").startswith(namespace)]
 
 
+def engine_run(workflow_run_id: str, *, ready=lambda details: True, timeout: float = 60.0):
+    """The engine's details of a workflow run (``hatchet_client().runs.get``), waiting up to ``timeout`` s
+    until the engine's read model knows it and ``ready(details)`` holds: that model (its OLAP tables) is
+    written from a buffer, so a DAG ki recorded as finished can be unknown (404) or show unfinished tasks
+    for a moment after the run completed (seen in CI: 404 for a finished member's DAG). Raises the last
+    NotFoundException, or AssertionError when ``ready`` never held."""
+    from hatchet_sdk.clients.rest.exceptions import NotFoundException
+
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            details = hatchet_client().runs.get(workflow_run_id)
+            if ready(details):
+                return details
+            if time.monotonic() >= deadline:
+                shown = [(t.display_name, str(t.status)) for t in details.tasks]
+                raise AssertionError(f"run {workflow_run_id}: {shown}")
+        except NotFoundException:
+            if time.monotonic() >= deadline:
+                raise
+        time.sleep(0.5)
+
+
 def dags_per_member(namespace: str, run_id: int) -> Counter:
     """How many engine DAGs each (object id, attempt) of batch ``run_id`` has: a count above 1 is a
     member triggered twice (a sweeper replacement carries an attempt token of its own)."""

@@ -28,6 +28,7 @@ from tests.helpers.hatchet_harness import (
     configure,
     dags_per_member,
     engine_dags,
+    engine_run,
     new_database,
     peak_in_flight,
     q,
@@ -125,7 +126,7 @@ def test_enabling_a_stage_mid_run_registers_a_new_dag(hx, make_ctx, pg_server_ur
         document_workflow_name(after)
     assert worker.poll() is None and "restarting" in hx.log_text()  # re-executed itself, same process
     tasks = {t.display_name.rsplit("-", 1)[0] for d in engine_dags(hx.namespace, second)[:3]
-             for t in hatchet_client().runs.get(str(d.workflow_run_external_id)).tasks
+             for t in engine_run(str(d.workflow_run_external_id)).tasks
              if not t.display_name.startswith("record_failure")}
     assert tasks == set(after)
 

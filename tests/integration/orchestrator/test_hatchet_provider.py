@@ -40,6 +40,7 @@ from tests.helpers.hatchet_harness import (
     ENABLED_STAGES,
     configure,
     dags_per_member,
+    engine_run,
     execute,
     new_database,
     q,
@@ -112,7 +113,7 @@ def test_300_documents_through_hatchet_match_local(hx, make_ctx, pg_server_uri, 
     run = q(ctx, "SELECT kind, label, provider, status, workflow_run_id FROM pipeline_runs WHERE id = :r",
             r=summary.run_id)[0]
     assert (run.kind, run.label, run.provider, run.status) == ("insertion", "Insertion", "hatchet", "completed")
-    details = hatchet_client().runs.get(run.workflow_run_id)
+    details = engine_run(run.workflow_run_id)
     assert document_workflow_name(ENABLED_STAGES) in (details.run.display_name or "")
     visible = {t.display_name.rsplit("-", 1)[0] for t in details.tasks
                if not t.display_name.startswith("record_failure")}  # the failure hook
@@ -123,7 +124,11 @@ def test_300_documents_through_hatchet_match_local(hx, make_ctx, pg_server_uri, 
     # the stages of a document ran in order: each task started after its predecessor ended (an
     # engine-side skip must not let a later task start beside an earlier one)
     for wid in [m.workflow_run_id for m in members][::30]:
-        tasks = {t.display_name.rsplit("-", 1)[0]: t for t in hatchet_client().runs.get(wid).tasks if t.started_at}
+        def settled(details) -> bool:
+            done = [t for t in details.tasks if t.started_at and t.finished_at]
+            return {t.display_name.rsplit("-", 1)[0] for t in done} >= set(ENABLED_STAGES)
+
+        tasks = {t.display_name.rsplit("-", 1)[0]: t for t in engine_run(wid, ready=settled).tasks if t.started_at}
         assert list(tasks) and set(tasks) == set(ENABLED_STAGES), (wid, list(tasks))
         for a, b in zip(ENABLED_STAGES, ENABLED_STAGES[1:], strict=False):
             assert tasks[b].started_at >= tasks[a].finished_at, (wid, a, b, tasks[a].finished_at, tasks[b].started_at)
@@ -433,7 +438,7 @@ def test_sync_then_access_refresh_workflow(hx, make_ctx, tmp_path):
     hx.wait_run(ctx, summary.run_id, timeout=240)
     run = q(ctx, "SELECT kind, label, workflow_run_id, done FROM pipeline_runs WHERE id = :r", r=summary.run_id)[0]
     assert (run.kind, run.label, run.done) == (batches.KIND_ACCESS_REFRESH, batches.LABEL_ACCESS_REFRESH, 3)
-    details = hatchet_client().runs.get(run.workflow_run_id)
+    details = engine_run(run.workflow_run_id)
     assert "ki-access-refresh" in (details.run.display_name or "")
     assert {t.display_name.rsplit("-", 1)[0] for t in details.tasks if t.started_at} == {"index"}
     after = dict(q(ctx, "SELECT source_object_id, max(access_version) FROM chunk GROUP BY 1"))
