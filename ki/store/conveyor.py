@@ -118,15 +118,15 @@ def release(conn: Connection, run_id: int, *, released_by: int | None, default_w
 
 # -- name: reopen_finished --
 # Finished members that hold a row re-opened by a later classification (lane ``rerun``, pending): back to
-# waiting, one more re-opening counted (their next DAG's idempotency key), only while the run is active.
+# waiting, one more re-opening counted (their next DAG's idempotency key), only while the run is active. Driven from
+# the few pending rerun rows (ix_processing_state_lane), not from every finished member: each DAG's end runs it.
 REOPEN_SQL = text("""
 UPDATE pipeline_run_object m
 SET finished_at = NULL, outcome = NULL, released_at = NULL, released_by = NULL, workflow_run_id = NULL,
     reopens = m.reopens + 1
-WHERE m.run_id = :r AND m.finished_at IS NOT NULL
+FROM (SELECT DISTINCT source_object_id FROM processing_state WHERE status = 'pending' AND lane = 'rerun') ps
+WHERE m.run_id = :r AND m.source_object_id = ps.source_object_id AND m.finished_at IS NOT NULL
   AND EXISTS (SELECT 1 FROM pipeline_runs r WHERE r.id = :r AND r.status IN ('queued', 'running'))
-  AND EXISTS (SELECT 1 FROM processing_state ps WHERE ps.source_object_id = m.source_object_id
-                AND ps.status = 'pending' AND ps.lane = 'rerun')
 RETURNING m.source_object_id
 """)
 
