@@ -2,7 +2,7 @@
 here, and vs OpenSearch's BM25, on the same synthetic chunks; p95 latency with the permission filter on.
 
 Run: ``.venv/bin/python bench/search_exact.py [--chunks 1000000] [--queries-per-class 40] [--skip-opensearch]
-[--strategies] [--json out.json]``.
+[--skip-embedded] [--os-variants] [--strategies] [--json out.json]``.
 
 **Corpus**: ``--chunks`` chunks, 5 per document, each document with a random permission projection (1–3 of 40
 groups, 10 % also ``*``, 5 % a denied user). A chunk is 4 sentences of the dev estate (its files converted by
@@ -365,8 +365,6 @@ def _report(out: dict[str, Any], name: str, classes: list[str], values: list[flo
 def run(args: argparse.Namespace) -> dict[str, Any]:
     from ki.access.projection import principal_set
     from ki.index.analysis import words
-    from ki.index.postgres import PostgresBackend
-    from ki.index.projection import projection_for
     from ki.index.query import parse_query
     from ki.index.query_plan import tier_node
     from ki.store.db import ensure_database, open_database, sqlalchemy_url
@@ -398,33 +396,12 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         ref.finish()
         print(f"record: {args.chunks} chunks in {out['record_load_s']} s (reference analysis "
               f"{out['reference_analysis_s']} s), load {os.getloadavg()}", flush=True)
-        backend = PostgresBackend(db, index_root=work / "search")
-        proj = projection_for(db.engine, work / "search")
-        t = time.perf_counter()
-        proj.catch_up(block=True, timeout=60)
-        out["projection_build_s"] = round(time.perf_counter() - t, 1)
-        out["projection_chunks_per_s"] = round(args.chunks / (time.perf_counter() - t))
-        print(f"tantivy projection built from the record in {out['projection_build_s']} s "
-              f"({out['projection_chunks_per_s']} chunks/s), load {os.getloadavg()}", flush=True)
         t = time.perf_counter()
         reference = [reference_top(ref, corpus, ts, h) for ts, h in zip(tiers, held, strict=True)]
         out["reference_s"] = round(time.perf_counter() - t, 1)
-        warm = min(20, len(queries))
-        tops, lat = _timed_lexical(backend, db.engine, queries[:warm] + queries, held[:warm] + held)
-        lat = lat[warm:]
-        emb = [tops[q + "\x00" + ",".join(h)] for (_, q), h in zip(queries, held, strict=True)]
-        out["embedded_lexical_p50_ms"] = round(percentile(lat, 50), 1)
-        out["embedded_lexical_p95_ms"] = round(percentile(lat, 95), 1)
-        out["load_average_embedded_queries"] = os.getloadavg()
-        per_cls = defaultdict(list)
-        for c, v in zip(classes, lat, strict=True):
-            per_cls[c].append(v)
-        out["embedded_p95_ms_by_class"] = {c: round(percentile(v, 95), 1) for c, v in sorted(per_cls.items())}
-        print(f"embedded lexical (+ hydration) p50 {out['embedded_lexical_p50_ms']} ms, p95 "
-              f"{out['embedded_lexical_p95_ms']} ms (target ≤ 100 ms) at load {out['load_average_embedded_queries']}; "
-              f"p95 by class {out['embedded_p95_ms_by_class']}")
-        _report(out, "overlap_at_10_vs_reference", classes, [_overlap(e, r) for e, r in zip(emb, reference,
-                                                                                          strict=True)])
+        emb: list[list[int]] | None = None
+        if not args.skip_embedded:
+            emb = _embedded(args, db, work, queries, held, classes, reference, out)
         if args.strategies:
             out["postgres_native"] = _postgres_native(db, queries, held)
         if not args.skip_opensearch:
@@ -432,6 +409,37 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         db.dispose()
     out["total_s"] = round(time.perf_counter() - t0, 1)
     return out
+
+
+def _embedded(args: argparse.Namespace, db: Any, work: Path, queries: list[tuple[str, str]],
+              held: list[tuple[str, ...]], classes: list[str], reference: list[list[int]], out: dict[str, Any]
+              ) -> list[list[int]]:
+    """The tantivy projection built from the record, the queries timed through it; its top-10s."""
+    from ki.index.postgres import PostgresBackend
+    from ki.index.projection import projection_for
+
+    backend = PostgresBackend(db, index_root=work / "search")
+    proj = projection_for(db.engine, work / "search")
+    t = time.perf_counter()
+    proj.catch_up(block=True, timeout=60)
+    out["projection_build_s"] = round(time.perf_counter() - t, 1)
+    out["projection_chunks_per_s"] = round(args.chunks / (time.perf_counter() - t))
+    print(f"tantivy projection built from the record in {out['projection_build_s']} s "
+          f"({out['projection_chunks_per_s']} chunks/s), load {os.getloadavg()}", flush=True)
+    warm = min(20, len(queries))
+    tops, lat = _timed_lexical(backend, db.engine, queries[:warm] + queries, held[:warm] + held)
+    lat = lat[warm:]
+    emb = [tops[q + "\x00" + ",".join(h)] for (_, q), h in zip(queries, held, strict=True)]
+    out["embedded_lexical_p50_ms"] = round(percentile(lat, 50), 1)
+    out["embedded_lexical_p95_ms"] = round(percentile(lat, 95), 1)
+    out["load_average_embedded_queries"] = os.getloadavg()
+    out["embedded_p95_ms_by_class"] = _by_class(classes, lat)
+    print(f"embedded lexical (+ hydration) p50 {out['embedded_lexical_p50_ms']} ms, p95 "
+          f"{out['embedded_lexical_p95_ms']} ms (target ≤ 100 ms) at load {out['load_average_embedded_queries']}; "
+          f"p95 by class {out['embedded_p95_ms_by_class']}")
+    _report(out, "overlap_at_10_vs_reference", classes, [_overlap(e, r) for e, r in zip(emb, reference,
+                                                                                      strict=True)])
+    return emb
 
 
 def _postgres_native(db: Any, queries: list[tuple[str, str]], held: list[tuple[str, ...]]) -> dict[str, Any]:
@@ -470,8 +478,8 @@ def _postgres_native(db: Any, queries: list[tuple[str, str]], held: list[tuple[s
 
 
 def _opensearch(args: argparse.Namespace, db: Any, corpus: Corpus, queries: list[tuple[str, str]],
-                held: list[tuple[str, ...]], classes: list[str], emb: list[list[int]], reference: list[list[int]]
-                ) -> dict[str, Any]:
+                held: list[tuple[str, ...]], classes: list[str], emb: list[list[int]] | None,
+                reference: list[list[int]]) -> dict[str, Any]:
     """The same chunks on OpenSearch (the test node, -Xmx2g), the same queries; overlap with both."""
     from ki.access.projection import AccessProjection
     from ki.index.backend import ChunkRow, IndexDocument
@@ -506,6 +514,7 @@ def _opensearch(args: argparse.Namespace, db: Any, corpus: Corpus, queries: list
         res["sync_chunks_per_s"] = round(args.chunks / (time.perf_counter() - t))
         print(f"OpenSearch: {args.chunks} chunks synced in {res['sync_s']} s ({res['sync_chunks_per_s']}/s)",
               flush=True)
+        res["segments"] = _segments(backend)
         warm = min(50, len(queries))
         tops, lat = _timed_lexical(backend, db.engine, queries[:warm] + queries, held[:warm] + held)
         lat = lat[warm:]
@@ -513,10 +522,15 @@ def _opensearch(args: argparse.Namespace, db: Any, corpus: Corpus, queries: list
         res["lexical_p50_ms"] = round(percentile(lat, 50), 1)
         res["lexical_p95_ms"] = round(percentile(lat, 95), 1)
         res["load_average_queries"] = os.getloadavg()
+        res["p95_ms_by_class"] = _by_class(classes, lat)
         print(f"OpenSearch lexical (+ record check + hydration) p50 {res['lexical_p50_ms']} ms, p95 "
-              f"{res['lexical_p95_ms']} ms (target ≤ 50 ms) at load {res['load_average_queries']}")
-        _report(res, "overlap_at_10_embedded_vs_opensearch", classes,
-                [_overlap(e, o) for e, o in zip(emb, osr, strict=True)])
+              f"{res['lexical_p95_ms']} ms (target ≤ 50 ms) at load {res['load_average_queries']}, "
+              f"{res['segments']} segments; p95 by class {res['p95_ms_by_class']}", flush=True)
+        if args.os_variants:
+            res["variants"] = _os_variants(backend, db.engine, queries, held, classes, osr)
+        if emb is not None:
+            _report(res, "overlap_at_10_embedded_vs_opensearch", classes,
+                    [_overlap(e, o) for e, o in zip(emb, osr, strict=True)])
         _report(res, "overlap_at_10_opensearch_vs_reference", classes,
                 [_overlap(o, r) for o, r in zip(osr, reference, strict=True)])
         backend.drop_index()
@@ -528,12 +542,75 @@ def _opensearch(args: argparse.Namespace, db: Any, corpus: Corpus, queries: list
     return res
 
 
+def _segments(backend: Any) -> int:
+    """Lucene segments of the index pair (search cost grows with them)."""
+    stats = backend.client.indices.segments(index=backend.both)
+    return sum(len(copy["segments"]) for idx in stats["indices"].values()
+               for shard in idx["shards"].values() for copy in shard)
+
+
+def _by_class(classes: list[str], lat: list[float]) -> dict[str, float]:
+    per: dict[str, list[float]] = defaultdict(list)
+    for c, v in zip(classes, lat, strict=True):
+        per[c].append(v)
+    return {c: round(percentile(v, 95), 1) for c, v in sorted(per.items())}
+
+
+def _os_variants(backend: Any, engine: Any, queries: list[tuple[str, str]], held: list[tuple[str, ...]],
+                 classes: list[str], osr: list[list[int]]) -> dict[str, Any]:
+    """The same queries under other query forms and index states, for the record of the choice: the earlier
+    ``collapse`` rounds vs ki's rows rounds (:func:`ki.index.opensearch_index.lexical_body`), concurrent segment
+    search ``all`` vs ``none``, before and after a force merge to one segment. Agreement: overlap@10 with ki's
+    form (the same exact ranking, so ≈ 1.0 up to ties)."""
+    import ki.index.opensearch as osmod
+    from ki.index.opensearch_index import _HIT_READ, to_dsl
+
+    def collapsed(node: Any, size: int) -> dict[str, Any]:
+        return {"size": size, **_HIT_READ, "query": to_dsl(node), "collapse": {"field": "content_hash"}}
+
+    rows_form = osmod.lexical_body
+    out: dict[str, Any] = {}
+
+    def measure(name: str) -> None:
+        tops, lat = _timed_lexical(backend, engine, queries[:30] + queries, held[:30] + held)
+        lat = lat[30:]
+        got = [tops[q + "\x00" + ",".join(h)] for (_, q), h in zip(queries, held, strict=True)]
+        agree = float(np.mean([v for v in (_overlap(g, o) for g, o in zip(got, osr, strict=True)) if v is not None]))
+        out[name] = {"p50_ms": round(percentile(lat, 50), 1), "p95_ms": round(percentile(lat, 95), 1),
+                     "p95_ms_by_class": _by_class(classes, lat), "overlap_with_rows_form": round(agree, 3),
+                     "segments": _segments(backend), "load": os.getloadavg()}
+        print(f"  variant {name}: {out[name]}", flush=True)
+
+    def mode(m: str) -> None:
+        backend.client.indices.put_settings(index=backend.both,
+                                            body={"index": {"search.concurrent_segment_search.mode": m}})
+
+    try:
+        for merged in (False, True):
+            if merged:
+                t = time.perf_counter()
+                backend.client.indices.forcemerge(index=backend.both, max_num_segments=1, request_timeout=7200)
+                out["force_merge_s"] = round(time.perf_counter() - t, 1)
+            for m in ("all", "none"):
+                mode(m)
+                for form, fn in (("rows", rows_form), ("collapse", collapsed)):
+                    osmod.lexical_body = fn
+                    measure(f"{form}/{m}/{'merged' if merged else 'as-loaded'}")
+    finally:
+        osmod.lexical_body = rows_form
+        mode("all")
+    return out
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--chunks", type=int, default=1_000_000)
     parser.add_argument("--queries-per-class", type=int, default=40)
     parser.add_argument("--seed", type=int, default=15)
     parser.add_argument("--skip-opensearch", action="store_true")
+    parser.add_argument("--skip-embedded", action="store_true", help="no tantivy build (OpenSearch only)")
+    parser.add_argument("--os-variants", action="store_true",
+                        help="also time other OpenSearch query forms and index states (collapse, slices, merged)")
     parser.add_argument("--strategies", action="store_true", help="also time PostgreSQL-native rankings")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()

@@ -13,8 +13,9 @@ sync. Searches run both halves on OpenSearch with the caller's permission filter
 ``allowed_principals``, ``must_not terms`` on ``denied_principals``: deny beats allow; inside
 ``knn.filter`` for the vector half); the lexical half is the query tree of :mod:`ki.index.query_plan` over the
 streams of :mod:`ki.index.analysis` (the same semantics and analysis as the embedded backend), in rounds of
-``collapse`` on ``content_hash`` (:func:`ki.index.lexical_search.rank_contents`); the record confirms each
-candidate in one query: the row
+the best rows (no ``collapse``, no hit count: Lucene skips what cannot reach the top), each content's first row
+kept and the taken contents excluded from the next round (:func:`ki.index.lexical_search.rank_contents`); the
+record confirms each candidate in one query: the row
 exists, its object is not tombstoned, the record's permissions admit the caller (a narrowed grant
 never over-permits while OpenSearch lags), and the matter / type / since filters hold (they are
 facts of the record; candidates are over-fetched ×4 when one is set). Rows the record no longer
@@ -34,7 +35,7 @@ picks and its surplus delete removes the object's rows of other generations from
 or shrinks across the threshold moves). Lucene computes BM25 statistics per shard, so per index here (one
 shard each): the huge file's passages never enter the document frequencies and average lengths the other
 documents are scored by. Every search asks both indexes in one request (``<index>,<index>.large``) and
-OpenSearch merges by score; ``collapse`` keeps one row per content across both. The threshold is recorded in
+OpenSearch merges by score; the rounds keep one row per content across both. The threshold is recorded in
 ``_meta.large_passages``: an index pair of another threshold (or a main index without its large one) is
 rebuilt from the record.
 """
@@ -443,8 +444,8 @@ class OpenSearchBackend:
 
     def search_lexical(self, query: str, filters: SearchFilters, k: int) -> list[RankedChunk]:
         """The best row of each of the ``k`` best contents (:mod:`ki.index.query`): BM25 over the analysed
-        streams, rounds of ``collapse`` on ``content_hash`` under the permission filter, each candidate confirmed
-        by the record (:func:`ki.index.lexical_search.rank_contents`)."""
+        streams, rounds of the best rows (:func:`ki.index.opensearch_index.lexical_body`) under the permission
+        filter, each candidate confirmed by the record (:func:`ki.index.lexical_search.rank_contents`)."""
         parsed = parse_query(query)
         if parsed.empty:
             return []
