@@ -48,6 +48,8 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _common import embedded_server, percentile, temp_workdir  # noqa: E402
+from _search_timing import by_class, overlap, segments, timed_lexical  # noqa: E402
+from search_alternatives import os_variants, postgres_native  # noqa: E402
 
 GROUPS = [f"group:g{i:02d}" for i in range(40)]
 PER_DOC = 5
@@ -316,27 +318,6 @@ def _load_record(db: Any, corpus: Corpus, n: int, ref: Reference | None) -> dict
     return {"record_load_s": round(time.perf_counter() - t0, 1), "reference_analysis_s": round(analyse_s, 1)}
 
 
-def _overlap(a: list[int], b: list[int]) -> float | None:
-    if not b:
-        return None
-    return len(set(a[:10]) & set(b[:10])) / min(10, len(b))
-
-
-def _timed_lexical(backend: Any, engine: Any, queries: list[tuple[str, str]], held: list[tuple[str, ...]]
-                   ) -> tuple[dict[str, list[int]], list[float]]:
-    from ki.index.backend import SearchFilters
-    from ki.index.search import search_with_backend
-
-    tops: dict[str, list[int]] = {}
-    lat: list[float] = []
-    for (_cls, q), h in zip(queries, held, strict=True):
-        t = time.perf_counter()
-        r = search_with_backend(backend, engine, q, filters=SearchFilters(principals=h), limit=10, mode="lexical")
-        lat.append((time.perf_counter() - t) * 1000)
-        tops[q + "\x00" + ",".join(h)] = [hit.source_object_id for hit in r.hits]
-    return tops, lat
-
-
 def tree_terms(node: Any) -> list[tuple[str, str]]:
     """(stream, term) of every passage term and phrase word in a query tree."""
     from ki.index.query_plan import AllOf, AnyOf, BestOf, Phrase, Term, WithBonus
@@ -403,7 +384,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         if not args.skip_embedded:
             emb = _embedded(args, db, work, queries, held, classes, reference, out)
         if args.strategies:
-            out["postgres_native"] = _postgres_native(db, queries, held)
+            out["postgres_native"] = postgres_native(db, queries, held)
         if not args.skip_opensearch:
             out["opensearch"] = _opensearch(args, db, corpus, queries, held, classes, emb, reference)
         db.dispose()
@@ -427,54 +408,19 @@ def _embedded(args: argparse.Namespace, db: Any, work: Path, queries: list[tuple
     print(f"tantivy projection built from the record in {out['projection_build_s']} s "
           f"({out['projection_chunks_per_s']} chunks/s), load {os.getloadavg()}", flush=True)
     warm = min(20, len(queries))
-    tops, lat = _timed_lexical(backend, db.engine, queries[:warm] + queries, held[:warm] + held)
+    tops, lat = timed_lexical(backend, db.engine, queries[:warm] + queries, held[:warm] + held)
     lat = lat[warm:]
     emb = [tops[q + "\x00" + ",".join(h)] for (_, q), h in zip(queries, held, strict=True)]
     out["embedded_lexical_p50_ms"] = round(percentile(lat, 50), 1)
     out["embedded_lexical_p95_ms"] = round(percentile(lat, 95), 1)
     out["load_average_embedded_queries"] = os.getloadavg()
-    out["embedded_p95_ms_by_class"] = _by_class(classes, lat)
+    out["embedded_p95_ms_by_class"] = by_class(classes, lat)
     print(f"embedded lexical (+ hydration) p50 {out['embedded_lexical_p50_ms']} ms, p95 "
           f"{out['embedded_lexical_p95_ms']} ms (target ≤ 100 ms) at load {out['load_average_embedded_queries']}; "
           f"p95 by class {out['embedded_p95_ms_by_class']}")
-    _report(out, "overlap_at_10_vs_reference", classes, [_overlap(e, r) for e, r in zip(emb, reference,
+    _report(out, "overlap_at_10_vs_reference", classes, [overlap(e, r) for e, r in zip(emb, reference,
                                                                                       strict=True)])
     return emb
-
-
-def _postgres_native(db: Any, queries: list[tuple[str, str]], held: list[tuple[str, ...]]) -> dict[str, Any]:
-    """What PostgreSQL's own ranking costs on the same record: ``ts_rank_cd`` over every match, and the old
-    1,000-row cap in table order (which is fast because it ranks a thousand rows, and not the top k)."""
-    from sqlalchemy import text
-
-    acl = "c.allowed_principals && CAST(:p AS text[]) AND NOT c.denied_principals && CAST(:p AS text[])"
-    q_sql = ("websearch_to_tsquery('german', :q) || websearch_to_tsquery('english', :q) "
-             "|| websearch_to_tsquery('simple', :q)")
-    full = text(f"SELECT c.source_object_id, ts_rank_cd(c.tsv, q) AS s FROM chunk c, (SELECT {q_sql}) q(q) "
-                f"WHERE c.tsv @@ q AND {acl} ORDER BY s DESC LIMIT 30")
-    capped = text(f"WITH m AS MATERIALIZED (SELECT c.source_object_id, c.tsv FROM chunk c, (SELECT {q_sql}) q(q) "
-                  f"WHERE c.tsv @@ q AND {acl} LIMIT 1000) SELECT m.source_object_id, ts_rank_cd(m.tsv, q) AS s "
-                  f"FROM m, (SELECT {q_sql}) q(q) ORDER BY s DESC LIMIT 30")
-    res: dict[str, Any] = {}
-    for name, sql in (("ts_rank_cd_every_match", full), ("ts_rank_cd_first_1000", capped)):
-        lat: dict[str, list[float]] = defaultdict(list)
-        with db.engine.connect() as conn:
-            conn.execute(text("SET statement_timeout = '20s'"))
-            for (cls, q), h in list(zip(queries, held, strict=True))[:120]:
-                t = time.perf_counter()
-                try:
-                    conn.execute(sql, {"q": q, "p": list(h)}).fetchall()
-                    lat[cls].append((time.perf_counter() - t) * 1000)
-                except Exception as exc:  # noqa: BLE001 - the timeout: recorded as 20 s
-                    if "statement timeout" not in str(exc) and "canceling" not in str(exc):
-                        raise
-                    conn.rollback()
-                    conn.execute(text("SET statement_timeout = '20s'"))
-                    lat[cls].append(20_000.0)
-        res[name] = {c: {"p50_ms": round(percentile(v, 50)), "p95_ms": round(percentile(v, 95))}
-                     for c, v in sorted(lat.items())}
-        print(f"  PostgreSQL {name}: {res[name]}", flush=True)
-    return res
 
 
 def _opensearch(args: argparse.Namespace, db: Any, corpus: Corpus, queries: list[tuple[str, str]],
@@ -514,25 +460,25 @@ def _opensearch(args: argparse.Namespace, db: Any, corpus: Corpus, queries: list
         res["sync_chunks_per_s"] = round(args.chunks / (time.perf_counter() - t))
         print(f"OpenSearch: {args.chunks} chunks synced in {res['sync_s']} s ({res['sync_chunks_per_s']}/s)",
               flush=True)
-        res["segments"] = _segments(backend)
+        res["segments"] = segments(backend)
         warm = min(50, len(queries))
-        tops, lat = _timed_lexical(backend, db.engine, queries[:warm] + queries, held[:warm] + held)
+        tops, lat = timed_lexical(backend, db.engine, queries[:warm] + queries, held[:warm] + held)
         lat = lat[warm:]
         osr = [tops[q + "\x00" + ",".join(h)] for (_, q), h in zip(queries, held, strict=True)]
         res["lexical_p50_ms"] = round(percentile(lat, 50), 1)
         res["lexical_p95_ms"] = round(percentile(lat, 95), 1)
         res["load_average_queries"] = os.getloadavg()
-        res["p95_ms_by_class"] = _by_class(classes, lat)
+        res["p95_ms_by_class"] = by_class(classes, lat)
         print(f"OpenSearch lexical (+ record check + hydration) p50 {res['lexical_p50_ms']} ms, p95 "
               f"{res['lexical_p95_ms']} ms (target ≤ 50 ms) at load {res['load_average_queries']}, "
               f"{res['segments']} segments; p95 by class {res['p95_ms_by_class']}", flush=True)
         if args.os_variants:
-            res["variants"] = _os_variants(backend, db.engine, queries, held, classes, osr)
+            res["variants"] = os_variants(backend, db.engine, queries, held, classes, osr)
         if emb is not None:
             _report(res, "overlap_at_10_embedded_vs_opensearch", classes,
-                    [_overlap(e, o) for e, o in zip(emb, osr, strict=True)])
+                    [overlap(e, o) for e, o in zip(emb, osr, strict=True)])
         _report(res, "overlap_at_10_opensearch_vs_reference", classes,
-                [_overlap(o, r) for o, r in zip(osr, reference, strict=True)])
+                [overlap(o, r) for o, r in zip(osr, reference, strict=True)])
         backend.drop_index()
     finally:
         node.stop()
@@ -540,66 +486,6 @@ def _opensearch(args: argparse.Namespace, db: Any, corpus: Corpus, queries: list
 
         shutil.rmtree(work, ignore_errors=True)
     return res
-
-
-def _segments(backend: Any) -> int:
-    """Lucene segments of the index pair (search cost grows with them)."""
-    stats = backend.client.indices.segments(index=backend.both)
-    return sum(len(copy["segments"]) for idx in stats["indices"].values()
-               for shard in idx["shards"].values() for copy in shard)
-
-
-def _by_class(classes: list[str], lat: list[float]) -> dict[str, float]:
-    per: dict[str, list[float]] = defaultdict(list)
-    for c, v in zip(classes, lat, strict=True):
-        per[c].append(v)
-    return {c: round(percentile(v, 95), 1) for c, v in sorted(per.items())}
-
-
-def _os_variants(backend: Any, engine: Any, queries: list[tuple[str, str]], held: list[tuple[str, ...]],
-                 classes: list[str], osr: list[list[int]]) -> dict[str, Any]:
-    """The same queries under other query forms and index states, for the record of the choice: the earlier
-    ``collapse`` rounds vs ki's rows rounds (:func:`ki.index.opensearch_index.lexical_body`), concurrent segment
-    search ``all`` vs ``none``, before and after a force merge to one segment. Agreement: overlap@10 with ki's
-    form (the same exact ranking, so ≈ 1.0 up to ties)."""
-    import ki.index.opensearch as osmod
-    from ki.index.opensearch_index import _HIT_READ, to_dsl
-
-    def collapsed(node: Any, size: int) -> dict[str, Any]:
-        return {"size": size, **_HIT_READ, "query": to_dsl(node), "collapse": {"field": "content_hash"}}
-
-    rows_form = osmod.lexical_body
-    out: dict[str, Any] = {}
-
-    def measure(name: str) -> None:
-        tops, lat = _timed_lexical(backend, engine, queries[:30] + queries, held[:30] + held)
-        lat = lat[30:]
-        got = [tops[q + "\x00" + ",".join(h)] for (_, q), h in zip(queries, held, strict=True)]
-        agree = float(np.mean([v for v in (_overlap(g, o) for g, o in zip(got, osr, strict=True)) if v is not None]))
-        out[name] = {"p50_ms": round(percentile(lat, 50), 1), "p95_ms": round(percentile(lat, 95), 1),
-                     "p95_ms_by_class": _by_class(classes, lat), "overlap_with_rows_form": round(agree, 3),
-                     "segments": _segments(backend), "load": os.getloadavg()}
-        print(f"  variant {name}: {out[name]}", flush=True)
-
-    def mode(m: str) -> None:
-        backend.client.indices.put_settings(index=backend.both,
-                                            body={"index": {"search.concurrent_segment_search.mode": m}})
-
-    try:
-        for merged in (False, True):
-            if merged:
-                t = time.perf_counter()
-                backend.client.indices.forcemerge(index=backend.both, max_num_segments=1, request_timeout=7200)
-                out["force_merge_s"] = round(time.perf_counter() - t, 1)
-            for m in ("all", "none"):
-                mode(m)
-                for form, fn in (("rows", rows_form), ("collapse", collapsed)):
-                    osmod.lexical_body = fn
-                    measure(f"{form}/{m}/{'merged' if merged else 'as-loaded'}")
-    finally:
-        osmod.lexical_body = rows_form
-        mode("all")
-    return out
 
 
 def main() -> int:

@@ -28,7 +28,7 @@ from ki.index.query import FIELD_WEIGHTS, HEAD_MARK
 from ki.index.query_plan import AllOf, AnyOf, AtLeast, BestOf, Filtered, InSet, Node, Phrase, Term, WithBonus
 
 #: Bump when the schema or the analysis changes: an index of another version is rebuilt from the record.
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 DOC_FIELDS = tuple(FIELD_WEIGHTS)
 PROFILE_KIND = "profile"
 WRITER_HEAP_BYTES = 64_000_000

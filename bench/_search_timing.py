@@ -1,0 +1,48 @@
+"""Timing and agreement helpers of the search benches (bench/search_exact.py, bench/search_alternatives.py)."""
+
+from __future__ import annotations
+
+import time
+from collections import defaultdict
+from typing import Any
+
+from _common import percentile
+
+
+def overlap(a: list[int], b: list[int]) -> float | None:
+    """|top-10 of a ∩ top-10 of b| / min(10, |b|); None when b is empty."""
+    if not b:
+        return None
+    return len(set(a[:10]) & set(b[:10])) / min(10, len(b))
+
+
+def timed_lexical(backend: Any, engine: Any, queries: list[tuple[str, str]], held: list[tuple[str, ...]]
+                  ) -> tuple[dict[str, list[int]], list[float]]:
+    """Each query as ``ki search --mode lexical`` (top 10) as its principals: top-10 object ids by
+    ``query \\0 principals``, and the latencies in ms."""
+    from ki.index.backend import SearchFilters
+    from ki.index.search import search_with_backend
+
+    tops: dict[str, list[int]] = {}
+    lat: list[float] = []
+    for (_cls, q), h in zip(queries, held, strict=True):
+        t = time.perf_counter()
+        r = search_with_backend(backend, engine, q, filters=SearchFilters(principals=h), limit=10, mode="lexical")
+        lat.append((time.perf_counter() - t) * 1000)
+        tops[q + "\x00" + ",".join(h)] = [hit.source_object_id for hit in r.hits]
+    return tops, lat
+
+
+def by_class(classes: list[str], lat: list[float]) -> dict[str, float]:
+    """p95 (ms) per query class."""
+    per: dict[str, list[float]] = defaultdict(list)
+    for c, v in zip(classes, lat, strict=True):
+        per[c].append(v)
+    return {c: round(percentile(v, 95), 1) for c, v in sorted(per.items())}
+
+
+def segments(backend: Any) -> int:
+    """Lucene segments of the index pair (search cost grows with them)."""
+    stats = backend.client.indices.segments(index=backend.both)
+    return sum(len(copy["segments"]) for idx in stats["indices"].values()
+               for shard in idx["shards"].values() for copy in shard)
