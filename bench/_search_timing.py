@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import time
 from collections import defaultdict
 from typing import Any
@@ -46,3 +47,14 @@ def segments(backend: Any) -> int:
     stats = backend.client.indices.segments(index=backend.both)
     return sum(len(copy["segments"]) for idx in stats["indices"].values()
                for shard in idx["shards"].values() for copy in shard)
+
+
+def wait_quiet(max_load: float | None, max_wait_s: float = 3600) -> None:
+    """Wait (up to ``max_wait_s``) until the 1-minute load average is below ``max_load`` (None: do not wait), so
+    latencies are measured on a quiet machine when other work shares it; says what it waited for."""
+    if max_load is None:
+        return
+    t = time.monotonic()
+    while os.getloadavg()[0] >= max_load and time.monotonic() - t < max_wait_s:
+        time.sleep(15)
+    print(f"  timing at load {os.getloadavg()} (waited {time.monotonic() - t:.0f} s for < {max_load})", flush=True)

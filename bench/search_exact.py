@@ -2,7 +2,7 @@
 here, and vs OpenSearch's BM25, on the same synthetic chunks; p95 latency with the permission filter on.
 
 Run: ``.venv/bin/python bench/search_exact.py [--chunks 1000000] [--queries-per-class 40] [--skip-opensearch]
-[--skip-embedded] [--os-variants] [--strategies] [--json out.json]``.
+[--skip-embedded] [--os-variants] [--quiet-load 1.5] [--strategies] [--json out.json]``.
 
 **Corpus**: ``--chunks`` chunks, 5 per document, each document with a random permission projection (1–3 of 40
 groups, 10 % also ``*``, 5 % a denied user). A chunk is 4 sentences of the dev estate (its files converted by
@@ -48,7 +48,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _common import embedded_server, percentile, temp_workdir  # noqa: E402
-from _search_timing import by_class, overlap, segments, timed_lexical  # noqa: E402
+from _search_timing import by_class, overlap, segments, timed_lexical, wait_quiet  # noqa: E402
 from search_alternatives import os_variants, postgres_native  # noqa: E402
 
 GROUPS = [f"group:g{i:02d}" for i in range(40)]
@@ -407,6 +407,7 @@ def _embedded(args: argparse.Namespace, db: Any, work: Path, queries: list[tuple
     out["projection_chunks_per_s"] = round(args.chunks / (time.perf_counter() - t))
     print(f"tantivy projection built from the record in {out['projection_build_s']} s "
           f"({out['projection_chunks_per_s']} chunks/s), load {os.getloadavg()}", flush=True)
+    wait_quiet(args.quiet_load)
     warm = min(20, len(queries))
     tops, lat = timed_lexical(backend, db.engine, queries[:warm] + queries, held[:warm] + held)
     lat = lat[warm:]
@@ -461,6 +462,7 @@ def _opensearch(args: argparse.Namespace, db: Any, corpus: Corpus, queries: list
         print(f"OpenSearch: {args.chunks} chunks synced in {res['sync_s']} s ({res['sync_chunks_per_s']}/s)",
               flush=True)
         res["segments"] = segments(backend)
+        wait_quiet(args.quiet_load)
         warm = min(50, len(queries))
         tops, lat = timed_lexical(backend, db.engine, queries[:warm] + queries, held[:warm] + held)
         lat = lat[warm:]
@@ -494,6 +496,7 @@ def main() -> int:
     parser.add_argument("--queries-per-class", type=int, default=40)
     parser.add_argument("--seed", type=int, default=15)
     parser.add_argument("--skip-opensearch", action="store_true")
+    parser.add_argument("--quiet-load", type=float, help="before timing, wait until the load average is below this")
     parser.add_argument("--skip-embedded", action="store_true", help="no tantivy build (OpenSearch only)")
     parser.add_argument("--os-variants", action="store_true",
                         help="also time other OpenSearch query forms and index states (collapse, slices, merged)")
