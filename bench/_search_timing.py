@@ -58,3 +58,15 @@ def wait_quiet(max_load: float | None, max_wait_s: float = 3600) -> None:
     while os.getloadavg()[0] >= max_load and time.monotonic() - t < max_wait_s:
         time.sleep(15)
     print(f"  timing at load {os.getloadavg()} (waited {time.monotonic() - t:.0f} s for < {max_load})", flush=True)
+
+
+def timed_run(backend: Any, engine: Any, queries: list[tuple[str, str]], held: list[tuple[str, ...]],
+              classes: list[str], warm: int) -> tuple[list[list[int]], dict[str, Any]]:
+    """:func:`timed_lexical` after ``warm`` warm-up queries: (each query's top-10 object ids, {p50_ms, p95_ms,
+    p95_ms_by_class, load})."""
+    warm = min(warm, len(queries))
+    tops, lat = timed_lexical(backend, engine, queries[:warm] + queries, held[:warm] + held)
+    lat = lat[warm:]
+    got = [tops[q + "\x00" + ",".join(h)] for (_, q), h in zip(queries, held, strict=True)]
+    return got, {"p50_ms": round(percentile(lat, 50), 1), "p95_ms": round(percentile(lat, 95), 1),
+                 "p95_ms_by_class": by_class(classes, lat), "load": os.getloadavg()}

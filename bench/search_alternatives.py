@@ -7,14 +7,13 @@
 
 from __future__ import annotations
 
-import os
 import time
 from collections import defaultdict
 from typing import Any
 
 import numpy as np
 from _common import percentile
-from _search_timing import by_class, overlap, segments, timed_lexical
+from _search_timing import overlap, segments, timed_run
 
 
 def postgres_native(db: Any, queries: list[tuple[str, str]], held: list[tuple[str, ...]]) -> dict[str, Any]:
@@ -68,13 +67,9 @@ def os_variants(backend: Any, engine: Any, queries: list[tuple[str, str]], held:
     out: dict[str, Any] = {}
 
     def measure(name: str) -> None:
-        tops, lat = timed_lexical(backend, engine, queries[:30] + queries, held[:30] + held)
-        lat = lat[30:]
-        got = [tops[q + "\x00" + ",".join(h)] for (_, q), h in zip(queries, held, strict=True)]
-        agree = float(np.mean([v for v in (overlap(g, o) for g, o in zip(got, osr, strict=True)) if v is not None]))
-        out[name] = {"p50_ms": round(percentile(lat, 50), 1), "p95_ms": round(percentile(lat, 95), 1),
-                     "p95_ms_by_class": by_class(classes, lat), "overlap_with_rows_form": round(agree, 3),
-                     "segments": segments(backend), "load": os.getloadavg()}
+        got, out[name] = timed_run(backend, engine, queries, held, classes, warm=30)
+        agree = [v for v in (overlap(g, o) for g, o in zip(got, osr, strict=True)) if v is not None]
+        out[name] |= {"overlap_with_rows_form": round(float(np.mean(agree)), 3), "segments": segments(backend)}
         print(f"  variant {name}: {out[name]}", flush=True)
 
     def mode(m: str) -> None:

@@ -47,8 +47,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import embedded_server, percentile, temp_workdir  # noqa: E402
-from _search_timing import by_class, overlap, segments, timed_lexical, wait_quiet  # noqa: E402
+from _common import embedded_server, temp_workdir  # noqa: E402
+from _search_timing import overlap, segments, timed_run, wait_quiet  # noqa: E402
 from search_alternatives import os_variants, postgres_native  # noqa: E402
 
 GROUPS = [f"group:g{i:02d}" for i in range(40)]
@@ -392,6 +392,13 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     return out
 
 
+def _throughput(out: dict[str, Any], key: str, n: int, t0: float) -> str:
+    """Record ``<key>_s`` and ``<key>_chunks_per_s`` since ``t0`` (perf_counter); the two as text."""
+    elapsed = time.perf_counter() - t0
+    out[f"{key}_s"], out[f"{key}_chunks_per_s"] = round(elapsed, 1), round(n / elapsed)
+    return f"{out[f'{key}_s']} s ({out[f'{key}_chunks_per_s']} chunks/s)"
+
+
 def _embedded(args: argparse.Namespace, db: Any, work: Path, queries: list[tuple[str, str]],
               held: list[tuple[str, ...]], classes: list[str], reference: list[list[int]], out: dict[str, Any]
               ) -> list[list[int]]:
@@ -403,19 +410,12 @@ def _embedded(args: argparse.Namespace, db: Any, work: Path, queries: list[tuple
     proj = projection_for(db.engine, work / "search")
     t = time.perf_counter()
     proj.catch_up(block=True, timeout=60)
-    out["projection_build_s"] = round(time.perf_counter() - t, 1)
-    out["projection_chunks_per_s"] = round(args.chunks / (time.perf_counter() - t))
-    print(f"tantivy projection built from the record in {out['projection_build_s']} s "
-          f"({out['projection_chunks_per_s']} chunks/s), load {os.getloadavg()}", flush=True)
+    print(f"tantivy projection built from the record in {_throughput(out, 'projection', args.chunks, t)}, "
+          f"load {os.getloadavg()}", flush=True)
     wait_quiet(args.quiet_load)
-    warm = min(20, len(queries))
-    tops, lat = timed_lexical(backend, db.engine, queries[:warm] + queries, held[:warm] + held)
-    lat = lat[warm:]
-    emb = [tops[q + "\x00" + ",".join(h)] for (_, q), h in zip(queries, held, strict=True)]
-    out["embedded_lexical_p50_ms"] = round(percentile(lat, 50), 1)
-    out["embedded_lexical_p95_ms"] = round(percentile(lat, 95), 1)
-    out["load_average_embedded_queries"] = os.getloadavg()
-    out["embedded_p95_ms_by_class"] = by_class(classes, lat)
+    emb, t = timed_run(backend, db.engine, queries, held, classes, warm=20)
+    out["embedded_lexical_p50_ms"], out["embedded_lexical_p95_ms"] = t["p50_ms"], t["p95_ms"]
+    out["load_average_embedded_queries"], out["embedded_p95_ms_by_class"] = t["load"], t["p95_ms_by_class"]
     print(f"embedded lexical (+ hydration) p50 {out['embedded_lexical_p50_ms']} ms, p95 "
           f"{out['embedded_lexical_p95_ms']} ms (target ≤ 100 ms) at load {out['load_average_embedded_queries']}; "
           f"p95 by class {out['embedded_p95_ms_by_class']}")
@@ -457,20 +457,12 @@ def _opensearch(args: argparse.Namespace, db: Any, corpus: Corpus, queries: list
             report = backend.sync(docs)
             assert not report.failed, list(report.failed.items())[:1]
         backend.client.indices.refresh(index=backend.index)
-        res["sync_s"] = round(time.perf_counter() - t, 1)
-        res["sync_chunks_per_s"] = round(args.chunks / (time.perf_counter() - t))
-        print(f"OpenSearch: {args.chunks} chunks synced in {res['sync_s']} s ({res['sync_chunks_per_s']}/s)",
-              flush=True)
+        print(f"OpenSearch: {args.chunks} chunks synced in {_throughput(res, 'sync', args.chunks, t)}", flush=True)
         res["segments"] = segments(backend)
         wait_quiet(args.quiet_load)
-        warm = min(50, len(queries))
-        tops, lat = timed_lexical(backend, db.engine, queries[:warm] + queries, held[:warm] + held)
-        lat = lat[warm:]
-        osr = [tops[q + "\x00" + ",".join(h)] for (_, q), h in zip(queries, held, strict=True)]
-        res["lexical_p50_ms"] = round(percentile(lat, 50), 1)
-        res["lexical_p95_ms"] = round(percentile(lat, 95), 1)
-        res["load_average_queries"] = os.getloadavg()
-        res["p95_ms_by_class"] = by_class(classes, lat)
+        osr, t = timed_run(backend, db.engine, queries, held, classes, warm=50)
+        res["lexical_p50_ms"], res["lexical_p95_ms"] = t["p50_ms"], t["p95_ms"]
+        res["load_average_queries"], res["p95_ms_by_class"] = t["load"], t["p95_ms_by_class"]
         print(f"OpenSearch lexical (+ record check + hydration) p50 {res['lexical_p50_ms']} ms, p95 "
               f"{res['lexical_p95_ms']} ms (target ≤ 50 ms) at load {res['load_average_queries']}, "
               f"{res['segments']} segments; p95 by class {res['p95_ms_by_class']}", flush=True)
