@@ -73,8 +73,17 @@ def window_text(text: str | None, *, head_chars: int, tail_chars: int) -> tuple[
     total = len(text)
     if total <= head_chars + tail_chars:
         return text, TextWindow(total, total, False, head_chars, tail_chars)
-    head = text[:_head_end(text, head_chars)] if head_chars > 0 else ""
-    tail = text[_tail_start(text, total - tail_chars):] if tail_chars > 0 else ""
+    return window_of_parts(text[:head_chars], text[total - tail_chars:] if tail_chars > 0 else "", total,
+                           head_chars=head_chars, tail_chars=tail_chars)
+
+
+def window_of_parts(head_part: str, tail_part: str, total: int, *, head_chars: int, tail_chars: int
+                    ) -> tuple[str, TextWindow]:
+    """:func:`window_text` of a text longer than ``head_chars + tail_chars`` from only its first ``head_chars``
+    characters (``head_part``) and its last ``tail_chars`` (``tail_part``) — the same window, for a reader that
+    pages through a huge text (``total`` characters) and need not read the middle."""
+    head = head_part[:_head_end(head_part, head_chars)] if head_chars > 0 else ""
+    tail = tail_part[_tail_start(tail_part, 0):] if tail_chars > 0 else ""
     window = head + _SEPARATOR + tail if head and tail else head or tail
     return window, TextWindow(len(head) + len(tail), total, True, head_chars, tail_chars)
 

@@ -15,7 +15,7 @@ from typing import Any
 
 from ki.config.settings import TextWindowConfig
 from ki.matters.patterns import formats_for
-from ki.metadata.window import normalised_digest, windowed_body
+from ki.metadata.window import TextWindow, normalised_digest, windowed_body
 from ki.relate import file_names
 from ki.relate.dates import dates_in, dates_in_name
 
@@ -137,14 +137,20 @@ class FileFacts:
     def from_artifact(cls, *, ref: str, path: str, body: dict[str, Any], mtime_ns: int | None = None,
                       content_hash: str = "", embedded: bool = False, matter: str | None = None,
                       reference_patterns: tuple[str, ...] = (), head_chars: int = _WINDOW.head_chars,
-                      tail_chars: int = _WINDOW.tail_chars) -> FileFacts:
+                      tail_chars: int = _WINDOW.tail_chars, windowed: tuple[TextWindow, str] | None = None
+                      ) -> FileFacts:
         """Build facts from a ``structured_json`` body (see :class:`ki.convert.model.StructuredDocument`).
 
         The rules read a bounded window of a huge text (``head_chars`` + ``tail_chars``, by default
         ``pipeline.text_window``'s defaults; :func:`ki.metadata.window.windowed_body`): ``text`` and
-        ``original_text`` are windows, ``text_digest`` is of the whole text, ``window`` the bound."""
-        digest = normalised_digest(body.get("text"))
-        body, bound = windowed_body(body, head_chars=head_chars, tail_chars=tail_chars)
+        ``original_text`` are windows, ``text_digest`` is of the whole text, ``window`` the bound.
+        ``windowed``: (bound, whole text's digest) when ``body["text"]`` already is that window
+        (:func:`ki.relate.policy.read_whole` of a huge file reads only the window's pages)."""
+        if windowed is None:
+            digest = normalised_digest(body.get("text"))
+            body, bound = windowed_body(body, head_chars=head_chars, tail_chars=tail_chars)
+        else:
+            bound, digest = windowed
         mail = body.get("mail")
         if mail:
             sender = mail.get("sender") or {}

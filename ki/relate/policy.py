@@ -18,19 +18,24 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ki.agents.loop import AgentState, Tool
+from ki.config.settings import TextWindowConfig
 from ki.errors import ToolError
+from ki.metadata.window import TextWindow, window_of_parts
 from ki.relate.facts import FileFacts
 from ki.relate.policy_decide import decide
 from ki.relate.schema import RelateResult
+from ki.relate.tools import DIGEST_FROM_CHARS
 from ki.relate.wants import Wants, listed_facts
 
 PAGE = 100
 READ_CHARS = 100_000
 
 
-def facts_from_open(result: dict[str, Any], text: str, reference_patterns: tuple[str, ...] = ()) -> FileFacts:
-    """FileFacts of a file read with ``open_file`` (``text``: all its pages joined; ``reference_patterns``: the
-    firm's matter-reference formats, see :class:`FileFacts`)."""
+def facts_from_open(result: dict[str, Any], text: str, reference_patterns: tuple[str, ...] = (),
+                    windowed: tuple[TextWindow, str] | None = None) -> FileFacts:
+    """FileFacts of a file read with ``open_file`` (``text``: all its pages joined, or with ``windowed`` =
+    (bound, whole text's digest) its reading window; ``reference_patterns``: the firm's matter-reference
+    formats, see :class:`FileFacts`)."""
     body = {"format": result.get("format"), "title": result.get("title"), "text": text,
             "revisions": [{"kind": k} for k, n in (result.get("tracked_changes") or {}).get("by_kind", {}).items()
                           for _ in range(n)]}
@@ -44,17 +49,42 @@ def facts_from_open(result: dict[str, Any], text: str, reference_patterns: tuple
     return FileFacts.from_artifact(ref=result["ref"], path=result["path"], body=body,
                                    mtime_ns=result.get("mtime_ns"), content_hash=result.get("content_hash") or "",
                                    embedded=bool(result.get("embedded")), matter=result.get("matter"),
-                                   reference_patterns=reference_patterns)
+                                   reference_patterns=reference_patterns, windowed=windowed)
+
+
+def _read(state: AgentState, path: str, start: int, end: int) -> str:
+    """Characters ``start`` to ``end`` of ``path``'s text, page by page (``open_file``)."""
+    parts, offset = [], start
+    while offset < end:
+        page = state.call("open_file", path=path, offset=offset, max_chars=min(READ_CHARS, end - offset))
+        if not page.get("text"):
+            break
+        parts.append(page["text"])
+        offset += len(page["text"])
+    return "".join(parts)
 
 
 def read_whole(state: AgentState, path: str, reference_patterns: tuple[str, ...] = ()) -> FileFacts | None:
-    """Open ``path`` and page through it; None when it cannot be read now (status busy/in_progress/...)."""
+    """Open ``path`` and page through what the rules read of it; None when it cannot be read now (status
+    busy/in_progress/...). A text longer than the reading window (:data:`ki.relate.tools.DIGEST_FROM_CHARS`:
+    ``pipeline.text_window``'s defaults, as :meth:`FileFacts.from_artifact` windows every text) is read only in
+    the window's pages — its head and its tail — with the whole text's digest from the first page: the same
+    facts as reading every page, without paging through the middle (a 120 MB neighbour took 1,200 pages, each
+    loading the whole text: tens of minutes per relate of every file in its matter)."""
     try:
         first = state.call("open_file", path=path, offset=0, max_chars=READ_CHARS)
     except ToolError:
         return None
     if first.get("status") != "ok":
         return None
+    total = int(first.get("total_chars") or 0)
+    if total > DIGEST_FROM_CHARS and first.get("text_digest"):
+        bound_config = TextWindowConfig()
+        head, tail = bound_config.head_chars, bound_config.tail_chars
+        head_part = first["text"] + _read(state, path, len(first["text"]), head)
+        window, bound = window_of_parts(head_part[:head], _read(state, path, total - tail, total), total,
+                                        head_chars=head, tail_chars=tail)
+        return facts_from_open(first, window, reference_patterns, windowed=(bound, first["text_digest"]))
     parts = [first["text"]]
     page = first
     while page.get("has_more"):

@@ -18,16 +18,21 @@ from pydantic import BaseModel, Field
 from sqlalchemy import text
 
 from ki.agents.loop import Tool
+from ki.config.settings import TextWindowConfig
 from ki.context import EnsureReady, PipelineContext
 from ki.errors import ToolError
 from ki.matters.corpus import REL_PATH
 from ki.matters.neighbourhood import list_folder as folder_listing
+from ki.metadata.window import normalised_digest
 from ki.relate.inline_conversion import ensure_source_object_ready
 from ki.relate.wants import search_score
 
 DIGEST_MAX_ITEMS = 40
 DIGEST_MAX_CHARS = 4000
 OPEN_MAX_CHARS = 100_000
+#: ``open_file`` at offset 0 of a text longer than this (the reading window, ``pipeline.text_window``'s defaults)
+#: also returns ``text_digest``, the whole text's :func:`ki.metadata.window.normalised_digest`.
+DIGEST_FROM_CHARS = TextWindowConfig().head_chars + TextWindowConfig().tail_chars
 
 
 def ref_of(oid: int) -> str:
@@ -164,7 +169,11 @@ class RelateTools:
         full = row.text or ""
         chunk = full[args.offset: args.offset + args.max_chars]
         end = args.offset + len(chunk)
-        return {
+        extra: dict[str, Any] = {}
+        if args.offset == 0 and len(full) > DIGEST_FROM_CHARS:
+            # a reader that reads only the head and tail pages of a huge text still knows the whole one's digest
+            extra["text_digest"] = normalised_digest(full)
+        return {**extra,
             "status": "ok", "ref": ref_of(oid), "path": row.rel, "title": row.title,
             "format": row.format, "content_hash": row.content_hash, "matter": row.reference,
             "embedded": row.parent_id is not None, "mtime_ns": row.mtime_ns,

@@ -77,3 +77,23 @@ def test_a_huge_text_is_read_in_bounded_windows_and_indexed_whole(ctx, tmp_path)
         for word in (END_WORD, MIDDLE_WORD):
             hits = search(conn.engine, word, principals=None, operator=True, mode="lexical").hits
             assert [h.source_object_id for h in hits] == [row["object_id"]], (word, hits)
+
+    # relate reads a huge neighbour only in its window's pages, with the same facts as the whole artifact (before:
+    # every 100,000-character page, each loading the whole text — 1,200 pages for a 120 MB neighbour)
+    from ki.agents.loop import AgentState
+    from ki.relate.documents import facts_for
+    from ki.relate.policy import READ_CHARS, read_whole
+    from ki.relate.tools import RelateTools
+
+    with ctx.db.engine.connect() as conn:
+        project = conn.execute(text("SELECT id FROM project WHERE name = 'default'")).scalar_one()
+        whole = facts_for(conn, row["object_id"])
+    tools = RelateTools(ctx, sid, project)
+    state = AgentState(tools={t.name: t for t in tools.tools()}, trace_id="t")
+    read = read_whole(state, "klageschrift.txt")
+    assert read is not None and whole is not None
+    assert (read.text, read.text_digest, read.window, read.title) == (whole.text, whole.text_digest, whole.window,
+                                                                       whole.title)
+    assert read.window["truncated"] and read.ref == whole.ref
+    pages = [r.arguments for r in state.tool_results if r.tool == "open_file"]
+    assert len(pages) <= 4 < len(body) // READ_CHARS, pages

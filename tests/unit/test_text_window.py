@@ -9,7 +9,7 @@ import pytest
 from ki.config.settings import KiConfig
 from ki.convert.model import StructuredDocument
 from ki.metadata.policy import MAX_IDENTIFIERS, MAX_PARTIES, MetadataRulesPolicy, read_document
-from ki.metadata.window import normalised_digest, window_text, windowed_body
+from ki.metadata.window import normalised_digest, window_of_parts, window_text, windowed_body
 from ki.relate.facts import FileFacts
 from ki.stages.index import header_title, profile_text
 
@@ -36,6 +36,21 @@ def test_a_long_text_keeps_its_head_and_tail_cut_at_line_boundaries() -> None:
     assert tail.startswith("Zeile ") and len(tail) <= 3_000 and len(tail) > 3_000 - 30
     assert bound.read_chars == len(head) + len(tail)
     assert lines[0] in window and lines[-1] in window and lines[10_000] not in window
+
+
+@pytest.mark.parametrize("sep", ["\n", " ", ""])
+@pytest.mark.parametrize(("head", "tail"), [(10_000, 3_000), (10_000, 0), (0, 3_000), (9_999, 2_999)])
+def test_the_window_of_the_head_and_tail_parts_is_the_window_of_the_text(sep: str, head: int, tail: int) -> None:
+    """What relate's paging reader computes from two page ranges (ki.relate.policy.read_whole) is the window of
+    the whole text, breaks or none."""
+    import random
+
+    rng = random.Random(head + tail + len(sep))
+    text = sep.join("".join(rng.choice("abcdef") for _ in range(rng.randint(1, 40))) for _ in range(3_000))
+    assert len(text) > head + tail
+    parts = window_of_parts(text[:head], text[len(text) - tail:] if tail else "", len(text),
+                            head_chars=head, tail_chars=tail)
+    assert parts == window_text(text, head_chars=head, tail_chars=tail)
 
 
 def test_a_text_without_breaks_is_cut_at_the_bound() -> None:
