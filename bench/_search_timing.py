@@ -70,3 +70,50 @@ def timed_run(backend: Any, engine: Any, queries: list[tuple[str, str]], held: l
     got = [tops[q + "\x00" + ",".join(h)] for (_, q), h in zip(queries, held, strict=True)]
     return got, {"p50_ms": round(percentile(lat, 50), 1), "p95_ms": round(percentile(lat, 95), 1),
                  "p95_ms_by_class": by_class(classes, lat), "load": os.getloadavg()}
+
+
+#: What a search reads from the record per candidate and per hit (:func:`prewarm`).
+PREWARM_RELATIONS = ("chunk", "uq_chunk_object_ordinal", "source_object", "source_object_pkey",
+                     "ix_chunk_profile_content_hash")
+
+
+def serving_buffers(pgdata: Any) -> str:
+    """Give the bench's embedded server ``shared_buffers`` of a quarter of RAM (at most 8 GB: PostgreSQL's usual
+    sizing for a dedicated server; its default is 128 MB), restart it; its new libpq URI."""
+    import psycopg
+
+    from ki.store.db import embedded_server_uri, stop_embedded_server
+
+    mb = min(8192, os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // 4 // 2**20)
+    with psycopg.connect(embedded_server_uri(pgdata), autocommit=True) as conn:
+        conn.execute(f"ALTER SYSTEM SET shared_buffers = '{mb}MB'")
+    stop_embedded_server(pgdata)
+    return embedded_server_uri(pgdata)
+
+
+def prewarm(engine: Any, dirs: list[Any]) -> dict[str, float]:
+    """A serving node's steady state before timing: the record's search relations in PostgreSQL's buffers
+    (``pg_prewarm``) and every file under ``dirs`` (the search index) read into the page cache. This matters on
+    machines that page out file pages left untouched for a minute (a VM's DAMON reclaim): without it, the
+    timing measures the disk. Returns the seconds each took."""
+    from pathlib import Path
+
+    from sqlalchemy import text
+
+    t = time.perf_counter()
+    with engine.begin() as conn:
+        conn.execute(text("CREATE EXTENSION IF NOT EXISTS pg_prewarm"))
+        for rel in PREWARM_RELATIONS:
+            if conn.execute(text("SELECT to_regclass(:r)"), {"r": rel}).scalar() is not None:
+                conn.execute(text("SELECT pg_prewarm(:r)"), {"r": rel})
+    pg_s = time.perf_counter() - t
+    t = time.perf_counter()
+    for d in dirs:
+        for f in Path(d).rglob("*"):
+            if f.is_file():
+                with f.open("rb") as fh:
+                    while fh.read(1 << 22):
+                        pass
+    out = {"record_prewarm_s": round(pg_s, 1), "index_read_s": round(time.perf_counter() - t, 1)}
+    print(f"  prewarmed: {out}", flush=True)
+    return out

@@ -2,7 +2,7 @@
 here, and vs OpenSearch's BM25, on the same synthetic chunks; p95 latency with the permission filter on.
 
 Run: ``.venv/bin/python bench/search_exact.py [--chunks 1000000] [--queries-per-class 40] [--skip-opensearch]
-[--skip-embedded] [--os-variants] [--quiet-load 1.5] [--strategies] [--json out.json]``.
+[--skip-embedded] [--os-variants] [--prewarm] [--quiet-load 1.5] [--strategies] [--json out.json]``.
 
 **Corpus**: ``--chunks`` chunks, 5 per document, each document with a random permission projection (1–3 of 40
 groups, 10 % also ``*``, 5 % a denied user). A chunk is 4 sentences of the dev estate (its files converted by
@@ -48,7 +48,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _common import embedded_server, temp_workdir  # noqa: E402
-from _search_timing import overlap, segments, timed_run, wait_quiet  # noqa: E402
+from _search_timing import overlap, prewarm, segments, serving_buffers, timed_run, wait_quiet  # noqa: E402
 from search_alternatives import os_variants, postgres_native  # noqa: E402
 
 GROUPS = [f"group:g{i:02d}" for i in range(40)]
@@ -371,6 +371,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     print(f"{len(queries)} queries ({dict(Counter(classes))}); corpus set up in {time.perf_counter() - t0:.0f} s")
     ref = Reference(terms, args.chunks)
     with temp_workdir() as work, embedded_server(work / "pg") as uri:
+        if args.prewarm:
+            uri = serving_buffers(work / "pg")
         ensure_database(uri, "kibench")
         db = open_database(sqlalchemy_url(uri, "kibench"), pool_size=8)
         out |= _load_record(db, corpus, args.chunks, ref)
@@ -413,6 +415,8 @@ def _embedded(args: argparse.Namespace, db: Any, work: Path, queries: list[tuple
     print(f"tantivy projection built from the record in {_throughput(out, 'projection', args.chunks, t)}, "
           f"load {os.getloadavg()}", flush=True)
     wait_quiet(args.quiet_load)
+    if args.prewarm:
+        out["embedded_prewarm"] = prewarm(db.engine, [work / "search"])
     emb, t = timed_run(backend, db.engine, queries, held, classes, warm=20)
     out["embedded_lexical_p50_ms"], out["embedded_lexical_p95_ms"] = t["p50_ms"], t["p95_ms"]
     out["load_average_embedded_queries"], out["embedded_p95_ms_by_class"] = t["load"], t["p95_ms_by_class"]
@@ -460,6 +464,8 @@ def _opensearch(args: argparse.Namespace, db: Any, corpus: Corpus, queries: list
         print(f"OpenSearch: {args.chunks} chunks synced in {_throughput(res, 'sync', args.chunks, t)}", flush=True)
         res["segments"] = segments(backend)
         wait_quiet(args.quiet_load)
+        if args.prewarm:
+            res["prewarm"] = prewarm(db.engine, [work])
         osr, t = timed_run(backend, db.engine, queries, held, classes, warm=50)
         res["lexical_p50_ms"], res["lexical_p95_ms"] = t["p50_ms"], t["p95_ms"]
         res["load_average_queries"], res["p95_ms_by_class"] = t["load"], t["p95_ms_by_class"]
@@ -490,6 +496,9 @@ def main() -> int:
     parser.add_argument("--skip-opensearch", action="store_true")
     parser.add_argument("--quiet-load", type=float, help="before timing, wait until the load average is below this")
     parser.add_argument("--skip-embedded", action="store_true", help="no tantivy build (OpenSearch only)")
+    parser.add_argument("--prewarm", action="store_true",
+                        help="time a serving node's steady state: shared_buffers a quarter of RAM, the record's "
+                             "search relations prewarmed and the index files read just before timing")
     parser.add_argument("--os-variants", action="store_true",
                         help="also time other OpenSearch query forms and index states (collapse, slices, merged)")
     parser.add_argument("--strategies", action="store_true", help="also time PostgreSQL-native rankings")

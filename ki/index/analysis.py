@@ -33,6 +33,7 @@ import unicodedata
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from functools import cache
+from typing import NamedTuple
 
 from ki.index.compounds import split_compound
 
@@ -51,8 +52,7 @@ _CAMEL = re.compile(r"[A-ZÄÖÜ]?[a-zäöüß]+|[A-ZÄÖÜ]+(?![a-zäöüß])|\
 _LOCK = threading.Lock()
 
 
-@dataclass(frozen=True)
-class Token:
+class Token(NamedTuple):
     """A word of a text: its normalised form and where it stands in the original text (``start``/``end``:
     character offsets, end exclusive)."""
 
@@ -140,6 +140,8 @@ class Streams:
 
 
 _ANALYSED: dict[str, tuple[str, str, str, str]] = {}
+#: raw word → (its :func:`_analyse` forms, its German parts as a tuple): what :func:`token_forms` reads.
+_PARTS: dict[str, tuple[tuple[str, str, str, str], tuple[str, ...]]] = {}
 _EMPTY = ("", "", "", "")
 
 
@@ -176,9 +178,16 @@ def token_forms(text: str) -> list[tuple[Token, str, str, str, tuple[str, ...]]]
     :func:`streams` indexes, read from the same memo (snippets highlight what matched)."""
     out = []
     for m in WORD.finditer(text):
-        a = _analyse(m.group())
+        raw = m.group()
+        parts_of = _PARTS.get(raw)
+        if parts_of is None:
+            a = _analyse(raw)
+            parts_of = _PARTS[raw] = (a, tuple(a[3].split()))  # cleared with _ANALYSED's bound
+            if len(_PARTS) > _STEM_CACHE_MAX:
+                _PARTS.clear()
+        a, parts_ = parts_of
         if a[0]:
-            out.append((Token(a[0], m.start(), m.end()), a[0], a[1], a[2], tuple(a[3].split())))
+            out.append((Token(a[0], m.start(), m.end()), a[0], a[1], a[2], parts_))
     return out
 
 

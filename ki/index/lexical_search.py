@@ -1,14 +1,14 @@
 """The embedded lexical half: exact top-k distinct contents from the tantivy projection, confirmed by the record.
 
-Spec: issue 15 items 1 and 4; DESIGN.md "Duplicates and permissions" (identical content shown once per
-principal). :func:`search_projection` ranks with :mod:`ki.index.query`'s tiers: it asks the engine for the
-best rows of tier 1 under the caller's filter (permissions inside the query), keeps the best row of each
-content it has not taken yet, drops documents an excluded item matches anywhere, and has the record confirm
-the rest (row live, object not tombstoned, the record's permissions and filters). It then asks again with
-every content taken and every refused object excluded (``MustNot``), until ``k`` contents are taken or the
+Spec: issue 15 items 1 and 4; DESIGN.md "Duplicates and permissions" (identical content shown once per principal).
+:func:`search_projection` ranks with :mod:`ki.index.query`'s tiers: it asks the engine for the best rows of tier 1
+under the caller's filter (permissions inside the query), keeps the best row of each content it has not taken yet,
+drops documents an excluded item matches anywhere, and has the record confirm the rest, best first and only as many
+as are still wanted (row live, object not tombstoned, the record's permissions and filters). It then asks again
+with every content taken and every refused object excluded (``MustNot``), until ``k`` contents are taken or the
 tier is exhausted, then tier 2. Every round ranks every matching row (tantivy's BM25 over all matches, block-max
-WAND), so the result is the exact top k whatever the corpus — a file with 60,000 matching passages takes one
-place, and the next round looks past it.
+WAND), so the result is the exact top k whatever the corpus — a file with 60,000 matching passages takes one place,
+and the next round looks past it.
 """
 
 from __future__ import annotations
@@ -29,6 +29,8 @@ log = logging.getLogger(__name__)
 
 #: Rounds per tier at most (each takes or refuses at least one content).
 MAX_ROUNDS = 40
+#: Candidates the record checks beyond those still wanted (most are admitted: the engine filtered them).
+CONFIRM_MARGIN = 4
 
 
 #: Runs one round: (query tree, rows wanted, tier) → hits best first (an engine may collapse per content).
@@ -80,22 +82,29 @@ def rank_contents(run: RunRound, any_match: AnyMatch, engine: Engine, parsed: Pa
             firsts: dict[str, LexHit] = {}
             for h in hits:
                 firsts.setdefault(h.content_hash, h)
-            candidates = list(firsts.values())
-            if parsed.excluded:
-                gone = {c.source_object_id for c in candidates
-                        if any_match(excluded_in(parsed, c.source_object_id))}  # type: ignore[arg-type]
-                refused_contents |= {c.content_hash for c in candidates if c.source_object_id in gone}
-                candidates = [c for c in candidates if c.source_object_id not in gone]
-            with engine.connect() as conn:
-                visible, dead = confirm(conn, [(c.source_object_id, c.ordinal) for c in candidates], filters)
-            for i, c in enumerate(candidates):
-                if i in visible and c.content_hash not in taken_contents:
-                    taken.append(RankedChunk(c.source_object_id, c.ordinal, c.content_hash, c.score, tier))
-                    taken_contents.add(c.content_hash)
-                else:
-                    refused_oids.add(c.source_object_id)
-                    if i in dead:
-                        stale.add(c.source_object_id)
+            pending = list(firsts.values())
+            refusals = 0
+            while pending and len(taken) < k:
+                # the record checks the best candidates first, as many as are still wanted (and a margin);
+                # after a refusal, the rest of the round at once (a filter the engine could not apply)
+                size = len(pending) if refusals else k - len(taken) + CONFIRM_MARGIN
+                batch, pending = pending[:size], pending[size:]
+                if parsed.excluded:
+                    gone = {c.source_object_id for c in batch
+                            if any_match(excluded_in(parsed, c.source_object_id))}  # type: ignore[arg-type]
+                    refused_contents |= {c.content_hash for c in batch if c.source_object_id in gone}
+                    batch = [c for c in batch if c.source_object_id not in gone]
+                with engine.connect() as conn:
+                    visible, dead = confirm(conn, [(c.source_object_id, c.ordinal) for c in batch], filters)
+                for i, c in enumerate(batch):
+                    if i in visible and c.content_hash not in taken_contents:
+                        taken.append(RankedChunk(c.source_object_id, c.ordinal, c.content_hash, c.score, tier))
+                        taken_contents.add(c.content_hash)
+                    else:
+                        refused_oids.add(c.source_object_id)
+                        refusals += 1
+                        if i in dead:
+                            stale.add(c.source_object_id)
             if len(hits) < want:
                 break  # the tier has no more rows
     if stale:  # rows the record no longer has: let the projections apply those objects again

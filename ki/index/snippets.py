@@ -45,10 +45,13 @@ def _item_matches(f: _Forms, item: Item) -> list[int]:
     single = item.single
     out: list[int] = []
     if single is not None:
+        head_de = single.parts_de[0] if single.parts_de else None
+        head_nl = single.parts_nl[0] if len(single.parts_nl) > 1 else None
         for i in range(len(f.tokens)):
+            p = f.parts[i]
             if (f.exact[i] == single.exact or f.de[i] == single.de or f.en[i] == single.en
-                    or _contains(f.parts[i], single.parts_de)
-                    or (len(single.parts_nl) > 1 and _contains(f.parts[i], single.parts_nl))):
+                    or (head_de in p and _contains(p, single.parts_de))
+                    or (head_nl in p and _contains(p, single.parts_nl))):
                 out.append(i)
         return out
     n = len(item.forms)

@@ -256,7 +256,8 @@ class Chunk(Base):
         UniqueConstraint("source_object_id", "ordinal", name="uq_chunk_object_ordinal"),
         Index("ix_chunk_tsv", "tsv", postgresql_using="gin"),
         Index("ix_chunk_allowed_principals", "allowed_principals", postgresql_using="gin"),
-        Index("ix_chunk_content_hash", "content_hash"),
+        # migration 0022: the "also at" lookup reads profile rows only
+        Index("ix_chunk_profile_content_hash", "content_hash", postgresql_where=sa_text("ordinal = -1")),
     )
 
 
