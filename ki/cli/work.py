@@ -138,7 +138,8 @@ def work_groups(filters: list[str] = _FILTERS, as_json: bool = _JSON) -> None:
     for g in result.groups:
         kind = "outage" if g.infrastructure else (g.reason or "fault")
         out.print(f"{g.count:>6}  {g.kind:<17} signature={g.signature}  {kind}  {g.error_class}: "
-                  f"{(g.message or '')[:160]}\n        e.g. {', '.join(g.sample_paths)}", markup=False, highlight=False)
+                  f"{(g.message or '')[:160]}\n        e.g. {', '.join(g.sample_paths)}", markup=False, highlight=False,
+                  soft_wrap=True)  # one line per group whatever the terminal's width: readable, greppable
 
 
 def _act(action: str, target: list[str] | None, dry_run: bool, yes: bool, limit: int, run: bool,
