@@ -182,7 +182,7 @@ def token_forms(text: str) -> list[tuple[Token, str, str, str, tuple[str, ...]]]
         parts_of = _PARTS.get(raw)
         if parts_of is None:
             a = _analyse(raw)
-            parts_of = _PARTS[raw] = (a, tuple(a[3].split()))  # cleared with _ANALYSED's bound
+            parts_of = _PARTS[raw] = (a, tuple(a[3].split()))  # bounded like _ANALYSED
             if len(_PARTS) > _STEM_CACHE_MAX:
                 _PARTS.clear()
         a, parts_ = parts_of
