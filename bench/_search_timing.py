@@ -49,6 +49,23 @@ def segments(backend: Any) -> int:
                for shard in idx["shards"].values() for copy in shard)
 
 
+def settle_merges(backend: Any, max_wait_s: float = 3600, poll_s: float = 5) -> dict[str, Any]:
+    """Wait (up to ``max_wait_s``) until OpenSearch runs no merge on the index pair for three polls in a row:
+    a bulk load ends with cascading background merges (one merge thread on 2 cores) that would otherwise share
+    the timed pass and leave it 2-3× the segments of the settled index. Returns {merge_wait_s, segments_before,
+    segments_after}."""
+    t = time.monotonic()
+    before, calm = segments(backend), 0
+    while calm < 3 and time.monotonic() - t < max_wait_s:
+        stats = backend.client.indices.stats(index=backend.both, metric="merge")
+        running = sum(v["primaries"]["merges"]["current"] for v in stats["indices"].values())
+        calm = calm + 1 if running == 0 else 0
+        time.sleep(poll_s)
+    out = {"merge_wait_s": round(time.monotonic() - t), "segments_before": before, "segments_after": segments(backend)}
+    print(f"  merges settled: {out}", flush=True)
+    return out
+
+
 def wait_quiet(max_load: float | None, max_wait_s: float = 3600) -> None:
     """Wait (up to ``max_wait_s``) until the 1-minute load average is below ``max_load`` (None: do not wait), so
     latencies are measured on a quiet machine when other work shares it; says what it waited for."""

@@ -48,7 +48,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _common import embedded_server, temp_workdir  # noqa: E402
-from _search_timing import overlap, prewarm, segments, serving_buffers, timed_run, wait_quiet  # noqa: E402
+from _search_timing import overlap, prewarm, segments, serving_buffers, settle_merges, timed_run, wait_quiet  # noqa: E402
 from search_alternatives import os_variants, postgres_native  # noqa: E402
 
 GROUPS = [f"group:g{i:02d}" for i in range(40)]
@@ -463,6 +463,9 @@ def _opensearch(args: argparse.Namespace, db: Any, corpus: Corpus, queries: list
         backend.client.indices.refresh(index=backend.index)
         print(f"OpenSearch: {args.chunks} chunks synced in {_throughput(res, 'sync', args.chunks, t)}", flush=True)
         res["segments"] = segments(backend)
+        if args.prewarm:
+            res["merges"] = settle_merges(backend)
+            res["segments"] = res["merges"]["segments_after"]
         wait_quiet(args.quiet_load)
         if args.prewarm:
             res["prewarm"] = prewarm(db.engine, [work])
@@ -497,8 +500,9 @@ def main() -> int:
     parser.add_argument("--quiet-load", type=float, help="before timing, wait until the load average is below this")
     parser.add_argument("--skip-embedded", action="store_true", help="no tantivy build (OpenSearch only)")
     parser.add_argument("--prewarm", action="store_true",
-                        help="time a serving node's steady state: shared_buffers a quarter of RAM, the record's "
-                             "search relations prewarmed and the index files read just before timing")
+                        help="time a serving node's steady state: OpenSearch's background merges of the load finished, "
+                             "shared_buffers a quarter of RAM, the record's search relations prewarmed and the "
+                             "index files read just before timing")
     parser.add_argument("--os-variants", action="store_true",
                         help="also time other OpenSearch query forms and index states (collapse, slices, merged)")
     parser.add_argument("--strategies", action="store_true", help="also time PostgreSQL-native rankings")
