@@ -48,7 +48,16 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _common import embedded_server, temp_workdir  # noqa: E402
-from _search_timing import overlap, prewarm, segments, serving_buffers, settle_merges, timed_run, wait_quiet  # noqa: E402
+from _search_timing import (  # noqa: E402
+    jvm_warmup,
+    overlap,
+    prewarm,
+    segments,
+    serving_buffers,
+    settle_merges,
+    timed_run,
+    wait_quiet,
+)  # noqa: E402
 from search_alternatives import os_variants, postgres_native  # noqa: E402
 
 GROUPS = [f"group:g{i:02d}" for i in range(40)]
@@ -89,6 +98,14 @@ def access_of(doc: int) -> tuple[list[str], list[str]]:
         allowed.add("*")
     denied = [f"user:u{rng.randint(0, 99):02d}"] if rng.random() < 0.05 else []
     return sorted(allowed), denied
+
+
+def searchers(n: int, seed: int) -> list[tuple[str, ...]]:
+    """``n`` random searchers' principal sets (a user and 3 of :data:`GROUPS`), reproducible per ``seed``."""
+    from ki.access.projection import principal_set
+
+    rng = random.Random(seed)
+    return [principal_set([f"user:u{rng.randint(0, 99):02d}", *rng.sample(GROUPS, 3)]) for _ in range(n)]
 
 
 def make_queries(corpus: Corpus, n: int, df_sample: Counter, seed: int) -> list[tuple[str, str]]:
@@ -344,7 +361,6 @@ def _report(out: dict[str, Any], name: str, classes: list[str], values: list[flo
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
-    from ki.access.projection import principal_set
     from ki.index.analysis import words
     from ki.index.query import parse_query
     from ki.index.query_plan import tier_node
@@ -358,8 +374,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     for i in range(0, args.chunks, step):
         df.update(set(words(corpus.chunk(i))))
     queries = make_queries(corpus, args.queries_per_class, df, args.seed)  # df of a 4,000-chunk sample
-    rng = random.Random(args.seed)
-    held = [principal_set([f"user:u{rng.randint(0, 99):02d}", *rng.sample(GROUPS, 3)]) for _ in queries]
+    held = searchers(len(queries), args.seed)
+    if args.prewarm:  # other queries of the same classes (another seed): the search node's JIT warm-up
+        args.warmup = make_queries(corpus, args.queries_per_class, df, args.seed + 1000)
+        args.warmup_held = searchers(len(args.warmup), args.seed + 1000)
     parsed = [parse_query(q) for _, q in queries]
     tiers = [[tier_node(p, 1)] + ([tier_node(p, 2)] if p.has_relaxed_tier else []) for p in parsed]
     terms: dict[str, set[str]] = defaultdict(set)
@@ -469,6 +487,10 @@ def _opensearch(args: argparse.Namespace, db: Any, corpus: Corpus, queries: list
         wait_quiet(args.quiet_load)
         if args.prewarm:
             res["prewarm"] = prewarm(db.engine, [work])
+            _, cold = timed_run(backend, db.engine, queries, held, classes, warm=50)
+            res["lexical_p95_ms_cold_jvm"], res["p95_ms_by_class_cold_jvm"] = cold["p95_ms"], cold["p95_ms_by_class"]
+            print(f"  first pass on the node's cold JVM: p50 {cold['p50_ms']} ms, p95 {cold['p95_ms']} ms", flush=True)
+            res["warmup"] = jvm_warmup(backend, db.engine, args.warmup, args.warmup_held)
         osr, t = timed_run(backend, db.engine, queries, held, classes, warm=50)
         res["lexical_p50_ms"], res["lexical_p95_ms"] = t["p50_ms"], t["p95_ms"]
         res["load_average_queries"], res["p95_ms_by_class"] = t["load"], t["p95_ms_by_class"]
@@ -501,6 +523,8 @@ def main() -> int:
     parser.add_argument("--skip-embedded", action="store_true", help="no tantivy build (OpenSearch only)")
     parser.add_argument("--prewarm", action="store_true",
                         help="time a serving node's steady state: OpenSearch's background merges of the load finished, "
+                             "its JIT warmed by 3 passes of another seed's queries (the cold first pass is "
+                             "reported too), "
                              "shared_buffers a quarter of RAM, the record's search relations prewarmed and the "
                              "index files read just before timing")
     parser.add_argument("--os-variants", action="store_true",
