@@ -57,7 +57,7 @@ from _search_timing import (  # noqa: E402
     settle_merges,
     timed_run,
     wait_quiet,
-)  # noqa: E402
+)
 from search_alternatives import os_variants, postgres_native  # noqa: E402
 
 GROUPS = [f"group:g{i:02d}" for i in range(40)]
