@@ -27,6 +27,7 @@ from ki.retry import Treatment, backoff_seconds, classify_error
 from ki.store import claims as q
 from ki.store.attempts import MESSAGE_MAX_CHARS
 from ki.store.claims import Claim
+from ki.store.status import LostClaim, lost_claim
 from ki.taxonomies import (
     DISABLED_BY_CONFIGURATION,
     INPUT_STAGE_DISABLED,
@@ -217,10 +218,20 @@ def _record_outcome(ctx: PipelineContext, claim: Claim, outcome: StageOutcome, p
     if outcome.status == "done":
         _confirm_dependencies(ctx, claim.stage)
     if committed is None:
-        log.warning("claim lost: %s of object %s was recovered elsewhere; this completion is refused",
-                    claim.stage, claim.source_object_id)
+        _report_lost_claim(ctx, claim)
         return ExecutionResult("claim_lost", claim.stage, claim.source_object_id)
     return ExecutionResult(outcome.status, claim.stage, claim.source_object_id, passed=committed.passed)
+
+
+def _report_lost_claim(ctx: PipelineContext, claim: Claim) -> LostClaim:
+    """Log why a completion was refused (:func:`ki.store.status.lost_claim`): a recovered lease is a
+    warning (the work is repeated), a rerun or change the pipeline asked for is routine (info)."""
+    with ctx.db.engine.connect() as conn:
+        lost = lost_claim(conn, claim.row_id, claim.token)
+    level = logging.INFO if lost.expected else logging.WARNING
+    log.log(level, "%s of object %s: this result is discarded and the stage runs again: %s",
+            claim.stage, claim.source_object_id, lost.detail)
+    return lost
 
 
 def _confirm_dependencies(ctx: PipelineContext, stage: str) -> None:
@@ -258,6 +269,7 @@ def _record_failure(ctx: PipelineContext, claim: Claim, exc: BaseException, *, s
         status = q.fail_claim(rec, claim, treatment=verdict.treatment.value, max_attempts=stage_max_attempts,
                               delay_seconds=delay, last_error=record)
     if status is None:
+        _report_lost_claim(ctx, claim)
         return ExecutionResult("claim_lost", claim.stage, claim.source_object_id, type(exc).__name__)
     quarantine = status == "quarantined"
     if quarantine:

@@ -18,8 +18,15 @@ from typing import Any
 from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
-from ki.store.claims import ELIGIBLE_SQL
-from ki.taxonomies import BUCKETS, PIPELINE_STAGE_ORDER, STAGE_BUCKET_SQL, WAITING_FOR_PREVIOUS_STAGE, stage_bucket
+from ki.store.claims import ELIGIBLE_SQL, STALE_CLASS
+from ki.taxonomies import (
+    BUCKETS,
+    LANE_RERUN,
+    PIPELINE_STAGE_ORDER,
+    STAGE_BUCKET_SQL,
+    WAITING_FOR_PREVIOUS_STAGE,
+    stage_bucket,
+)
 
 # -- name: bucket_counts --
 # Exact per-stage bucket counts (GET /api/status, ki status): stage_bucket() in SQL.
@@ -240,3 +247,47 @@ def rerun_counts(conn: Connection, stage: str) -> tuple[int, int]:
     and disabled buckets (the rows that recorded a version; waiting rows are not part of a re-run)."""
     row = conn.execute(RERUN_COUNTS_SQL, {"stage": stage}).one()
     return int(row.files), int(row.contents)
+
+
+@dataclass(frozen=True)
+class LostClaim:
+    """Why a claim's completion was refused (``ki.store.claims.complete_claim``/``fail_claim`` returned
+    None): ``cause`` is ``stale`` (its lease was recovered: the worker was silent longer than
+    ``claim_timeout_seconds`` or its process was judged ended — a fault worth a warning), ``rerun``
+    (another file's stage asked for this stage again: it must read something new), ``changed`` (the
+    file changed or was released: it starts again from an earlier stage), ``reclaimed`` (running again
+    under another claim; the first cause is no longer visible), ``gone`` (the row no longer exists) or
+    ``other``; ``detail`` says it in words. DESIGN.md "Leases with fencing"."""
+
+    cause: str
+    detail: str
+
+    @property
+    def expected(self) -> bool:
+        """True for a refusal the pipeline asked for itself (rerun, changed): not a fault."""
+        return self.cause in ("rerun", "changed")
+
+
+LOST_CLAIM_SQL = text("""
+SELECT status, lane, attempts, claimed_by, claim_token, last_error FROM processing_state WHERE id = :row_id
+""")
+
+
+def lost_claim(conn: Connection, row_id: int, token: Any) -> LostClaim:
+    """Read what became of row ``row_id`` after a completion under ``token`` was refused (see
+    :class:`LostClaim`). One read; the row may have moved on again since, so this is the row's state
+    now, best effort."""
+    row = conn.execute(LOST_CLAIM_SQL, {"row_id": row_id}).first()
+    if row is None:
+        return LostClaim("gone", "the row no longer exists (its file was removed)")
+    error = row.last_error if isinstance(row.last_error, dict) else {}
+    if row.status == "running" and str(row.claim_token) != str(token):
+        return LostClaim("reclaimed", f"it is running again under worker {row.claimed_by}")
+    if error.get("class") == STALE_CLASS:
+        return LostClaim("stale", f"its lease was recovered: {error.get('message', 'claim silent')}")
+    if row.status == "pending" and row.lane == LANE_RERUN and row.attempts == 0:
+        return LostClaim("rerun", "another file's stage asked for it again (it must read something new)")
+    if row.status in ("pending", "skipped") and row.attempts == 0:
+        return LostClaim("changed", f"the file changed or was released: the row is {row.status} "
+                                    "and runs again from an earlier stage")
+    return LostClaim("other", f"the row is now {row.status}")

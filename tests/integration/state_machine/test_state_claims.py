@@ -7,6 +7,7 @@ Spec: insertion-pipeline.md "Processing states and console buckets" (the claim q
 
 from __future__ import annotations
 
+import logging
 import time
 
 from sqlalchemy import text
@@ -15,6 +16,8 @@ from ki.orchestration import prepare
 from ki.orchestration.execute import execute_claim, run_stage_for_object
 from ki.stages import STAGE_HANDLERS
 from ki.store import claims as q
+from ki.store.requeue import requeue_from_fetch
+from ki.store.status import lost_claim
 from ki.taxonomies import WAITING_FOR_PREVIOUS_STAGE
 from tests.helpers.state import configure, make_source, raising, rows, sql
 
@@ -127,3 +130,48 @@ def test_stale_token_is_refused_while_the_new_claim_runs(ctx, src):
     assert execute_claim(ctx, new).kind == "done"
     r = rows(ctx, oid)
     assert (r["fetch"]["status"], r["fetch"]["completions"], r["convert"]["status"]) == ("done", 1, "pending")
+
+
+def test_a_refused_completion_says_why(ctx, src, caplog):
+    """A refused completion names its cause (ki.store.status.lost_claim): a recovered lease is a warning, a
+    rerun or a change the pipeline asked for itself is logged at info (it is routine, not a fault)."""
+    oid, other = make_source(ctx, src, 2)
+    exec_log = "ki.orchestration.execute"
+
+    def refused(claim) -> tuple[str, int, str]:
+        caplog.clear()
+        with caplog.at_level(logging.INFO, logger=exec_log):
+            assert execute_claim(ctx, claim).kind == "claim_lost"
+        (record,) = [r for r in caplog.records if r.name == exec_log and "discarded" in r.getMessage()]
+        with ctx.db.engine.connect() as conn:
+            cause = lost_claim(conn, claim.row_id, claim.token).cause
+        return cause, record.levelno, record.getMessage()
+
+    # a lease recovered as stale: a warning that names the silent worker
+    with ctx.db.engine.begin() as conn:
+        old = q.claim_row(conn, oid, "fetch", worker="silent-worker", run_id=None)
+    sql(ctx, "UPDATE processing_state SET heartbeat_at = now() - interval '2 hours' WHERE id = :id", id=old.row_id)
+    assert prepare.recover_stale_claims(ctx) == 1
+    cause, level, message = refused(old)
+    assert (cause, level) == ("stale", logging.WARNING)
+    assert "lease was recovered" in message and "silent-worker" in message
+
+    # the same row claimed again by another worker
+    with ctx.db.engine.begin() as conn:
+        new = q.claim_row(conn, oid, "fetch", worker="alive", run_id=None)
+    cause, level, message = refused(old)
+    assert (cause, level) == ("reclaimed", logging.WARNING) and "worker alive" in message
+
+    # another file's stage asked for this one again: routine
+    with ctx.db.engine.begin() as conn:
+        assert q.request_rerun(conn, [oid], "fetch") == 1
+    cause, level, message = refused(new)
+    assert (cause, level) == ("rerun", logging.INFO) and "asked for it again" in message
+
+    # the file changed while its stage ran: routine, it starts again from fetch
+    with ctx.db.engine.begin() as conn:
+        running = q.claim_row(conn, other, "fetch", worker="alive", run_id=None)
+        requeue_from_fetch(conn, [other])
+    cause, level, message = refused(running)
+    assert (cause, level) == ("changed", logging.INFO) and "changed" in message
+    assert rows(ctx, other)["fetch"]["status"] == "pending"  # the refusal wrote nothing
