@@ -255,8 +255,9 @@ class LostClaim:
     None): ``cause`` is ``stale`` (its lease was recovered: the worker was silent longer than
     ``claim_timeout_seconds`` or its process was judged ended — a fault worth a warning), ``rerun``
     (another file's stage asked for this stage again: it must read something new), ``changed`` (the
-    file changed or was released: it starts again from an earlier stage), ``reclaimed`` (running again
-    under another claim; the first cause is no longer visible), ``gone`` (the row no longer exists) or
+    file changed or was released: it runs again), ``reclaimed`` (its lease was recovered and another
+    claim runs it now; a row claimed once since its attempts were reset counts as ``rerun``/``changed``
+    by its lane), ``gone`` (the row no longer exists) or
     ``other``; ``detail`` says it in words. DESIGN.md "Leases with fencing"."""
 
     cause: str
@@ -281,13 +282,19 @@ def lost_claim(conn: Connection, row_id: int, token: Any) -> LostClaim:
     if row is None:
         return LostClaim("gone", "the row no longer exists (its file was removed)")
     error = row.last_error if isinstance(row.last_error, dict) else {}
+    rerun = "another file's stage asked for it again (it must read something new)"
+    changed = "the file changed or was released: it runs again"
     if row.status == "running" and str(row.claim_token) != str(token):
-        return LostClaim("reclaimed", f"it is running again under worker {row.claimed_by}")
+        again = f"; it is running again under worker {row.claimed_by}"
+        if row.attempts == 1:  # claimed once since its budget was reset: a rerun or a change, not a recovery
+            if row.lane == LANE_RERUN:
+                return LostClaim("rerun", rerun + again)
+            return LostClaim("changed", changed + again)
+        return LostClaim("reclaimed", f"its lease was recovered{again}")
     if error.get("class") == STALE_CLASS:
         return LostClaim("stale", f"its lease was recovered: {error.get('message', 'claim silent')}")
     if row.status == "pending" and row.lane == LANE_RERUN and row.attempts == 0:
-        return LostClaim("rerun", "another file's stage asked for it again (it must read something new)")
+        return LostClaim("rerun", rerun)
     if row.status in ("pending", "skipped") and row.attempts == 0:
-        return LostClaim("changed", f"the file changed or was released: the row is {row.status} "
-                                    "and runs again from an earlier stage")
+        return LostClaim("changed", f"{changed} (the row is {row.status})")
     return LostClaim("other", f"the row is now {row.status}")

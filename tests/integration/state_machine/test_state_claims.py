@@ -160,13 +160,18 @@ def test_a_refused_completion_says_why(ctx, src, caplog):
     with ctx.db.engine.begin() as conn:
         new = q.claim_row(conn, oid, "fetch", worker="alive", run_id=None)
     cause, level, message = refused(old)
-    assert (cause, level) == ("reclaimed", logging.WARNING) and "worker alive" in message
+    assert (cause, level) == ("reclaimed", logging.WARNING) and "lease was recovered" in message
+    assert "worker alive" in message
 
     # another file's stage asked for this one again: routine
     with ctx.db.engine.begin() as conn:
         assert q.request_rerun(conn, [oid], "fetch") == 1
     cause, level, message = refused(new)
     assert (cause, level) == ("rerun", logging.INFO) and "asked for it again" in message
+    with ctx.db.engine.begin() as conn:  # ... and still routine once another worker runs the rerun
+        q.claim_row(conn, oid, "fetch", worker="rerunner", run_id=None)
+    cause, level, message = refused(new)
+    assert (cause, level) == ("rerun", logging.INFO) and "worker rerunner" in message
 
     # the file changed while its stage ran: routine, it starts again from fetch
     with ctx.db.engine.begin() as conn:
@@ -175,3 +180,7 @@ def test_a_refused_completion_says_why(ctx, src, caplog):
     cause, level, message = refused(running)
     assert (cause, level) == ("changed", logging.INFO) and "changed" in message
     assert rows(ctx, other)["fetch"]["status"] == "pending"  # the refusal wrote nothing
+    with ctx.db.engine.begin() as conn:
+        q.claim_row(conn, other, "fetch", worker="next", run_id=None)
+    cause, level, message = refused(running)
+    assert (cause, level) == ("changed", logging.INFO) and "worker next" in message
