@@ -27,7 +27,7 @@ from ki.retry import Treatment, backoff_seconds, classify_error
 from ki.store import claims as q
 from ki.store.attempts import MESSAGE_MAX_CHARS
 from ki.store.claims import Claim
-from ki.store.status import LostClaim, lost_claim
+from ki.store.status import lost_claim
 from ki.taxonomies import (
     DISABLED_BY_CONFIGURATION,
     INPUT_STAGE_DISABLED,
@@ -223,7 +223,7 @@ def _record_outcome(ctx: PipelineContext, claim: Claim, outcome: StageOutcome, p
     return ExecutionResult(outcome.status, claim.stage, claim.source_object_id, passed=committed.passed)
 
 
-def _report_lost_claim(ctx: PipelineContext, claim: Claim) -> LostClaim:
+def _report_lost_claim(ctx: PipelineContext, claim: Claim) -> None:
     """Log why a completion was refused (:func:`ki.store.status.lost_claim`): a recovered lease is a
     warning (the work is repeated), a rerun or change the pipeline asked for is routine (info)."""
     with ctx.db.engine.connect() as conn:
@@ -231,7 +231,6 @@ def _report_lost_claim(ctx: PipelineContext, claim: Claim) -> LostClaim:
     level = logging.INFO if lost.expected else logging.WARNING
     log.log(level, "%s of object %s: this result is discarded and the stage runs again: %s",
             claim.stage, claim.source_object_id, lost.detail)
-    return lost
 
 
 def _confirm_dependencies(ctx: PipelineContext, stage: str) -> None:

@@ -1,4 +1,5 @@
-"""The reads of the durable state: bucket counts, the idle snapshot, an object's rows, the quarantine list.
+"""The reads of the durable state: bucket counts, the idle snapshot, an object's rows, the quarantine list,
+why a completion was refused.
 
 What ``ki status``, the runner's idle verdict, a Hatchet task, an inline conversion and the console
 API read from ``processing_state``. Each function runs on a connection the caller owns.
@@ -257,8 +258,8 @@ class LostClaim:
     (another file's stage asked for this stage again: it must read something new), ``changed`` (the
     file changed or was released: it runs again), ``reclaimed`` (its lease was recovered and another
     claim runs it now; a row claimed once since its attempts were reset counts as ``rerun``/``changed``
-    by its lane), ``gone`` (the row no longer exists) or
-    ``other``; ``detail`` says it in words. DESIGN.md "Leases with fencing"."""
+    by its lane), ``gone`` (the row no longer exists) or ``other``; ``detail`` says it in words.
+    DESIGN.md "Leases with fencing"."""
 
     cause: str
     detail: str
