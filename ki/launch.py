@@ -22,6 +22,7 @@ from sqlalchemy.exc import IntegrityError
 
 from ki.context import PipelineContext
 from ki.errors import OrchestratorUnavailable, SyncAlreadyRunning
+from ki.orchestration.cancel import end_local_cancelled
 from ki.orchestration.run_sweep import sweep_local_runs
 from ki.orchestration.runner import PipelineRunner, RunCounters, RunnerStatus
 from ki.sources.scan import ScanReport, ScanScope
@@ -89,7 +90,8 @@ def launch_insertion(
             as soon as the batch is triggered (status ``running``). The local provider always waits.
         on_started: called with the run id once the pipeline_runs row exists (the console returns
             the run of a local launch it runs in a background thread).
-    Returns: the RunSummary (status ``completed`` or ``failed``; ``running`` for an unawaited hatchet run).
+    Returns: the RunSummary (status ``completed``, ``failed`` or ``cancelled`` — ``ki run cancel`` stopped it,
+        :mod:`ki.orchestration.cancel`; ``running`` for an unawaited hatchet run).
     Raises:
         OrchestratorUnavailable: the provider is ``hatchet`` and no engine is configured (nothing
             is written), or the engine refused the trigger (the run row is failed with the cause).
@@ -124,6 +126,9 @@ def launch_insertion(
         log.exception("insertion run %s failed", run_id)
         _finish_run(ctx, run_id, runner.counters, "failed", f"{type(exc).__name__}: {exc}")
         return RunSummary(run_id, "failed", runner.counters, f"{type(exc).__name__}: {exc}")
+    if runner.cancelled:
+        note = end_local_cancelled(ctx, run_id, counters)
+        return RunSummary(run_id, "cancelled", counters, note)
     _finish_run(ctx, run_id, counters, "completed", None)
     return RunSummary(run_id, "completed", counters)
 

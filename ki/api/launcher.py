@@ -136,8 +136,10 @@ class RunLauncher:
     def _loop(self, trigger: str) -> None:
         try:
             while True:
+                cancelled = False
                 try:
-                    launch_insertion(self.ctx, trigger=trigger, on_started=self._on_started)
+                    cancelled = launch_insertion(self.ctx, trigger=trigger,
+                                                 on_started=self._on_started).status == "cancelled"
                 except Exception as exc:  # noqa: BLE001 - launch_insertion records run failures; log the rest
                     log.exception("insertion run from the API failed")
                     with self._lock:
@@ -145,6 +147,8 @@ class RunLauncher:
                 finally:
                     self._started.set()
                 with self._lock:
+                    if cancelled:  # ki run cancel: no follow-up run undoes it
+                        self._follow_up = False
                     if not self._follow_up:
                         self._thread = None
                         self._current = None

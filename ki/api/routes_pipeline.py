@@ -11,7 +11,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Literal
 
-from fastapi import APIRouter, Depends, Query
+from fastapi import APIRouter, Depends, Path, Query
 
 from ki.api.auth import Identity, require_scope
 from ki.api.errors import ApiError, error_responses
@@ -19,6 +19,8 @@ from ki.api.schemas import (
     ActiveRun,
     LaunchOut,
     PausedDependency,
+    RunCancelIn,
+    RunCancelOut,
     RunOut,
     RunsPage,
     StageStatus,
@@ -81,7 +83,7 @@ RUN_KINDS = ("insertion", "access_refresh", "sync")
 def get_runs(state: ServerState = Depends(server_state), _: Identity = Depends(require_scope(READ_PIPELINE)),
              kind: list[Literal["insertion", "access_refresh", "sync"]] = Query(
                  default=[], description="only these kinds (default: all)"),
-             status: Literal["queued", "running", "completed", "failed"] | None = None,
+             status: Literal["queued", "running", "completed", "failed", "cancelled"] | None = None,
              limit: int = Query(20, ge=1, le=200), offset: int = Query(0, ge=0, le=10_000_000)) -> RunsPage:
     """Insertion, access-refresh and sync runs, newest first, paged; starts an opportunistic sweep."""
     state.sweep_soon()
@@ -89,6 +91,27 @@ def get_runs(state: ServerState = Depends(server_state), _: Identity = Depends(r
     with state.ctx.db.engine.connect() as conn:
         rows, total = runs.runs_page(conn, kinds=list(kind) or None, status=status, limit=limit, offset=offset)
     return RunsPage(runs=[run_out(r) for r in rows], total=total, limit=limit, offset=offset)
+
+
+#: Seconds ``POST /api/runs/{id}/cancel`` waits for a local run to end before answering (it keeps stopping).
+CANCEL_WAIT_SECONDS = 5.0
+
+
+@router.post("/runs/{run_id}/cancel", response_model=RunCancelOut, responses=error_responses(401, 403, 404, 409, 422))
+def cancel(run_id: int = Path(ge=1, le=2**63 - 1), body: RunCancelIn | None = None,
+           state: ServerState = Depends(server_state),
+           identity: Identity = Depends(require_scope(WRITE_PIPELINE))) -> RunCancelOut:
+    """Cancel an active insertion run (``ki.cancel.cancel_run``; audited as ``run_cancel``): it claims nothing
+    more, the stages it holds finish, it ends ``cancelled``; 404 unknown run, 409 finished or sync run."""
+    from ki.cancel import RunNotCancellable, cancel_run
+
+    state.buckets.invalidate()
+    try:
+        outcome = cancel_run(state.ctx, run_id, actor=identity.name, wait_seconds=CANCEL_WAIT_SECONDS,
+                             reason=body.reason if body else None)
+    except RunNotCancellable as exc:
+        raise ApiError(404 if exc.code == "not_found" else 409, exc.code, str(exc)) from exc
+    return RunCancelOut(run=run_out(outcome.run), message=outcome.message)
 
 
 def launch_run(state: ServerState, *, trigger: str) -> tuple[RunOut | None, bool]:

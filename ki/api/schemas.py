@@ -111,6 +111,21 @@ class SyncIn(BaseModel):
     source_id: int = Field(ge=1, le=2_147_483_647)
 
 
+class RunCancelIn(BaseModel):
+    """``POST /api/runs/{id}/cancel``: an optional ``reason`` kept in the audit entry (unknown fields refused)."""
+
+    model_config = ConfigDict(extra="forbid")
+    reason: str | None = Field(default=None, max_length=500)
+
+
+class RunCancelOut(BaseModel):
+    """``POST /api/runs/{id}/cancel``: the run after the request (``cancelled``, or still ``running`` with
+    ``cancel_requested_at`` set while its process finishes the stages it holds) and a one-line message."""
+
+    run: RunOut
+    message: str
+
+
 class SyncOut(BaseModel):
     """``POST /api/actions/sync``: the sync run started (it hands off to an insertion run when the scan
     brings something new and ``pipeline.auto_insert_after_sync`` is on; ``insertion_run_id`` once it has)."""

@@ -176,6 +176,9 @@ def scan_and_run(ctx, source_id: int, root: Path | str, *, workers: int | None =
                   f"({c.done} done, {c.skipped} skipped, {c.retried} retried, {c.quarantined} quarantined)")
     print_status(bucket_counts(ctx))
     print_run_quarantines(ctx, source_id, summary.run_id)
+    if summary.status == "cancelled":
+        console.print(f"[yellow]{shown(summary.error)}[/]", highlight=False)
+        raise typer.Exit(8)
     if summary.status != "completed":
         console.print(f"[red]run failed:[/] {shown(summary.error)}", highlight=False)
         raise typer.Exit(1)

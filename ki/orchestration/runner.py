@@ -30,12 +30,15 @@ from ki.orchestration.pausing import ClaimGate
 from ki.orchestration.prepare import PrepareReport, recover_stale_claims, run_prepare_steps
 from ki.startup import FIRST_ROW, TIMELINE
 from ki.store import claims as q
+from ki.store.cancel import cancel_requested
 from ki.store.claims import Claim, ClaimHolder
 from ki.store.lanes import LaneSchedule, model_workers
 from ki.store.status import idle_snapshot
 
 log = logging.getLogger(__name__)
 
+#: How often the coordinator reads whether its run was asked to cancel (s).
+CANCEL_CHECK_SECONDS = 0.5
 
 
 @dataclass
@@ -136,6 +139,9 @@ class PipelineRunner:
         self._held_engine = create_engine(ctx.db.engine.url, poolclass=NullPool, isolation_level="AUTOCOMMIT")
         self.keeper = ClaimKeeper(ctx.db, interval_seconds=max(0.2, min(30.0, timeout / 3)))
         self.lanes = LaneSchedule(ctx.config.pipeline.lanes.weights)  # DESIGN.md "Lanes"
+        #: set when the run's cancellation was read (``ki run cancel``; :mod:`ki.store.cancel`): the loop stopped
+        self.cancelled = False
+        self._cancel_checked = 0.0
 
     def _open_connection(self) -> Connection:
         """A worker thread's own AUTOCOMMIT connection, held for the run: no pool checkout, pre-ping
@@ -279,8 +285,24 @@ class PipelineRunner:
                 return status
         return None
 
+    def _cancel_seen(self) -> bool:
+        """About twice a second: has the run been asked to cancel (:func:`ki.store.cancel.cancel_requested`)?"""
+        now = time.monotonic()
+        if self.run_id is None or now - self._cancel_checked < CANCEL_CHECK_SECONDS:
+            return False
+        self._cancel_checked = now
+        try:
+            with self.ctx.db.engine.connect() as conn:
+                self.cancelled = cancel_requested(conn, self.run_id)
+        except Exception:  # noqa: BLE001 - a database outage is the workers' to report; read again next tick
+            log.debug("reading the run's cancellation failed", exc_info=True)
+        return self.cancelled
+
     def run_until_idle(self) -> RunCounters:
-        """Run prepare steps, then execute until idle. Returns the run's counters.
+        """Run prepare steps, then execute until idle or cancelled. Returns the run's counters.
+
+        A cancellation of the run (read about every :data:`CANCEL_CHECK_SECONDS`) stops every worker before its
+        next claim; the claims in hand finish and are counted, then this returns with :attr:`cancelled` set.
 
         Raises:
             RunAborted: a stage hit a configuration error; the run stopped (rows left pending).
@@ -315,7 +337,7 @@ class PipelineRunner:
                     self.on_tick(status or RunnerStatus(self.counters, 0))
                 # one idle verdict suffices: workers count themselves active before claiming, and
                 # the verdict reads the table in one snapshot
-                if status is None or self._abort is not None:
+                if status is None or self._abort is not None or self._cancel_seen():
                     break
         finally:
             self._stop.set()

@@ -195,6 +195,9 @@ class PipelineRun(Base):
     started_at: Mapped[datetime] = mapped_column(TZ, server_default=func.now())
     finished_at: Mapped[datetime | None] = mapped_column(TZ)
     updated_at: Mapped[datetime] = mapped_column(TZ, server_default=func.now())
+    #: migration 0023_run_cancel: a cancellation asked for (when, by whom; ki.store.cancel)
+    cancel_requested_at: Mapped[datetime | None] = mapped_column(TZ)
+    cancelled_by: Mapped[str | None] = mapped_column(Text)
     __table_args__ = (
         Index(
             "uq_pipeline_runs_active_sync",

@@ -418,13 +418,11 @@ def create_run(conn: Connection, *, kind: str, label: str, provider: str, status
 
 WRITE_PROGRESS_SQL = text("""
 UPDATE pipeline_runs SET processed = :p, done = :d, skipped = :s, retried = :r, quarantined = :qn, updated_at = now()
-WHERE id = :id
-""")
+WHERE id = :id""")
 
 FINISH_COUNTED_SQL = text("""
-UPDATE pipeline_runs SET status = :st, processed = :p, done = :d, skipped = :s, retried = :r,
-    quarantined = :qn, error = :e, finished_at = now(), updated_at = now() WHERE id = :id
-""")
+UPDATE pipeline_runs SET status = :st, processed = :p, done = :d, skipped = :s, retried = :r, quarantined = :qn,
+    error = :e, finished_at = now(), updated_at = now() WHERE id = :id""")
 
 
 def _counts(counts: Any) -> dict[str, int]:
@@ -513,7 +511,7 @@ def unfinished_members(conn: Connection, run_id: int, workflow_run_ids: Sequence
 # --- the reads the console serves -----------------------------------------------------------------------
 
 _COLUMNS = """id, kind, label, provider, status, source_id, trigger, processed, done, skipped, retried,
-quarantined, error, started_at, finished_at, updated_at, insertion_run_id"""
+quarantined, error, started_at, finished_at, updated_at, insertion_run_id, cancel_requested_at, cancelled_by"""
 
 
 class RunRow(BaseModel):
@@ -536,6 +534,8 @@ class RunRow(BaseModel):
     finished_at: datetime | None
     updated_at: datetime
     insertion_run_id: int | None = None  # a sync run's hand-off (None: it handed off nothing)
+    cancel_requested_at: datetime | None = None  # a cancellation asked for, by cancelled_by (ki.store.cancel)
+    cancelled_by: str | None = None
 
     @classmethod
     def from_row(cls, r) -> RunRow:

@@ -48,6 +48,7 @@ from ki.orchestration.heartbeat import ClaimKeeper
 from ki.orchestration.pausing import ClaimGate
 from ki.orchestration.prepare import recover_stale_claims
 from ki.store import conveyor, runs
+from ki.store.cancel import cancel_requested
 from ki.store.status import StageRow, rows_by_stage
 from ki.taxonomies import PIPELINE_STAGE_ORDER, stage_bucket
 
@@ -147,6 +148,11 @@ def _rows(ctx: PipelineContext, oid: int) -> dict[str, StageRow]:
         return rows_by_stage(conn, oid)
 
 
+def _run_cancelled(ctx: PipelineContext, run_id: int) -> bool:
+    with ctx.db.engine.connect() as conn:
+        return cancel_requested(conn, run_id)
+
+
 def _sleep(seconds: float, cancelled: Callable[[], bool]) -> None:
     end = time.monotonic() + max(0.0, seconds)
     while True:
@@ -200,6 +206,8 @@ def drive_stage(rt: WorkerRuntime, run_id: int, oid: int, stage: str, *,
                 status = "halted"
             return {"stage": stage, "object": oid, "status": status, "executions": executions}
         now = datetime.now(UTC)
+        if _run_cancelled(ctx, run_id):  # ki run cancel: claim nothing more for this batch
+            raise TaskCancelled(f"run {run_id} was cancelled")
         if target.status == "pending" or (target.status == "failed" and target.next_retry_at is not None
                                           and target.next_retry_at <= now):
             admitted, probe = gate.admit(target.stage)

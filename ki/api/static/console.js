@@ -263,8 +263,14 @@ function renderBanner() {
     replace(el,
       h("div", { class: "banner-row" },
         h("div", { class: "banner-title" }, h("span", { class: "pulse", "aria-hidden": "true" }),
-          h("h2", { id: "banner-title" }, `${r.label} run ${r.id} is ${r.status}`)),
-        h("span", { class: "muted small" }, active.length > 1 ? `${active.length} runs active` : "Updates every 5 seconds")),
+          h("h2", { id: "banner-title" }, `${r.label} run ${r.id} is ${r.cancel_requested_at ? "cancelling" : r.status}`)),
+        h("div", { class: "banner-actions" },
+          h("span", { class: "muted small" }, active.length > 1 ? `${active.length} runs active` : "Updates every 5 seconds"),
+          r.kind === "sync" ? null : h("button", { type: "button", class: "danger", id: "cancel-run",
+            disabled: !canWrite || Boolean(r.cancel_requested_at), onclick: () => cancelRun(r),
+            title: !canWrite ? "This token has no write:pipeline scope"
+              : "Stop claiming: the stages in progress finish, everything else stays as it is for the next run" },
+            r.cancel_requested_at ? "Cancelling…" : "Cancel run"))),
       h("div", { class: "progress", role: "progressbar", "aria-label": "Run progress", "aria-valuemin": 0,
         "aria-valuemax": r.total, "aria-valuenow": r.processed }, h("span", { style: { width: `${pct}%` } })),
       h("ul", { class: "facts" },
@@ -293,6 +299,16 @@ async function startRun() {
   try {
     const launched = await api("POST", "/api/actions/pipeline");
     showMessage("saved", "info", launched.message);
+    await tick();
+  } catch (_) { /* reported */ }
+}
+
+async function cancelRun(r) {
+  if (!window.confirm(`Cancel ${r.label.toLowerCase()} run ${r.id}? The stages in progress finish; ` +
+    "nothing else is claimed, and the next run resumes where this one stopped.")) return;
+  try {
+    const out = await api("POST", `/api/runs/${r.id}/cancel`, {});
+    showMessage("saved", "info", out.message);
     await tick();
   } catch (_) { /* reported */ }
 }
