@@ -14,10 +14,9 @@ fi
 
 # Outside services the tests use for real (each script is idempotent and caches its build
 # outside the repository, under ${KI_CACHE_DIR:-$HOME/.cache/ki}).
-for installer in .ci/install_hatchet.sh .ci/install_opensearch.sh .ci/install_chromium.sh; do
-  if [ -f "$installer" ]; then
-    bash "$installer"
-  fi
+# Every .ci/install_*.sh, in name order (add a component by adding its script).
+for installer in .ci/install_*.sh; do
+  bash "$installer"
 done
 
 exec .venv/bin/python -m pytest "$@"
