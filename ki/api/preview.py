@@ -20,6 +20,7 @@ from ki.api.catalog import gateway_models, stage_entry
 from ki.api.schemas import RerunPreview, StageEstimate
 from ki.config.settings import KiConfig
 from ki.context import PipelineContext
+from ki.orchestration.budget import estimate_against_budget, remaining_for_a_run
 from ki.store.runs import recent_rate
 from ki.store.status import bucket_counts, rerun_counts
 from ki.store.usage import SpendRow, spend_by
@@ -75,6 +76,7 @@ def rerun_preview(ctx: PipelineContext, config: KiConfig, stage: str) -> RerunPr
         buckets = bucket_counts(conn)[stage]
         spend = {r.key: r for r in spend_by(conn, "stage")}
         rate = recent_rate(conn)
+        remaining = remaining_for_a_run(conn, config)
     models = gateway_models()
     per_stage = [_estimate(s, files, spend.get(s), config, models) for s in [stage, *downstream]]
     costs = [e.cost_usd for e in per_stage]
@@ -86,10 +88,12 @@ def rerun_preview(ctx: PipelineContext, config: KiConfig, stage: str) -> RerunPr
         notes.append("the cost is unknown for " + ", ".join(STAGE_CONSOLE_NAMES[e.stage] for e in per_stage
                                                             if e.cost_usd is None))
     own = spend.get(stage)
+    estimate = None if any(c is None for c in costs) else float(sum(c for c in costs if c is not None))
     return RerunPreview(
         stage=stage, name=STAGE_CONSOLE_NAMES[stage], files=files,
         buckets={b: buckets[b] for b in ("done", "skipped", "disabled")}, downstream_stages=downstream,
         spent_usd=float(own.cost_usd) if own else 0.0, spent_calls=own.calls if own else 0,
-        estimate_usd=None if any(c is None for c in costs) else float(sum(c for c in costs if c is not None)),
+        estimate_usd=estimate, budget_remaining_usd=remaining,
+        budget_note=estimate_against_budget(estimate, remaining),
         estimate_seconds=executions / rate if rate and executions else (0.0 if not executions else None),
         per_stage=per_stage, notes=notes)

@@ -17,6 +17,7 @@ from ki.api.auth import Identity, require_scope
 from ki.api.errors import ApiError, error_responses
 from ki.api.schemas import (
     ActiveRun,
+    BudgetWait,
     LaunchOut,
     PausedDependency,
     RunCancelIn,
@@ -33,6 +34,7 @@ from ki.api.state import ServerState, server_state
 from ki.breaker import describe_pauses
 from ki.errors import SyncAlreadyRunning
 from ki.launch import sweep_local_runs
+from ki.orchestration.budget import budget_wait
 from ki.store import audit, runs
 from ki.store.pauses import read_pauses
 from ki.store.runs import RunRow
@@ -73,7 +75,9 @@ def get_status(state: ServerState = Depends(server_state),
         rate = r.processed / elapsed if r.processed else None
         out.append(ActiveRun(**r.model_dump(), total=r.processed + owed, rate_per_second=rate,
                              eta_seconds=owed / rate if rate else None))
-    return StatusOut(stages=stages, runs=out, generated_at=snapshot.at, paused=paused)
+    budget = budget_wait(state.ctx.db.engine, config)
+    return StatusOut(stages=stages, runs=out, generated_at=snapshot.at, paused=paused,
+                     budget=BudgetWait(**budget) if budget else None)
 
 
 RUN_KINDS = ("insertion", "access_refresh", "sync")

@@ -61,6 +61,21 @@ class PausedDependency(BaseModel):
     message: str
 
 
+class BudgetWait(BaseModel):
+    """A reached spending cap (``pipeline.budget``; ``ki.orchestration.budget``): the model ``stages`` are not
+    claimed; ``waiting`` rows of them wait with the reason ``budget`` until ``resets_at`` (daily cap) or a
+    higher cap."""
+
+    reason: str = "budget"
+    cap: Literal["daily", "run"]
+    limit_usd: float
+    spent_usd: float
+    stages: list[str]
+    resets_at: datetime | None
+    waiting: int
+    message: str
+
+
 class StatusOut(BaseModel):
     """``GET /api/status``: per-stage buckets (the one bucket query, counted at ``generated_at``:
     shared by every reader, at most about a second old; see :mod:`ki.api.status_cache`), the
@@ -68,6 +83,7 @@ class StatusOut(BaseModel):
 
     stages: list[StageStatus]
     runs: list[ActiveRun]
+    budget: BudgetWait | None = None
     generated_at: datetime
     paused: list[PausedDependency] = Field(default_factory=list)
 
@@ -233,6 +249,10 @@ class RerunPreview(BaseModel):
     estimate_usd: float | None
     estimate_seconds: float | None
     per_stage: list[StageEstimate]
+    #: what a run may spend before a cap holds the model stages (``pipeline.budget``; None: no cap), and the
+    #: estimate set against it in one line
+    budget_remaining_usd: float | None = None
+    budget_note: str | None = None
     notes: list[str]
 
 

@@ -81,6 +81,17 @@ def _coerced(value: str) -> Any:
         return value
 
 
+def _rerun_cost(stage: str) -> None:
+    """The re-run's estimated cost (the console dialog's estimate) set against the budget left (``pipeline.budget``)."""
+    from ki.api.preview import rerun_preview
+
+    ctx = open_context()
+    p = rerun_preview(ctx, ctx.config, stage)
+    cost = "unknown" if p.estimate_usd is None else f"${p.estimate_usd:.2f}"
+    line = f"re-runs {p.files} file(s) through {', '.join([stage, *p.downstream_stages])}: estimated cost {cost}"
+    console.print(line + (f"; {p.budget_note}" if p.budget_note else ""), highlight=False, soft_wrap=True)
+
+
 def _explain(key: str, old: Any, new: Any) -> None:
     """Say when the change takes effect: at the next run (the console's rule) or, for a field documents
     are processed with (:data:`FIRST_READER`), that it changes nothing already processed and how to apply
@@ -92,6 +103,8 @@ def _explain(key: str, old: Any, new: Any) -> None:
     if reason:
         console.print(f"takes effect at the next run (`ki source rescan` or `ki insert`): {reason}", highlight=False,
                       soft_wrap=True)
+        if key.startswith("pipeline.stages.") and key.endswith(".rerun_token") and old != new:
+            _rerun_cost(key.split(".")[2])
         return
     stage = next((s for prefix, s in FIRST_READER if key.startswith(prefix)), None)
     if run_rule(key)[0] is not None or old == new or stage is None:

@@ -175,6 +175,10 @@ def scan_and_run(ctx, source_id: int, root: Path | str, *, workers: int | None =
     console.print(f"run {summary.run_id} {summary.status} in {elapsed:.1f} s: {c.processed} stage executions "
                   f"({c.done} done, {c.skipped} skipped, {c.retried} retried, {c.quarantined} quarantined)")
     print_status(bucket_counts(ctx))
+    from ki.cli.status import print_budget
+    from ki.orchestration.budget import budget_wait
+
+    print_budget(budget_wait(ctx.db.engine, ctx.config))
     print_run_quarantines(ctx, source_id, summary.run_id)
     if summary.status == "cancelled":
         console.print(f"[yellow]{shown(summary.error)}[/]", highlight=False)

@@ -27,10 +27,13 @@ def status(as_json: bool = typer.Option(False, "--json", help="machine-readable 
         watched = watch_health(conn)
         paused = describe_pauses(read_pauses(conn), ctx.config)
         lanes = lane_counts(conn)
+    from ki.orchestration.budget import budget_wait
+
+    budget = budget_wait(ctx.db.engine, ctx.config)
     if as_json:
         out.print_json(json.dumps({"stages": counts, "lanes": lanes,
                                    "watch": [w.model_dump(mode="json") for w in watched],
-                                   "paused": paused}, default=str))
+                                   "paused": paused, "budget": budget}, default=str))
     else:
         print_status(counts)
         busy = [f"{lane} {n['owed']} owed" + (f" ({n['running']} running)" if n["running"] else "")
@@ -38,8 +41,16 @@ def status(as_json: bool = typer.Option(False, "--json", help="machine-readable 
         if busy:
             out.print("lanes: " + " · ".join(busy))
         print_paused(paused)
+        print_budget(budget)
         if watched:
             print_watch(watched)
+
+
+def print_budget(budget: dict | None) -> None:
+    """One line when a spending cap holds the model stages: the cap, the spend, how many rows wait, until when."""
+    if budget is not None:
+        out.print(f"{budget['message']}; {budget['waiting']} row(s) wait (reason budget)", style="yellow",
+                  highlight=False)
 
 
 def print_paused(paused: list[dict]) -> None:

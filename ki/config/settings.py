@@ -141,6 +141,19 @@ class LanesConfig(BaseModel):
         return {**DEFAULT_LANE_WEIGHTS, **value}
 
 
+class BudgetConfig(BaseModel):
+    """``pipeline.budget.*``: spending caps on the model stages, read from the usage ledger
+    (``ki.orchestration.budget``).
+
+    Attributes:
+        daily_usd: the most the model stages may spend per UTC day (None: no cap).
+        run_usd: the most one run may spend, counted from its start (None: no cap).
+    """
+
+    daily_usd: float | None = Field(default=None, ge=0, le=1_000_000)
+    run_usd: float | None = Field(default=None, ge=0, le=1_000_000)
+
+
 class PipelineConfig(BaseModel):
     """``pipeline.*`` (spec: Configuration table)."""
 
@@ -162,6 +175,7 @@ class PipelineConfig(BaseModel):
     text_window: TextWindowConfig = Field(default_factory=TextWindowConfig)
     watch: WatchConfig = Field(default_factory=WatchConfig)
     lanes: LanesConfig = Field(default_factory=LanesConfig)
+    budget: BudgetConfig = Field(default_factory=BudgetConfig)
     stages: dict[str, StageConfig] = Field(default_factory=_default_stages)
 
     @field_validator("stages", mode="after")

@@ -24,6 +24,7 @@ from ki.breaker import BREAKERS, Pause
 from ki.context import PipelineContext
 from ki.errors import RunAborted
 from ki.liveness import dead_here
+from ki.orchestration.budget import BudgetGate
 from ki.orchestration.execute import ExecutionResult, execute_claim
 from ki.orchestration.heartbeat import ClaimKeeper
 from ki.orchestration.pausing import ClaimGate
@@ -133,6 +134,7 @@ class PipelineRunner:
         self._progress = (0, time.monotonic())  # (counters.processed, when it last changed)
         self._holders_checked = 0.0
         self.gate = ClaimGate(ctx)  # the stages paused by open circuit breakers (ki.breaker)
+        self.budget = BudgetGate(ctx, run_id=run_id)  # the model stages held by a reached spending cap
         timeout = ctx.config.pipeline.claim_timeout_seconds
         self._stale_every = max(0.5, min(60.0, timeout / 3))
         # worker threads' own connections (see _open_connection): no pool, autocommit
@@ -201,7 +203,8 @@ class PipelineRunner:
             dependency, not_probing = probe
             try:
                 claims = q.claim_next(conn, worker=self.ctx.worker_id, run_id=self.run_id, order_seed=seed,
-                                      paused=not_probing, lanes=self.lanes.next_order(), model_first=model_first)
+                                      paused=[*not_probing, *self.budget.held()], lanes=self.lanes.next_order(),
+                                      model_first=model_first)
                 for claim in claims:
                     self._execute(claim, conn)
             finally:
@@ -209,7 +212,8 @@ class PipelineRunner:
             if claims:
                 return claims
         claims = q.claim_next(conn, worker=self.ctx.worker_id, run_id=self.run_id, order_seed=seed,
-                              paused=self.gate.paused(), lanes=self.lanes.next_order(), model_first=model_first)
+                              paused=[*self.gate.paused(), *self.budget.held()], lanes=self.lanes.next_order(),
+                              model_first=model_first)
         for claim in claims:
             self._execute(claim, conn)
         return claims
@@ -259,7 +263,7 @@ class PipelineRunner:
             if now - self._progress[1] >= 1.0 and now - self._holders_checked >= 1.0:
                 self._holders_checked = now
                 with self.ctx.db.engine.connect() as conn:
-                    left = idle_snapshot(conn)
+                    left = idle_snapshot(conn, held=self.budget.held())
                 if not left.eligible and left.running:
                     self._others_holding(status, left.running)
                 self._last_waiting = status if status.holders else None
@@ -270,7 +274,7 @@ class PipelineRunner:
             return status
         self._last_waiting = None
         with self.ctx.db.engine.connect() as conn:
-            left = idle_snapshot(conn)
+            left = idle_snapshot(conn, held=self.budget.held())
         if left.eligible:
             return status
         if left.running:

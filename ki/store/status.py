@@ -51,7 +51,8 @@ def bucket_counts(conn: Connection) -> dict[str, dict[str, int]]:
 # Whether a runner has anything left, in one statement so one snapshot: a row that moves from
 # running to done while unlocking the next (pending) one cannot slip between two reads.
 IDLE_SQL = text(f"""
-SELECT EXISTS (SELECT 1 FROM processing_state WHERE {ELIGIBLE_SQL}) AS eligible,
+SELECT EXISTS (SELECT 1 FROM processing_state WHERE {ELIGIBLE_SQL}
+               AND stage <> ALL(CAST(:held AS text[]))) AS eligible,
        (SELECT count(*) FROM processing_state WHERE status = 'running') AS running,
        (SELECT min(next_retry_at) FROM processing_state WHERE status = 'failed') AS due,
        (SELECT count(*) FROM processing_state WHERE status = 'failed') AS failed
@@ -69,10 +70,20 @@ class IdleSnapshot:
     failed: int
 
 
-def idle_snapshot(conn: Connection) -> IdleSnapshot:
-    """Read :class:`IdleSnapshot` in one statement (spec: "In-process provider": run until idle)."""
-    row = conn.execute(IDLE_SQL).one()
+def idle_snapshot(conn: Connection, *, held: list[str] | tuple[str, ...] = ()) -> IdleSnapshot:
+    """Read :class:`IdleSnapshot` in one statement (spec: "In-process provider": run until idle); rows of the
+    ``held`` stages (a spending cap reached: ``ki.orchestration.budget``) do not count as eligible."""
+    row = conn.execute(IDLE_SQL, {"held": list(held)}).one()
     return IdleSnapshot(bool(row.eligible), int(row.running), row.due, int(row.failed))
+
+
+def held_rows(conn: Connection, stages: list[str] | tuple[str, ...]) -> int:
+    """Rows of ``stages`` a claim would take now (pending, or awaiting a retry that is due): those a reached
+    spending cap holds (``ki.orchestration.budget``)."""
+    if not stages:
+        return 0
+    return int(conn.execute(text(f"SELECT count(*) FROM processing_state WHERE {ELIGIBLE_SQL} "
+                                 "AND stage = ANY(CAST(:s AS text[]))"), {"s": list(stages)}).scalar_one())
 
 
 # -- name: object_work --

@@ -58,3 +58,11 @@ def spend_by(conn: Connection, group: str, *, since: datetime | None = None, unt
         GROUP BY 1 ORDER BY cost DESC, calls DESC, key"""), {"since": since, "until": until, "stage": stage})
     return [SpendRow(r.key, int(r.calls), int(r.pt), int(r.ct), int(r.tt), Decimal(r.cost), int(r.unpriced),
                      int(r.docs)) for r in rows]
+
+
+SPENT_SINCE_SQL = text("SELECT coalesce(sum(cost_usd), 0) FROM model_usage WHERE at >= :since")
+
+
+def spent_since(conn: Connection, since: datetime) -> Decimal:
+    """USD the ledger recorded from ``since`` (inclusive) on; unpriced calls count 0 (spec: "Costs")."""
+    return Decimal(conn.execute(SPENT_SINCE_SQL, {"since": since}).scalar_one())

@@ -43,6 +43,7 @@ from typing import Any
 from ki.breaker import BREAKERS
 from ki.context import PipelineContext
 from ki.errors import TaskCancelled
+from ki.orchestration.budget import BudgetGate
 from ki.orchestration.execute import run_stage_for_object
 from ki.orchestration.heartbeat import ClaimKeeper
 from ki.orchestration.pausing import ClaimGate
@@ -185,6 +186,7 @@ def drive_stage(rt: WorkerRuntime, run_id: int, oid: int, stage: str, *,
     stale_every = max(0.5, ctx.config.pipeline.claim_timeout_seconds / 3)
     gate = ClaimGate(ctx)  # circuit breakers: a paused stage waits here (issue 14 item 9)
     gate.attach()
+    budget = BudgetGate(ctx, run_id=run_id)
     while True:
         rows = _rows(ctx, oid)
         if not rows:
@@ -210,8 +212,10 @@ def drive_stage(rt: WorkerRuntime, run_id: int, oid: int, stage: str, *,
             raise TaskCancelled(f"run {run_id} was cancelled")
         if target.status == "pending" or (target.status == "failed" and target.next_retry_at is not None
                                           and target.next_retry_at <= now):
-            admitted, probe = gate.admit(target.stage)
-            if not admitted:  # its dependency is paused (ki.breaker): the row stays pending, no attempt spent
+            admitted, probe = (False, None) if target.stage in budget.held() else gate.admit(target.stage)
+            # its dependency is paused (ki.breaker), or a spending cap holds it (ki.orchestration.budget): the row
+            # stays pending, no attempt spent
+            if not admitted:
                 _sleep(PAUSED_POLL_SECONDS, cancelled)
                 continue
             try:

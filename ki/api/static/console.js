@@ -254,6 +254,13 @@ function renderSettings() {
 
 // --- run banner ------------------------------------------------------------------------------------------
 
+function budgetNotice() {
+  const b = S.status.budget;
+  if (!b) return null;
+  return h("p", { class: "alert warn", id: "budget-wait", role: "status" },
+    `${b.message}. ${plural(b.waiting, "model-stage row waits", "model-stage rows wait")} (reason: budget); nothing is quarantined.`);
+}
+
 function renderBanner() {
   const el = document.getElementById("banner");
   const active = S.status.runs;
@@ -278,7 +285,8 @@ function renderBanner() {
         r.rate_per_second ? h("li", {}, h("b", {}, r.rate_per_second.toFixed(1)), " per second") : null,
         r.eta_seconds !== null ? h("li", {}, "about ", h("b", {}, duration(r.eta_seconds)), " left") : null,
         r.quarantined ? h("li", {}, h("b", {}, num(r.quarantined)), " quarantined") : null,
-        h("li", {}, `started ${when(r.started_at)}`), h("li", {}, `provider ${r.provider}`)));
+        h("li", {}, `started ${when(r.started_at)}`), h("li", {}, `provider ${r.provider}`)),
+      budgetNotice());
     return;
   }
   const last = S.runs.runs.find((r) => r.kind !== "sync");
@@ -292,7 +300,7 @@ function renderBanner() {
           (last.duration_seconds !== null ? ` in ${duration(last.duration_seconds)}` : "") +
           (last.quarantined ? `, ${num(last.quarantined)} quarantined` : "") + "."
         : "No run has been started yet.")),
-    start));
+    start), budgetNotice());
 }
 
 async function startRun() {

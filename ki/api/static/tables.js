@@ -165,6 +165,8 @@ export async function openRerunDialog(stage, { stageName, version, afterRun }) {
       h("dt", {}, "Later stages that re-run too"), h("dd", {}, p.downstream_stages.length ? p.downstream_stages.map(stageName).join(", ") : "none"),
       h("dt", {}, `Spent on ${p.name} so far`), h("dd", {}, `${money(p.spent_usd)} (${plural(p.spent_calls, "model call", "model calls")})`),
       h("dt", {}, "Estimated cost"), h("dd", {}, money(p.estimate_usd)),
+      p.budget_remaining_usd === null ? null : [h("dt", {}, "Budget left"), h("dd", { id: "rerun-budget" },
+        money(p.budget_remaining_usd), p.budget_note ? h("span", { class: "small muted" }, ` — ${p.budget_note}`) : null)],
       h("dt", {}, "Estimated time"), h("dd", {}, p.estimate_seconds === null ? "unknown" : `about ${duration(p.estimate_seconds)}`)),
     h("details", {}, h("summary", {}, "Cost per stage"), perStage),
     p.notes.map((n) => h("p", { class: "small muted" }, n)),
