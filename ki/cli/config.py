@@ -82,11 +82,14 @@ def _coerced(value: str) -> Any:
 
 
 def _rerun_cost(stage: str) -> None:
-    """The re-run's estimated cost (the console dialog's estimate) set against the budget left (``pipeline.budget``)."""
+    """With a spending cap set (``pipeline.budget``): the re-run's estimated cost (the console dialog's estimate) set
+    against the budget left. Nothing without a cap."""
     from ki.api.preview import rerun_preview
 
     ctx = open_context()
     p = rerun_preview(ctx, ctx.config, stage)
+    if p.budget_note is None:
+        return
     cost = "unknown" if p.estimate_usd is None else f"${p.estimate_usd:.2f}"
     line = f"re-runs {p.files} file(s) through {', '.join([stage, *p.downstream_stages])}: estimated cost {cost}"
     console.print(line + (f"; {p.budget_note}" if p.budget_note else ""), highlight=False, soft_wrap=True)
