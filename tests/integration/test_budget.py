@@ -38,11 +38,9 @@ WORKERS = 2
 
 
 def _estate(root: Path, n: int) -> Path:
-    for i in range(n):
-        folder = root / f"Mandat {i % 3:02d}"
-        folder.mkdir(parents=True, exist_ok=True)
-        (folder / f"Vermerk {i:03d}.txt").write_text(
-            f"Aktenvermerk {i}: Telefonat mit dem Mandanten über die Forderung Nr. {1000 + i}.\n", encoding="utf-8")
+    root.mkdir(parents=True)
+    for i in range(n):  # distinct notes in one matter folder
+        (root / f"Vermerk {i:03d}.txt").write_text(f"Aktenvermerk {i}: Forderung Nr. {1000 + i}.\n", encoding="utf-8")
     return root
 
 
