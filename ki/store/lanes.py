@@ -8,8 +8,10 @@ than ``pipeline.lanes.live_max_files`` documents, ``live`` otherwise),
 the prepare steps' requeues (``rerun``), an operator's release (``retry``); a stage unlocked by its
 predecessor takes the predecessor's lane, so a document keeps its lane through the stages.
 
-The claim (:func:`ki.store.claims.claim_next` with ``lanes``) takes the oldest eligible row of the
-first lane, in the order a :class:`LaneSchedule` gives, that has one. The schedule is a smooth weighted
+The claim (:func:`ki.store.claims.claim_next` with ``lanes``) takes an eligible row of the first lane,
+in the order a :class:`LaneSchedule` gives, that has one: of that lane's latest stage that has one
+(depth-first, :func:`probe_order`; docs/design-decisions.md "Depth-first claim order"), oldest first
+within the stage. The schedule is a smooth weighted
 round robin: while every lane has work, each lane gets ``weight / sum(weights)`` of the claims (none
 starves: ``backfill`` keeps its share under a flood of live changes); an empty lane's turn falls to the
 next lane in priority order, so no claim is wasted.
@@ -18,12 +20,12 @@ next lane in priority order, so no claim is wasted.
 from __future__ import annotations
 
 import threading
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
-from ki.taxonomies import CLAIM_LANES, DEFAULT_LANE_WEIGHTS
+from ki.taxonomies import CLAIM_LANES, DEFAULT_LANE_WEIGHTS, MODEL_STAGES, PIPELINE_STAGE_ORDER
 
 
 class LaneSchedule:
@@ -54,6 +56,22 @@ class LaneSchedule:
             turn = max(CLAIM_LANES, key=lambda lane: self._current[lane])  # ties: the earlier (higher) lane
             self._current[turn] -= self._total
         return (turn, *(lane for lane in CLAIM_LANES if lane != turn))
+
+
+#: Stages latest first: the order a lane's stages are probed in (depth-first).
+LATEST_FIRST: tuple[str, ...] = tuple(reversed(PIPELINE_STAGE_ORDER))
+
+
+def probe_order(lanes: Sequence[str], paused: Sequence[str] = (), *,
+                model_only: bool = False) -> tuple[list[str], list[str]]:
+    """The (lane, stage) pairs a lane claim probes, in order, as two parallel lists.
+
+    Each lane of ``lanes`` in turn, and within it every stage not in ``paused`` latest first
+    (:data:`LATEST_FIRST`; only :data:`ki.taxonomies.MODEL_STAGES` with ``model_only``):
+    docs/design-decisions.md "Depth-first claim order".
+    """
+    stages = [s for s in LATEST_FIRST if s not in paused and (not model_only or s in MODEL_STAGES)]
+    return [lane for lane in lanes for _ in stages], [stage for _ in lanes for stage in stages]
 
 
 def model_workers(workers: int, configured: int | None) -> int:

@@ -159,11 +159,9 @@ class ProcessingState(Base):
         ),
         Index("ix_processing_state_running", "heartbeat_at", postgresql_where=sa_text("status = 'running'")),
         Index("ix_processing_state_stage_status", "stage", "status", "reason"),
-        Index("ix_processing_state_lane", "lane", "updated_at",
+        # Migration 0024_depth_first_claims: the claim's (lane, stage) probe.
+        Index("ix_processing_state_lane_stage", "lane", "stage", "updated_at",
               postgresql_where=sa_text("status IN ('pending', 'failed')")),
-        Index("ix_processing_state_lane_model", "lane", "updated_at",
-              postgresql_where=sa_text("status IN ('pending', 'failed') AND stage IN ('classify_matter', "
-                                       "'relate', 'extract_metadata', 'extract_decisions')")),
         CheckConstraint("lane IN ('live', 'retry', 'rerun', 'backfill')", name="ck_processing_state_lane"),
     )
 

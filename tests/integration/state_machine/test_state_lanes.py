@@ -109,11 +109,13 @@ def test_no_lane_starves_and_each_gets_its_weighted_share(ctx, src):
 
 def test_the_workers_reserved_for_the_model_stages_claim_them_first(ctx, src):
     backfill = make_source(ctx, src, 20, prefix="b")
-    # one document of the backfill reached classify_matter; it is the newest row of all
+    # one document reached classify_matter again (a rerun: the lane the general claim probes last); it is the
+    # newest row of all
     sql(ctx, "UPDATE processing_state SET status = 'done' WHERE source_object_id = :id AND stage = 'fetch'",
         id=backfill[5])
-    sql(ctx, "UPDATE processing_state SET status = 'pending', last_error = NULL, updated_at = now() + interval '1 s' "
-             "WHERE source_object_id = :id AND stage = 'classify_matter'", id=backfill[5])
+    sql(ctx, "UPDATE processing_state SET status = 'pending', last_error = NULL, lane = 'rerun', "
+             "updated_at = now() + interval '1 s' WHERE source_object_id = :id AND stage = 'classify_matter'",
+        id=backfill[5])
     order = ("backfill", "live", "retry", "rerun")
     with ctx.db.engine.begin() as conn:
         general = q.claim_next(conn, worker="g", run_id=None, lanes=order)
