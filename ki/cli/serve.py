@@ -30,12 +30,30 @@ def serve(
 
         watcher, stop, _ = start_watcher(ctx, app.state.ki.launcher)
         console.print(f"watching {len(watcher.sources)} local-folder source(s)")
+    _warm_search(ctx)
     console.print(f"ki console on http://{host}:{port}/  (sign in with a token from `ki token create`)")
     try:
         uvicorn.run(app, host=host, port=port, log_level=log_level, proxy_headers=False, server_header=False)
     finally:
         if stop is not None:
             stop.set()
+
+
+def _warm_search(ctx) -> None:  # noqa: ANN001 - a PipelineContext
+    """Warm the search path in the background while the server starts (lexicons, indexes, embedder), so the
+    first ``/v1/search`` answers as fast as any other; a failure is logged, never fatal."""
+    import logging
+    import threading
+
+    def run() -> None:
+        from ki.index.search import warm
+
+        try:
+            logging.getLogger("ki.serve").info("search path warm in %.2f s", warm(ctx.db, ctx.config))
+        except Exception:  # noqa: BLE001 - the first real search reports its own fault
+            logging.getLogger("ki.serve").warning("warming the search path failed", exc_info=True)
+
+    threading.Thread(target=run, name="ki-search-warm", daemon=True).start()
 
 
 def register(app: typer.Typer) -> None:

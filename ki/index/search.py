@@ -272,3 +272,19 @@ def hydrate(engine: Engine, query: str | ParsedQuery, fused: Sequence[FusedHit],
             version=r.version, matter=r.matter, doc_type=r.doc_type, lexical_rank=h.lexical_rank,
             vector_rank=h.vector_rank))
     return out
+
+
+#: The query :func:`warm` runs: a German compound and an English word, so both lexicons, the stemmers, every
+#: lexical index, the embedder and the hydration statements are loaded.
+WARM_QUERY = "Mietvertragskündigung agreement"
+
+
+def warm(db: Any, config: Any = None) -> float:
+    """Run one search as the local operator and return its wall seconds, so the next search of this process
+    finds everything loaded (a server's first ``/v1/search`` after start). Raises what :func:`search` raises
+    (a database or index fault); callers that only want it warm log and continue."""
+    import time
+
+    started = time.perf_counter()
+    search(db, WARM_QUERY, principals=None, operator=True, limit=1, config=config)
+    return time.perf_counter() - started
