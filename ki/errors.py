@@ -19,6 +19,7 @@ QUARANTINE_REASONS = (
     "corrupt",
     "empty",
     "needs_ocr",
+    "needs_converter",
     "unsupported_format",
     "too_large",
     "conversion_failed",
@@ -32,7 +33,7 @@ QUARANTINE_REASONS = (
 
 # Reasons caused by a missing capability rather than by the file: released
 # automatically when configuration adds the capability (DESIGN.md).
-CAPABILITY_REASONS = frozenset({"needs_ocr", "unsupported_format"})
+CAPABILITY_REASONS = frozenset({"needs_ocr", "needs_converter", "unsupported_format"})
 
 
 class KiError(Exception):

@@ -40,6 +40,8 @@ RUN_RULES: tuple[tuple[str, RunRule, str], ...] = (
      "Docling Serve adds converters: files quarantined as needs_ocr or unsupported_format are released"),
     (r"pipeline\.ocr\.enabled", "on_enable",
      "built-in OCR releases files quarantined as needs_ocr"),
+    (r"components\.libreoffice", "on_set",
+     "LibreOffice converts legacy Office files: files quarantined as needs_converter are released"),
     (r"pipeline\.ontology_file", "on_change",
      "a changed ontology re-types the documents whose type it affects"),
 )

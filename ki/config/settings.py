@@ -274,6 +274,8 @@ class ComponentsConfig(BaseModel):
     docling_document_timeout_seconds: float = Field(default=240, gt=0)
     docling_client_timeout_seconds: float = Field(default=270, gt=0)
     opensearch_url: str | None = None
+    #: The LibreOffice ``soffice`` command or path that converts legacy Office files; empty: none.
+    libreoffice: str = "soffice"
 
     @field_validator("docling_url", "opensearch_url")
     @classmethod

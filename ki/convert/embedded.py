@@ -32,12 +32,12 @@ MAX_NESTING = 4
 NESTING_SEP = " » "
 
 #: Formats (``StructuredDocument.format``) whose documents may contain other documents.
-CONTAINER_FORMATS = frozenset({"eml", "mbox", "msg", "docx", "pptx", "xlsx", "pdf"})
+CONTAINER_FORMATS = frozenset({"eml", "mbox", "msg", "docx", "pptx", "xlsx", "pdf", "zip", "tnef"})
 
 #: MIME types that are never documents: signatures and key material.
 NON_DOCUMENT_TYPES = frozenset({
     "application/pkcs7-signature", "application/x-pkcs7-signature", "application/pgp-signature",
-    "application/pgp-keys", "application/ms-tnef", "text/x-vcard", "text/vcard",
+    "application/pgp-keys", "text/x-vcard", "text/vcard",
 })
 
 _CID = re.compile(r"""cid:([^"'\s<>)]+)""", re.IGNORECASE)
@@ -94,11 +94,16 @@ def inline_image_reason(part: Message, payload: bytes, ctype: str, referenced: s
 def mail_attachments(data: bytes, filename: str) -> list[EmbeddedPart]:
     """The attachments of an RFC 822 message, in MIME order (attached messages are read inline).
 
+    A ``winmail.dat`` (``application/ms-tnef``) part stands for what it wraps: its RTF body as
+    ``message.rtf`` and its attachments (:func:`ki.convert.tnef.tnef_parts`). An S/MIME opaque-signed
+    message's attachments are those of the message it signs.
+
     Not documents, so skipped: parts without a decodable payload, signatures and key material
     (:data:`NON_DOCUMENT_TYPES`), and inline images (:func:`inline_image_reason`). Bounded by the
     mail converter's part budget.
     """
     from ki.convert import mime_parts as mp
+    from ki.convert.tnef import is_tnef, tnef_parts
 
     prepared, _, _ = mp.prepare_bytes(data)
     try:
@@ -107,6 +112,14 @@ def mail_attachments(data: bytes, filename: str) -> list[EmbeddedPart]:
         return []
     if mp.encryption(msg):
         return []
+    from ki.convert.mail_smime import opaque_signed
+
+    try:
+        signed = opaque_signed(prepared, msg)
+    except UnsupportedDocument:
+        return []
+    if signed is not None:  # S/MIME opaque signing: the signed message's attachments
+        return mail_attachments(signed[0], filename)
     referenced = _cids(msg)
     out: list[EmbeddedPart] = []
     for part in mp.iter_parts(msg, mp.MAX_PARTS):
@@ -124,6 +137,9 @@ def mail_attachments(data: bytes, filename: str) -> list[EmbeddedPart]:
         if part.get("content-id") and mp.disposition(part) != "attachment":
             continue  # an inline part of an HTML body (logo, signature image), not an attachment
         if inline_image_reason(part, payload, ctype, referenced):
+            continue
+        if ctype == "application/ms-tnef" or is_tnef(payload):  # winmail.dat: the attachments it wraps
+            out.extend(_typed(len(out), name, blob) for name, blob in tnef_parts(payload, "winmail.dat"))
             continue
         index = len(out)
         out.append(EmbeddedPart(index, _safe_name(mp.param(part, "filename") or "", index, ".bin"), ctype, payload))
@@ -192,17 +208,63 @@ def pdf_attachments(data: bytes, filename: str) -> list[EmbeddedPart]:
     return out
 
 
+def archive_members(data: bytes, filename: str) -> list[EmbeddedPart]:
+    """The accepted members of a zip archive, named by their path inside it (:mod:`ki.convert.archive`;
+    refused members are listed by the archive's own document)."""
+    from ki.convert.archive import read_members
+
+    try:
+        members, _ = read_members(data, filename)
+    except UnsupportedDocument:
+        return []
+    out: list[EmbeddedPart] = []
+    for m in members:
+        if m.data is not None and len(out) < MAX_EMBEDDED:
+            ctype = mimetypes.guess_type(m.path)[0] or "application/octet-stream"
+            out.append(EmbeddedPart(len(out), m.path[:400], ctype, m.data))
+    return out
+
+
+def _unsigned(data: bytes, filename: str) -> tuple[bytes, str]:
+    """A CMS signed-data file (``.p7m``) as the file it wraps, with that file's name; else as given."""
+    from ki.convert.smime import inner_name, looks_like_cms, unwrap_signed
+
+    if not looks_like_cms(data[:64]):
+        return data, filename
+    try:
+        content = unwrap_signed(data, filename).content
+    except UnsupportedDocument:
+        return data, filename
+    return (content, inner_name(filename)) if content else (data, filename)
+
+
 def extract_embedded(fmt: str, data: bytes, filename: str) -> list[EmbeddedPart]:
     """Embedded documents of a container of format ``fmt``: ``eml``, ``msg``, ``mbox``, ``docx``/``pptx``/
-    ``xlsx`` (or the router's ``office``), ``pdf``; [] for others and for unreadable containers."""
+    ``xlsx`` (or the router's ``office``), ``pdf``, ``zip``, ``tnef``; [] for others and for unreadable
+    containers. A signed ``.p7m`` is read as the container it wraps."""
+    if fmt == "p7m":
+        from ki.convert.formats import sniff_format
+
+        data, filename = _unsigned(data, filename)
+        fmt = sniff_format(data, filename)
+    data, filename = _unsigned(data, filename)
     if fmt == "eml":
         return mail_attachments(data, filename)
     if fmt == "mbox":
         return mbox_messages(data, filename)
-    if fmt == "msg":
-        from ki.convert.msg import msg_to_rfc822
+    if fmt == "zip":
+        return archive_members(data, filename)
+    if fmt == "tnef":
+        from ki.convert.tnef import tnef_parts
 
-        return mail_attachments(msg_to_rfc822(data, filename), filename)
+        return [_typed(i, name, blob) for i, (name, blob) in enumerate(tnef_parts(data, filename, body=False))]
+    if fmt == "msg":
+        from ki.convert.msg import mail_bytes
+
+        try:
+            return mail_attachments(mail_bytes(data, filename)[0], filename)
+        except UnsupportedDocument:
+            return []
     if fmt in ("docx", "pptx", "xlsx", "office"):
         return ooxml_objects(data, filename)
     if fmt == "pdf":

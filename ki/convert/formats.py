@@ -18,6 +18,8 @@ PDF_HEADER_WINDOW = 1024
 #: OLE2 / Compound File Binary (legacy Office, .msg, encrypted OOXML).
 CFB_MAGIC = b"\xd0\xcf\x11\xe0"
 ZIP_MAGIC = b"PK\x03\x04"
+#: The DER of the CMS signed-data OID (1.2.840.113549.1.7.2): a ``.p7m`` without its extension.
+CMS_SIGNED_OID = b"\x06\x09\x2a\x86\x48\x86\xf7\x0d\x01\x07\x02"
 
 #: Leading bytes of the raster images ki or Docling read, with their usual extension.
 IMAGE_MAGIC: tuple[tuple[bytes, str], ...] = (
@@ -47,17 +49,25 @@ HTML_EXT = {".html", ".htm", ".xhtml"}
 RTF_EXT = {".rtf"}
 IMAGE_EXT = {".png", ".jpg", ".jpeg", ".tif", ".tiff", ".bmp", ".gif", ".webp"}
 MBOX_EXT = {".mbox", ".mbx"}
-OFFICE_OTHER_EXT = {".pptx", ".xlsx", ".doc", ".xls", ".ppt", ".odt", ".ods", ".odp"}
+OFFICE_OTHER_EXT = {".pptx", ".xlsx", ".odt", ".ods", ".odp"}
+#: Legacy binary and old word-processor formats LibreOffice converts (ki.convert.legacy).
+LEGACY_EXT = {".doc", ".dot", ".ppt", ".pps", ".pot", ".wpd", ".wps", ".pages"}
+XLS_EXT = {".xls", ".xlt"}
+ZIP_EXT = {".zip"}
+P7M_EXT = {".p7m"}
+#: TNEF (winmail.dat) and CMS signed data are recognised by their leading bytes.
+TNEF_MAGIC = b"\x78\x9f\x3e\x22"
 
 #: Router format per extension (the extension decides when it is one ki knows).
 _EXTENSION_ROUTES = (
     (TEXT_EXT, "txt"), (MAIL_EXT, "eml"), (MSG_EXT, "msg"), (MBOX_EXT, "mbox"), (DOCX_EXT, "docx"),
     (HTML_EXT, "html"), (RTF_EXT, "rtf"), (IMAGE_EXT, "image"), (OFFICE_OTHER_EXT, "office"),
+    (LEGACY_EXT, "legacy"), (XLS_EXT, "xls"), (ZIP_EXT, "zip"), (P7M_EXT, "p7m"),
 )  # fmt: skip
 
 #: Sniffed kinds the router treats as images / as "office" (Docling's formats).
 IMAGE_KINDS = frozenset({"png", "jpg", "tif", "gif", "bmp", "webp"})
-_OFFICE_KINDS = frozenset({"pptx", "xlsx", "odt", "ods", "odp", "epub", "zip", "cfb"})
+_OFFICE_KINDS = frozenset({"pptx", "xlsx", "odt", "ods", "odp", "epub"})
 
 
 def pdf_header_offset(data: bytes) -> int:
@@ -104,9 +114,9 @@ def zip_kind(data: bytes) -> str:
 def sniff_bytes(data: bytes) -> str | None:
     """The kind of file ``data`` is, from its leading bytes alone (no extension).
 
-    Returns one of ``pdf``, ``rtf``, ``html``, ``cfb`` (OLE2), the :func:`zip_kind` kinds, the
-    :func:`image_kind` kinds, ``mbox``, ``eml``, or None (nothing recognised: plain text or
-    unknown binary).
+    Returns one of ``pdf``, ``rtf``, ``html``, ``cfb`` (OLE2), ``tnef`` (winmail.dat), ``p7m`` (CMS signed
+    data), the :func:`zip_kind` kinds, the :func:`image_kind` kinds, ``mbox``, ``eml``, or None (nothing
+    recognised: plain text or unknown binary).
     """
     head = data[:2048]
     stripped = head.lstrip(b"\xef\xbb\xbf \t\r\n")
@@ -118,6 +128,10 @@ def sniff_bytes(data: bytes) -> str | None:
         return zip_kind(data)
     if head.startswith(CFB_MAGIC):
         return "cfb"
+    if head.startswith(TNEF_MAGIC):
+        return "tnef"
+    if head[:1] == b"\x30" and CMS_SIGNED_OID in head[:24]:
+        return "p7m"
     lower = stripped[:512].lower()
     if lower.startswith((b"<!doctype html", b"<html")) or b"<body" in lower:
         return "html"
@@ -145,7 +159,8 @@ def is_document(data: bytes, filename: str) -> bool:
 
 
 def sniff_format(data: bytes, filename: str) -> str:
-    """The router's format name: txt, eml, msg, mbox, docx, pdf, html, rtf, image or office.
+    """The router's format name: txt, eml, msg, mbox, docx, pdf, html, rtf, image, office, xls, zip, tnef,
+    p7m or legacy (a legacy binary Office or old word-processor file; an OLE2 file without a known extension).
 
     The extension decides when it is one ki knows (a ``.pdf`` without ``%PDF-`` is a corrupt
     PDF, quarantined, not silently text); other files are recognised by :func:`sniff_bytes`,
@@ -164,4 +179,6 @@ def sniff_format(data: bytes, filename: str) -> str:
         return "image"
     if kind in _OFFICE_KINDS:
         return "office"
+    if kind == "cfb":
+        return "legacy"
     return kind

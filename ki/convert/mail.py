@@ -25,6 +25,7 @@ from ki.convert.mail_headers import (
     message_id,
     parse_addresses,
 )
+from ki.convert.mail_smime import detached_signers, opaque_signed
 from ki.convert.mime_parts import (
     MAX_DEPTH,
     MAX_PARTS,
@@ -189,6 +190,9 @@ def convert_mail(data: bytes, filename: str) -> StructuredDocument:
         UnsupportedDocument: ``reason="empty"`` for an empty or whitespace-only file;
             ``reason="encrypted"`` for PGP/MIME, S/MIME enveloped data or an inline PGP
             message; ``reason="corrupt"`` when the stdlib parser itself fails.
+
+    S/MIME signed mail (:mod:`ki.convert.mail_smime`) is read as the message it signs; its signers are
+    ``metadata["signature"]`` and ``metadata["signed"]`` says how (``s/mime opaque`` / ``s/mime detached``).
     """
     if not data.strip():
         raise UnsupportedDocument(f"{filename}: empty message ({len(data)} bytes)", reason="empty")
@@ -207,6 +211,11 @@ def convert_mail(data: bytes, filename: str) -> StructuredDocument:
             reason="encrypted",
             details={"content_type": root_type, "scheme": scheme},
         )
+    signed = opaque_signed(data, msg)
+    if signed is not None:  # S/MIME opaque signing: the signed message under this one's headers
+        doc = convert_mail(signed[0], filename)
+        doc.metadata.update(signature=signed[1], signed="s/mime opaque")
+        return doc
 
     leaves = total = 0
     for part in iter_parts(msg, MAX_COUNTED_PARTS):
@@ -259,6 +268,7 @@ def convert_mail(data: bytes, filename: str) -> StructuredDocument:
             "body_charset": walker.charsets[0] if walker.charsets else None,
             "bom": bom,
             "date_source": date_source,
+            **({"signature": signers, "signed": "s/mime detached"} if (signers := detached_signers(msg)) else {}),
         },
     )
 

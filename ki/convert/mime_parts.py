@@ -118,7 +118,11 @@ def inner_message(part: Message, inner: Message) -> Message:
 
 
 def encryption(msg: Message) -> str | None:
-    """``pgp/mime``, ``s/mime`` or ``pgp/inline`` when the readable content is encrypted, else None."""
+    """``pgp/mime``, ``s/mime`` or ``pgp/inline`` when the readable content is encrypted, else None.
+
+    An ``application/pkcs7-mime`` part is encrypted when its ``smime-type`` says enveloped data, or when it
+    has none, is named ``.p7m`` and its bytes are not CMS signed data (opaque-signed mail is readable:
+    :mod:`ki.convert.mail_smime`)."""
     payload = msg.get_payload()
     candidates = [msg]
     if content_type(msg) == "multipart/signed" and isinstance(payload, list) and payload:
@@ -131,12 +135,24 @@ def encryption(msg: Message) -> str | None:
             smime_type = param(part, "smime-type")
             if smime_type in ("enveloped-data", "authenveloped-data") or (
                 smime_type is None and (param(part, "filename") or "").lower().endswith(".p7m")
+                and not _signed_data(part)
             ):
                 return "s/mime"
     if isinstance(payload, str) and content_type(msg) == "text/plain":
         if payload[:4096].lstrip().startswith("-----BEGIN PGP MESSAGE-----"):
             return "pgp/inline"
     return None
+
+
+def _signed_data(part: Message) -> bool:
+    """Whether a ``.p7m`` part without ``smime-type`` holds CMS signed data (readable), not enveloped data."""
+    from ki.convert.smime import SIGNED_DATA_OID_DER, der_bytes
+
+    try:
+        blob = part.get_payload(decode=True) or b""
+    except Exception:  # noqa: BLE001 - an undecodable payload is not readable signed data
+        return False
+    return SIGNED_DATA_OID_DER in der_bytes(blob)[:24]
 
 
 def tame_mime_headers(data: bytes, defects: list[str]) -> bytes:

@@ -145,6 +145,28 @@ def msg_to_rfc822(data: bytes, filename: str) -> bytes:
     return out.as_bytes(policy=_POLICY)
 
 
+def mail_bytes(data: bytes, filename: str) -> tuple[bytes, list | None]:
+    """The message as RFC 822 bytes, and for an S/MIME signed ``.msg`` (class ``IPM.Note.SMIME…``) its signers.
+
+    A signed ``.msg`` keeps the signed MIME entity in its ``smime.p7m`` attachment: that entity, under the
+    message's headers, is the mail (:func:`ki.convert.mail_smime.msg_signed_entity`). Signers are None for a
+    message that is not signed that way.
+
+    Raises:
+        UnsupportedDocument: ``empty`` / ``corrupt`` (unreadable container), ``encrypted`` (an S/MIME
+            message whose attachment is enveloped data).
+    """
+    from ki.convert.mail_smime import msg_signed_entity
+
+    rfc822 = msg_to_rfc822(data, filename)
+    msg = _load(data, filename)
+    if "smime" not in (msg.message_class or "").lower():
+        return rfc822, None
+    found = msg_signed_entity(rfc822, [(a.file_name or "", a.mime_type or "", a.file_bytes or b"")
+                                       for a in msg.attachments])
+    return found if found is not None else (rfc822, None)
+
+
 def convert_msg(data: bytes, filename: str) -> StructuredDocument:
     """Convert an Outlook ``.msg`` through the mail path (format ``msg``, converter ``ki.msg``).
 
@@ -157,14 +179,18 @@ def convert_msg(data: bytes, filename: str) -> StructuredDocument:
     from ki.convert.mail import convert_mail
 
     msg = _load(data, filename)
+    rfc822, signers = mail_bytes(data, filename)
     att_types = [(a.file_name or "").lower() for a in msg.attachments] + [
         (a.mime_type or "").lower() for a in msg.attachments]
-    if not (msg.body or "").strip() and any("pgp-encrypted" in t or "pkcs7-mime" in t for t in att_types):
+    if signers is None and not (msg.body or "").strip() and any(
+            "pgp-encrypted" in t or "pkcs7-mime" in t for t in att_types):
         raise UnsupportedDocument(f"{filename}: encrypted message (PGP/S-MIME payload, no readable body)",
                                   reason="encrypted",
                                   details={"attachments": [a.file_name for a in msg.attachments]})
-    rfc822 = msg_to_rfc822(data, filename)
     doc = convert_mail(rfc822, filename)
+    if signers is not None:
+        doc.metadata.setdefault("signature", signers)
+        doc.metadata.setdefault("signed", "s/mime")
     doc.format = "msg"
     doc.converter = CONVERTER
     doc.converter_version = CONVERTER_VERSION

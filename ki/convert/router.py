@@ -22,7 +22,8 @@ Renew = Callable[[], object]
 __all__ = ["sniff_format", "convert_bytes", "converter_for", "capabilities", "handles_reason",
            "ocr_enabled", "docling_client"]
 
-BUILTIN_CAPABILITIES = frozenset({"text", "mail", "msg", "mbox", "docx", "pdf", "html", "rtf"})
+BUILTIN_CAPABILITIES = frozenset({"text", "mail", "msg", "mbox", "docx", "pdf", "html", "rtf", "xls", "zip", "tnef",
+                                  "p7m"})
 
 
 def ocr_enabled(config: KiConfig) -> bool:
@@ -34,14 +35,23 @@ def ocr_enabled(config: KiConfig) -> bool:
     return ocr_available()
 
 
+def soffice_program(config: KiConfig) -> str | None:
+    """The LibreOffice program ``components.libreoffice`` names when it is installed, else None."""
+    from ki.convert.soffice import find_soffice
+
+    return find_soffice(config.components.libreoffice)
+
+
 def capabilities(config: KiConfig) -> set[str]:
-    """What this install can convert: the built-ins, ``ocr`` when built-in OCR is on, and ``docling``
-    when Docling Serve is configured."""
+    """What this install can convert: the built-ins, ``ocr`` when built-in OCR is on, ``docling``
+    when Docling Serve is configured and ``libreoffice`` when LibreOffice is installed (legacy Office)."""
     caps = set(BUILTIN_CAPABILITIES)
     if ocr_enabled(config):
         caps.add("ocr")
     if config.components.docling_url:
         caps.add("docling")
+    if soffice_program(config):
+        caps.add("libreoffice")
     return caps
 
 
@@ -52,6 +62,8 @@ def handles_reason(config: KiConfig, reason: str) -> bool:
         return "ocr" in caps or "docling" in caps
     if reason == "unsupported_format":
         return "docling" in caps
+    if reason == "needs_converter":
+        return "libreoffice" in caps
     return False
 
 
@@ -65,7 +77,12 @@ BUILTIN_CONVERTERS = {
     "pdf": "ki.convert.pdf:convert_pdf",
     "html": "ki.convert.html:convert_html",
     "rtf": "ki.convert.rtf:convert_rtf",
+    "xls": "ki.convert.xls:convert_xls",
+    "zip": "ki.convert.archive:convert_zip",
+    "tnef": "ki.convert.tnef:convert_tnef",
+    "p7m": "ki.convert.smime:convert_p7m",
 }
+LEGACY = "ki.convert.legacy:convert_legacy"
 OCR_PDF = "ki.convert.ocr:ocr_pdf"
 OCR_IMAGE = "ki.convert.ocr:ocr_image"
 
@@ -74,14 +91,20 @@ def converter_target(fmt: str) -> str:
     """The ``"module:function"`` of the built-in converter for a detected format.
 
     Raises:
-        UnsupportedDocument: no converter here can read it (reason ``needs_ocr`` for
-            images, ``unsupported_format`` otherwise); released when one is configured.
+        UnsupportedDocument: no converter here can read it (reason ``needs_ocr`` for images,
+            ``needs_converter`` for legacy Office without LibreOffice, ``unsupported_format``
+            otherwise); released when one is configured.
     """
     target = BUILTIN_CONVERTERS.get(fmt)
     if target is not None:
         return target
     if fmt == "image":
         raise UnsupportedDocument("an image needs OCR, and no OCR converter is configured", reason="needs_ocr")
+    if fmt == "legacy":
+        from ki.convert.soffice import INSTALL_HINT
+
+        raise UnsupportedDocument(f"a legacy Office or word-processor file needs LibreOffice: {INSTALL_HINT}",
+                                  reason="needs_converter", details={"component": "libreoffice"})
     raise UnsupportedDocument(
         f"no converter for this format ({fmt}); configure components.docling_url to convert it",
         reason="unsupported_format",
@@ -138,10 +161,11 @@ def _ocr_kwargs(config: KiConfig) -> dict:
 def convert_bytes(data: bytes, filename: str, config: KiConfig, *, renew: Renew | None = None) -> StructuredDocument:
     """Detect the format of ``data`` and convert it (DESIGN.md "Converter routing").
 
-    Built-in converters own text, mail, DOCX, RTF, HTML and PDFs with a text layer. Scans
+    Built-in converters own text, mail, DOCX, RTF, HTML, XLS, ZIP, TNEF, signed ``.p7m`` and PDFs with a
+    text layer; legacy Office goes through LibreOffice when it is installed (``needs_converter`` when not). Scans
     (PDF pages without a text layer) and images go to Docling Serve when it is configured and
     ``pipeline.ocr.prefer_docling`` holds, else to the built-in OCR when it is on; PPTX/XLSX/
-    legacy Office go to Docling Serve. A PDF whose text layer covers only some pages gets the
+    ODF go to Docling Serve. A PDF whose text layer covers only some pages gets the
     other pages OCR'd (a mixed scan).
 
     Args:
@@ -166,6 +190,14 @@ def convert_bytes(data: bytes, filename: str, config: KiConfig, *, renew: Renew 
             return docling_client(config).convert(data, filename)
         if ocr:
             return run_builtin(config, OCR_IMAGE, data, filename, renew=renew, **_ocr_kwargs(config))
+    if fmt == "legacy":
+        from ki.convert.legacy import route_legacy
+
+        fmt = route_legacy(data, filename)  # an OLE2 workbook or message by its streams; encrypted: refused
+        program = soffice_program(config) if fmt == "legacy" else None
+        if program:
+            seconds = config.pipeline.convert.timeout_seconds
+            return run_builtin(config, LEGACY, data, filename, renew=renew, soffice=program, timeout_seconds=seconds)
     if fmt in DOCLING_ONLY and docling:
         from ki.convert.ooxml_parts import add_package_parts
 

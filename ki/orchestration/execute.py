@@ -20,7 +20,7 @@ from sqlalchemy.engine import Connection
 
 from ki.breaker import BREAKERS, CONFIRMED_BY_COMPLETION, dependency_of, retry_after_of, stage_dependencies
 from ki.context import EnsureReady, PipelineContext, SourceObjectView, StageContext, StageOutcome, StagePlan
-from ki.errors import ConfigurationError, RunAborted
+from ki.errors import CAPABILITY_REASONS, ConfigurationError, RunAborted
 from ki.orchestration.heartbeat import ClaimKeeper
 from ki.relate.inline_conversion import ensure_source_object_ready
 from ki.retry import Treatment, backoff_seconds, classify_error
@@ -245,7 +245,7 @@ def _record_failure(ctx: PipelineContext, claim: Claim, exc: BaseException, *, s
     verdict = classify_error(exc)
     base = ctx.config.pipeline.retry_base_seconds
     capabilities = None
-    if verdict.reason in ("needs_ocr", "unsupported_format"):
+    if verdict.reason in CAPABILITY_REASONS:
         from ki.convert.router import capabilities as current_capabilities
 
         capabilities = sorted(current_capabilities(ctx.config))

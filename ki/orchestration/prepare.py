@@ -73,7 +73,7 @@ def requeue_newly_enabled_stages(ctx: PipelineContext) -> tuple[int, int]:
 
 
 def release_capability_quarantines(ctx: PipelineContext) -> int:
-    """Release ``needs_ocr`` / ``unsupported_format`` quarantines whose converter set has grown.
+    """Release ``needs_ocr`` / ``needs_converter`` / ``unsupported_format`` quarantines whose converter set has grown.
 
     A row is released when the capabilities recorded at quarantine time do not
     include every capability available now, and now some converter handles that
