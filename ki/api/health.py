@@ -1,8 +1,8 @@
 """``GET /healthz``: each configured component with ``ok`` / ``warning`` / ``error`` and the error text.
 
-Issue 17: the database, the orchestrator, Docling Serve, the model gateway and OpenSearch — those
-configured. The endpoint is open (no token), so it reveals no path, URL or key: only the component's
-name, its verdict and the error in words. Checks run concurrently with a short timeout each, and the
+Issue 17: the database, the orchestrator, Docling Serve, the model gateway, OpenSearch and LibreOffice
+(the legacy Office converter; ``warning`` when configured but not installed) — those configured. The
+endpoint is open (no token), so it reveals no path, URL or key: only the component's name, its verdict and the error in words. Checks run concurrently with a short timeout each, and the
 answer is reused for :data:`CACHE_SECONDS` so an open endpoint cannot be used to hammer the components.
 The status code is 200 unless the database is unusable (503): the console cannot work without it,
 while the other components only stop their stages.
@@ -98,6 +98,16 @@ def _gateway() -> ComponentHealth:
     return ComponentHealth(name="model_gateway", status="ok")
 
 
+def _libreoffice(ctx: PipelineContext) -> ComponentHealth:
+    """LibreOffice, ki's legacy Office converter: ``ok`` with what it adds, ``warning`` when configured
+    (``components.libreoffice``) but not installed (those files wait as ``needs_converter``)."""
+    from ki.convert.components import converter_components
+
+    found = next(c for c in converter_components(ctx.config) if c.name == "libreoffice")
+    return ComponentHealth(name="libreoffice", status="ok" if found.available else "warning",
+                           detail=f"converts {found.adds}" if found.available else found.missing)
+
+
 def check_components(ctx: PipelineContext, *, gateway_configured: bool) -> HealthOut:
     """Run every configured component's check concurrently (see module doc)."""
     components = ctx.config.components
@@ -108,6 +118,8 @@ def check_components(ctx: PipelineContext, *, gateway_configured: bool) -> Healt
         checks.append(lambda: _http("docling", url, "/health", headers={"X-Api-Key": key} if key else None))
     if gateway_configured:
         checks.append(_gateway)
+    if components.libreoffice:
+        checks.append(lambda: _libreoffice(ctx))
     if components.opensearch_url:
         checks.append(lambda: _http("opensearch", components.opensearch_url or "", "/_cluster/health",
                                     _opensearch_judge))

@@ -1,5 +1,6 @@
 """``ki status [--json]``: per-stage bucket counts, the work owed per claim lane, the paused dependencies
-(``paused: gateway unavailable since …``, issue 14 item 9) and the folder watcher's health per watched source."""
+(``paused: gateway unavailable since …``, issue 14 item 9), the optional converters (available or what to
+install: :mod:`ki.convert.components`) and the folder watcher's health per watched source."""
 
 from __future__ import annotations
 
@@ -27,13 +28,16 @@ def status(as_json: bool = typer.Option(False, "--json", help="machine-readable 
         watched = watch_health(conn)
         paused = describe_pauses(read_pauses(conn), ctx.config)
         lanes = lane_counts(conn)
+    from ki.convert.components import converter_components, describe
     from ki.orchestration.budget import budget_wait
 
     budget = budget_wait(ctx.db.engine, ctx.config)
+    converters = converter_components(ctx.config)
     if as_json:
         out.print_json(json.dumps({"stages": counts, "lanes": lanes,
                                    "watch": [w.model_dump(mode="json") for w in watched],
-                                   "paused": paused, "budget": budget}, default=str))
+                                   "paused": paused, "budget": budget,
+                                   "converters": [c.as_dict() for c in converters]}, default=str))
     else:
         print_status(counts)
         busy = [f"{lane} {n['owed']} owed" + (f" ({n['running']} running)" if n["running"] else "")
@@ -42,6 +46,8 @@ def status(as_json: bool = typer.Option(False, "--json", help="machine-readable 
             out.print("lanes: " + " · ".join(busy))
         print_paused(paused)
         print_budget(budget)
+        for c in converters:
+            out.print(describe(c), style=None if c.available else "yellow", markup=False)
         if watched:
             print_watch(watched)
 

@@ -54,6 +54,8 @@ OFFICE_OTHER_EXT = {".pptx", ".xlsx", ".odt", ".ods", ".odp"}
 LEGACY_EXT = {".doc", ".dot", ".ppt", ".pps", ".pot", ".wpd", ".wps", ".pages"}
 XLS_EXT = {".xls", ".xlt"}
 ZIP_EXT = {".zip"}
+#: Archives ki does not open (their quarantine names what would).
+OTHER_ARCHIVE_EXT = {".7z", ".rar"}
 P7M_EXT = {".p7m"}
 #: TNEF (winmail.dat) and CMS signed data are recognised by their leading bytes.
 TNEF_MAGIC = b"\x78\x9f\x3e\x22"
@@ -62,7 +64,7 @@ TNEF_MAGIC = b"\x78\x9f\x3e\x22"
 _EXTENSION_ROUTES = (
     (TEXT_EXT, "txt"), (MAIL_EXT, "eml"), (MSG_EXT, "msg"), (MBOX_EXT, "mbox"), (DOCX_EXT, "docx"),
     (HTML_EXT, "html"), (RTF_EXT, "rtf"), (IMAGE_EXT, "image"), (OFFICE_OTHER_EXT, "office"),
-    (LEGACY_EXT, "legacy"), (XLS_EXT, "xls"), (ZIP_EXT, "zip"), (P7M_EXT, "p7m"),
+    (LEGACY_EXT, "legacy"), (XLS_EXT, "xls"), (ZIP_EXT, "zip"), (P7M_EXT, "p7m"), (OTHER_ARCHIVE_EXT, "archive"),
 )  # fmt: skip
 
 #: Sniffed kinds the router treats as images / as "office" (Docling's formats).
@@ -160,7 +162,8 @@ def is_document(data: bytes, filename: str) -> bool:
 
 def sniff_format(data: bytes, filename: str) -> str:
     """The router's format name: txt, eml, msg, mbox, docx, pdf, html, rtf, image, office, xls, zip, tnef,
-    p7m or legacy (a legacy binary Office or old word-processor file; an OLE2 file without a known extension).
+    p7m, archive (7-Zip, RAR: not read) or legacy (a legacy binary Office or old word-processor file; an
+    OLE2 file without a known extension).
 
     The extension decides when it is one ki knows (a ``.pdf`` without ``%PDF-`` is a corrupt
     PDF, quarantined, not silently text); other files are recognised by :func:`sniff_bytes`,

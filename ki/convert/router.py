@@ -105,6 +105,10 @@ def converter_target(fmt: str) -> str:
 
         raise UnsupportedDocument(f"a legacy Office or word-processor file needs LibreOffice: {INSTALL_HINT}",
                                   reason="needs_converter", details={"component": "libreoffice"})
+    if fmt == "archive":
+        raise UnsupportedDocument("no converter here opens 7-Zip or RAR archives (py7zr would read .7z; it is LGPL "
+                                  "and not installed); unpack it and add its files", reason="unsupported_format",
+                                  details={"component": None})
     raise UnsupportedDocument(
         f"no converter for this format ({fmt}); configure components.docling_url to convert it",
         reason="unsupported_format",

@@ -25,6 +25,7 @@ import shutil
 import signal
 import subprocess
 import tempfile
+import time
 from functools import cache
 from pathlib import Path
 
@@ -34,6 +35,8 @@ from ki.errors import UnsupportedDocument
 INSTALL_HINT = ("install LibreOffice (Debian: apt-get install libreoffice-writer-nogui libreoffice-calc-nogui "
                 "libreoffice-impress-nogui) or set components.libreoffice to its soffice")
 _PR_SET_PDEATHSIG = 1
+#: soffice.bin's exit code asking to be started again (after it created a new user profile).
+RESTART_EXIT = 81
 
 
 @cache
@@ -87,16 +90,20 @@ def convert_file(program: str, source: Path, target_filter: str, out_dir: Path, 
     env = {k: v for k, v in os.environ.items() if not k.startswith(("DISPLAY", "WAYLAND", "SAL_USE_VCLPLUGIN"))}
     env["SAL_USE_VCLPLUGIN"] = "svp"
     env["HOME"] = profile_dir
-    proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            cwd=out_dir, env=env, start_new_session=True, preexec_fn=_die_with_parent)
-    try:
-        output, _ = proc.communicate(timeout=timeout_seconds)
-    except subprocess.TimeoutExpired:
-        _kill_group(proc)
-        raise UnsupportedDocument(f"{source.name}: LibreOffice took longer than {timeout_seconds:g} s",
-                                  reason="too_large", details={"limit_seconds": timeout_seconds}) from None
-    finally:
-        _kill_group(proc)  # whatever it left running in its group
+    deadline = time.monotonic() + timeout_seconds
+    for _ in range(2):  # a fresh profile makes soffice.bin exit 81 ("restart") once: oosplash's job, now ours
+        proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                cwd=out_dir, env=env, start_new_session=True, preexec_fn=_die_with_parent)
+        try:
+            output, _ = proc.communicate(timeout=max(0.1, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            _kill_group(proc)
+            raise UnsupportedDocument(f"{source.name}: LibreOffice took longer than {timeout_seconds:g} s",
+                                      reason="too_large", details={"limit_seconds": timeout_seconds}) from None
+        finally:
+            _kill_group(proc)  # whatever it left running in its group
+        if proc.returncode != RESTART_EXIT:
+            break
     produced = sorted(p for p in out_dir.iterdir() if p != source and p.is_file())
     if not produced:
         text = output.decode("utf-8", "replace").strip()[-500:]

@@ -19,6 +19,7 @@ from sqlalchemy import text
 
 from ki.api.app import create_app
 from ki.config.edits import config_version
+from ki.convert.soffice import find_soffice
 from ki.store.status import bucket_counts
 from ki.taxonomies import PIPELINE_STAGE_ORDER
 from tests.helpers.console import insert_estate, make_tokens, small_estate
@@ -94,7 +95,11 @@ def test_auth_cases(console):
     health = client.get("/healthz")
     assert health.status_code == 200
     body = health.json()
-    assert {c["name"] for c in body["components"]} == {"database", "orchestrator"}
+    assert {c["name"] for c in body["components"]} == {"database", "orchestrator", "libreoffice"}
+    office = next(c for c in body["components"] if c["name"] == "libreoffice")
+    installed = find_soffice("soffice") is not None
+    assert (office["status"], office["detail"].split(" ", 1)[0]) == (("ok", "converts") if installed else
+                                                                    ("warning", "not"))
     assert str(ctx.settings.data_dir) not in health.text and "/tmp" not in health.text
 
 
