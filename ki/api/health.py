@@ -3,7 +3,8 @@
 Issue 17: the database, the orchestrator, Docling Serve, the model gateway, OpenSearch and LibreOffice
 (the legacy Office converter; ``warning`` when configured but not installed) — those configured. The
 endpoint is open (no token), so it reveals no path, URL or key: only the component's name, its verdict
-and the error in words. Checks run concurrently with a short timeout each, and the answer is reused for :data:`CACHE_SECONDS` so an open endpoint cannot be used to hammer the components.
+and the error in words. Checks run concurrently with a short timeout each, and the answer is reused for
+:data:`CACHE_SECONDS` so an open endpoint cannot be used to hammer the components.
 The status code is 200 unless the database is unusable (503): the console cannot work without it,
 while the other components only stop their stages.
 """
