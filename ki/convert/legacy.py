@@ -28,6 +28,9 @@ CONVERTER_VERSION = "1"
 IMPRESS_EXT = frozenset({".ppt", ".pps", ".pot"})
 #: The seconds kept back from the worker's budget so LibreOffice is stopped before the worker is killed.
 TIMEOUT_MARGIN = 5.0
+#: ki's readers of LibreOffice's output.
+DOCX_READER = "ki.convert.docx:convert_docx"
+PDF_READER = "ki.convert.pdf:convert_pdf"
 
 
 def ole_kind(data: bytes) -> str | None:
@@ -68,9 +71,12 @@ def route_legacy(data: bytes, filename: str) -> str:
     return kind if kind in ("xls", "msg") else "legacy"
 
 
-def convert_legacy(data: bytes, filename: str, *, soffice: str, timeout_seconds: float) -> StructuredDocument:
+def convert_legacy(data: bytes, filename: str, *, soffice: str, timeout_seconds: float,
+                   pptx_reader: str | None = None) -> StructuredDocument:
     """Convert a legacy file through LibreOffice (``soffice``: the program :func:`ki.convert.soffice.find_soffice`
-    found) and ki's reader of the result, within ``timeout_seconds`` (the worker's budget).
+    found) and ki's reader of the result, within ``timeout_seconds`` (the worker's budget). ``pptx_reader`` is
+    the ``"module:function"`` of ki's PPTX reader when this install has one (presentations then become PPTX,
+    else PDF).
 
     The document keeps the format of the file (``doc``, ``ppt``, ``wpd`` …; ``legacy`` without an extension)
     and records ``metadata["converted_by"]`` (``libreoffice``) and ``metadata["converted_to"]``.
@@ -79,6 +85,7 @@ def convert_legacy(data: bytes, filename: str, *, soffice: str, timeout_seconds:
         UnsupportedDocument: ``too_large`` (LibreOffice's time ran out), ``conversion_failed`` (it could not
             read the file), or what ki's reader of the result raises.
     """
+    from ki.convert.isolation import resolve
     from ki.convert.soffice import convert_file
 
     ext = PurePath(filename).suffix.lower() or ".doc"
@@ -88,26 +95,14 @@ def convert_legacy(data: bytes, filename: str, *, soffice: str, timeout_seconds:
         source = Path(tmp, "in", "document" + (ext if ext != ".legacy" else ".doc"))
         source.parent.mkdir()
         source.write_bytes(data)
-        target = "pptx" if impress and _has_reader("pptx") else "pdf" if impress else "docx"
+        target = "pptx" if impress and pptx_reader else "pdf" if impress else "docx"
         out = Path(tmp, "out")
         out.mkdir()
         produced = convert_file(soffice, source, target, out, timeout_seconds=limit)
         converted = produced.read_bytes()
-    doc = _read(target, converted, PurePath(filename).stem + "." + target)
+    reader = {"docx": DOCX_READER, "pdf": PDF_READER, "pptx": pptx_reader}[target]
+    doc = resolve(reader)(converted, PurePath(filename).stem + "." + target)
     doc.format = ext.lstrip(".") or "legacy"
     doc.converter = f"{CONVERTER}+{doc.converter}"
     doc.metadata.update(converted_by="libreoffice", converted_to=target)
     return doc
-
-
-def _has_reader(fmt: str) -> bool:
-    from ki.convert.router import BUILTIN_CONVERTERS
-
-    return fmt in BUILTIN_CONVERTERS
-
-
-def _read(fmt: str, data: bytes, filename: str) -> StructuredDocument:
-    from ki.convert.isolation import resolve
-    from ki.convert.router import BUILTIN_CONVERTERS
-
-    return resolve(BUILTIN_CONVERTERS[fmt])(data, filename)

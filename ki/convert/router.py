@@ -201,7 +201,8 @@ def convert_bytes(data: bytes, filename: str, config: KiConfig, *, renew: Renew 
         program = soffice_program(config) if fmt == "legacy" else None
         if program:
             seconds = config.pipeline.convert.timeout_seconds
-            return run_builtin(config, LEGACY, data, filename, renew=renew, soffice=program, timeout_seconds=seconds)
+            return run_builtin(config, LEGACY, data, filename, renew=renew, soffice=program, timeout_seconds=seconds,
+                               pptx_reader=BUILTIN_CONVERTERS.get("pptx"))
     if fmt in DOCLING_ONLY and docling:
         from ki.convert.ooxml_parts import add_package_parts
 
