@@ -5,13 +5,5 @@
 set -euo pipefail
 if [ -n "${KI_CHROMIUM:-}" ] && [ -x "$KI_CHROMIUM" ]; then exit 0; fi
 if [ -x /usr/bin/chromium ]; then exit 0; fi
-if ! command -v apt-get >/dev/null 2>&1; then
-  echo "install_chromium: no apt-get here; install Chromium and set KI_CHROMIUM to its path" >&2
-  exit 1
-fi
-SUDO=()
-if [ "$(id -u)" -ne 0 ]; then SUDO=(sudo); fi
-echo "installing Debian's chromium (apt-get)..." >&2
-"${SUDO[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update -qq
-"${SUDO[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
+bash "$(dirname "$0")/apt_packages.sh" install_chromium "install Chromium and set KI_CHROMIUM to its path" chromium
 /usr/bin/chromium --version >&2
