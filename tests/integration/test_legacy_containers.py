@@ -8,6 +8,8 @@ become documents of their own, linked to their container, and are searchable.
 
 from __future__ import annotations
 
+import json
+import os
 import shutil
 from pathlib import Path
 
@@ -19,6 +21,7 @@ from ki.index.search import search
 from ki.launch import launch_insertion
 from ki.sources.scan import register_local_source, scan_source
 from ki.store.artifacts import STRUCTURED_JSON, get_artifact
+from tests.helpers.ki_command import run_ki
 
 pytestmark = pytest.mark.timeout(300)
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "formats" / "legacy"
@@ -67,8 +70,13 @@ def test_legacy_word_waits_for_libreoffice_then_is_released_and_read(make_ctx, d
     assert (status, reason) == ("quarantined", "needs_converter")
     assert "apt-get install libreoffice-writer-nogui" in message
     assert rows["tika_testEXCEL.xls"][0] == "done"  # .xls needs no component
+    env = {k: v for k, v in os.environ.items() if not k.startswith("KI_")}
+    env |= {"KI_DATA_DIR": str(ctx.settings.data_dir), "KI_DATABASE_URL": ctx.settings.database_url}
+    assert "libreoffice: not installed: those files wait as needs_converter" in run_ki(env, "status").stdout
 
     set_config_value(data_dir, "components.libreoffice", "soffice")  # the installed one (CI installs it)
+    status = json.loads(run_ki(env, "status", "--json").stdout)
+    assert [(c["name"], c["available"]) for c in status["converters"]][0] == ("libreoffice", True)
     _run(ctx, sid)
     assert _rows(ctx)["tika_testWORD_2006ml.doc"][0] == "done"
     assert _rows(ctx, "index")["tika_testWORD_2006ml.doc"][0] == "done"

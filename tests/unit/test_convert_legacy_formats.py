@@ -102,3 +102,74 @@ def test_every_clause_is_interpreted() -> None:
     MANIFEST.assert_interpreted(("quarantined", "text contains", "text lacks", "deleted contains", "comment contains",
                                  "converted_to", "sheets", "title", "signer", "embedded count", "embedded:", "child ",
                                  "refused", "nesting bounded"), min_rows=29)
+
+
+# ---------------------------------------------------------------------------- LibreOffice's life cycle
+
+
+def _soffice_pids() -> set[int]:
+    import psutil
+
+    return {p.pid for p in psutil.process_iter(["name"]) if (p.info["name"] or "").startswith("soffice")}
+
+
+def _wait_gone(pids: set[int], seconds: float = 15.0) -> set[int]:
+    import time
+
+    import psutil
+
+    deadline = time.monotonic() + seconds
+    alive = {p for p in pids if psutil.pid_exists(p)}
+    while alive and time.monotonic() < deadline:
+        time.sleep(0.1)
+        alive = {p for p in alive if psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE}
+    return alive
+
+
+def test_libreoffice_past_its_time_is_killed_with_its_group(tmp_path):
+    from ki.convert.soffice import convert_file, find_soffice
+
+    program = find_soffice("soffice")
+    assert program, "LibreOffice is not installed (.ci/install_libreoffice.sh)"
+    before = _soffice_pids()
+    source = tmp_path / "in" / "document.doc"
+    source.parent.mkdir()
+    source.write_bytes((FIXTURES / "tika_testWORD_2006ml.doc").read_bytes())
+    (tmp_path / "out").mkdir()
+    with pytest.raises(UnsupportedDocument) as info:
+        convert_file(program, source, "docx", tmp_path / "out", timeout_seconds=0.5)
+    assert info.value.reason == "too_large" and info.value.details == {"limit_seconds": 0.5}
+    assert _wait_gone(_soffice_pids() - before) == set()
+    assert not list((tmp_path / "out").iterdir())  # nothing half-written is taken for a result
+
+
+def test_a_killed_worker_takes_its_libreoffice_with_it():
+    """The worker's wall-clock budget (2 s) ends before LibreOffice's own limit: the pool kills the worker and
+    PR_SET_PDEATHSIG kills LibreOffice, so no soffice.bin is left behind."""
+    import threading
+
+    from ki.convert import isolation
+    from ki.convert.soffice import find_soffice
+
+    before = _soffice_pids()
+    seen: set[int] = set()
+    done = threading.Event()
+
+    def watch() -> None:
+        while not done.wait(0.05):
+            seen.update(_soffice_pids() - before)
+
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+    pool = isolation.WorkerPool(isolation.Budget(memory_mb=1536, seconds=2))
+    try:
+        with pytest.raises(UnsupportedDocument) as info:
+            pool.run("ki.convert.legacy:convert_legacy", (FIXTURES / "tika_testWORD_2006ml.doc").read_bytes(),
+                     "slow.doc", soffice=find_soffice("soffice"), timeout_seconds=600)
+    finally:
+        pool.close()
+        done.set()
+        watcher.join()
+    assert info.value.reason == "too_large" and info.value.details["limit_seconds"] == 2
+    assert seen, "LibreOffice never ran: the test proves nothing"
+    assert _wait_gone(seen) == set()
