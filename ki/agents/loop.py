@@ -32,6 +32,7 @@ from pydantic import BaseModel, ValidationError
 
 from ki.agents.gateway import GatewayClient
 from ki.errors import ModelOutputInvalid, ToolError
+from ki.observability.tracing import current_trace_id
 
 SUBMIT_TOOL = "submit_result"
 RULES_MODEL = "rules"
@@ -296,7 +297,7 @@ def chat_agent(
     if max_turns < 1:
         raise TypeError("max_turns must be >= 1")
     tool_map = _tool_map(tools)
-    trace_id = uuid.uuid4().hex
+    trace_id = current_trace_id() or uuid.uuid4().hex
     state = AgentState(tools=tool_map, trace_id=trace_id, doc_id=None if doc_id is None else str(doc_id),
                        stage=stage)
     specs = [t.spec() for t in tools]
@@ -408,7 +409,7 @@ def run_policy(
     """
     if max_rounds < 1:
         raise TypeError("max_rounds must be >= 1")
-    trace_id = uuid.uuid4().hex
+    trace_id = current_trace_id() or uuid.uuid4().hex
     state = AgentState(tools=_tool_map(tools), trace_id=trace_id, doc_id=None if doc_id is None else str(doc_id),
                        stage=stage)
     for round_no in range(1, max_rounds + 1):

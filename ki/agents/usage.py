@@ -18,6 +18,7 @@ from typing import Any
 from sqlalchemy import Engine, text
 
 from ki.agents.gateway import UsageRecord, UsageSink
+from ki.observability.metrics import count_usage
 
 log = logging.getLogger(__name__)
 
@@ -98,6 +99,8 @@ def record_usage(
     Raises: SQLAlchemy errors when the database fails (callers on the hot path use :func:`ledger_sink`).
     """
     total = prompt_tokens + completion_tokens if total_tokens is None else total_tokens
+    cost = cost_usd(model, prompt_tokens, completion_tokens)
+    count_usage(stage, model, prompt_tokens, completion_tokens, cost)
     with _engine(db).begin() as conn:
         return int(conn.execute(
             text("""INSERT INTO model_usage (at, stage, model, source_object_id, trace_id, prompt_tokens,
@@ -107,7 +110,7 @@ def record_usage(
                     RETURNING id"""),
             {"at": at, "stage": stage, "model": model, "oid": source_object_id, "trace": trace_id,
              "pt": prompt_tokens, "ct": completion_tokens, "tt": total,
-             "cost": cost_usd(model, prompt_tokens, completion_tokens), "lat": latency_ms},
+             "cost": cost, "lat": latency_ms},
         ).scalar_one())
 
 

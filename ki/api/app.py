@@ -3,7 +3,8 @@
 DESIGN.md "The operator surface is one app": the console page at ``/``, the JSON API under
 ``/api/`` (OpenAPI at ``/api/openapi.json``), ``/healthz``, ``/v1/work-items``
 (:mod:`ki.api.routes_work_items`), ``/v1/search`` (:mod:`ki.api.routes_search`) and MCP at ``/mcp/full``
-(:mod:`ki.api.mcp_server`, its session manager entered in this app's lifespan); later issues add ``/metrics`` to the same app. :func:`create_app` is open for them:
+(:mod:`ki.api.mcp_server`, its session manager entered in this app's lifespan) and ``/metrics``
+(:mod:`ki.api.routes_metrics`). :func:`create_app` is open for more:
 
 * ``extra_routers``: FastAPI routers included as they are (use :func:`ki.api.auth.require_scope`
   in their dependencies for the same tokens and scopes);
@@ -79,6 +80,7 @@ def create_app(ctx: PipelineContext | None = None, *, extra_routers: Sequence[AP
         routes_admin,
         routes_config,
         routes_costs,
+        routes_metrics,
         routes_pipeline,
         routes_quarantine,
         routes_search,
@@ -117,7 +119,8 @@ def create_app(ctx: PipelineContext | None = None, *, extra_routers: Sequence[AP
         return response
 
     for router in (routes_pipeline.router, routes_config.router, routes_quarantine.router, routes_costs.router,
-                   routes_admin.router, routes_work_items.router, routes_search.router, health.router, page.router, *extra_routers):
+                   routes_admin.router, routes_work_items.router, routes_search.router, routes_metrics.router,
+                   health.router, page.router, *extra_routers):
         app.include_router(router)
     for path, sub in ((MOUNT_PATH, mcp_app), *mounts):
         app.mount(path, sub)

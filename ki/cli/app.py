@@ -22,7 +22,7 @@ from ki.cli.common import console
 #: ``ki --help`` lists the command modules in this order, then every other one alphabetically.
 HELP_ORDER: tuple[str, ...] = ("insert", "source", "status", "search", "quarantine", "config", "export", "index",
                                "worker", "db")
-_NOT_COMMANDS = frozenset({"app", "common", "faults", "__main__"})
+_NOT_COMMANDS = frozenset({"app", "common", "faults", "live", "__main__"})
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="ki: durable document insertion")
@@ -45,7 +45,9 @@ def _options(
     show_version: bool = typer.Option(False, "--version", callback=_print_version, is_eager=True,
                                       help="Print ki's version and exit."),
 ) -> None:
-    pass
+    from ki.observability.tracing import configure_from_env
+
+    configure_from_env()  # OpenTelemetry traces when the OTEL_* variables ask for them (off by default)
 
 
 def command_modules() -> list[str]:

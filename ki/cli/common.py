@@ -70,6 +70,19 @@ def open_context() -> Any:
     return ctx
 
 
+def serve_metrics(ctx: Any) -> None:
+    """Serve Prometheus metrics on ``KI_METRICS_PORT`` when it is set (:mod:`ki.observability.exposition`),
+    saying where; a taken port is refused as a configuration error (exit 2) before any work starts."""
+    from ki.observability.exposition import start_metrics_port
+
+    try:
+        where = start_metrics_port(ctx.db.engine)
+    except OSError as exc:
+        raise ConfigurationError(f"KI_METRICS_PORT: cannot serve metrics there: {exc.strerror or exc}") from exc
+    if where is not None:
+        console.print(f"metrics on http://{where[0]}:{where[1]}/metrics", highlight=False)
+
+
 def bucket_counts(ctx: Any) -> dict[str, dict[str, int]]:
     """stage → bucket → rows (every stage and bucket present)."""
     from ki.store.status import bucket_counts as counts

@@ -17,7 +17,16 @@ from pathlib import Path
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from ki.cli.common import FINISHED_BUCKETS, bucket_counts, console, open_context, plain, print_status, shown
+from ki.cli.common import (
+    FINISHED_BUCKETS,
+    bucket_counts,
+    console,
+    open_context,
+    plain,
+    print_status,
+    serve_metrics,
+    shown,
+)
 from ki.errors import SourceUnavailable, SyncAlreadyRunning
 from ki.taxonomies import PIPELINE_STAGE_ORDER, STAGE_CONSOLE_NAMES
 
@@ -34,6 +43,7 @@ def insert(
     from ki.sources.registry import SourceRefused, add_local_source
 
     ctx = open_context()
+    serve_metrics(ctx)
     TIMELINE.mark("context")
     root = path.expanduser().resolve()
     try:
@@ -58,6 +68,7 @@ def sync(
     from ki.store.sources import list_sources
 
     ctx = open_context()
+    serve_metrics(ctx)
     try:
         targets = named_sources(ctx, refs or [])
     except SourceRefused as exc:

@@ -1,6 +1,7 @@
-"""``ki status [--json]``: per-stage bucket counts, the work owed per claim lane, the paused dependencies
-(``paused: gateway unavailable since …``, issue 14 item 9), the optional converters (available or what to
-install: :mod:`ki.convert.components`) and the folder watcher's health per watched source."""
+"""``ki status [--json] [--watch]``: per-stage bucket counts, active runs with rate and ETA, the runnable queue
+and waiting reasons, the work owed per claim lane, the paused dependencies (``paused: gateway unavailable
+since …``), the optional converters (available or what to install: :mod:`ki.convert.components`) and the
+folder watcher's health per watched source."""
 
 from __future__ import annotations
 
@@ -11,15 +12,48 @@ import typer
 from ki.cli.common import bucket_counts, open_context, out, print_status
 
 
-def status(as_json: bool = typer.Option(False, "--json", help="machine-readable output")) -> None:
+def status(as_json: bool = typer.Option(False, "--json", help="machine-readable output"),
+           watch: bool = typer.Option(False, "--watch", help="refresh in place until Ctrl-C"),
+           interval: float = typer.Option(2.0, min=0.1, max=3600, help="seconds between refreshes with --watch"),
+           ) -> None:
     """Per-stage bucket counts (pending, running, done, failed, waiting, disabled, skipped, quarantined),
-    the paused dependencies (circuit breakers) and the watched sources."""
+    the active runs (rate, ETA), the runnable queue and why the rest waits, the paused dependencies
+    (circuit breakers) and the watched sources."""
     ctx = open_context()
+    if watch and not as_json:
+        watch_status(ctx, interval)
+        return
+    show_status(ctx, as_json)
+
+
+def watch_status(ctx, interval: float) -> None:
+    """Print the status every ``interval`` seconds until interrupted: in place on a terminal (the screen is
+    cleared first), one block after another when piped."""
+    import threading
+
+    stop = threading.Event()
+    try:
+        while True:
+            if out.is_terminal:
+                out.clear()
+            show_status(ctx, False)
+            if not out.is_terminal:
+                out.print()
+            out.file.flush()
+            if stop.wait(interval):
+                return
+    except KeyboardInterrupt:
+        return
+
+
+def show_status(ctx, as_json: bool) -> None:
+    """One status report on stdout (see :func:`status`)."""
     from ki.workflows.sweeper import sweep_if_due
 
     sweep_if_due(ctx)  # opportunistic (hatchet provider only; spec: "the sweeper")
     counts = bucket_counts(ctx)
     from ki.breaker import describe_pauses
+    from ki.cli.live import live_report, print_live
     from ki.store.lanes import lane_counts
     from ki.store.pauses import read_pauses
     from ki.store.watch import watch_health
@@ -33,13 +67,15 @@ def status(as_json: bool = typer.Option(False, "--json", help="machine-readable 
 
     budget = budget_wait(ctx.db.engine, ctx.config)
     converters = converter_components(ctx.config)
+    live = live_report(ctx)
     if as_json:
         out.print_json(json.dumps({"stages": counts, "lanes": lanes,
                                    "watch": [w.model_dump(mode="json") for w in watched],
                                    "paused": paused, "budget": budget,
-                                   "converters": [c.as_dict() for c in converters]}, default=str))
+                                   "converters": [c.as_dict() for c in converters], **live}, default=str))
     else:
         print_status(counts)
+        print_live(live)
         busy = [f"{lane} {n['owed']} owed" + (f" ({n['running']} running)" if n["running"] else "")
                 for lane, n in lanes.items() if n["owed"] or n["running"]]
         if busy:
@@ -76,8 +112,9 @@ def print_watch(watched) -> None:
     from rich.table import Table
 
     table = Table(title="watched sources")
-    for col in ("source", "mode", "state", "last event", "last full scan", "seen", "queued", "ignored"):
-        table.add_column(col, justify="right" if col in ("seen", "queued", "ignored") else "left")
+    counts = ("seen", "handed over", "ignored")  # handed over: settled files passed to a sync
+    for col in ("source", "mode", "state", "last event", "last full scan", *counts):
+        table.add_column(col, justify="right" if col in counts else "left")
     for w in watched:
         state = w.state + (f": {w.paused_reason}" if w.paused_reason else "")
         if w.restarts:

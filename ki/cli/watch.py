@@ -16,7 +16,7 @@ from pathlib import Path
 import typer
 from rich.markup import escape
 
-from ki.cli.common import console, open_context
+from ki.cli.common import console, open_context, serve_metrics
 
 
 def start_watcher(ctx, launcher, paths: list[Path] | None = None, *, mode: str | None = None):
@@ -60,6 +60,7 @@ def watch(
         console.print(f"[red]--mode must be native or poll, not {mode!r}[/]")
         raise typer.Exit(2)
     ctx = open_context()
+    serve_metrics(ctx)
     launcher = RunLauncher(ctx)
     try:
         watcher, stop, thread = start_watcher(ctx, launcher, paths or None, mode=mode)
@@ -74,9 +75,12 @@ def watch(
         console.print(f"watching {sw.root} ({sw.mode}: {sw.mode_reason}); settle {sw.settle_seconds:g} s, "
                       f"full rescan every {sw.rescan_seconds:g} s")
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    logging.getLogger("watchfiles").setLevel(logging.WARNING)  # its "N changes detected" says nothing useful
+    reporter = RunReporter(ctx, watcher)
     try:
         while thread.is_alive():
-            thread.join(0.5)
+            thread.join(REPORT_SECONDS)
+            reporter.tick()
     except KeyboardInterrupt:
         pass
     finally:
@@ -84,6 +88,60 @@ def watch(
         thread.join(30)
         launcher.wait_idle(60)
     console.print("watching stopped")
+
+
+#: How often ``ki watch`` looks for finished runs to report (s); a summary line every SUMMARY_SECONDS.
+REPORT_SECONDS = 2.0
+SUMMARY_SECONDS = 300.0
+
+
+class RunReporter:
+    """What ``ki watch`` prints as the runs it started end: one line per file a run quarantined (path, stage,
+    reason), and every :data:`SUMMARY_SECONDS` a summary (files seen, handed over to a sync, ignored; runs
+    finished and files quarantined since the watcher started)."""
+
+    def __init__(self, ctx, watcher, *, clock=None) -> None:
+        import time
+
+        from ki.store.runs import runs_page
+
+        self.ctx, self.watcher = ctx, watcher
+        self.clock = clock or time.monotonic
+        with ctx.db.engine.connect() as conn:
+            newest, _ = runs_page(conn, limit=1)
+        self.seen_run = newest[0].id if newest else 0
+        self.runs = self.quarantined = 0
+        self.next_summary = self.clock() + SUMMARY_SECONDS
+
+    def tick(self) -> None:
+        """Report runs that ended since the last tick; print the summary when it is due."""
+        from ki.orchestration.quarantine import quarantine_entries
+        from ki.store.runs import ACTIVE_RUN_STATUSES, KIND_INSERTION, runs_page
+
+        with self.ctx.db.engine.connect() as conn:
+            recent, _ = runs_page(conn, kinds=[KIND_INSERTION], limit=50)
+        ended = sorted((r for r in recent if r.id > self.seen_run and r.status not in ACTIVE_RUN_STATUSES),
+                       key=lambda r: r.id)
+        for run in ended:
+            if any(r.id < run.id and r.id > self.seen_run and r.status in ACTIVE_RUN_STATUSES for r in recent):
+                break  # report in order: an earlier run is still going
+            entries, _ = quarantine_entries(self.ctx, limit=200, run_id=run.id)
+            for e in entries:
+                reason = (e.error or {}).get("reason") or (e.error or {}).get("class") or "unclassified"
+                console.print(f"quarantined: {escape(str(e.path))} ({e.stage}, {reason})", highlight=False)
+            console.print(f"run {run.id} {run.status}: {run.done} done, {run.quarantined} quarantined, "
+                          f"{run.retried} retried", highlight=False)
+            self.runs += 1
+            self.quarantined += run.quarantined
+            self.seen_run = run.id
+        if self.clock() >= self.next_summary:
+            self.next_summary = self.clock() + SUMMARY_SECONDS
+            seen = sum(sw.settler.seen for sw in self.watcher.sources)
+            handed = sum(sw.files_queued for sw in self.watcher.sources)
+            ignored = sum(sum(sw.settler.ignored.values()) for sw in self.watcher.sources)
+            console.print(f"watching {len(self.watcher.sources)} source(s): {seen} files seen, {handed} handed over "
+                          f"to a sync, {ignored} ignored; {self.runs} runs finished, {self.quarantined} files "
+                          "quarantined", highlight=False)
 
 
 def register(app: typer.Typer) -> None:

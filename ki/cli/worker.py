@@ -27,7 +27,10 @@ def worker(
     from ki.errors import OrchestratorUnavailable
 
     configure_logging(logging.INFO)
+    from ki.cli.common import open_context, serve_metrics
     from ki.workflows.worker import run_worker
+
+    serve_metrics(open_context())
 
     try:
         run_worker(slots=slots, name=name)

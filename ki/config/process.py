@@ -194,6 +194,9 @@ class ProcessSettings(EnvSettings):
         worker_slots: concurrent tasks of one ``ki worker`` process (Hatchet slots; ``--slots``).
         insert_wait_retry_seconds: how long ``ki insert`` waits for retries falling due.
         progress: ``ki insert`` draws its progress bars even when stderr is not a terminal (``KI_PROGRESS=1``).
+        metrics_port / metrics_addr: ``ki worker``, ``ki insert`` and ``ki watch`` serve Prometheus metrics on this
+            port and address when the port is set (:mod:`ki.observability.exposition`; default address 127.0.0.1).
+        metrics_open: ``ki serve``'s ``/metrics`` answers without a token (default: a ``read:pipeline`` token).
         llm / ocr / opensearch / hatchet / server: the sections (module docstring).
     """
 
@@ -217,6 +220,9 @@ class ProcessSettings(EnvSettings):
     worker_slots: int = Field(default=8, ge=1, le=1000)
     insert_wait_retry_seconds: float = Field(default=120, ge=0)
     progress: bool = False
+    metrics_port: int | None = Field(default=None, ge=1, le=65535)
+    metrics_addr: str = "127.0.0.1"
+    metrics_open: bool = False
     llm: LlmSettings = Field(default_factory=LlmSettings)
     ocr: OcrSettings = Field(default_factory=OcrSettings)
     opensearch: OpenSearchSettings = Field(default_factory=OpenSearchSettings)

@@ -21,6 +21,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import time
 from collections.abc import Sequence
 from datetime import date
 from typing import Any
@@ -38,6 +39,7 @@ from ki.index.hybrid import RRF_K, FusedHit, hybrid_search
 from ki.index.query import ParsedQuery, parse_query
 from ki.index.record import acl_sql
 from ki.index.snippets import highlight, matched_fields
+from ki.observability.metrics import record_search
 
 MAX_LIMIT = 200
 MAX_OFFSET = 1000
@@ -179,6 +181,7 @@ def search_with_backend(backend: SearchBackend, engine: Engine, query: str, *, f
 
     ``filters`` wins over ``principals`` (None = the local operator). Raises: ValueError for a bad mode.
     """
+    started = time.monotonic()
     if filters is None:
         filters = SearchFilters(principals=None if principals is None else principal_set(principals))
     parsed = parse_query(query)
@@ -197,6 +200,7 @@ def search_with_backend(backend: SearchBackend, engine: Engine, query: str, *, f
     page = fused[offset:offset + limit]
     more = len(fused) > offset + limit
     hits = hydrate(engine, parsed, page, filters, best_score=best)
+    record_search(getattr(backend, "name", "unknown"), time.monotonic() - started)
     return SearchResponse(
         hits=hits, notes=notes, mode=mode, embedder=None if embedder is None else getattr(embedder, "name", None),
         offset=offset, next_offset=offset + limit if more else None,

@@ -22,6 +22,7 @@ from ki.breaker import BREAKERS, CONFIRMED_BY_COMPLETION, dependency_of, retry_a
 from ki.context import EnsureReady, PipelineContext, SourceObjectView, StageContext, StageOutcome, StagePlan
 from ki.errors import CAPABILITY_REASONS, ConfigurationError, RunAborted
 from ki.orchestration.heartbeat import ClaimKeeper
+from ki.orchestration.observe import note_failure, observed
 from ki.relate.inline_conversion import ensure_source_object_ready
 from ki.retry import Treatment, backoff_seconds, classify_error
 from ki.store import claims as q
@@ -146,6 +147,7 @@ def _recording(ctx: PipelineContext, conn: Connection | None) -> Iterator[Connec
             yield own
 
 
+@observed
 def execute_claim(ctx: PipelineContext, claim: Claim, *, keeper: ClaimKeeper | None = None,
                   conn: Connection | None = None) -> ExecutionResult:
     """``_execute_claim``: run the handler for a claim already taken and record the outcome.
@@ -267,6 +269,8 @@ def _record_failure(ctx: PipelineContext, claim: Claim, exc: BaseException, *, s
     with _recording(ctx, conn) as rec:
         status = q.fail_claim(rec, claim, treatment=verdict.treatment.value, max_attempts=stage_max_attempts,
                               delay_seconds=delay, last_error=record)
+    outage = (record["infrastructure"] or "") if verdict.treatment is Treatment.infrastructure else None
+    note_failure(claim.stage, status=status, reason=verdict.reason, dependency=dependency, infrastructure=outage)
     if status is None:
         _report_lost_claim(ctx, claim)
         return ExecutionResult("claim_lost", claim.stage, claim.source_object_id, type(exc).__name__)

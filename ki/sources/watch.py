@@ -40,6 +40,7 @@ from typing import Any, Protocol
 
 from ki.context import PipelineContext
 from ki.errors import SourceUnavailable, SyncAlreadyRunning
+from ki.observability.metrics import WATCH_FILES
 from ki.sources.mounts import watch_mode_for
 from ki.sources.names import display_form
 from ki.sources.scan import ScanScope
@@ -216,10 +217,15 @@ class SourceWatcher:
         self.settler.done(rels, synced=ok, now=now)
         if ok:
             self.files_queued += len(rels)
+            for rel in rels:
+                log.info("handed over to a sync: %s", os.path.join(str(self.root), rel))
+            WATCH_FILES.labels("handed_over").inc(len(rels))
         elif isinstance(outcome.cause, SourceUnavailable):
             log.warning("sync of %s found the source unavailable: %s", self.root, outcome.error)
         else:
             log.warning("sync of %d changed path(s) of %s failed: %s", len(rels), self.root, outcome.error)
+        if not ok:
+            WATCH_FILES.labels("sync_failed").inc(len(rels))
 
     def _rescan(self, sync: SyncFn, now: float) -> None:
         defer = frozenset(display_form(rel)[0] for rel in self.settler.pending)

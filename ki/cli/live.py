@@ -1,0 +1,87 @@
+"""What ``ki status`` adds while work is under way: active runs with their rate and ETA, the runnable queue
+and why the rest waits.
+
+Spec: insertion-pipeline.md "The console page" (active run progress; waiting reasons); prior-art §8
+("telling stuck apart from waiting in line"). :func:`live_report` reads it (one connection, four short
+statements), :func:`print_live` prints it under the bucket table. The rate is stage executions completed in
+the last minute (:mod:`ki.store.progress`), the ETA the rows still owed divided by that rate.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ki.cli.common import out
+
+#: How ``ki status`` names a waiting reason.
+WAIT_WORDS = {
+    "waiting_for_previous_stage": "on the stage before",
+    "run_after": "retry not yet due",
+    "budget": "spending cap reached",
+    "source_unreadable": "file unreadable on the share",
+}
+
+
+def live_report(ctx: Any) -> dict[str, list[dict[str, Any]]]:
+    """``{"runs": [...], "queue": [...], "waiting": [...]}`` (the ``--json`` fields):
+
+    * runs: ``id, kind, provider, status, processed, done, quarantined, owed`` (rows still owed of the run's
+      source, or of all sources), ``per_second`` (executions over the last minute), ``eta_seconds`` (None
+      while nothing moved in the last minute);
+    * queue: ``stage, lane, runnable, oldest_seconds`` (rows runnable now and the oldest one's wait);
+    * waiting: ``stage, reason, rows, oldest_seconds`` (owed but not runnable now, and why).
+    """
+    from ki.store.progress import RATE_WINDOW_SECONDS, recent_executions, remaining_rows
+    from ki.store.queue_age import oldest_runnable, waiting_rows
+    from ki.store.runs import active_runs
+
+    with ctx.db.engine.connect() as conn:
+        runs = active_runs(conn)
+        recent = recent_executions(conn, [r.id for r in runs])
+        owed = {sid: remaining_rows(conn, sid) for sid in {r.source_id for r in runs}}
+        queue = oldest_runnable(conn)
+        waiting = waiting_rows(conn)
+    report_runs = []
+    for r in runs:
+        rate = recent.get(r.id, 0) / RATE_WINDOW_SECONDS
+        left = owed[r.source_id]
+        report_runs.append({"id": r.id, "kind": r.kind, "provider": r.provider, "status": r.status,
+                            "processed": r.processed, "done": r.done, "quarantined": r.quarantined, "owed": left,
+                            "per_second": round(rate, 2), "eta_seconds": round(left / rate) if rate else None})
+    return {"runs": report_runs,
+            "queue": [{"stage": q.stage, "lane": q.lane, "runnable": q.runnable,
+                       "oldest_seconds": round(q.oldest_seconds, 1)} for q in queue],
+            "waiting": [{"stage": w.stage, "reason": w.reason, "rows": w.rows,
+                         "oldest_seconds": round(w.oldest_seconds, 1)} for w in waiting]}
+
+
+def duration(seconds: float | None) -> str:
+    """``3 h 05 min``, ``4 min 12 s``, ``9 s`` (``-`` for None)."""
+    if seconds is None:
+        return "-"
+    s = int(round(seconds))
+    if s >= 3600:
+        return f"{s // 3600} h {s % 3600 // 60:02d} min"
+    if s >= 60:
+        return f"{s // 60} min {s % 60:02d} s"
+    return f"{s} s"
+
+
+def print_live(report: dict[str, list[dict[str, Any]]]) -> None:
+    """Print the report's lines (nothing for an empty part): one per active run, then the queue and the
+    waiting rows per stage, each under 80 columns where the numbers allow."""
+    for r in report["runs"]:
+        eta = f"ETA {duration(r['eta_seconds'])}" if r["eta_seconds"] is not None else "no progress in the last minute"
+        out.print(f"run {r['id']} {r['kind']} ({r['provider']}, {r['status']}): {r['processed']:,} executions, "
+                  f"{r['per_second']:g}/s, {r['owed']:,} rows owed, {eta}", highlight=False)
+    by_stage: dict[str, list[dict[str, Any]]] = {}
+    for q in report["queue"]:
+        by_stage.setdefault(q["stage"], []).append(q)
+    for stage, lanes in by_stage.items():
+        rows = sum(q["runnable"] for q in lanes)
+        oldest = max(q["oldest_seconds"] for q in lanes)
+        out.print(f"runnable: {stage} {rows:,} (oldest waits {duration(oldest)}; "
+                  + ", ".join(f"{q['lane']} {q['runnable']:,}" for q in lanes) + ")", highlight=False)
+    for w in report["waiting"]:
+        out.print(f"waiting: {w['stage']} {w['rows']:,} {WAIT_WORDS.get(w['reason'], w['reason'])} "
+                  f"(oldest {duration(w['oldest_seconds'])})", highlight=False)

@@ -1,0 +1,126 @@
+"""OpenTelemetry traces: one span per stage attempt, its gateway, Docling and OpenSearch calls as children.
+
+Off by default, at no cost: nothing is set up unless the standard variables ask for an exporter
+(``OTEL_TRACES_EXPORTER`` other than ``none``, or ``OTEL_EXPORTER_OTLP_ENDPOINT`` /
+``OTEL_EXPORTER_OTLP_TRACES_ENDPOINT``; ``OTEL_SDK_DISABLED=true`` wins). Then :func:`configure_from_env`
+builds an SDK tracer provider with a batching OTLP/HTTP exporter (``OTEL_SERVICE_NAME``, default ``ki``;
+every other ``OTEL_EXPORTER_OTLP_*`` variable as the SDK reads it) and instruments httpx (the gateway,
+Docling Serve and OpenSearch clients) and SQLAlchemy (database statements), so their spans are children of
+the stage attempt's span. While off, :func:`stage_span` yields None after one attribute check.
+
+The span of a stage attempt is named ``ki.stage <stage>`` and carries ``ki.stage``, ``ki.source_object_id``,
+``ki.attempt``, ``ki.producer_version``, ``ki.outcome`` and, for a failure, ``ki.error_class``. Its trace id
+is the attempt's trace id: the agent loop (:mod:`ki.agents.loop`) takes :func:`current_trace_id` for the
+``X-Ki-Trace`` tag of every gateway call of the attempt, so the usage ledger, the gateway's logs and the
+trace backend name one id. Spec: insertion-pipeline.md "Agentic stages" (trace ids tagged onto each gateway
+call).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+_provider: Any = None  # the SDK TracerProvider while tracing is on
+_tracer: Any = None
+
+
+def _wanted(env: dict[str, str]) -> bool:
+    if env.get("OTEL_SDK_DISABLED", "").strip().lower() == "true":
+        return False
+    exporter = env.get("OTEL_TRACES_EXPORTER", "").strip().lower()
+    if exporter:
+        return exporter != "none"
+    return bool(env.get("OTEL_EXPORTER_OTLP_ENDPOINT") or env.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"))
+
+
+def configure_from_env(env: dict[str, str] | None = None) -> bool:
+    """Turn tracing on when the ``OTEL_*`` variables ask for it (module doc); True when it is on.
+
+    Idempotent: a second call while on changes nothing. Raises: ImportError only if the OTLP exporter
+    package is missing (it is a dependency of ki).
+    """
+    if _provider is not None:
+        return True
+    if not _wanted(dict(os.environ) if env is None else env):
+        return False
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor
+
+    use_processor(BatchSpanProcessor(OTLPSpanExporter()))
+    return True
+
+
+def use_processor(processor: Any, *, engines: Sequence[Any] = ()) -> None:
+    """Turn tracing on with this span processor (an ``opentelemetry.sdk`` one: the OTLP batch processor, or a
+    ``SimpleSpanProcessor(InMemorySpanExporter())`` in tests) and instrument httpx and SQLAlchemy: every engine
+    created from now on, and ``engines`` already open."""
+    global _provider, _tracer
+    from opentelemetry.instrumentation.httpx import HTTPXClientInstrumentor
+    from opentelemetry.instrumentation.sqlalchemy import SQLAlchemyInstrumentor
+    from opentelemetry.sdk.resources import Resource
+    from opentelemetry.sdk.trace import TracerProvider
+
+    provider = TracerProvider(resource=Resource.create({"service.name": os.environ.get("OTEL_SERVICE_NAME", "ki")}))
+    provider.add_span_processor(processor)
+    shutdown()
+    HTTPXClientInstrumentor().instrument(tracer_provider=provider)
+    SQLAlchemyInstrumentor().instrument(tracer_provider=provider, enable_commenter=False, skip_dep_check=True,
+                                        **({"engines": list(engines)} if engines else {}))
+    _provider, _tracer = provider, provider.get_tracer("ki")
+
+
+def shutdown() -> None:
+    """Flush and turn tracing off (uninstrumenting httpx and SQLAlchemy); nothing when it is off."""
+    global _provider, _tracer
+    if _provider is None:
+        return
+    from opentelemetry.instrumentation.httpx import HTTPXClientInstrumentor
+    from opentelemetry.instrumentation.sqlalchemy import SQLAlchemyInstrumentor
+
+    HTTPXClientInstrumentor().uninstrument()
+    SQLAlchemyInstrumentor().uninstrument()
+    _provider.shutdown()
+    _provider = _tracer = None
+
+
+def enabled() -> bool:
+    """Whether spans are being recorded."""
+    return _tracer is not None
+
+
+@contextmanager
+def stage_span(stage: str, source_object_id: int, attempt: int, producer_version: str | None) -> Iterator[Any]:
+    """The span of one stage attempt (current while the handler runs), or None while tracing is off."""
+    if _tracer is None:
+        yield None
+        return
+    attributes = {"ki.stage": stage, "ki.source_object_id": source_object_id, "ki.attempt": attempt,
+                  "ki.producer_version": producer_version or ""}
+    with _tracer.start_as_current_span(f"ki.stage {stage}", attributes=attributes) as span:
+        yield span
+
+
+def set_outcome(span: Any, outcome: str, error_class: str | None) -> None:
+    """Record a stage attempt's outcome (an ``ExecutionResult`` kind) on its span (None: tracing off)."""
+    if span is None:
+        return
+    from opentelemetry import trace
+
+    span.set_attribute("ki.outcome", outcome)
+    if error_class:
+        span.set_attribute("ki.error_class", error_class)
+        if outcome in ("retry", "quarantined"):
+            span.set_status(trace.Status(trace.StatusCode.ERROR, error_class))
+
+
+def current_trace_id() -> str | None:
+    """The current span's trace id as 32 lower-case hex digits (the ``X-Ki-Trace`` form), or None."""
+    if _tracer is None:
+        return None
+    from opentelemetry import trace
+
+    context = trace.get_current_span().get_span_context()
+    return format(context.trace_id, "032x") if context.is_valid else None
