@@ -14,7 +14,8 @@ textual part, as indexed — against a reference reader that is not ki's code pa
 
 * ``.doc`` ``.dot`` ``.wpd`` ``.wps`` ``.pages``: LibreOffice's own plain-text export (``txt:Text``);
 * ``.ppt``: the text atoms of the ``PowerPoint Document`` stream (``TextCharsAtom`` UTF-16,
-  ``TextBytesAtom`` cp1252; [MS-PPT] 2.9), read with olefile;
+  ``TextBytesAtom`` cp1252; [MS-PPT] 2.9) outside the master slides (their placeholder text is layout),
+  read with olefile — slides and notes;
 * ``.xls``: every cell value xlrd gives (the library's own reading, not ki's layout);
 * ``.p7m``: the signed content itself (asn1crypto), read as text;
 * ``.dat`` (TNEF): the RTF body read by striprtf plus each attachment's name.
@@ -77,15 +78,19 @@ def _ppt_atoms(data: bytes) -> str:
     with olefile.OleFileIO(io.BytesIO(data)) as ole:
         stream = ole.openstream("PowerPoint Document").read()
     out, pos = [], 0
+    masters: list[int] = []  # end offsets of the MainMaster containers around pos (their text is layout)
     while pos + 8 <= len(stream):
+        masters = [end for end in masters if end > pos]
         ver_inst, rtype, size = struct.unpack_from("<HHI", stream, pos)
         if ver_inst & 0x0F == 0x0F:  # a container: its records follow
+            if rtype == 0x03F8:  # RT_MainMaster
+                masters.append(pos + 8 + size)
             pos += 8
             continue
         body = stream[pos + 8 : pos + 8 + size]
-        if rtype == 0x0FA0:
+        if not masters and rtype == 0x0FA0:
             out.append(body.decode("utf-16-le", "replace"))
-        elif rtype == 0x0FA8:
+        elif not masters and rtype == 0x0FA8:
             out.append(body.decode("cp1252", "replace"))
         pos += 8 + size
     return "\n".join(out)
@@ -94,8 +99,11 @@ def _ppt_atoms(data: bytes) -> str:
 def _xls_values(data: bytes) -> str:
     import xlrd
 
+    def value(v: object) -> str:  # a whole number as Excel shows it (1, not 1.0)
+        return str(int(v)) if isinstance(v, float) and v.is_integer() else str(v)
+
     book = xlrd.open_workbook(file_contents=data)
-    return "\n".join(str(c.value) for s in book.sheets() for r in range(s.nrows) for c in s.row(r) if c.value != "")
+    return "\n".join(value(c.value) for s in book.sheets() for r in range(s.nrows) for c in s.row(r) if c.value != "")
 
 
 def reference(path: Path) -> str | None:

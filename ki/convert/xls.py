@@ -49,7 +49,8 @@ def convert_xls(data: bytes, filename: str) -> StructuredDocument:
 
     Raises:
         UnsupportedDocument: ``password_required`` (an encrypted workbook: ``FILEPASS``), ``corrupt``
-            (xlrd cannot read it), ``empty_text`` (no cell holds a value).
+            (xlrd cannot read it), ``empty_text`` (no sheet at all; a workbook of empty sheets is a document:
+            its sheet names are its text).
     """
     import xlrd
 
@@ -90,8 +91,8 @@ def convert_xls(data: bytes, filename: str) -> StructuredDocument:
         book.unload_sheet(index)
         if truncated:
             break
-    if not cells and not comments:
-        raise UnsupportedDocument(f"{filename}: the workbook holds no value", reason="empty_text")
+    if not blocks:
+        raise UnsupportedDocument(f"{filename}: the workbook holds no sheet", reason="empty_text")
     props = getattr(book, "user_name", None)
     return StructuredDocument(
         text="\n\n".join(blocks) + "\n", format="xls", converter=CONVERTER, converter_version=CONVERTER_VERSION,
