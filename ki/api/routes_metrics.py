@@ -25,7 +25,10 @@ def _registry(request: Request) -> ServingRegistry:
     """The app's one :class:`ServingRegistry` (made on the first scrape, kept on ``app.state``)."""
     registry = getattr(request.app.state, "metrics_registry", None)
     if registry is None:
-        registry = ServingRegistry(request.app.state.ki.ctx.db.engine)
+        from ki.orchestration.budget import budget_wait
+
+        state = request.app.state.ki
+        registry = ServingRegistry(state.ctx.db.engine, budget=lambda: budget_wait(state.ctx.db.engine, state.config()))
         request.app.state.metrics_registry = registry
     return registry
 

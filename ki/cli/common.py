@@ -74,9 +74,10 @@ def serve_metrics(ctx: Any) -> None:
     """Serve Prometheus metrics on ``KI_METRICS_PORT`` when it is set (:mod:`ki.observability.exposition`),
     saying where; a taken port is refused as a configuration error (exit 2) before any work starts."""
     from ki.observability.exposition import start_metrics_port
+    from ki.orchestration.budget import budget_wait
 
     try:
-        where = start_metrics_port(ctx.db.engine)
+        where = start_metrics_port(ctx.db.engine, budget=lambda: budget_wait(ctx.db.engine, ctx.config))
     except OSError as exc:
         raise ConfigurationError(f"KI_METRICS_PORT: cannot serve metrics there: {exc.strerror or exc}") from exc
     if where is not None:

@@ -30,8 +30,9 @@ class ServingRegistry:
     """What one scrape collects: the process's counters, then the state gauges (prometheus-client's
     ``generate_latest`` and HTTP server accept any object with ``collect()``)."""
 
-    def __init__(self, engine: Engine, *, counts: Callable[[], BucketCounts] | None = None) -> None:
-        self.state = StateCollector(engine, counts=counts)
+    def __init__(self, engine: Engine, *, counts: Callable[[], BucketCounts] | None = None,
+                 budget: Callable[[], dict | None] | None = None) -> None:
+        self.state = StateCollector(engine, counts=counts, budget=budget)
 
     def collect(self) -> Iterator[Metric]:
         """Every metric family, the counters first."""
@@ -44,8 +45,9 @@ def render(registry: ServingRegistry) -> bytes:
     return generate_latest(registry)  # type: ignore[arg-type]
 
 
-def start_metrics_port(engine: Engine) -> tuple[str, int] | None:
+def start_metrics_port(engine: Engine, *, budget: Callable[[], dict | None] | None = None) -> tuple[str, int] | None:
     """Serve ``/metrics`` on ``KI_METRICS_PORT`` when it is set; returns ``(address, port)`` or None.
+    ``budget``: the reached spending cap reader (see :class:`ki.observability.scrape.StateCollector`).
 
     Raises: ConfigurationError when the variable does not parse; OSError when the port is taken (the
         caller reports it: the command it belongs to should not start half-observed).
@@ -54,7 +56,7 @@ def start_metrics_port(engine: Engine) -> tuple[str, int] | None:
     if settings.metrics_port is None:
         return None
     server, _thread = start_http_server(settings.metrics_port, addr=settings.metrics_addr,
-                                        registry=ServingRegistry(engine))  # type: ignore[arg-type]
+                                        registry=ServingRegistry(engine, budget=budget))  # type: ignore[arg-type]
     address = server.server_address
     log.info("metrics on http://%s:%s/metrics", address[0], address[1])
     return str(address[0]), int(address[1])

@@ -46,6 +46,7 @@ class StateSnapshot:
     watched: list[WatchHealth]
     runs: list[RunRow]
     at: datetime
+    budget: dict | None = None
 
 
 class StateCollector(Collector):
@@ -55,13 +56,17 @@ class StateCollector(Collector):
         engine: the database.
         counts: returns the bucket counts (``{stage: {bucket: n}}``) when the caller keeps its own cache;
             default: the bucket query on the scrape's connection.
+        budget: returns the reached spending cap (``ki.orchestration.budget.budget_wait``: ``cap``, ``waiting``
+            …) or None; default: no budget gauges.
         clock: monotonic seconds (tests inject one).
     """
 
     def __init__(self, engine: Engine, *, counts: Callable[[], BucketCounts] | None = None,
+                 budget: Callable[[], dict | None] | None = None,
                  clock: Callable[[], float] = time.monotonic) -> None:
         self.engine = engine
         self._counts = counts
+        self._budget = budget
         self._clock = clock
         self._lock = threading.Lock()
         self._cached: tuple[float, StateSnapshot] | None = None
@@ -76,7 +81,8 @@ class StateCollector(Collector):
                 buckets = self._counts() if self._counts is not None else bucket_counts(conn)
                 snap = StateSnapshot(buckets=buckets, queue=oldest_runnable(conn), waiting=waiting_rows(conn),
                                      paused=[(p.dependency, p.since) for p in read_pauses(conn)],
-                                     watched=watch_health(conn), runs=active_runs(conn), at=datetime.now(UTC))
+                                     watched=watch_health(conn), runs=active_runs(conn), at=datetime.now(UTC),
+                                     budget=self._budget() if self._budget is not None else None)
             self._cached = (self._clock(), snap)
             return snap
 
@@ -117,6 +123,15 @@ class StateCollector(Collector):
             since.add_metric([dependency], began.timestamp())
         yield paused
         yield since
+        reached = GaugeMetricFamily("ki_budget_reached", "1 while a spending cap (pipeline.budget.daily_usd or "
+                                    "run_usd) holds the model stages.", labels=["cap"])
+        held = GaugeMetricFamily("ki_budget_held_rows", "Model-stage rows a claim would take now, held by the reached "
+                                 "spending cap.", labels=["cap"])
+        if snap.budget is not None:
+            reached.add_metric([str(snap.budget.get("cap"))], 1)
+            held.add_metric([str(snap.budget.get("cap"))], int(snap.budget.get("waiting") or 0))
+        yield reached
+        yield held
         yield from _watch_families(snap.watched)
         yield from _run_families(snap.runs)
 

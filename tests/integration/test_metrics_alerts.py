@@ -88,11 +88,12 @@ def test_alerts_fire_on_a_stalled_queue_and_stay_silent_on_a_healthy_run(make_ct
                              f"0+{done['fetch']:.0f}x30")]
     paused = [series("ki_dependency_paused_since_timestamp_seconds", {"dependency": "gateway"}, "0x30")]
     watcher = [series("ki_watcher_up", {"source_id": str(source_id), "mode": "native"}, "0x30")]
+    budget = [series("ki_budget_reached", {"cap": "daily"}, "1x30")]
     tests = {
         "rule_files": [str(RULES)],
         "evaluation_interval": "1m",
         "tests": [
-            {"interval": "1m", "input_series": stalled_series + paused + watcher,
+            {"interval": "1m", "input_series": stalled_series + paused + watcher + budget,
              "alert_rule_test": [
                  {"eval_time": "10m", "alertname": "KiQueueNotMoving", "exp_alerts": []},
                  {"eval_time": "25m", "alertname": "KiQueueNotMoving",
@@ -101,6 +102,8 @@ def test_alerts_fire_on_a_stalled_queue_and_stay_silent_on_a_healthy_run(make_ct
                   "exp_alerts": [expected("KiDependencyPaused", {"dependency": "gateway"})]},
                  {"eval_time": "25m", "alertname": "KiWatcherDown",
                   "exp_alerts": [expected("KiWatcherDown", {"source_id": str(source_id)})]},
+                 {"eval_time": "25m", "alertname": "KiBudgetReached",
+                  "exp_alerts": [expected("KiBudgetReached", {"cap": "daily"})]},
                  {"eval_time": "25m", "alertname": "KiQuarantineSpike", "exp_alerts": []},
              ]},
             {"interval": "1m", "input_series": healthy_series,
