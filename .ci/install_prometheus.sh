@@ -5,13 +5,6 @@
 set -euo pipefail
 if [ -n "${KI_PROMTOOL:-}" ] && [ -x "$KI_PROMTOOL" ]; then exit 0; fi
 if command -v promtool >/dev/null 2>&1; then exit 0; fi
-if ! command -v apt-get >/dev/null 2>&1; then
-  echo "install_prometheus: no apt-get here; install promtool and set KI_PROMTOOL to its path" >&2
-  exit 1
-fi
-SUDO=()
-if [ "$(id -u)" -ne 0 ]; then SUDO=(sudo); fi
-echo "installing Debian's prometheus (for promtool; apt-get)..." >&2
-"${SUDO[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update -qq
-"${SUDO[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus >/dev/null
+bash "$(dirname "$0")/apt_packages.sh" install_prometheus "install promtool and set KI_PROMTOOL to its path" \
+  --no-install-recommends prometheus
 promtool --version >&2

@@ -8,15 +8,16 @@ The app is the real ``ki serve`` app on a real PostgreSQL, the run a real insert
 from __future__ import annotations
 
 import pytest
-from fastapi.testclient import TestClient
 from prometheus_client.parser import text_string_to_metric_families
 
-from ki.api.app import create_app
 from ki.store.status import bucket_counts
 from ki.taxonomies import PIPELINE_STAGE_ORDER
-from tests.helpers.console import insert_estate, make_tokens, small_estate
+from tests.helpers.console import insert_estate, small_estate
+from tests.integration import test_api
 
 pytestmark = pytest.mark.timeout(600)
+
+console = test_api.console  # the fixture: (client, tokens, ctx) of the console app on a fresh database
 
 
 def scrape(client, headers=None) -> dict[str, dict[tuple, float]]:
@@ -44,18 +45,8 @@ def delta(after: dict[tuple, float], before: dict[tuple, float]) -> dict[tuple, 
     return {k: v - before.get(k, 0.0) for k, v in after.items() if v - before.get(k, 0.0)}
 
 
-@pytest.fixture
-def served(make_ctx):
-    ctx = make_ctx(workers=2)
-    app = create_app(ctx)
-    tokens = make_tokens(ctx.db.engine)
-    with TestClient(app) as client:
-        yield client, tokens, ctx
-        app.state.ki.launcher.wait_idle(120)
-
-
-def test_counters_equal_the_run_and_gauges_equal_the_buckets(served, shared, tmp_path):
-    client, tokens, ctx = served
+def test_counters_equal_the_run_and_gauges_equal_the_buckets(console, shared, tmp_path):
+    client, tokens, ctx = console
     reader = tokens.header("reader")
     before = scrape(client, reader)
     summary = insert_estate(ctx, small_estate(shared, tmp_path))
@@ -92,8 +83,8 @@ def test_counters_equal_the_run_and_gauges_equal_the_buckets(served, shared, tmp
     assert "ki_dependency_paused" not in after
 
 
-def test_auth_rules_and_the_open_switch(served, monkeypatch):
-    client, tokens, _ = served
+def test_auth_rules_and_the_open_switch(console, monkeypatch):
+    client, tokens, _ = console
     assert client.get("/metrics").status_code == 401
     assert client.get("/metrics", headers={"Authorization": "Bearer ki_nope"}).status_code == 401
     assert client.get("/metrics", headers=tokens.header("searcher")).status_code == 403
@@ -106,9 +97,9 @@ def test_auth_rules_and_the_open_switch(served, monkeypatch):
     assert client.get("/metrics").status_code == 401
 
 
-def test_runnable_rows_show_their_queue_age_and_lane(served, shared, tmp_path):
+def test_runnable_rows_show_their_queue_age_and_lane(console, shared, tmp_path):
     """Rows owed but not claimed (a scan without a run) are runnable: counted per stage and lane, with age."""
-    client, tokens, ctx = served
+    client, tokens, ctx = console
     from ki.sources.scan import register_local_source, scan_source
 
     source_id = register_local_source(ctx, small_estate(shared, tmp_path))
