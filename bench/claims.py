@@ -23,7 +23,10 @@ Options add a profiled ki pass (``--profile``: cProfile of the worker threads, t
 statements each execution sends, WAL fsyncs). (The what-if passes that sized the claim-path
 changes of session 2 are gone: those changes are ki's code now.)
 
-Run: ``.venv/bin/python bench/claims.py [--docs 2000] [--concurrency 4] [--profile]``
+``--observe off|metrics|traces`` measures what counting each execution (Prometheus) and tracing it
+(OpenTelemetry, spans into an in-memory exporter) cost against no observation at all.
+
+Run: ``.venv/bin/python bench/claims.py [--docs 2000] [--concurrency 4] [--profile] [--observe traces]``
 """
 
 from __future__ import annotations
@@ -444,6 +447,20 @@ def print_proc(p: ProcResult, n_jobs: int, listen_notify: str) -> None:
           f" -> per job {s['commits'] / max(1, done):.2f} commits, {s['wal_bytes'] / max(1, done) / 1024:.1f} kB WAL")
 
 
+def observe(mode: str) -> None:
+    """Set how executions are observed: ``metrics`` (as shipped), ``off`` (no metrics recorded) or ``traces``."""
+    from ki.observability import metrics, tracing
+
+    if mode == "off":
+        metrics.record_execution = lambda *args, **kwargs: None
+    elif mode == "traces":
+        from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+        from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+        tracing.use_processor(SimpleSpanProcessor(InMemorySpanExporter()))
+    print(f"observability: {mode}")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--docs", type=int, default=2000, help="documents seeded for ki (default 2000)")
@@ -464,7 +481,12 @@ def main() -> int:
                     help="add a profiled ki pass: cProfile of worker threads + statements per execution")
     ap.add_argument("--profile-docs", type=int, default=500, help="documents in the profile pass (default 500)")
     ap.add_argument("--keep", action="store_true", help="keep the temp directory (the server is still stopped)")
+    ap.add_argument("--observe", choices=("metrics", "off", "traces"), default="metrics",
+                    help="metrics (ki's default: Prometheus counters per execution), off (no counting: the "
+                         "baseline of their cost), traces (metrics plus a span per execution into an in-memory "
+                         "OpenTelemetry exporter)")
     args = ap.parse_args()
+    observe(args.observe)
 
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     logging.getLogger("procrastinate").setLevel(logging.ERROR)
