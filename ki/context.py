@@ -55,6 +55,7 @@ class StagePlan:
         stage: the stage id.
         enabled: ``pipeline.stages.<stage>.enabled``.
         max_attempts: the stage's attempt budget.
+        timeout_seconds: the deadline of one attempt (``pipeline.stages.<stage>.timeout_seconds``, s).
         producer_version: the effective ``producer_version`` recorded on completion.
         disabled_inputs: stages whose output this one needs (``STAGE_INPUTS``) that are switched off.
         unlock: what a completion opens (:func:`unlock_plan`).
@@ -66,6 +67,7 @@ class StagePlan:
     producer_version: str
     disabled_inputs: tuple[str, ...]
     unlock: UnlockPlan
+    timeout_seconds: float = 300.0
 
 
 def stage_plans(pipeline: PipelineConfig) -> dict[str, StagePlan]:
@@ -78,6 +80,7 @@ def stage_plans(pipeline: PipelineConfig) -> dict[str, StagePlan]:
             producer_version=pipeline.producer_version(s),
             disabled_inputs=tuple(i for i in STAGE_INPUTS[s] if not pipeline.stage(i).enabled),
             unlock=unlock_plan(pipeline, s),
+            timeout_seconds=float(pipeline.timeout_seconds(s)),
         )
         for s in PIPELINE_STAGE_ORDER
     }

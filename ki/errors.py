@@ -29,6 +29,10 @@ QUARANTINE_REASONS = (
     # ki's additions (issue 14 items 4, 6): every quarantine names one of these reasons
     "internal_error",  # ki's own fault: its output failed its own schema, an unexplained exception
     "model_output_invalid",  # the model never produced a valid answer within max_attempts
+    # faults of a dependency (or a deadline) that only this file meets while other files pass
+    # (DESIGN.md / docs/design-decisions.md "Whose fault is a fault that only one file meets")
+    "poison_suspected",  # an outage-looking fault, max_attempts times, while the dependency served others
+    "timeout",  # the stage's deadline (pipeline.stages.<stage>.timeout_seconds) passed, while others passed
 )
 
 # Reasons caused by a missing capability rather than by the file: released
@@ -105,6 +109,31 @@ class StaleClaim(KiError):
     """A running claim went silent for longer than ``claim_timeout_seconds``."""
 
 
+class StageTimeout(KiError):
+    """A handler ran past its stage's deadline (``pipeline.stages.<stage>.timeout_seconds``): the claim was
+    abandoned (no longer renewed; a conversion worker is killed, a thread is left to die and its late result
+    refused by the fencing token) and the row failed with this error.
+
+    Whose fault it is decides the treatment (``ki.orchestration.blame``): the dependency's when other files
+    also stop passing (an outage: retried, never quarantined), the file's when other files pass the same
+    stage meanwhile (counts toward ``max_attempts``, then quarantined with reason ``timeout``).
+
+    Attributes:
+        stage: the stage whose deadline passed.
+        timeout_seconds: the deadline (s).
+        dependencies: what the stage needs (``ki.breaker`` names: ``docling``, ``gateway``, ...); the breaker
+            of a single one counts an outage timeout.
+    """
+
+    def __init__(self, stage: str, timeout_seconds: float, dependencies: tuple[str, ...] = ()):
+        super().__init__(f"{stage} ran past its deadline of {timeout_seconds:g} s "
+                         f"(pipeline.stages.{stage}.timeout_seconds): abandoned")
+        self.stage = stage
+        self.timeout_seconds = float(timeout_seconds)
+        self.dependencies = tuple(dependencies)
+        self.infrastructure = f"{stage} timed out after {timeout_seconds:g} s"
+
+
 class ClaimLost(KiError):
     """The row no longer holds this worker's claim token: the completion is refused (fencing)."""
 
@@ -132,9 +161,10 @@ class SourceUnavailable(InfrastructureError):
 
 
 class SourceReadDenied(InfrastructureError):
-    """A file under a readable folder cannot be read for permissions: a fault of the source, not of the
-    file's content. Retried as an outage (never quarantined), released at once when a rescan finds
-    the file readable (reason ``permission_denied``; issue 14 item 4)."""
+    """A file under a readable folder cannot be read for permissions (mode 000, an ACL): a fault of the
+    source, not of the file's content. The row is parked waiting with reason ``source_unreadable`` (never
+    quarantined, not retried by every run) and released when a scan sees the file's mode, owner or ACL
+    change (``ki.store.unreadable``). ``reason`` stays ``permission_denied`` in the recorded error."""
 
     reason = "permission_denied"
 
@@ -244,15 +274,17 @@ class DoclingUnavailable(InfrastructureError):
     """
 
 
-class DoclingRequestRejected(ConfigurationError):
-    """Docling Serve refused the request's options (HTTP 422): a configuration error that stops the run.
+class DoclingRequestRejected(UnsupportedDocument):
+    """Docling Serve refused the request for this file (HTTP 422): the file's own verdict, quarantined
+    ``conversion_failed`` with the server's detail — never a run-wide stop (other files convert with the
+    same options; a wrong option shows as every file quarantined with the same detail).
 
     Attributes:
         detail: the server's validation detail (FastAPI/pydantic ``detail``), as parsed JSON or text.
     """
 
     def __init__(self, message: str, *, detail: Any = None):
-        super().__init__(message)
+        super().__init__(message, reason="conversion_failed", details={"http_status": 422, "detail": detail})
         self.detail = detail
 
 

@@ -69,6 +69,8 @@ INFRASTRUCTURE_ERRNOS = frozenset({
 #: Reasons of the treatments that can quarantine, when the exception names none.
 OWN_FAULT_REASON = "internal_error"
 MODEL_OUTPUT_REASON = "model_output_invalid"
+#: A pydantic ``ValidationError`` of a model ki does not define: the document's content failed a check.
+CONTENT_INVALID_REASON = "corrupt"
 
 
 def _transport_errors() -> tuple[type[BaseException], ...]:
@@ -153,22 +155,47 @@ def _validation_evidence(exc: BaseException) -> dict:
                        for f in fields[:20]]}
 
 
+def _own_schema(title: str | None) -> bool:
+    """Whether a ``ValidationError``'s model (its ``title``, the class name) is one ki defines (a
+    ``ki.*`` module): ki's own output schemas. A model of a library (docling-core's document, a parser's
+    record) checks a document's content instead."""
+    from pydantic import BaseModel
+
+    if not title:
+        return False
+    name = title.split("[", 1)[0]
+    stack = list(BaseModel.__subclasses__())
+    seen: set[type] = set()
+    while stack:
+        cls = stack.pop()
+        if cls in seen:
+            continue
+        seen.add(cls)
+        if cls.__name__ == name and cls.__module__.split(".", 1)[0] == "ki":
+            return True
+        stack.extend(cls.__subclasses__())
+    return False
+
+
 def classify_error(exc: BaseException) -> ErrorVerdict:
     """Classify an exception per the spec's error table (in this order).
 
-    1. ki's own output failing ki's own schema (``InternalError``, a pydantic ``ValidationError``
-       — a ValueError the spec's table would otherwise call deterministic): retry up to max_attempts,
-       then quarantine as ``internal_error`` with the evidence (issue 14 item 6).
-    2. Deterministic: UnsupportedDocument, ArtifactTooLarge, FileNotFoundError,
-       ValueError (includes ProviderPermanentError). An explicit deterministic verdict
-       wins even when it wraps a transport error.
+    1. ki's own output failing ki's own schema (``InternalError``, and a pydantic ``ValidationError``
+       of a model ki defines, :func:`_own_schema`): retry up to
+       max_attempts, then quarantine as ``internal_error`` with the evidence.
+    2. Deterministic: UnsupportedDocument, ArtifactTooLarge, FileNotFoundError, a pydantic
+       ``ValidationError`` raised while checking a document's content (reason ``corrupt``, the failing
+       fields as evidence), ValueError (includes ProviderPermanentError). An explicit deterministic
+       verdict wins even when it wraps a transport error.
     3. ModelOutputInvalid: retry up to max_attempts (reason ``model_output_invalid``).
     4. Infrastructure, for the exception or any it was raised from: InfrastructureError, httpx
        transport errors, connection errors and timeouts, HTTP 408/425/429/5xx, database faults
        by SQLSTATE (40001, 40P01, 08xxx, 53xxx, 57P0x) or a lost connection, OS errors of the
        machine or a share (:data:`INFRASTRUCTURE_ERRNOS`), and the work-queue spec's transient
        message patterns (:data:`TRANSIENT_MESSAGE_PATTERNS`; issue 14 item 8).
-    5. Anything else (RetryableStageError, StaleClaim, bugs): retry up to max_attempts, then
+    5. A ``StageTimeout``: infrastructure here; whose fault it is (the dependency's or the file's) is
+       decided with the evidence of other files by ``ki.orchestration.blame``.
+    6. Anything else (RetryableStageError, StaleClaim, bugs): retry up to max_attempts, then
        quarantine as ``internal_error``.
 
     Every verdict that can quarantine names its reason (``ki.errors.QUARANTINE_REASONS``).
@@ -178,7 +205,10 @@ def classify_error(exc: BaseException) -> ErrorVerdict:
     if isinstance(exc, errors.InternalError):
         return ErrorVerdict(Treatment.retry, reason=OWN_FAULT_REASON, details=exc.details or None)
     if isinstance(exc, ValidationError):
-        return ErrorVerdict(Treatment.retry, reason=OWN_FAULT_REASON, details=_validation_evidence(exc))
+        if _own_schema(exc.title):  # ki's own output broke ki's own schema: ki's bug
+            return ErrorVerdict(Treatment.retry, reason=OWN_FAULT_REASON, details=_validation_evidence(exc))
+        # the document's content failed a check (a parser's or library's model): the file's own fault
+        return ErrorVerdict(Treatment.deterministic, reason=CONTENT_INVALID_REASON, details=_validation_evidence(exc))
     if isinstance(exc, errors.UnsupportedDocument):
         return ErrorVerdict(Treatment.deterministic, reason=exc.reason)
     if isinstance(exc, errors.ArtifactTooLarge):
@@ -191,6 +221,9 @@ def classify_error(exc: BaseException) -> ErrorVerdict:
         return ErrorVerdict(Treatment.deterministic, reason=getattr(exc, "reason", None) or OWN_FAULT_REASON)
     if isinstance(exc, errors.ModelOutputInvalid):
         return ErrorVerdict(Treatment.retry, reason=MODEL_OUTPUT_REASON)
+    if isinstance(exc, errors.StageTimeout):
+        return ErrorVerdict(Treatment.infrastructure, infrastructure=exc.infrastructure,
+                            details={"timeout_seconds": exc.timeout_seconds})
     for link in _chain(exc):
         verdict = _outage(link)
         if verdict is not None:

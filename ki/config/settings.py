@@ -40,6 +40,15 @@ class StageConfig(BaseModel):
     model: str | None = None  # default: $KI_LLM_MODEL
     max_attempts: int = Field(default=3, ge=1, le=20)
     rerun_token: str = ""
+    #: the lifecycle deadline of one attempt (s): past it the claim is no longer renewed, the handler is
+    #: abandoned and the row fails with ``StageTimeout`` (ki.orchestration.heartbeat). None: the stage's
+    #: default (:data:`STAGE_TIMEOUT_DEFAULTS`).
+    timeout_seconds: int | None = Field(default=None, ge=1, le=86_400)
+
+
+#: ``pipeline.stages.<stage>.timeout_seconds`` when unset (s): 300, convert 1800 (above
+#: ``pipeline.convert.timeout_seconds`` 900 and OCR), relate 900 (it reads a matter's documents).
+STAGE_TIMEOUT_DEFAULTS: dict[str, int] = {s: 300 for s in PIPELINE_STAGE_ORDER} | {"convert": 1800, "relate": 900}
 
 
 #: Stages that exist in PIPELINE_STAGE_ORDER but have no handler in this release:
@@ -197,6 +206,10 @@ class PipelineConfig(BaseModel):
     def stage(self, name: str) -> StageConfig:
         """The config of stage ``name`` (KeyError for an unknown stage)."""
         return self.stages[name]
+
+    def timeout_seconds(self, stage: str) -> int:
+        """The deadline of one attempt of ``stage`` (s): its setting, else :data:`STAGE_TIMEOUT_DEFAULTS`."""
+        return self.stages[stage].timeout_seconds or STAGE_TIMEOUT_DEFAULTS[stage]
 
     def producer_version(self, stage: str) -> str:
         """Effective version ``<code version>[+<rerun_token>]`` of ``stage`` (spec: producer_version)."""

@@ -10,6 +10,8 @@ here; a completion is committed only while the row still holds the claim token.
 from __future__ import annotations
 
 import logging
+import sys
+import threading
 import traceback
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -18,9 +20,10 @@ from typing import Literal
 
 from sqlalchemy.engine import Connection
 
-from ki.breaker import BREAKERS, CONFIRMED_BY_COMPLETION, dependency_of, retry_after_of, stage_dependencies
+from ki.breaker import BREAKERS, CONFIRMED_BY_COMPLETION, retry_after_of, stage_dependencies
 from ki.context import EnsureReady, PipelineContext, SourceObjectView, StageContext, StageOutcome, StagePlan
-from ki.errors import CAPABILITY_REASONS, ConfigurationError, RunAborted
+from ki.errors import CAPABILITY_REASONS, ConfigurationError, RunAborted, StageTimeout
+from ki.orchestration.blame import FAULT_SINCE_KEY, blame
 from ki.orchestration.heartbeat import ClaimKeeper
 from ki.orchestration.observe import note_failure, observed
 from ki.relate.inline_conversion import ensure_source_object_ready
@@ -40,6 +43,9 @@ log = logging.getLogger(__name__)
 TRACEBACK_MAX_CHARS = 6000
 
 Handler = Callable[[StageContext], StageOutcome]
+
+#: Told, from the keeper's thread, that a handler passed its deadline: the outcome recorded for it.
+Abandoned = Callable[["ExecutionResult"], None]
 
 ResultKind = Literal["done", "skipped", "retry", "quarantined", "not_claimed", "claim_lost"]
 
@@ -102,8 +108,10 @@ def run_stage_for_object(
     *,
     run_id: int | None = None,
     keeper: ClaimKeeper | None = None,
+    on_abandon: Abandoned | None = None,
 ) -> ExecutionResult:
-    """Claim the (object, stage) row if it is eligible, run its handler, record the outcome.
+    """Claim the (object, stage) row if it is eligible, run its handler, record the outcome
+    (``keeper``, ``on_abandon``: see :func:`execute_claim`).
 
     A row that is done, running elsewhere, waiting, or quarantined is not claimed
     (``not_claimed``): a replayed task or a second worker is harmless.
@@ -115,7 +123,45 @@ def run_stage_for_object(
         claim = q.claim_row(conn, source_object_id, stage, worker=ctx.worker_id, run_id=run_id)
     if claim is None:
         return ExecutionResult("not_claimed", stage, source_object_id)
-    return execute_claim(ctx, claim, keeper=keeper)
+    return execute_claim(ctx, claim, keeper=keeper, on_abandon=on_abandon)
+
+
+def run_stage_watched(ctx: PipelineContext, stage: str, source_object_id: int, *, run_id: int | None,
+                      keeper: ClaimKeeper, cancelled: Callable[[], bool] = lambda: False,
+                      poll_seconds: float = 0.25) -> ExecutionResult:
+    """:func:`run_stage_for_object` on a thread of its own, waited for until it returns or its claim is
+    abandoned at the stage's deadline (``keeper`` records ``StageTimeout``; the returned result is that
+    outcome and the thread is left to die). A Hatchet task uses it, so a hung handler frees the task slot.
+
+    Raises: what ``run_stage_for_object`` raises; ``ki.errors.TaskCancelled`` when ``cancelled()`` turns
+    true while the handler runs (the handler goes on under its claim until it returns or its deadline
+    passes, so the row never stays running past its deadline).
+    """
+    box: dict[str, object] = {}
+    finished = threading.Event()
+
+    def abandoned(result: ExecutionResult) -> None:
+        box.setdefault("result", result)
+        finished.set()
+
+    def body() -> None:
+        try:
+            box.setdefault("result", run_stage_for_object(ctx, stage, source_object_id, run_id=run_id,
+                                                          keeper=keeper, on_abandon=abandoned))
+        except BaseException as exc:  # noqa: BLE001 - handed to the waiting thread
+            box.setdefault("error", exc)
+        finally:
+            finished.set()
+
+    threading.Thread(target=body, name=f"ki-{stage}-{source_object_id}", daemon=True).start()
+    while not finished.wait(poll_seconds):
+        if cancelled():
+            from ki.errors import TaskCancelled
+
+            raise TaskCancelled("cancelled by the orchestrator while the handler ran")
+    if "error" in box and "result" not in box:
+        raise box["error"]  # type: ignore[misc]
+    return box["result"]  # type: ignore[return-value]
 
 
 def ready_for(ctx: PipelineContext) -> EnsureReady:
@@ -149,10 +195,14 @@ def _recording(ctx: PipelineContext, conn: Connection | None) -> Iterator[Connec
 
 @observed
 def execute_claim(ctx: PipelineContext, claim: Claim, *, keeper: ClaimKeeper | None = None,
-                  conn: Connection | None = None) -> ExecutionResult:
+                  conn: Connection | None = None, on_abandon: Abandoned | None = None) -> ExecutionResult:
     """``_execute_claim``: run the handler for a claim already taken and record the outcome.
 
     Args:
+        keeper: renews the claim while the handler runs, until the stage's deadline
+            (``pipeline.stages.<stage>.timeout_seconds``); past it the keeper's thread records
+            ``StageTimeout`` under the fencing token (the handler's late result is refused) and calls
+            ``on_abandon`` with that outcome, so the caller can stop waiting for this thread.
         conn: an AUTOCOMMIT connection the caller holds (the local runner's worker threads) to
             record the outcome on, saving a pool checkout and a BEGIN/COMMIT pair; default: a
             pooled connection per outcome.
@@ -178,7 +228,8 @@ def execute_claim(ctx: PipelineContext, claim: Claim, *, keeper: ClaimKeeper | N
 
     handler = _handlers()[claim.stage]
     if keeper is not None:
-        keeper.add(claim)
+        keeper.add(claim, timeout_seconds=plan.timeout_seconds,
+                   on_expired=_expiry(ctx, claim, plan, threading.get_ident(), on_abandon))
     try:
         outcome = handler(stage_context(ctx, claim, obj))
     except ConfigurationError as exc:
@@ -192,6 +243,29 @@ def execute_claim(ctx: PipelineContext, claim: Claim, *, keeper: ClaimKeeper | N
         if keeper is not None:
             keeper.discard(claim)
     return _record_outcome(ctx, claim, outcome, plan, conn)
+
+
+def _expiry(ctx: PipelineContext, claim: Claim, plan: StagePlan, thread_id: int,
+            on_abandon: Abandoned | None) -> Callable[[], None]:
+    """What the keeper does when ``claim`` passes its deadline (from the keeper's thread): record
+    ``StageTimeout`` with where the handler's thread ``thread_id`` hangs, then ``on_abandon(result)``
+    unless the handler's own outcome was recorded first (the fencing token decides)."""
+
+    def expired() -> None:
+        deps = tuple(sorted(stage_dependencies(ctx.config).get(claim.stage, frozenset())))
+        exc = StageTimeout(claim.stage, plan.timeout_seconds, deps)
+        frame = sys._current_frames().get(thread_id)
+        stack = "".join(traceback.format_stack(frame))[-TRACEBACK_MAX_CHARS:] if frame is not None else ""
+        result = _record_failure(ctx, claim, exc, stage_max_attempts=plan.max_attempts, stack=stack,
+                                 report_lost=False)
+        if result.kind == "claim_lost":
+            return  # the handler finished first: its outcome stands
+        log.warning("%s of object %s passed its deadline of %g s: abandoned (%s)", claim.stage,
+                    claim.source_object_id, plan.timeout_seconds, result.kind)
+        if on_abandon is not None:
+            on_abandon(result)
+
+    return expired
 
 
 def _release_claim(ctx: PipelineContext, claim: Claim) -> None:
@@ -243,8 +317,17 @@ def _confirm_dependencies(ctx: PipelineContext, stage: str) -> None:
 
 
 def _record_failure(ctx: PipelineContext, claim: Claim, exc: BaseException, *, stage_max_attempts: int,
-                    conn: Connection | None = None) -> ExecutionResult:
-    verdict = classify_error(exc)
+                    conn: Connection | None = None, stack: str | None = None,
+                    report_lost: bool = True) -> ExecutionResult:
+    with _recording(ctx, conn) as rec:
+        return _record_failure_on(ctx, rec, claim, exc, stage_max_attempts=stage_max_attempts, stack=stack,
+                                  report_lost=report_lost)
+
+
+def _record_failure_on(ctx: PipelineContext, rec: Connection, claim: Claim, exc: BaseException, *,
+                       stage_max_attempts: int, stack: str | None, report_lost: bool) -> ExecutionResult:
+    judged = blame(ctx, rec, claim, exc, classify_error(exc))
+    verdict = judged.verdict
     base = ctx.config.pipeline.retry_base_seconds
     capabilities = None
     if verdict.reason in CAPABILITY_REASONS:
@@ -263,16 +346,22 @@ def _record_failure(ctx: PipelineContext, claim: Claim, exc: BaseException, *, s
         capabilities=capabilities,
         details=verdict.details,
     )
-    dependency = dependency_of(exc) if verdict.treatment is Treatment.infrastructure else None
-    if dependency is not None:  # the circuit breaker counts the outage (ki.breaker)
-        BREAKERS.failed(dependency, record["infrastructure"] or record["message"], retry_after=retry_after_of(exc))
-    with _recording(ctx, conn) as rec:
-        status = q.fail_claim(rec, claim, treatment=verdict.treatment.value, max_attempts=stage_max_attempts,
-                              delay_seconds=delay, last_error=record)
+    if judged.counted:  # the evidence against the file, not the exception's own details
+        record["details"] = verdict.details
+    if judged.fault_since is not None:
+        record[FAULT_SINCE_KEY] = judged.fault_since
+    if stack:
+        record["traceback"] = f"the handler was abandoned here:\n{stack}"
+    if judged.breaker is not None:  # the circuit breaker counts the outage (ki.breaker)
+        BREAKERS.failed(judged.breaker, record["infrastructure"] or record["message"],
+                        retry_after=retry_after_of(exc))
+    status = q.fail_claim(rec, claim, treatment=verdict.treatment.value, max_attempts=stage_max_attempts,
+                          delay_seconds=delay, last_error=record)
     outage = (record["infrastructure"] or "") if verdict.treatment is Treatment.infrastructure else None
-    note_failure(claim.stage, status=status, reason=verdict.reason, dependency=dependency, infrastructure=outage)
+    note_failure(claim.stage, status=status, reason=verdict.reason, dependency=judged.breaker, infrastructure=outage)
     if status is None:
-        _report_lost_claim(ctx, claim)
+        if report_lost:
+            _report_lost_claim(ctx, claim)
         return ExecutionResult("claim_lost", claim.stage, claim.source_object_id, type(exc).__name__)
     quarantine = status == "quarantined"
     if quarantine:

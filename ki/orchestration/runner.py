@@ -127,6 +127,8 @@ class PipelineRunner:
         self._active = 0
         self._stop = threading.Event()
         self._idle_hint = threading.Event()
+        self._threads: list[threading.Thread] = []
+        self._abandoned: set[int | None] = set()  # idents of worker threads whose handler passed its deadline
         self._errors: list[BaseException] = []
         self._abort: RunAborted | None = None
         self._retry_wait_spent = 0.0  # seconds spent idle, waiting only for retries to fall due
@@ -163,6 +165,7 @@ class PipelineRunner:
     def _worker(self, model_first: bool = False) -> None:
         idle_sleep = 0.01
         conn: Connection | None = None
+        me = threading.get_ident()
         try:
             while not self._stop.is_set():
                 with self._lock:  # counted before claiming, so an idle verdict never misses a claim in flight
@@ -185,7 +188,11 @@ class PipelineRunner:
                     continue
                 finally:
                     with self._lock:
-                        self._active -= 1
+                        abandoned = me in self._abandoned
+                        if not abandoned:  # an abandoned thread was uncounted when it was abandoned
+                            self._active -= 1
+                if abandoned:
+                    return  # its handler passed the deadline; a replacement took its place
                 if not claims:
                     self._idle_hint.set()
                     self._stop.wait(idle_sleep)
@@ -206,7 +213,7 @@ class PipelineRunner:
                                       paused=[*not_probing, *self.budget.held()], lanes=self.lanes.next_order(),
                                       model_first=model_first)
                 for claim in claims:
-                    self._execute(claim, conn)
+                    self._execute(claim, conn, model_first)
             finally:
                 BREAKERS.end_probe(dependency)
             if claims:
@@ -215,14 +222,35 @@ class PipelineRunner:
                               paused=[*self.gate.paused(), *self.budget.held()], lanes=self.lanes.next_order(),
                               model_first=model_first)
         for claim in claims:
-            self._execute(claim, conn)
+            self._execute(claim, conn, model_first)
         return claims
 
-    def _execute(self, claim: Claim, record_conn: Connection) -> None:
+    def _abandon(self, thread: threading.Thread, model_first: bool, started: float,
+                 result: ExecutionResult) -> None:
+        """The keeper gave up on ``thread``'s handler at its deadline (``result``: the ``StageTimeout``
+        recorded): the thread no longer counts as active, its late result is not counted, and a new
+        worker takes its place (the stuck thread is left to die)."""
+        with self._lock:
+            if thread.ident in self._abandoned:
+                return
+            self._abandoned.add(thread.ident)
+            self._active -= 1
+            self.counters.add(result, time.perf_counter() - started)
+            if self._stop.is_set():
+                return
+            replacement = threading.Thread(target=self._worker, args=(model_first,),
+                                           name=f"{thread.name}+", daemon=True)
+            self._threads.append(replacement)
+        replacement.start()
+        self._idle_hint.set()
+
+    def _execute(self, claim: Claim, record_conn: Connection, model_first: bool = False) -> None:
         TIMELINE.mark("first claim", claim.stage)
         started = time.perf_counter()
+        thread = threading.current_thread()
         try:
-            result = execute_claim(self.ctx, claim, keeper=self.keeper, conn=record_conn)
+            result = execute_claim(self.ctx, claim, keeper=self.keeper, conn=record_conn,
+                                   on_abandon=lambda r: self._abandon(thread, model_first, started, r))
         except RunAborted:
             raise
         except Exception as exc:  # the row stays running; stale recovery retries it
@@ -233,6 +261,8 @@ class PipelineRunner:
                                                   type(exc).__name__), time.perf_counter() - started)
             raise
         with self._lock:
+            if thread.ident in self._abandoned:
+                return  # its deadline passed: the StageTimeout was counted, this late result is refused
             self.counters.add(result, time.perf_counter() - started)
         if result.kind in ("done", "skipped", "quarantined"):
             TIMELINE.mark(FIRST_ROW, result.stage)
@@ -318,6 +348,7 @@ class PipelineRunner:
         reserved = model_workers(self.workers, self.ctx.config.pipeline.lanes.model_workers)
         threads = [threading.Thread(target=self._worker, args=(i < reserved,), name=f"ki-worker-{i}", daemon=True)
                    for i in range(self.workers)]
+        self._threads = threads
         for t in threads:
             t.start()
         last_stale = time.monotonic()
@@ -344,8 +375,10 @@ class PipelineRunner:
                 if status is None or self._abort is not None or self._cancel_seen():
                     break
         finally:
-            self._stop.set()
-            for t in threads:
+            with self._lock:
+                self._stop.set()
+                joined = [t for t in self._threads if t.ident not in self._abandoned]
+            for t in joined:  # an abandoned thread is left to die (its handler hangs)
                 t.join(timeout=max(30.0, self.ctx.config.pipeline.claim_timeout_seconds))
             self.keeper.stop()
             BREAKERS.attach(None)

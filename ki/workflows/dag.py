@@ -129,10 +129,32 @@ def workflow_stages(name: str) -> tuple[str, ...]:
     return stages
 
 
-def _task_options() -> dict[str, Any]:
+def stage_execution_timeout(config: Any, stage: str) -> timedelta:
+    """A stage task's Hatchet execution timeout: :data:`TASK_TIMEOUT`, or — when the stage's deadline
+    (``pipeline.stages.<stage>.timeout_seconds``) times its attempts (``max_attempts`` + 1) is longer —
+    that, so the orchestrator never cuts an attempt short of the deadline ki records as ``StageTimeout``."""
+    if config is None:
+        return TASK_TIMEOUT
+    pipeline = config.pipeline
+    attempts = pipeline.stage(stage).max_attempts + 1
+    return max(TASK_TIMEOUT, timedelta(seconds=pipeline.timeout_seconds(stage) * attempts))
+
+
+def _config_of(settings: Any) -> Any:
+    """The saved configuration of ``settings.data_dir`` (the stage deadlines), or None when unreadable."""
+    try:
+        from ki.config.loader import load_config
+
+        return load_config(settings.data_dir)
+    except Exception:  # noqa: BLE001 - a declaration never fails on it: the six-hour default applies
+        return None
+
+
+def _task_options(config: Any = None, stage: str | None = None) -> dict[str, Any]:
+    timeout = stage_execution_timeout(config, stage) if stage is not None else TASK_TIMEOUT
     return {"retries": TASK_RETRIES, "backoff_factor": TASK_BACKOFF_FACTOR,
             "backoff_max_seconds": TASK_BACKOFF_MAX_SECONDS, "schedule_timeout": TASK_TIMEOUT,
-            "execution_timeout": TASK_TIMEOUT}
+            "execution_timeout": timeout}
 
 
 def _stage_fn(stage: str, *, final: bool):
@@ -177,6 +199,7 @@ def _document_workflow(hatchet: Hatchet, name: str, settings: ProcessSettings, s
         idempotency=StatusBasedIdempotencyConfig(key_expression=IDEMPOTENCY_KEY_EXPRESSION,
                                                  fallback_ttl=IDEMPOTENCY_FALLBACK_TTL),
     )
+    config = _config_of(settings)
     parent = None
     for stage in stages:
         concurrency = None
@@ -186,7 +209,7 @@ def _document_workflow(hatchet: Hatchet, name: str, settings: ProcessSettings, s
                                                  limit_strategy=ConcurrencyLimitStrategy.GROUP_ROUND_ROBIN)]
         fn = _stage_fn(stage, final=stage == stages[-1])
         parent = wf.task(name=stage, parents=[parent] if parent is not None else None, concurrency=concurrency,
-                         **_task_options())(fn)
+                         **_task_options(config, stage))(fn)
     wf.on_failure_task(name="record_failure", retries=TASK_RETRIES, backoff_factor=TASK_BACKOFF_FACTOR,
                        backoff_max_seconds=TASK_BACKOFF_MAX_SECONDS, schedule_timeout=TASK_TIMEOUT,
                        execution_timeout=timedelta(minutes=5))(_failure_fn)

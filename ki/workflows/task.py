@@ -8,14 +8,19 @@ resumes at the first unfinished stage).
 
 How a task treats each state of its row (``drive_stage``):
 
-* ``pending``, or ``failed`` with its retry due → ``run_stage_for_object``;
+* ``pending``, or ``failed`` with its retry due → ``run_stage_for_object``, on a thread of its own
+  (``run_stage_watched``): past the stage's deadline (``pipeline.stages.<stage>.timeout_seconds``) the
+  claim keeper records ``StageTimeout`` on the row and the task stops waiting for the hung handler,
+  freeing its slot — the same outcome as under the local provider;
 * ``failed`` with the retry not yet due → **the task sleeps until it is due** and claims again.
   Raising instead, so that Hatchet's task retry tried later, would put the row at the mercy of
   the task's 6 retries (≈ 4.5 min of backoff at factor 5, cap 60 s), while ki's own policy may
   legitimately wait longer (an infrastructure outage is retried forever with backoff up to
   ``KI_INFRASTRUCTURE_RETRY_MAX_SECONDS``); the row-level policy decides when, Hatchet's retries
-  stay for transport faults (database unreachable, worker lost). The task's six-hour execution
-  timeout bounds the wait;
+  stay for transport faults (database unreachable, worker lost). The task's execution timeout
+  (``ki.workflows.dag``: six hours, or more when the stage's deadline times its attempts needs more)
+  bounds the wait; when it cancels the task while a handler runs, the handler keeps its claim until it
+  returns or its deadline passes (then ``StageTimeout``), so the row never stays running past it;
 * ``running`` (another worker holds the claim: a replay of a task whose worker died, or a local
   runner) → wait, running ``recover_stale_claims`` every third of ``claim_timeout_seconds`` so a
   dead worker's claim is failed as ``StaleClaim`` and then claimed here;
@@ -44,7 +49,7 @@ from ki.breaker import BREAKERS
 from ki.context import PipelineContext
 from ki.errors import TaskCancelled
 from ki.orchestration.budget import BudgetGate
-from ki.orchestration.execute import run_stage_for_object
+from ki.orchestration.execute import run_stage_watched
 from ki.orchestration.heartbeat import ClaimKeeper
 from ki.orchestration.pausing import ClaimGate
 from ki.orchestration.prepare import recover_stale_claims
@@ -219,7 +224,8 @@ def drive_stage(rt: WorkerRuntime, run_id: int, oid: int, stage: str, *,
                 _sleep(PAUSED_POLL_SECONDS, cancelled)
                 continue
             try:
-                result = run_stage_for_object(ctx, target.stage, oid, run_id=run_id, keeper=rt.keeper)
+                result = run_stage_watched(ctx, target.stage, oid, run_id=run_id, keeper=rt.keeper,
+                                           cancelled=cancelled)
             finally:
                 if probe is not None:
                     BREAKERS.end_probe(probe)
