@@ -75,6 +75,7 @@ from urllib.parse import urlsplit
 
 from ki import errors
 from ki.config.process import ProcessSettings, current
+from ki.served import SERVED
 
 log = logging.getLogger(__name__)
 
@@ -529,5 +530,8 @@ BREAKERS = Breakers()
 
 
 def succeeded(dependency: str) -> None:
-    """Report that ``dependency`` answered (the gateway and Docling clients call this on every answer)."""
+    """Report that ``dependency`` answered (the gateway and Docling clients call this on every answer):
+    closes its breaker, and notes the answer for the object this thread works on (``ki.served``: the
+    evidence that a fault only one file meets is that file's)."""
     BREAKERS.succeeded(dependency)
+    SERVED.success(dependency)

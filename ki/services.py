@@ -25,6 +25,7 @@ from typing import Any, TypeVar
 from ki.breaker import BREAKERS
 from ki.config.process import LlmSettings, current, forget_parsed
 from ki.cooldown import PROVIDER_COOLDOWNS, cooldown_seconds
+from ki.served import SERVED
 
 log = logging.getLogger(__name__)
 
@@ -74,6 +75,7 @@ def reset() -> None:
                 log.debug("closing %r failed", client, exc_info=True)
     PROVIDER_COOLDOWNS.reset()
     BREAKERS.reset()
+    SERVED.reset()
     forget_parsed()
     for hook in hooks:
         hook()

@@ -159,7 +159,8 @@ def describe_config(data_dir: Path, config: KiConfig) -> ConfigOut:
             editable=key not in pins, secret=secret, is_set=bool(value) if secret else None, run_rule=rule,
             run_reason=reason, **bounds)
     stages = [StageConfigOut(stage=s, name=STAGE_CONSOLE_NAMES[s], producer_version=config.pipeline.producer_version(s),
-                             model_stage=s in MODEL_STAGES) for s in PIPELINE_STAGE_ORDER]
+                             model_stage=s in MODEL_STAGES, timeout_seconds=config.pipeline.timeout_seconds(s))
+              for s in PIPELINE_STAGE_ORDER]
     return ConfigOut(version=config_version(data_dir), fields=fields, stages=stages)
 
 

@@ -181,12 +181,14 @@ class ConfigField(BaseModel):
 
 
 class StageConfigOut(BaseModel):
-    """A stage's computed facts beside its fields: console name, effective producer_version."""
+    """A stage's computed facts beside its fields: console name, effective producer_version, effective
+    deadline of one attempt (``timeout_seconds``: the setting, else the stage's default; s)."""
 
     stage: str
     name: str
     producer_version: str
     model_stage: bool
+    timeout_seconds: int
 
 
 class ConfigOut(BaseModel):

@@ -46,6 +46,7 @@ def config_show() -> None:
     data = ctx.config.model_dump(mode="json")
     for name, stage in data["pipeline"]["stages"].items():
         stage["producer_version"] = ctx.config.pipeline.producer_version(name)
+        stage["timeout_seconds"] = ctx.config.pipeline.timeout_seconds(name)  # the default when unset
     _mask_secrets(data)
     out.print_json(json.dumps({"config": data, "env_pinned": env_pinned_fields(),
                                "data_dir": str(ctx.settings.data_dir)}))

@@ -4,16 +4,18 @@ Spec work-queue.md "Poison messages" and "Lifecycle deadline"; the decision is w
 docs/design-decisions.md ("Whose fault is a fault that only one file meets"). An infrastructure fault
 of a dependency (Docling Serve, the gateway, OpenSearch: ``ki.breaker.dependency_of``) or a
 :class:`~ki.errors.StageTimeout` is the dependency's fault — retried, never quarantined, counted by
-its circuit breaker — unless the evidence (:func:`ki.store.faults.fault_evidence`) says the
-dependency served other files in the same stages since this file's fault streak began and fails for
-nobody else: then it is the file's fault, counted toward ``max_attempts`` (treatment ``retry``) and
-kept from the breaker, and the file is quarantined ``poison_suspected`` (``timeout`` for a deadline)
-with the evidence once its budget is spent.
+its circuit breaker — unless the evidence says the dependency served other files since this file's
+fault streak began and fails for nobody else (:mod:`ki.served` for a dependency's answers,
+:func:`ki.store.faults.fault_evidence` for others passing the same stage before its deadline):
+then it is the file's fault, counted toward ``max_attempts`` (treatment ``retry``) and kept from the
+breaker, and the file is quarantined ``poison_suspected`` (``timeout`` for a deadline) with the
+evidence once its budget is spent.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from datetime import datetime
 
 from sqlalchemy.engine import Connection
 
@@ -21,6 +23,7 @@ from ki.breaker import dependency_of, stage_dependencies
 from ki.context import PipelineContext
 from ki.errors import StageTimeout
 from ki.retry import ErrorVerdict, Treatment
+from ki.served import SERVED
 from ki.store.claims import Claim
 from ki.store.faults import fault_evidence
 
@@ -47,11 +50,22 @@ class Blame:
     counted: bool = False
 
 
+def _parse(value: object) -> datetime | None:
+    try:
+        return datetime.fromisoformat(str(value)) if value else None
+    except ValueError:
+        return None
+
+
 def blame(ctx: PipelineContext, conn: Connection, claim: Claim, exc: BaseException,
-          verdict: ErrorVerdict) -> Blame:
-    """Decide whose fault ``exc`` (classified as ``verdict``) on ``claim`` is, reading the evidence on
-    ``conn``. Only infrastructure verdicts of a dependency or a deadline are examined; every other
-    verdict is returned as it is (database faults, source outages: never the file's)."""
+          verdict: ErrorVerdict, *, started: datetime) -> Blame:
+    """Decide whose fault ``exc`` (classified as ``verdict``) on ``claim`` is. A dependency's fault
+    is judged by what the dependency answered other files in this process (:data:`ki.served.SERVED`) since
+    the file's fault streak began (``last_error.fault_since``, else ``started``: when this attempt's
+    handler began, UTC); a deadline by the attempt history of the same stage, read on ``conn``
+    (:func:`ki.store.faults.fault_evidence`: others passing it, any process). Only infrastructure
+    verdicts of a dependency or a deadline are examined; every other verdict is returned as it is
+    (database faults, source outages: never the file's)."""
     if verdict.treatment is not Treatment.infrastructure:
         return Blame(verdict)
     needs = stage_dependencies(ctx.config)
@@ -66,11 +80,18 @@ def blame(ctx: PipelineContext, conn: Connection, claim: Claim, exc: BaseExcepti
             return Blame(verdict)
         stages = sorted(s for s, d in needs.items() if dependency in d) or [claim.stage]
         reason = "poison_suspected"
-    previous = claim.last_error or {}
-    evidence = fault_evidence(conn, row_id=claim.row_id, source_object_id=claim.source_object_id, stages=stages,
-                              since=previous.get(FAULT_SINCE_KEY))
-    since = evidence.since.isoformat()
+    previous = (claim.last_error or {}).get(FAULT_SINCE_KEY)
+    if reason == "timeout":  # others passing the same stage (any process): the attempt history
+        evidence = fault_evidence(conn, row_id=claim.row_id, source_object_id=claim.source_object_id,
+                                  stages=stages, since=previous)
+        began = evidence.since
+    else:  # others the dependency answered (this process): ki.served
+        began = _parse(previous) or started
+        evidence = SERVED.since(dependency, began, claim.source_object_id)
+    since = began.isoformat()
     if not evidence.file_at_fault:
+        if dependency is not None and reason == "poison_suspected":
+            SERVED.fault(dependency, claim.source_object_id)
         return Blame(verdict, breaker=dependency, fault_since=since)
     details = {**(verdict.details or {}), "fault": verdict.infrastructure, "dependency": dependency,
                "stages": stages, "others_succeeded": evidence.succeeded, "since": since,

@@ -16,6 +16,7 @@ import traceback
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Literal
 
 from sqlalchemy.engine import Connection
@@ -28,6 +29,7 @@ from ki.orchestration.heartbeat import ClaimKeeper
 from ki.orchestration.observe import note_failure, observed
 from ki.relate.inline_conversion import ensure_source_object_ready
 from ki.retry import Treatment, backoff_seconds, classify_error
+from ki.served import SERVED, working_on
 from ki.store import claims as q
 from ki.store.attempts import MESSAGE_MAX_CHARS
 from ki.store.claims import Claim
@@ -227,25 +229,27 @@ def execute_claim(ctx: PipelineContext, claim: Claim, *, keeper: ClaimKeeper | N
         return _record_outcome(ctx, claim, outcome, plan, conn)
 
     handler = _handlers()[claim.stage]
+    started = datetime.now(UTC)
     if keeper is not None:
         keeper.add(claim, timeout_seconds=plan.timeout_seconds,
-                   on_expired=_expiry(ctx, claim, plan, threading.get_ident(), on_abandon))
+                   on_expired=_expiry(ctx, claim, plan, threading.get_ident(), started, on_abandon))
     try:
-        outcome = handler(stage_context(ctx, claim, obj))
+        with working_on(claim.source_object_id):
+            outcome = handler(stage_context(ctx, claim, obj))
     except ConfigurationError as exc:
         # ki's own request or setup is wrong: not the file's fault and not an outage to wait
         # out. The row is released unchanged (attempt given back) and the run stops, saying why.
         _release_claim(ctx, claim)
         raise RunAborted(f"{claim.stage} stopped on a configuration error: {exc}") from exc
     except Exception as exc:  # noqa: BLE001 - every failure is classified and recorded on the row
-        return _record_failure(ctx, claim, exc, stage_max_attempts=plan.max_attempts, conn=conn)
+        return _record_failure(ctx, claim, exc, stage_max_attempts=plan.max_attempts, conn=conn, started=started)
     finally:
         if keeper is not None:
             keeper.discard(claim)
     return _record_outcome(ctx, claim, outcome, plan, conn)
 
 
-def _expiry(ctx: PipelineContext, claim: Claim, plan: StagePlan, thread_id: int,
+def _expiry(ctx: PipelineContext, claim: Claim, plan: StagePlan, thread_id: int, started: datetime,
             on_abandon: Abandoned | None) -> Callable[[], None]:
     """What the keeper does when ``claim`` passes its deadline (from the keeper's thread): record
     ``StageTimeout`` with where the handler's thread ``thread_id`` hangs, then ``on_abandon(result)``
@@ -257,7 +261,7 @@ def _expiry(ctx: PipelineContext, claim: Claim, plan: StagePlan, thread_id: int,
         frame = sys._current_frames().get(thread_id)
         stack = "".join(traceback.format_stack(frame))[-TRACEBACK_MAX_CHARS:] if frame is not None else ""
         result = _record_failure(ctx, claim, exc, stage_max_attempts=plan.max_attempts, stack=stack,
-                                 report_lost=False)
+                                 report_lost=False, started=started)
         if result.kind == "claim_lost":
             return  # the handler finished first: its outcome stands
         log.warning("%s of object %s passed its deadline of %g s: abandoned (%s)", claim.stage,
@@ -292,7 +296,7 @@ def _record_outcome(ctx: PipelineContext, claim: Claim, outcome: StageOutcome, p
             committed = q.complete_claim(rec, claim, status=outcome.status, producer_version=version,
                                          last_error=last_error, unlock=plan.unlock)
     if outcome.status == "done":
-        _confirm_dependencies(ctx, claim.stage)
+        _confirm_dependencies(ctx, claim.stage, claim.source_object_id)
     if committed is None:
         _report_lost_claim(ctx, claim)
         return ExecutionResult("claim_lost", claim.stage, claim.source_object_id)
@@ -309,24 +313,26 @@ def _report_lost_claim(ctx: PipelineContext, claim: Claim) -> None:
             claim.stage, claim.source_object_id, lost.detail)
 
 
-def _confirm_dependencies(ctx: PipelineContext, stage: str) -> None:
+def _confirm_dependencies(ctx: PipelineContext, stage: str, source_object_id: int) -> None:
     """A completed fetch/index reached its source root/OpenSearch: close their breakers (ki.breaker)."""
     needs = stage_dependencies(ctx.config).get(stage, frozenset()) & CONFIRMED_BY_COMPLETION
     for dependency in needs:
         BREAKERS.succeeded(dependency)
+        SERVED.success(dependency, source_object_id)
 
 
 def _record_failure(ctx: PipelineContext, claim: Claim, exc: BaseException, *, stage_max_attempts: int,
                     conn: Connection | None = None, stack: str | None = None,
-                    report_lost: bool = True) -> ExecutionResult:
+                    report_lost: bool = True, started: datetime | None = None) -> ExecutionResult:
     with _recording(ctx, conn) as rec:
         return _record_failure_on(ctx, rec, claim, exc, stage_max_attempts=stage_max_attempts, stack=stack,
-                                  report_lost=report_lost)
+                                  report_lost=report_lost, started=started or datetime.now(UTC))
 
 
 def _record_failure_on(ctx: PipelineContext, rec: Connection, claim: Claim, exc: BaseException, *,
-                       stage_max_attempts: int, stack: str | None, report_lost: bool) -> ExecutionResult:
-    judged = blame(ctx, rec, claim, exc, classify_error(exc))
+                       stage_max_attempts: int, stack: str | None, report_lost: bool,
+                       started: datetime) -> ExecutionResult:
+    judged = blame(ctx, rec, claim, exc, classify_error(exc), started=started)
     verdict = judged.verdict
     base = ctx.config.pipeline.retry_base_seconds
     capabilities = None

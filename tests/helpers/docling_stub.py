@@ -334,9 +334,26 @@ class DoclingStub(LoopbackServer):
         super().__init__()
         self.api_key = api_key
         self.scenario = Scenario()
+        #: upload file name → the scenario for that file alone (submit, its poll and its result);
+        #: every other file gets ``scenario``
+        self.by_file: dict[str, Scenario] = {}
         self.requests: list[RecordedRequest] = []
         self.tasks: dict[str, _Task] = {}
         self._lock = threading.Lock()
+
+    def scenario_for(self, record: RecordedRequest) -> Scenario:
+        """The scenario of an upload named in :attr:`by_file`, or of a poll/result of its task; else
+        :attr:`scenario`."""
+        if self.by_file:
+            for _, filename, _ in record.files:
+                if filename in self.by_file:
+                    return self.by_file[filename]
+            task_id = record.path.rsplit("/", 1)[-1]
+            with self._lock:
+                task = self.tasks.get(task_id)
+            if task is not None and task.filename in self.by_file:
+                return self.by_file[task.filename]
+        return self.scenario
 
     def handler_class(self) -> type[BaseHTTPRequestHandler]:
         stub = self
@@ -529,7 +546,7 @@ class _Handler(QuietHandler):
             except ValueError:
                 pass
         stub._record(record)
-        sc = stub.scenario
+        sc = stub.scenario_for(record)
         applies = sc.on in ("any", endpoint)
         if applies and sc.delay and stub.pause(sc.delay):
             self._reset()
@@ -575,7 +592,8 @@ class _Handler(QuietHandler):
             return
         _, filename, upload = next(f for f in record.files if f[0] == "files")
         to_formats = record.form("to_formats") or ["md"]
-        task = _Task(uuid.uuid4().hex, time.monotonic(), copy.deepcopy(stub.scenario), filename, upload, to_formats)
+        task = _Task(uuid.uuid4().hex, time.monotonic(), copy.deepcopy(stub.scenario_for(record)), filename, upload,
+                     to_formats)
         with stub._lock:
             stub.tasks[task.task_id] = task
         if endpoint == "submit":

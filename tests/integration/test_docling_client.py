@@ -26,7 +26,7 @@ from ki.convert.docling import (
     reset_cooldown,
 )
 from ki.errors import ConfigurationError, InfrastructureError, ProviderPermanentError, UnsupportedDocument
-from ki.retry import Treatment, classify_error
+from ki.retry import ErrorVerdict, Treatment, classify_error
 from tests.helpers.docling_stub import (
     DEFAULT_PARTIAL_ERRORS,
     FIXTURES,
@@ -416,19 +416,20 @@ def test_default_cooldown_is_60_seconds(monkeypatch):
     assert docling_mod.cooldown_seconds() == 5
 
 
-# --- 422: configuration error that stops the run ----------------------------------------------
+# --- 422: the file's own verdict, never a run-wide stop ------------------------------------------
 
 
-def test_422_is_a_configuration_error_quoting_the_detail(stub):
+def test_422_is_the_file_s_unsupported_document_quoting_the_detail(stub):
     stub.scenario = Scenario(outcome="http", http_status=422, on="submit")
     with make_client(stub) as client:
         with pytest.raises(DoclingRequestRejected) as info:
             client.convert(DOCX, "a.docx")
     exc = info.value
-    assert isinstance(exc, ConfigurationError)
-    assert not isinstance(exc, ValueError)  # never mistaken for a bad document
+    assert isinstance(exc, UnsupportedDocument) and not isinstance(exc, ConfigurationError)
+    assert classify_error(exc) == ErrorVerdict(Treatment.deterministic, reason="conversion_failed")
     assert "document_timeout" in str(exc) and "DOCLING_SERVE_MAX_DOCUMENT_TIMEOUT=120.0" in str(exc)
     assert isinstance(exc.detail, list) and exc.detail[0]["loc"] == ["body", "document_timeout"]
+    assert exc.details["http_status"] == 422 and exc.details["detail"] == exc.detail
 
 
 def test_invalid_option_value_is_rejected_by_validation(stub):

@@ -110,7 +110,9 @@ def test_docling_outage_never_quarantines(make_ctx, data_dir, estate, stub, monk
         assert conn.execute(text("SELECT count(*) FROM processing_state WHERE status = 'quarantined'")).scalar() == 0
 
 
-def test_rejected_request_stops_the_run_and_quarantines_nothing(make_ctx, data_dir, estate, stub, monkeypatch):
+def test_rejected_request_quarantines_that_file_and_the_run_goes_on(make_ctx, data_dir, estate, stub, monkeypatch):
+    """A Docling 422 is that file's verdict (``conversion_failed`` with the server's detail), not a
+    configuration error that stops every run: the other file is processed."""
     _no_ocr(monkeypatch)
     ctx = make_ctx()
     set_config_value(data_dir, "components.docling_url", stub.url)
@@ -118,14 +120,13 @@ def test_rejected_request_stops_the_run_and_quarantines_nothing(make_ctx, data_d
     sid = register_local_source(ctx, estate)
     scan_source(ctx, sid)
     summary = launch_insertion(ctx, source_id=sid, wait_for_retries_seconds=0)
-    assert summary.status == "failed"
-    assert "configuration error" in summary.error
+    assert summary.status == "completed"
     status, reason, _ = _states(ctx)["scan.pdf"]
-    assert status == "pending"  # released untouched: the file is not at fault
+    assert (status, reason) == ("quarantined", "conversion_failed")
+    assert _states(ctx, "index")["note.txt"][0] == "done"
     with ctx.db.engine.connect() as conn:
-        run = conn.execute(text("SELECT status, error FROM pipeline_runs ORDER BY id DESC LIMIT 1")).one()
-        attempts = conn.execute(text("""SELECT attempts FROM processing_state ps JOIN source_object so
-                                        ON so.id = ps.source_object_id
-                                        WHERE so.external_id = 'scan.pdf' AND stage = 'convert'""")).scalar()
-    assert run.status == "failed" and "422" in run.error or "rejected" in run.error.lower()
-    assert attempts == 0
+        last_error = conn.execute(text("""SELECT last_error FROM processing_state ps JOIN source_object so
+                                          ON so.id = ps.source_object_id
+                                          WHERE so.external_id = 'scan.pdf' AND stage = 'convert'""")).scalar()
+    assert last_error["class"] == "DoclingRequestRejected" and last_error["deterministic"] is True
+    assert last_error["details"]["http_status"] == 422 and "422" in last_error["message"]

@@ -70,15 +70,27 @@ def test_machine_and_share_errnos_are_infrastructure(code):
     assert verdict.treatment is Treatment.infrastructure
 
 
-class _Own(BaseModel):
+class _Content(BaseModel):
+    """A model outside ki, as a parser's or a library's record of a document's content."""
+
     title: str = Field(max_length=10)
 
 
-def test_ki_s_own_output_failing_its_schema_is_internal_error_with_evidence():
+def test_a_document_s_content_failing_a_check_is_deterministic_with_evidence():
     with pytest.raises(ValidationError) as info:
-        _Own(title="x" * 11)
+        _Content(title="x" * 11)
     verdict = classify_error(info.value)
-    assert (verdict.treatment, verdict.reason) == (Treatment.retry, "internal_error")
-    assert verdict.details["schema"] == "_Own" and verdict.details["error_count"] == 1
+    assert (verdict.treatment, verdict.reason) == (Treatment.deterministic, "corrupt")
+    assert verdict.details["schema"] == "_Content" and verdict.details["error_count"] == 1
     assert verdict.details["errors"][0]["loc"] == ["title"]
     assert verdict.details["errors"][0]["type"] == "string_too_long"
+
+
+def test_ki_s_own_output_failing_its_schema_is_internal_error_with_evidence():
+    from ki.convert.model import StructuredDocument
+
+    with pytest.raises(ValidationError) as info:
+        StructuredDocument.model_validate({"text": 5, "blocks": "none"})
+    verdict = classify_error(info.value)
+    assert (verdict.treatment, verdict.reason) == (Treatment.retry, "internal_error")
+    assert verdict.details["schema"] == "StructuredDocument" and verdict.details["error_count"] >= 1

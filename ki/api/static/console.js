@@ -45,7 +45,8 @@ function labelOf(key) {
   const m = key.match(/^pipeline\.stages\.(\w+)\.(\w+)$/);
   if (m) {
     if (m[2] === "enabled") return stageName(m[1]);
-    const what = { max_attempts: "Attempts before quarantine", rerun_token: "Re-run marker" }[m[2]] || m[2];
+    const what = { max_attempts: "Attempts before quarantine", rerun_token: "Re-run marker",
+      timeout_seconds: "Deadline per attempt (seconds)" }[m[2]] || m[2];
     return `${stageName(m[1])}: ${what}`;
   }
   const s = RUN_SETTINGS.find((r) => r.key === key);
@@ -165,6 +166,16 @@ function versionLabel(version) {
     h("span", { class: "mono" }, code));
 }
 
+function numberInput(key, id, placeholder = null) {
+  const f = field(key);
+  return h("input", { type: "number", id, min: f.minimum, max: f.maximum, step: 1, placeholder,
+    value: current(key) ?? "", disabled: !f.editable || !canWrite,
+    class: [S.pending.has(key) ? "changed" : "", S.fieldErrors[key] ? "invalid" : ""].join(" "),
+    "aria-invalid": S.fieldErrors[key] ? "true" : null,
+    "aria-describedby": S.fieldErrors[key] ? `err-${id}` : f.env_var ? `lock-${id}` : null,
+    onchange: (ev) => edit(key, ev.target.value === "" ? (placeholder === null ? "" : null) : Number(ev.target.value)) });
+}
+
 function stageCard(st, i) {
   const s = st.stage;
   const enabledKey = `pipeline.stages.${s}.enabled`;
@@ -185,12 +196,13 @@ function stageCard(st, i) {
     class: S.pending.has(enabledKey) ? "changed" : "", disabled: !ef.editable || !canWrite,
     "aria-describedby": ef.env_var ? `lock-${toggleId}` : null, onchange: (ev) => edit(enabledKey, ev.target.checked) });
   const attemptsId = `attempts-${s}`;
-  const attempts = h("input", { type: "number", id: attemptsId, min: af.minimum, max: af.maximum, step: 1,
-    value: current(attemptsKey), disabled: !af.editable || !canWrite,
-    class: [S.pending.has(attemptsKey) ? "changed" : "", S.fieldErrors[attemptsKey] ? "invalid" : ""].join(" "),
-    "aria-invalid": S.fieldErrors[attemptsKey] ? "true" : null,
-    "aria-describedby": S.fieldErrors[attemptsKey] ? `err-${attemptsId}` : af.env_var ? `lock-${attemptsId}` : null,
-    onchange: (ev) => edit(attemptsKey, ev.target.value === "" ? "" : Number(ev.target.value)) });
+  const attempts = numberInput(attemptsKey, attemptsId);
+  const deadlineKey = `pipeline.stages.${s}.timeout_seconds`;
+  const df = field(deadlineKey);
+  const deadlineId = `deadline-${s}`;
+  // unset: the stage's default deadline, shown as the placeholder; emptying the field restores it
+  const deadline = numberInput(deadlineKey, deadlineId,
+    String(S.config.stages.find((x) => x.stage === s).timeout_seconds));
   return h("li", { class: enabled ? "stage" : "stage off", "data-stage": s },
     h("div", { class: "stage-head" }, h("span", { class: "step", "aria-hidden": "true" }, String(i + 1)),
       h("div", { style: { flex: "1" } }, h("h3", {}, st.name), h("span", { class: "stage-id mono" }, s)),
@@ -203,6 +215,9 @@ function stageCard(st, i) {
       h("div", { class: "setting" }, h("label", { for: attemptsId }, "Attempts before quarantine"),
         af.env_var ? lockBadge(af.env_var, `lock-${attemptsId}`) : null, attempts),
       S.fieldErrors[attemptsKey] ? h("p", { class: "field-error", id: `err-${attemptsId}` }, S.fieldErrors[attemptsKey].join(" ")) : null,
+      h("div", { class: "setting" }, h("label", { for: deadlineId }, "Deadline per attempt (seconds)"),
+        df.env_var ? lockBadge(df.env_var, `lock-${deadlineId}`) : null, deadline),
+      S.fieldErrors[deadlineKey] ? h("p", { class: "field-error", id: `err-${deadlineId}` }, S.fieldErrors[deadlineKey].join(" ")) : null,
       S.fieldErrors[enabledKey] ? h("p", { class: "field-error" }, S.fieldErrors[enabledKey].join(" ")) : null,
       h("div", { class: "setting stage-foot" },
         versionLabel(S.config.stages.find((x) => x.stage === s).producer_version),

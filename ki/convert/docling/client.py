@@ -25,8 +25,10 @@ timeout
 401 / 403                                         :class:`DoclingKeyRejected` (a
                                                   ``ProviderPermanentError``) + process-wide
                                                   cooldown
-422                                               :class:`DoclingRequestRejected` (a
-                                                  ``ConfigurationError``: stops the run)
+422                                               :class:`DoclingRequestRejected` (an
+                                                  ``UnsupportedDocument``: this file is
+                                                  quarantined ``conversion_failed`` with the
+                                                  server's detail; other files go on)
 413 (upload too large)                            ``UnsupportedDocument(reason="too_large")``
 any other 4xx (400, 409, 415, ...)                ``UnsupportedDocument(reason="conversion_failed")``
 task ``failure`` and no result (404): crashed     :class:`DoclingUnavailable`; a non-retryable
@@ -181,8 +183,8 @@ class DoclingClient:
                 "a Docling 4xx raises UnsupportedDocument"), ``too_large`` for 413.
             DoclingKeyRejected: HTTP 401/403, and every call during the cooldown that follows
                 (``$KI_PROVIDER_FAULT_COOLDOWN_SECONDS``, default 60 s) without network traffic.
-            DoclingRequestRejected: HTTP 422 (options invalid/forbidden); the message quotes the
-                server's detail.
+            DoclingRequestRejected: HTTP 422 (the request for this file refused: options invalid or
+                forbidden for it); an ``UnsupportedDocument`` (``conversion_failed``) quoting the server's detail.
             DoclingUnavailable: while Docling is paused (an open circuit breaker, :mod:`ki.breaker`), at
                 once without a request unless this thread holds the probe; 404 (task or task result not
                 found: the task crashed server-side or the result expired), 5xx, 408/425/429, transport errors,
@@ -256,6 +258,8 @@ class DoclingClient:
         """
         try:
             doc = self.convert(canary_docx(), CANARY_FILENAME)
+        except DoclingRequestRejected:
+            raise  # the known-good canary refused: the options or the server's limits are wrong
         except UnsupportedDocument as exc:
             raise DoclingUnavailable(
                 f"Docling Serve canary conversion failed ({exc.reason}): {exc}",
@@ -373,8 +377,8 @@ class DoclingClient:
             raise DoclingKeyRejected(message)
         if code == 422:
             raise DoclingRequestRejected(
-                f"Docling Serve rejected the conversion request's options (HTTP 422 on {request}): "
-                f"{_quote(detail)}. Fix the Docling options or the server's limits; nothing was converted.",
+                f"Docling Serve rejected the conversion request for this file (HTTP 422 on {request}): "
+                f"{_quote(detail)}. If every file is refused alike, fix the Docling options or the server's limits.",
                 detail=detail,
             )
         if code == 413:
