@@ -23,6 +23,7 @@ from sqlalchemy.exc import IntegrityError
 from ki.context import PipelineContext
 from ki.errors import OrchestratorUnavailable, SyncAlreadyRunning
 from ki.orchestration.cancel import end_local_cancelled
+from ki.orchestration.prepare import run_prepare_steps
 from ki.orchestration.run_sweep import sweep_local_runs
 from ki.orchestration.runner import PipelineRunner, RunCounters, RunnerStatus
 from ki.sources.scan import ScanReport, ScanScope
@@ -76,6 +77,7 @@ def launch_insertion(
     on_tick: Callable[[RunnerStatus], None] | None = None,
     wait: bool = False,
     on_started: Callable[[int], None] | None = None,
+    released_object: int | None = None,
 ) -> RunSummary:
     """Create the pipeline_runs row and run it with the configured provider.
 
@@ -90,6 +92,12 @@ def launch_insertion(
             as soon as the batch is triggered (status ``running``). The local provider always waits.
         on_started: called with the run id once the pipeline_runs row exists (the console returns
             the run of a local launch it runs in a background thread).
+        released_object: a quarantine retry (``ki quarantine retry``) of this object: the run's prepare
+            steps run as for every run; then only the work the retry released — the object's rows and its
+            embedded documents' — is run (local; other sources' pending work is left to their runs), and
+            the call returns when that work is finished (hatchet: the batch is triggered and the call waits
+            for the object's tree; the status is the run's at that moment, maybe ``running``). Its
+            counters then count that object's executions.
     Returns: the RunSummary (status ``completed``, ``failed`` or ``cancelled`` — ``ki run cancel`` stopped it,
         :mod:`ki.orchestration.cancel`; ``running`` for an unawaited hatchet run).
     Raises:
@@ -98,9 +106,13 @@ def launch_insertion(
     """
     ctx.reload_config()
     provider = ctx.config.components.orchestrator_provider
+    retry_wait = ctx.settings.insert_wait_retry_seconds if wait_for_retries_seconds is None else wait_for_retries_seconds
     if provider == "hatchet":
-        return _launch_hatchet(ctx, trigger=trigger, source_id=source_id, label=label, on_tick=on_tick, wait=wait,
-                               on_started=on_started)
+        summary = _launch_hatchet(ctx, trigger=trigger, source_id=source_id, label=label, on_tick=on_tick,
+                                  wait=wait and released_object is None, on_started=on_started)
+        if released_object is None:
+            return summary
+        return _await_released(ctx, summary.run_id, released_object, wait=retry_wait)
     if provider != "local":  # the config validator refuses this too: fail closed
         raise OrchestratorUnavailable(f"unknown orchestrator provider {provider!r}")
     sweep_local_runs(ctx)  # runs of ended processes fail with their cause; this run adopts their work
@@ -108,7 +120,10 @@ def launch_insertion(
     TIMELINE.mark("run row")
     if on_started is not None:
         on_started(run_id)
-    wait = ctx.settings.insert_wait_retry_seconds if wait_for_retries_seconds is None else wait_for_retries_seconds
+    if released_object is not None:
+        run_prepare_steps(ctx)  # as every run's: a retry must not skip them
+        return _run_released(ctx, run_id, released_object, wait=retry_wait)
+    wait = retry_wait
     last_flush = [0.0]
 
     def tick(status: RunnerStatus) -> None:
@@ -133,57 +148,42 @@ def launch_insertion(
     return RunSummary(run_id, "completed", counters)
 
 
-def launch_released(
-    ctx: PipelineContext,
-    source_object_id: int,
-    *,
-    trigger: str = "quarantine_retry",
-    wait_for_retries_seconds: float | None = None,
-    poll_seconds: float = 0.5,
-) -> RunSummary:
-    """Run the work a quarantine retry released — the object's rows and its embedded documents' — and
-    return when that work is finished, not when unrelated work of other sources and runs is (issue 21).
+def _await_released(ctx: PipelineContext, run_id: int, source_object_id: int, *, wait: float,
+                    poll_seconds: float = 0.5) -> RunSummary:
+    """Hatchet: the batch was triggered (the engine runs every pending row); return once the released
+    object's tree is finished (or only retries beyond ``wait`` s are left), with the run's status then."""
+    deadline = time.monotonic() + wait
+    while not (work := _object_work(ctx, source_object_id)).finished:
+        if not work.eligible and not work.running and time.monotonic() > deadline:
+            break
+        time.sleep(poll_seconds)
+    status, counters, error = run_counters(ctx, run_id)
+    return RunSummary(run_id, status, counters, error)
 
-    ``local``: a run row (``label`` "Retry", ``trigger``) whose claims are this object's tree only,
-    stage by stage through :func:`ki.orchestration.execute.run_stage_for_object`; a row another process
-    holds is waited for, a retry due within ``wait_for_retries_seconds`` (default
-    ``KI_INSERT_WAIT_RETRY_SECONDS``) is waited for, a later one is left for the next run.
-    ``hatchet``: the batch is triggered (the engine runs every pending row) and this call returns when
-    the object's tree is finished; the summary's status is the run's at that moment (maybe ``running``).
 
-    Returns: the RunSummary; its counters count this object's executions (local).
-    Raises:
-        OrchestratorUnavailable: as :func:`launch_insertion`.
-    """
+def _object_work(ctx: PipelineContext, source_object_id: int):
+    from ki.store.status import object_work
+
+    with ctx.db.engine.connect() as conn:
+        return object_work(conn, source_object_id)
+
+
+def _run_released(ctx: PipelineContext, run_id: int, source_object_id: int, *, wait: float,
+                  poll_seconds: float = 0.5) -> RunSummary:
+    """Local: run the released object's tree — its rows and its embedded documents' — stage by stage through
+    :func:`ki.orchestration.execute.run_stage_for_object`, until it is finished (a row another process
+    holds is waited for, a retry due within ``wait`` s too; a later one is left for the next run)."""
     from datetime import UTC, datetime
 
     from ki.orchestration.execute import run_stage_for_object
     from ki.orchestration.heartbeat import ClaimKeeper
-    from ki.store.status import object_work
 
-    def left():
-        with ctx.db.engine.connect() as conn:
-            return object_work(conn, source_object_id)
-
-    ctx.reload_config()
-    wait = ctx.settings.insert_wait_retry_seconds if wait_for_retries_seconds is None else wait_for_retries_seconds
     deadline = time.monotonic() + wait
-    provider = ctx.config.components.orchestrator_provider
-    if provider == "hatchet":
-        summary = _launch_hatchet(ctx, trigger=trigger, source_id=None, label="Retry", on_tick=None, wait=False)
-        while not (work := left()).finished:
-            if not work.eligible and not work.running and time.monotonic() > deadline:
-                break
-            time.sleep(poll_seconds)
-        status, counters, error = run_counters(ctx, summary.run_id)
-        return RunSummary(summary.run_id, status, counters, error)
-    sweep_local_runs(ctx)
-    run_id = _create_run(ctx, trigger=trigger, source_id=None, label="Retry")
     counters = RunCounters()
     keeper = ClaimKeeper(ctx.db, interval_seconds=max(0.2, min(30.0, ctx.config.pipeline.claim_timeout_seconds / 3)))
     keeper.start()
     try:
-        while not (work := left()).finished:
+        while not (work := _object_work(ctx, source_object_id)).finished:
             if work.eligible:
                 for oid, stage in work.eligible:
                     started = time.perf_counter()

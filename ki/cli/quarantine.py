@@ -42,7 +42,7 @@ def quarantine_retry(
     ``--stage`` (nothing is written), 1 when the run itself failed. The run waits only for the work
     this retry released (the object and its embedded documents), not for other sources' work.
     """
-    from ki.launch import launch_released
+    from ki.launch import launch_insertion
     from ki.orchestration.quarantine import retry_quarantined
 
     ctx = open_context()
@@ -58,7 +58,7 @@ def quarantine_retry(
         console.print("[yellow]the original failure was deterministic: it will quarantine again unless "
                       "the file changed[/]")
     if run:
-        summary = launch_released(ctx, source_object_id)
+        summary = launch_insertion(ctx, trigger="quarantine_retry", label="Retry", released_object=source_object_id)
         c = summary.counters
         console.print(f"run {summary.run_id} {summary.status}: {c.processed} stage executions of object "
                       f"{source_object_id} ({c.done} done, {c.skipped} skipped, {c.retried} retried, "

@@ -82,3 +82,32 @@ def test_quarantine_retry_of_a_bounded_failure_and_errors(ctx, src, monkeypatch)
         retry_quarantined(ctx, ids[1])
     with pytest.raises(ValueError, match="unknown stage"):
         retry_quarantined(ctx, ids[0], stage="gen_evals")
+
+
+def test_quarantine_retry_goes_through_launch_insertion_with_its_prepare_steps(ctx, src, monkeypatch):
+    """``ki quarantine retry`` is a run like every trigger's: the run's prepare steps run first (here: a
+    claim another host left silent is recovered), then only the released object's work is run."""
+    a, b, c = make_source(ctx, src, 3)
+    monkeypatch.setitem(STAGE_HANDLERS, "fetch", raising(lambda: ValueError("refused"), only={a}, times=1,
+                                                        then=STAGE_HANDLERS["fetch"]))
+    launch_insertion(ctx, wait_for_retries_seconds=0)
+    assert rows(ctx, a)["fetch"]["status"] == "quarantined"
+    with ctx.db.engine.begin() as conn:  # b's index: claimed by a silent worker of another host
+        conn.execute(text("""UPDATE processing_state SET status = 'running', claimed_by = 'elsewhere:1:1',
+                                    claim_token = gen_random_uuid(), heartbeat_at = now() - interval '2 hours'
+                             WHERE source_object_id = :b AND stage = 'index'"""), {"b": b})
+        conn.execute(text("UPDATE processing_state SET status = 'pending' WHERE source_object_id = :c "
+                          "AND stage = 'index'"), {"c": c})  # other pending work: not this retry's
+    retry_quarantined(ctx, a, actor="tester")
+    summary = launch_insertion(ctx, trigger="quarantine_retry", label="Retry", released_object=a,
+                               wait_for_retries_seconds=0)
+    assert summary.status == "completed"
+    assert buckets(ctx, a) == expected_done_buckets()
+    assert summary.counters.done == sum(1 for v in expected_done_buckets().values() if v == "done")
+    recovered = rows(ctx, b)["index"]
+    assert recovered["status"] == "failed" and recovered["last_error"]["class"] == "StaleClaim"  # prepare step
+    assert rows(ctx, c)["index"]["status"] == "pending"  # left to its own run
+    with ctx.db.engine.connect() as conn:
+        run = conn.execute(text("SELECT label, trigger, status FROM pipeline_runs WHERE id = :id"),
+                           {"id": summary.run_id}).one()
+    assert tuple(run) == ("Retry", "quarantine_retry", "completed")
