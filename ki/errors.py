@@ -164,9 +164,18 @@ class SourceReadDenied(InfrastructureError):
     """A file under a readable folder cannot be read for permissions (mode 000, an ACL): a fault of the
     source, not of the file's content. The row is parked waiting with reason ``source_unreadable`` (never
     quarantined, not retried by every run) and released when a scan sees the file's mode, owner or ACL
-    change (``ki.store.unreadable``). ``reason`` stays ``permission_denied`` in the recorded error."""
+    change (``ki.store.unreadable``).
+
+    Attributes:
+        details: the file's ``path``, ``mode`` (octal text), ``uid``, ``gid`` and ``ctime_ns`` when it could
+            be stat'ed (the scan compares them to release the file), else ``{"path": ...}``.
+    """
 
     reason = "permission_denied"
+
+    def __init__(self, message: str, *, infrastructure: str | None = None, details: dict[str, Any] | None = None):
+        super().__init__(message, infrastructure=infrastructure)
+        self.details = details or {}
 
 
 class SourceReadFailed(InfrastructureError):

@@ -13,6 +13,7 @@ import errno as _errno
 from dataclasses import dataclass
 
 from ki import errors
+from ki.taxonomies import SOURCE_UNREADABLE
 
 
 class Treatment(enum.StrEnum):
@@ -21,6 +22,7 @@ class Treatment(enum.StrEnum):
     deterministic = "deterministic"  # quarantine on the first attempt
     retry = "retry"  # backoff, quarantine after max_attempts
     infrastructure = "infrastructure"  # backoff forever (capped), never quarantine
+    park = "park"  # wait (skipped, a waiting reason) until a scan sees the source change; never quarantine
 
 
 @dataclass(frozen=True)
@@ -193,7 +195,9 @@ def classify_error(exc: BaseException) -> ErrorVerdict:
        by SQLSTATE (40001, 40P01, 08xxx, 53xxx, 57P0x) or a lost connection, OS errors of the
        machine or a share (:data:`INFRASTRUCTURE_ERRNOS`), and the work-queue spec's transient
        message patterns (:data:`TRANSIENT_MESSAGE_PATTERNS`; issue 14 item 8).
-    5. A ``StageTimeout``: infrastructure here; whose fault it is (the dependency's or the file's) is
+    5. ``SourceReadDenied`` (a file the share will not let ki read): parked waiting with reason
+       ``source_unreadable`` until a scan sees its permissions change (``ki.store.unreadable``).
+       A ``StageTimeout``: infrastructure here; whose fault it is (the dependency's or the file's) is
        decided with the evidence of other files by ``ki.orchestration.blame``.
     6. Anything else (RetryableStageError, StaleClaim, bugs): retry up to max_attempts, then
        quarantine as ``internal_error``.
@@ -221,6 +225,8 @@ def classify_error(exc: BaseException) -> ErrorVerdict:
         return ErrorVerdict(Treatment.deterministic, reason=getattr(exc, "reason", None) or OWN_FAULT_REASON)
     if isinstance(exc, errors.ModelOutputInvalid):
         return ErrorVerdict(Treatment.retry, reason=MODEL_OUTPUT_REASON)
+    if isinstance(exc, errors.SourceReadDenied):  # the share will not let ki read it: wait for a change
+        return ErrorVerdict(Treatment.park, reason=SOURCE_UNREADABLE, infrastructure=exc.infrastructure)
     if isinstance(exc, errors.StageTimeout):
         return ErrorVerdict(Treatment.infrastructure, infrastructure=exc.infrastructure,
                             details={"timeout_seconds": exc.timeout_seconds})

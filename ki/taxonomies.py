@@ -71,6 +71,11 @@ class ProcessingStatus(enum.StrEnum):
 
 # Skip reasons with a meaning of their own (stored in last_error.reason).
 WAITING_FOR_PREVIOUS_STAGE = "waiting_for_previous_stage"
+#: A fetch row whose file the share will not let ki read (mode 000, an ACL): parked ``skipped`` with this
+#: reason, console bucket ``waiting``, until a scan sees its permissions change (``ki.store.unreadable``).
+SOURCE_UNREADABLE = "source_unreadable"
+#: The ``skipped`` reasons shown in the ``waiting`` bucket.
+WAITING_REASONS = (WAITING_FOR_PREVIOUS_STAGE, SOURCE_UNREADABLE)
 DISABLED_BY_CONFIGURATION = "disabled_by_configuration"
 SOURCE_OBJECT_DELETED = "source_object_deleted"
 CANCELLED = "cancelled"
@@ -86,11 +91,11 @@ def stage_bucket(status: str, reason: str | None) -> str:
     """Map a stored (status, last_error.reason) to its console bucket.
 
     Returns one of :data:`BUCKETS`. ``skipped`` splits three ways: ``waiting``
-    (parked behind a predecessor), ``disabled`` (stage off) and ``skipped`` (the
+    (parked behind a predecessor, or a file ki may not read: :data:`WAITING_REASONS`), ``disabled`` (stage off) and ``skipped`` (the
     handler's own judgement). Mirrors :data:`STAGE_BUCKET_SQL`.
     """
     if status == "skipped":
-        if reason == WAITING_FOR_PREVIOUS_STAGE:
+        if reason in WAITING_REASONS:
             return "waiting"
         if reason == DISABLED_BY_CONFIGURATION:
             return "disabled"
@@ -100,7 +105,7 @@ def stage_bucket(status: str, reason: str | None) -> str:
 
 #: The same mapping as :func:`stage_bucket`, as a SQL CASE over processing_state.
 STAGE_BUCKET_SQL = f"""CASE
-  WHEN status = 'skipped' AND reason = '{WAITING_FOR_PREVIOUS_STAGE}' THEN 'waiting'
+  WHEN status = 'skipped' AND reason IN ('{WAITING_FOR_PREVIOUS_STAGE}', '{SOURCE_UNREADABLE}') THEN 'waiting'
   WHEN status = 'skipped' AND reason = '{DISABLED_BY_CONFIGURATION}' THEN 'disabled'
   ELSE status END"""
 

@@ -28,6 +28,7 @@ from ki.api.schemas import (
     StatusOut,
     SyncIn,
     SyncOut,
+    UnreadableFile,
 )
 from ki.api.scopes import READ_PIPELINE, WRITE_PIPELINE
 from ki.api.state import ServerState, server_state
@@ -38,6 +39,7 @@ from ki.orchestration.budget import budget_wait
 from ki.store import audit, runs
 from ki.store.pauses import read_pauses
 from ki.store.runs import RunRow
+from ki.store.unreadable import parked_unreadable
 from ki.taxonomies import PIPELINE_STAGE_ORDER, STAGE_CONSOLE_NAMES
 
 router = APIRouter(prefix="/api", tags=["pipeline"])
@@ -63,6 +65,10 @@ def get_status(state: ServerState = Depends(server_state),
     with state.ctx.db.engine.connect() as conn:
         active = runs.active_runs(conn)
         paused = [PausedDependency(**p) for p in describe_pauses(read_pauses(conn), config)]
+        unreadable = [UnreadableFile(source_id=f.source_id, source_object_id=f.source_object_id,
+                                     path=f.details.get("path") or f.path, mode=f.details.get("mode"),
+                                     uid=f.details.get("uid"), gid=f.details.get("gid"))
+                      for f in parked_unreadable(conn, limit=200)]
     state.sweep_soon()
     enabled = {s: config.pipeline.stage(s).enabled for s in PIPELINE_STAGE_ORDER}
     stages = [StageStatus(stage=s, name=STAGE_CONSOLE_NAMES[s], enabled=enabled[s], buckets=counts[s],
@@ -77,7 +83,7 @@ def get_status(state: ServerState = Depends(server_state),
                              eta_seconds=owed / rate if rate else None))
     budget = budget_wait(state.ctx.db.engine, config)
     return StatusOut(stages=stages, runs=out, generated_at=snapshot.at, paused=paused,
-                     budget=BudgetWait(**budget) if budget else None)
+                     budget=BudgetWait(**budget) if budget else None, unreadable=unreadable)
 
 
 RUN_KINDS = ("insertion", "access_refresh", "sync")

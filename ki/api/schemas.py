@@ -76,16 +76,29 @@ class BudgetWait(BaseModel):
     message: str
 
 
+class UnreadableFile(BaseModel):
+    """A file the share will not let ki read, parked waiting (reason ``source_unreadable``) until a scan
+    sees its permissions change: its source, object, path and the mode and owner it had (``mode`` in octal)."""
+
+    source_id: int
+    source_object_id: int
+    path: str
+    mode: str | None = None
+    uid: int | None = None
+    gid: int | None = None
+
+
 class StatusOut(BaseModel):
     """``GET /api/status``: per-stage buckets (the one bucket query, counted at ``generated_at``:
     shared by every reader, at most about a second old; see :mod:`ki.api.status_cache`), the
-    active runs and the paused dependencies (read now)."""
+    active runs, the paused dependencies and the files ki may not read (first 200; read now)."""
 
     stages: list[StageStatus]
     runs: list[ActiveRun]
     budget: BudgetWait | None = None
     generated_at: datetime
     paused: list[PausedDependency] = Field(default_factory=list)
+    unreadable: list[UnreadableFile] = Field(default_factory=list)
 
 
 # --- runs --------------------------------------------------------------------------------------

@@ -279,7 +279,8 @@ def print_scan_notes(report) -> None:
         console.print(f"[yellow]{report.unsure} known document(s) below folders that could not be read were not "
                       "counted missing[/]")
     if report.released:
-        console.print(f"{report.released} file(s) that could not be read for permissions are readable again")
+        console.print(f"{report.released} file(s) that could not be read for permissions changed permissions: "
+                      "fetched again")
 
 
 def register(app: typer.Typer) -> None:

@@ -19,18 +19,21 @@ def _when(at) -> str:
 
 @group.command("list")
 def source_list(as_json: bool = typer.Option(False, "--json", help="one JSON array of sources")) -> None:
-    """Every source: id, folder, files, last scan, last run's outcome, quarantined files, watcher state."""
+    """Every source: id, folder, files (and how many are missing, and waiting because ki may not read them),
+    last scan, last run's outcome, quarantined files, watcher state."""
     from ki.sources.registry import watcher_states
     from ki.store.sources import list_sources
+    from ki.store.unreadable import unreadable_counts
 
     ctx = open_context()
     with ctx.db.engine.connect() as conn:
         rows = list_sources(conn)
         watchers = watcher_states(conn, [r.id for r in rows])
+        unreadable = unreadable_counts(conn)
     if as_json:
         sys.stdout.write(json.dumps([
             {"id": r.id, "kind": r.kind, "path": r.root, "files": r.files, "documents": r.documents,
-             "missing": r.missing, "quarantined": r.quarantined,
+             "missing": r.missing, "unreadable": unreadable.get(r.id, 0), "quarantined": r.quarantined,
              "last_scan_at": r.last_scan_at.isoformat() if r.last_scan_at else None,
              "last_run": ({"id": r.last_run_id, "status": r.last_run_status,
                            "finished_at": r.last_run_finished_at.isoformat() if r.last_run_finished_at else None}
@@ -48,7 +51,9 @@ def source_list(as_json: bool = typer.Option(False, "--json", help="one JSON arr
         table.add_column("watcher")
     for r in rows:
         run = f"{r.last_run_id} {r.last_run_status}" if r.last_run_id else "none"
-        cells = [str(r.id), shown(r.root), f"{r.files}" + (f" ({r.missing} missing)" if r.missing else ""),
+        notes = [f"{r.missing} missing"] * bool(r.missing) + \
+            [f"{unreadable[r.id]} waiting: ki may not read"] * bool(unreadable.get(r.id))
+        cells = [str(r.id), shown(r.root), f"{r.files}" + (f" ({', '.join(notes)})" if notes else ""),
                  _when(r.last_scan_at), shown(run), str(r.quarantined)]
         table.add_row(*cells, *([shown(watchers.get(r.id, ""))] if watchers else []))
     out.print(table)

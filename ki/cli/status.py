@@ -9,7 +9,7 @@ import json
 
 import typer
 
-from ki.cli.common import bucket_counts, open_context, out, print_status
+from ki.cli.common import bucket_counts, open_context, out, print_status, shown
 
 
 def status(as_json: bool = typer.Option(False, "--json", help="machine-readable output"),
@@ -56,12 +56,14 @@ def show_status(ctx, as_json: bool) -> None:
     from ki.cli.live import live_report, print_live
     from ki.store.lanes import lane_counts
     from ki.store.pauses import read_pauses
+    from ki.store.unreadable import parked_unreadable
     from ki.store.watch import watch_health
 
     with ctx.db.engine.connect() as conn:
         watched = watch_health(conn)
         paused = describe_pauses(read_pauses(conn), ctx.config)
         lanes = lane_counts(conn)
+        unreadable = [unreadable_entry(p) for p in parked_unreadable(conn, limit=UNREADABLE_SHOWN + 1000)]
     from ki.convert.components import converter_components, describe
     from ki.orchestration.budget import budget_wait
 
@@ -71,7 +73,7 @@ def show_status(ctx, as_json: bool) -> None:
     if as_json:
         out.print_json(json.dumps({"stages": counts, "lanes": lanes,
                                    "watch": [w.model_dump(mode="json") for w in watched],
-                                   "paused": paused, "budget": budget,
+                                   "paused": paused, "budget": budget, "unreadable": unreadable,
                                    "converters": [c.as_dict() for c in converters], **live}, default=str))
     else:
         print_status(counts)
@@ -82,6 +84,7 @@ def show_status(ctx, as_json: bool) -> None:
             out.print("lanes: " + " · ".join(busy))
         print_paused(paused)
         print_budget(budget)
+        print_unreadable(unreadable)
         for c in converters:
             out.print(describe(c), style=None if c.available else "yellow", markup=False)
         if watched:
@@ -93,6 +96,32 @@ def print_budget(budget: dict | None) -> None:
     if budget is not None:
         out.print(f"{budget['message']}; {budget['waiting']} row(s) wait (reason budget)", style="yellow",
                   highlight=False)
+
+
+#: Paths of files ki may not read that ``ki status`` prints (the JSON lists them all, up to 1,000 more).
+UNREADABLE_SHOWN = 20
+
+
+def unreadable_entry(parked) -> dict:
+    """A file parked as unreadable (``ki.store.unreadable.ParkedFile``) as ``ki status --json`` and
+    ``/api/status`` list it: source_id, source_object_id, path, mode, uid, gid."""
+    d = parked.details
+    return {"source_id": parked.source_id, "source_object_id": parked.source_object_id,
+            "path": d.get("path") or parked.path, "mode": d.get("mode"), "uid": d.get("uid"), "gid": d.get("gid")}
+
+
+def print_unreadable(unreadable: list[dict]) -> None:
+    """The files the share will not let ki read: a count, then up to :data:`UNREADABLE_SHOWN` paths."""
+    if not unreadable:
+        return
+    n = len(unreadable)
+    out.print(f"{n} file{'s' if n != 1 else ''} ki may not read (waiting until "
+              f"{'their' if n != 1 else 'its'} permissions change):", style="yellow", highlight=False)
+    for u in unreadable[:UNREADABLE_SHOWN]:
+        owner = f", owner {u['uid']}:{u['gid']}" if u.get("uid") is not None else ""
+        out.print(f"  {shown(u['path'])}  mode {u['mode'] or '?'}{owner}", highlight=False, soft_wrap=True)
+    if n > UNREADABLE_SHOWN:
+        out.print(f"  … and {n - UNREADABLE_SHOWN} more (ki status --json lists them)", highlight=False)
 
 
 def print_paused(paused: list[dict]) -> None:

@@ -369,9 +369,11 @@ def _record_failure_on(ctx: PipelineContext, rec: Connection, claim: Claim, exc:
         if report_lost:
             _report_lost_claim(ctx, claim)
         return ExecutionResult("claim_lost", claim.stage, claim.source_object_id, type(exc).__name__)
-    quarantine = status == "quarantined"
-    if quarantine:
+    if status == "quarantined":
         log.info("quarantined %s of object %s: %s: %s", claim.stage, claim.source_object_id,
                  type(exc).__name__, record["message"][:200])
-    return ExecutionResult("quarantined" if quarantine else "retry", claim.stage, claim.source_object_id,
-                           type(exc).__name__)
+    elif status == "skipped":  # parked with a waiting reason (Treatment.park)
+        log.info("%s of object %s waits (%s): %s", claim.stage, claim.source_object_id, verdict.reason,
+                 record["message"][:200])
+    kind: ResultKind = {"quarantined": "quarantined", "skipped": "skipped"}.get(status, "retry")  # type: ignore[assignment]
+    return ExecutionResult(kind, claim.stage, claim.source_object_id, type(exc).__name__)

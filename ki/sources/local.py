@@ -177,6 +177,17 @@ def _special_reason(mode: int) -> str:
     return "device"
 
 
+def permission_evidence(path: Path, shown: str) -> dict:
+    """What a scan compares to see a file's permissions change: ``path`` (``shown``), ``mode`` (octal text),
+    ``uid``, ``gid`` and ``ctime_ns`` (``stat``; just ``{"path"}`` when it cannot be stat'ed)."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return {"path": shown}
+    return {"path": shown, "mode": oct(stat.S_IMODE(st.st_mode)), "uid": st.st_uid, "gid": st.st_gid,
+            "ctime_ns": st.st_ctime_ns}
+
+
 class LocalFolderConnector:
     """Reads a folder tree. ``root`` must be an absolute path."""
 
@@ -340,9 +351,10 @@ class LocalFolderConnector:
             return outage
         path = self.root / external_id
         if isinstance(exc, PermissionError):
-            return SourceReadDenied(f"permission denied reading {path}: {exc.strerror}; ki retries it and a "
-                                    "rescan that finds it readable releases it at once",
-                                    infrastructure=f"permission denied: {path}")
+            return SourceReadDenied(f"permission denied reading {path}: {exc.strerror}; it waits until a scan "
+                                    "sees its permissions change (or finds it readable)",
+                                    infrastructure=f"permission denied: {path}",
+                                    details=permission_evidence(self.root / os_name(external_id, raw), str(path)))
         if isinstance(exc, FileNotFoundError):
             try:
                 empty = not any(True for _ in os.scandir(self.root))
@@ -356,6 +368,15 @@ class LocalFolderConnector:
         return SourceReadFailed(f"reading {path} failed: {exc}",
                                 infrastructure=f"source read error ({errno.errorcode.get(exc.errno or 0, 'EIO')}): "
                                                f"{path}")
+
+    def permissions_changed(self, external_id: str, raw: bytes | None, recorded: dict) -> bool:
+        """Whether the file's mode, owner or ACL changed since ``recorded`` (:func:`permission_evidence` of
+        when it was parked: its ``st_ctime_ns`` moves with each of them), or it is readable now."""
+        now = permission_evidence(self.root / os_name(external_id, raw), "")
+        keys = ("mode", "uid", "gid", "ctime_ns")
+        if "ctime_ns" not in now:
+            return False  # gone or unlistable: the scan's deletion rules decide
+        return any(now.get(k) != recorded.get(k) for k in keys) or self.readable(external_id, raw)
 
     def readable(self, external_id: str, raw: bytes | None = None) -> bool:
         """True when the file can be opened for reading now (a rescan releases permission faults)."""

@@ -16,8 +16,8 @@ Issue 14 items 4-5: only a successful listing of a file's folder can report it m
 that became unreadable counts nothing toward deleting its files); every entry the listing skipped
 is reported with its reason (:attr:`ScanReport.skipped`); names that are not valid UTF-8 are
 stored losslessly (``external_id_raw``); one file whose row cannot be written is reported and the
-rest of the scan goes on; a fetch waiting out a permission fault is made due at once when the file
-is readable again.
+rest of the scan goes on; a file parked because ki may not read it (``source_unreadable``,
+:mod:`ki.store.unreadable`) is released when the scan sees its permissions change.
 """
 
 from __future__ import annotations
@@ -38,6 +38,7 @@ from ki.errors import SourceReadDenied
 from ki.sources.local import ListedFile, Listing, LocalFolderConnector, SkippedEntry
 from ki.store.claims import request_rerun_from
 from ki.store.requeue import denied_fetches, requeue_from_fetch, retry_now, seed_rows
+from ki.store.unreadable import parked_unreadable, release_unreadable
 from ki.taxonomies import LANE_BACKFILL, LANE_LIVE
 
 log = logging.getLogger(__name__)
@@ -63,7 +64,7 @@ class ScanReport:
             ``unreadable_file`` for a listed file whose changed bytes could not be read, and
             ``not_recorded`` for a file whose row could not be written).
         unsure: known documents not reported missing because a folder above them could not be read.
-        released: fetches waiting out a permission fault made due now (the file is readable again).
+        released: files parked as unreadable whose permissions changed (or that are readable now), released.
         renamed: known documents found under a new path (same content): path updated, not re-fetched.
         deferred: files not taken yet (``defer`` / ``defer_younger_than``), as listed.
     """
@@ -363,13 +364,17 @@ def _insert_new(conn: Connection, source_id: int, root: str, files: list[ListedF
 
 
 def _release_readable(conn: Connection, connector: LocalFolderConnector, source_id: int, listed: set[str]) -> int:
-    """Make fetches waiting out a permission fault due now when their file is listed and readable."""
-    rows = [(rid, eid, raw) for rid, eid, raw in denied_fetches(conn, source_id, SourceReadDenied.reason)
-            if eid in listed]
-    readable = [rid for rid, eid, raw in rows if connector.readable(eid, raw)]
-    n = retry_now(conn, readable)
+    """Release the files parked as unreadable (``source_unreadable``, :mod:`ki.store.unreadable`) whose mode,
+    owner or ACL changed since they were parked, or that are readable now; and make the fetches still
+    failed with the older ``permission_denied`` record due now when their file is readable."""
+    parked = [p for p in parked_unreadable(conn, source_id) if p.external_id in listed]
+    changed = [p.row_id for p in parked if connector.permissions_changed(p.external_id, p.external_id_raw, p.details)]
+    n = release_unreadable(conn, changed)
+    legacy = [rid for rid, eid, raw in denied_fetches(conn, source_id, SourceReadDenied.reason)
+              if eid in listed and connector.readable(eid, raw)]
+    n += retry_now(conn, legacy)
     if n:
-        log.info("%d file(s) that could not be read for permissions are readable again: fetched now", n)
+        log.info("%d file(s) that could not be read for permissions changed permissions: fetched again", n)
     return n
 
 

@@ -301,15 +301,17 @@ def complete_claim(
 # -- name: fail_claim --
 # Record a failure, fenced by the token. The verdict is computed here from the treatment:
 # deterministic → quarantined; infrastructure → failed (never quarantined; counted in
-# last_error.infrastructure_attempts, carried across failures until attempts reset);
+# last_error.infrastructure_attempts, carried across failures until attempts reset); park → skipped
+# (a waiting reason such as source_unreadable; released by ki.store.unreadable), counted as infrastructure;
 # retry → quarantined once the attempts the document is responsible for reach max_attempts.
 # The same statement appends the attempt (with its error signature) to the history.
 INFRA_SQL = "coalesce((last_error->>'infrastructure_attempts')::int, 0)"
 FAIL_SQL = text(f"""
 WITH verdict AS (
     SELECT id,
-           {INFRA_SQL} + CASE WHEN :treatment = 'infrastructure' THEN 1 ELSE 0 END AS infra,
+           {INFRA_SQL} + CASE WHEN :treatment IN ('infrastructure', 'park') THEN 1 ELSE 0 END AS infra,
            CASE WHEN :treatment = 'deterministic' THEN 'quarantined'
+                WHEN :treatment = 'park' THEN 'skipped'
                 WHEN :treatment = 'infrastructure' THEN 'failed'
                 WHEN attempts - {INFRA_SQL} >= :max_attempts THEN 'quarantined'
                 ELSE 'failed' END AS status
@@ -332,9 +334,10 @@ def fail_claim(
     conn: Connection, claim: Claim, *, treatment: str, max_attempts: int, delay_seconds: float,
     last_error: dict[str, Any],
 ) -> str | None:
-    """Record a failure of ``treatment`` (deterministic / retry / infrastructure).
+    """Record a failure of ``treatment`` (deterministic / retry / infrastructure / park).
 
-    Returns the new status (``failed`` or ``quarantined``), or None when the claim was lost.
+    Returns the new status (``failed``, ``quarantined``, or ``skipped`` for ``park``), or None when the
+    claim was lost.
     ``delay_seconds`` applies when the row stays ``failed``. ``last_error`` is stored with its
     ``signature`` (:func:`ki.store.signatures.record_signature`) added; the attempt goes to the history.
     """

@@ -168,14 +168,18 @@ def user_ctx(db_url):
 
 def _ki_insert(ctx, root: Path) -> str:
     """Run ``ki insert ROOT`` as an unprivileged process; returns what it printed (stdout + stderr)."""
+    return _ki(ctx, "insert", str(root), both=True)
+
+
+def _ki(ctx, *args: str, both: bool = False) -> str:
+    """Run ``ki ARGS`` as an unprivileged process; returns its stdout (``both``: stderr + stdout)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("KI_")}
     env |= {"KI_DATA_DIR": str(ctx.settings.data_dir), "KI_DATABASE_URL": ctx.settings.database_url,
             "KI_INSERT_WAIT_RETRY_SECONDS": "0", "KI_INFRASTRUCTURE_RETRY_MAX_SECONDS": "0.2", "COLUMNS": "200",
             "HOME": str(ctx.settings.data_dir)}
-    proc = subprocess.run(unprivileged(ctx, [*KI, "insert", str(root)]), env=env, capture_output=True, text=True,
-                          timeout=300)
+    proc = subprocess.run(unprivileged(ctx, [*KI, *args]), env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    return proc.stderr + proc.stdout
+    return proc.stderr + proc.stdout if both else proc.stdout
 
 
 def test_unreadable_subfolder_never_counts_toward_deleting_its_files(user_ctx):
@@ -212,7 +216,10 @@ def test_unreadable_subfolder_never_counts_toward_deleting_its_files(user_ctx):
     assert "1 tombstoned" in out, out
 
 
-def test_permission_denied_file_waits_as_an_outage_and_a_rescan_releases_it(user_ctx):
+def test_a_file_ki_may_not_read_waits_parked_until_its_permissions_change(user_ctx):
+    """A mode-000 file is parked waiting with reason ``source_unreadable`` (never failed and retried by
+    every run, never quarantined), listed with its path by ``ki status`` and ``ki source list``; a scan
+    that sees its mode change releases it and it is fetched."""
     ctx = user_ctx
     tmp_path = ctx.place
     _fetch_only(ctx)
@@ -225,20 +232,29 @@ def test_permission_denied_file_waits_as_an_outage_and_a_rescan_releases_it(user
     try:
         _ki_insert(ctx, root)
         status, reason, err = _fetch_rows(ctx)["gesperrt.txt"]
-        assert (status, reason) == ("failed", "permission_denied")
+        assert (status, reason) == ("skipped", "source_unreadable")
         assert err["infrastructure"] == f"permission denied: {locked.resolve()}"
-        assert "a rescan that finds it readable releases it" in err["message"]
+        assert err["details"]["mode"] == "0o0" and err["details"]["path"] == str(locked.resolve())
         assert _quarantined(ctx) == []
-        with ctx.db.engine.begin() as conn:  # the backoff would keep it waiting for minutes
-            conn.execute(text("UPDATE processing_state SET next_retry_at = now() + interval '1 hour' "
-                              "WHERE status = 'failed'"))
-        out = _ki_insert(ctx, root)  # still locked: still waiting, never quarantined
-        assert _fetch_rows(ctx)["gesperrt.txt"][:2] == ("failed", "permission_denied")
-        assert "readable again" not in out
+        with ctx.db.engine.connect() as conn:
+            attempts = conn.execute(text("SELECT attempts FROM processing_state WHERE stage = 'fetch' "
+                                         "AND status = 'skipped'")).scalar_one()
+        out = _ki_insert(ctx, root)  # still locked: a rescan does not retry it
+        assert _fetch_rows(ctx)["gesperrt.txt"][:2] == ("skipped", "source_unreadable")
+        with ctx.db.engine.connect() as conn:
+            assert conn.execute(text("SELECT attempts FROM processing_state WHERE stage = 'fetch' "
+                                     "AND status = 'skipped'")).scalar_one() == attempts
+        assert "changed permissions" not in out
+        shown = _ki(ctx, "status")
+        assert "1 file ki may not read (waiting until its permissions change)" in shown, shown
+        assert str(locked.resolve()) in shown and "mode 0o0" in shown
+        listed = json.loads(_ki(ctx, "source", "list", "--json"))
+        assert listed[0]["unreadable"] == 1
+        assert "1 waiting: ki may not read" in _ki(ctx, "source", "list")
     finally:
         locked.chmod(0o644)
     out = _ki_insert(ctx, root)
-    assert "1 file(s) that could not be read for permissions are readable again" in out, out
+    assert "1 file(s) that could not be read for permissions changed permissions" in out, out
     assert _fetch_rows(ctx)["gesperrt.txt"][0] == "done"
     assert _quarantined(ctx) == []
 
@@ -327,9 +343,16 @@ def test_the_scan_summary_names_what_it_skipped(user_ctx):
     outside = tmp_path / "anderswo.txt"
     outside.write_text("woanders\n", encoding="utf-8")
     (root / "weg").symlink_to(outside)
-    out = _ki_insert(ctx, root)
-    assert "skipped 2 entries: 1 fifo, 1 symlink_outside_root" in out, out
+    (root / "kreis").symlink_to(root / "kreis")  # a symlink loop
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(str(root / "sock"))
+    try:
+        out = _ki_insert(ctx, root)
+    finally:
+        listener.close()
+    assert "skipped 4 entries: 1 fifo, 1 socket, 1 symlink_loop, 1 symlink_outside_root" in out, out
     assert "fifo  [fifo]" in out and f"weg  [symlink_outside_root] {outside.resolve()}" in out
+    assert "sock  [socket]" in out and "kreis  [symlink_loop]" in out
 
 
 # --- every quarantine names its reason ------------------------------------------------------------------

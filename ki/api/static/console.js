@@ -227,7 +227,23 @@ function stageCard(st, i) {
           "Re-run all files…"))));
 }
 
+function renderUnreadable() {
+  // files the share will not let ki read: parked (waiting, source_unreadable) until their permissions change
+  const box = document.getElementById("unreadable");
+  const files = S.status.unreadable || [];
+  box.hidden = files.length === 0;
+  if (!files.length) return;
+  const n = files.length;
+  replace(box, [
+    h("p", {}, `${n}${n >= 200 ? "+" : ""} ${n === 1 ? "file" : "files"} ki may not read, waiting until ` +
+      `${n === 1 ? "its" : "their"} permissions change (source_unreadable):`),
+    h("ul", { class: "mono small" }, files.map((f) =>
+      h("li", {}, f.path, h("span", { class: "muted" }, f.mode ? `  mode ${f.mode}` : "")))),
+  ]);
+}
+
 function renderStages() {
+  renderUnreadable();
   replace(document.getElementById("stages"), S.status.stages.map(stageCard));
   document.getElementById("status-time").textContent = `Updated ${when(S.status.generated_at)}`;
 }
