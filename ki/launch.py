@@ -106,7 +106,8 @@ def launch_insertion(
     """
     ctx.reload_config()
     provider = ctx.config.components.orchestrator_provider
-    retry_wait = ctx.settings.insert_wait_retry_seconds if wait_for_retries_seconds is None else wait_for_retries_seconds
+    retry_wait = (ctx.settings.insert_wait_retry_seconds if wait_for_retries_seconds is None
+                  else wait_for_retries_seconds)
     if provider == "hatchet":
         summary = _launch_hatchet(ctx, trigger=trigger, source_id=source_id, label=label, on_tick=on_tick,
                                   wait=wait and released_object is None, on_started=on_started)

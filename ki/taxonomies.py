@@ -90,9 +90,9 @@ TERMINAL_STATUSES = frozenset({"done", "skipped", "quarantined"})
 def stage_bucket(status: str, reason: str | None) -> str:
     """Map a stored (status, last_error.reason) to its console bucket.
 
-    Returns one of :data:`BUCKETS`. ``skipped`` splits three ways: ``waiting``
-    (parked behind a predecessor, or a file ki may not read: :data:`WAITING_REASONS`), ``disabled`` (stage off) and ``skipped`` (the
-    handler's own judgement). Mirrors :data:`STAGE_BUCKET_SQL`.
+    Returns one of :data:`BUCKETS`. ``skipped`` splits three ways: ``waiting`` (parked behind a
+    predecessor, or a file ki may not read: :data:`WAITING_REASONS`), ``disabled`` (stage off) and
+    ``skipped`` (the handler's own judgement). Mirrors :data:`STAGE_BUCKET_SQL`.
     """
     if status == "skipped":
         if reason in WAITING_REASONS:
