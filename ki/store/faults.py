@@ -16,6 +16,8 @@ from datetime import datetime
 from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
+from ki.served import Served
+
 #: Successes counted at most (the evidence says "at least this many"; the read stays bounded).
 SUCCESS_COUNT_CAP = 1000
 
@@ -47,27 +49,16 @@ SELECT (SELECT at FROM since) AS since, (SELECT count(*) FROM ok) AS succeeded,
 
 
 @dataclass(frozen=True)
-class FaultEvidence:
-    """What other files met in the same stages since a file's fault streak began.
+class FaultEvidence(Served):
+    """What other files met in the same stages since a file's fault streak began (:class:`ki.served.Served`:
+    ``succeeded`` counts attempts of other files that finished ``done``, at most :data:`SUCCESS_COUNT_CAP`;
+    ``others_failing``: another file of those stages failed with an outage-looking fault after the latest).
 
     Attributes:
         since: when the streak began (UTC; the first faulting attempt's claim).
-        succeeded: attempts of other files that finished ``done`` since then (at most
-            :data:`SUCCESS_COUNT_CAP`).
-        last_success: the latest of them, or None.
-        others_failing: another file of those stages failed with an outage-looking fault after
-            ``last_success`` (the dependency fails for others too: an outage).
     """
 
-    since: datetime
-    succeeded: int
-    last_success: datetime | None
-    others_failing: bool
-
-    @property
-    def file_at_fault(self) -> bool:
-        """The dependency served other files since the streak began and fails for nobody else now."""
-        return self.succeeded > 0 and not self.others_failing
+    since: datetime | None = None
 
 
 def fault_evidence(conn: Connection, *, row_id: int, source_object_id: int, stages: list[str],
@@ -77,4 +68,4 @@ def fault_evidence(conn: Connection, *, row_id: int, source_object_id: int, stag
     row = conn.execute(FAULT_EVIDENCE_SQL, {
         "since": since, "row_id": row_id, "oid": source_object_id, "stages": list(stages),
         "cap": SUCCESS_COUNT_CAP, "own": list(OWN_FAULT_REASONS)}).one()
-    return FaultEvidence(row.since, int(row.succeeded), row.last_success, bool(row.others_failing))
+    return FaultEvidence(int(row.succeeded), row.last_success, bool(row.others_failing), since=row.since)
