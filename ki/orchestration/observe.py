@@ -32,7 +32,8 @@ def observed(execute: F) -> F:
         with tracing.stage_span(claim.stage, claim.source_object_id, claim.attempts, version) as span:
             result = execute(ctx, claim, **kwargs)
             tracing.set_outcome(span, result.kind, result.error_class)
-        metrics.record_execution(claim.stage, result.kind, result.error_class, time.monotonic() - started)
+        metrics.record_execution(claim.stage, result.kind, result.error_class, time.monotonic() - started,
+                                 queue_wait_seconds=claim.waited_seconds)
         return result
 
     return wrapper  # type: ignore[return-value]

@@ -45,6 +45,8 @@ class Claim:
         last_error: the row's ``last_error`` as it was when claimed (e.g. the ``access_only_reindex``
             marker, or the previous failure); None for a fresh row.
         worker: who claimed it (the attempt history records it with the outcome).
+        waited_seconds: how long the row had been runnable when this claim took it (since it became
+            pending, or since its retry fell due); None when not read.
     """
 
     row_id: int
@@ -55,13 +57,18 @@ class Claim:
     object_row: tuple[Any, ...] | None = field(default=None, compare=False, repr=False)
     last_error: dict[str, Any] | None = field(default=None, compare=False, repr=False)
     worker: str | None = field(default=None, compare=False)
+    waited_seconds: float | None = field(default=None, compare=False)
 
 
 #: What an executor needs of the claimed row's object and source (``SourceObjectView`` field order).
 OBJECT_COLUMNS = """so.id, so.source_id, s.kind, s.root, so.external_id, so.path, so.size, so.mtime_ns,
        so.content_hash, so.deleted_at, s.config, so.parent_id, so.embedded_index, so.scanned_hash,
        so.external_id_raw"""
-_N_CLAIM_COLUMNS = 5
+_N_CLAIM_COLUMNS = 6
+
+#: When a row became runnable: a pending row when the statement that made it owed wrote it, a failed row
+#: when its retry fell due (the claims' ``next`` CTE reads it before the claim overwrites both columns).
+READY_AT_SQL = "CASE WHEN status = 'failed' THEN greatest(updated_at, next_retry_at) ELSE updated_at END"
 
 
 _CLAIM_SET = """
@@ -76,7 +83,8 @@ _CLAIM_FROM = """
 FROM next, source_object so JOIN source s ON s.id = so.source_id
 WHERE ps.id = next.id AND so.id = ps.source_object_id
 """
-_CLAIM_RETURNING = f"RETURNING ps.id, ps.source_object_id, ps.stage, ps.attempts, ps.last_error, {OBJECT_COLUMNS}"
+_CLAIM_RETURNING = ("RETURNING ps.id, ps.source_object_id, ps.stage, ps.attempts, ps.last_error, "
+                    f"extract(epoch FROM now() - next.ready_at), {OBJECT_COLUMNS}")
 
 # -- name: claim_next --
 # Claim the oldest eligible row (pending, or failed with its retry due) by updated_at, of a stage
@@ -86,7 +94,7 @@ _CLAIM_RETURNING = f"RETURNING ps.id, ps.source_object_id, ps.stage, ps.attempts
 # only returns its row to pending, and the worker's late completion is refused by the token.
 CLAIM_NEXT_SQL = text(f"""
 WITH next AS (
-    SELECT id FROM processing_state
+    SELECT id, {READY_AT_SQL} AS ready_at FROM processing_state
     WHERE {ELIGIBLE_SQL} AND stage <> ALL(CAST(:paused AS text[]))
     ORDER BY updated_at
     LIMIT :limit
@@ -111,9 +119,9 @@ UPDATE processing_state ps SET {_CLAIM_SET}
 # probed first (CTE ``model``, given its own pair list); the general probe runs only when that found
 # none. Commits asynchronously, as claim_next.
 _PAIR_PROBE = f"""
-    SELECT c.id FROM unnest(CAST(:{{lanes}} AS text[]), CAST(:{{stages}} AS text[])) AS p(lane, stage)
+    SELECT c.id, c.ready_at FROM unnest(CAST(:{{lanes}} AS text[]), CAST(:{{stages}} AS text[])) AS p(lane, stage)
     CROSS JOIN LATERAL (
-        SELECT id FROM processing_state
+        SELECT id, {READY_AT_SQL} AS ready_at FROM processing_state
         WHERE lane BETWEEN p.lane AND p.lane AND stage BETWEEN p.stage AND p.stage AND {ELIGIBLE_SQL}{{extra}}
         ORDER BY lane, stage, updated_at LIMIT :limit FOR UPDATE SKIP LOCKED) c"""
 CLAIM_IN_LANES_SQL = text(f"""
@@ -122,7 +130,7 @@ WITH model AS MATERIALIZED ({_PAIR_PROBE.format(lanes="model_lanes", stages="mod
 ), general AS MATERIALIZED ({_PAIR_PROBE.format(lanes="lanes", stages="stages",
                                                 extra=" AND NOT EXISTS (SELECT 1 FROM model)")}
     LIMIT :limit
-), next AS (SELECT id FROM model UNION ALL SELECT id FROM general)
+), next AS (SELECT id, ready_at FROM model UNION ALL SELECT id, ready_at FROM general)
 UPDATE processing_state ps SET {_CLAIM_SET}
 {_CLAIM_FROM}  AND set_config('synchronous_commit', 'off', true) IS NOT NULL
 {_CLAIM_RETURNING}
@@ -133,7 +141,7 @@ UPDATE processing_state ps SET {_CLAIM_SET}
 # process one estate in many orders. Never used unless the setting is given.
 CLAIM_NEXT_SHUFFLED_SQL = text(f"""
 WITH next AS (
-    SELECT id FROM processing_state
+    SELECT id, {READY_AT_SQL} AS ready_at FROM processing_state
     WHERE {ELIGIBLE_SQL} AND stage <> ALL(CAST(:paused AS text[]))
     ORDER BY md5(id::text || ':' || CAST(:seed AS text))
     LIMIT :limit
@@ -148,7 +156,7 @@ UPDATE processing_state ps SET {_CLAIM_SET}
 # Claim one (object, stage) row if it is eligible and nobody holds it.
 CLAIM_ROW_SQL = text(f"""
 WITH next AS (
-    SELECT id FROM processing_state
+    SELECT id, {READY_AT_SQL} AS ready_at FROM processing_state
     WHERE source_object_id = :source_object_id AND stage = :stage AND {ELIGIBLE_SQL}
     FOR UPDATE SKIP LOCKED
 )
@@ -158,7 +166,8 @@ UPDATE processing_state ps SET {_CLAIM_SET}
 
 
 def _claim(row: Any, token: uuid.UUID, worker: str) -> Claim:
-    return Claim(row[0], row[1], row[2], row[3], token, tuple(row[_N_CLAIM_COLUMNS:]), row[4], worker)
+    waited = None if row[5] is None else max(0.0, float(row[5]))
+    return Claim(row[0], row[1], row[2], row[3], token, tuple(row[_N_CLAIM_COLUMNS:]), row[4], worker, waited)
 
 
 def claim_next(conn: Connection, *, worker: str, run_id: int | None, limit: int = 1,

@@ -69,6 +69,11 @@ def test_counters_equal_the_run_and_gauges_equal_the_buckets(console, shared, tm
     # every stage that ran observed its durations; the histogram count equals its executions
     durations = delta(after["ki_stage_duration_seconds_count"], before.get("ki_stage_duration_seconds_count", {}))
     assert by_label(durations, "stage") == by_label(executions, "stage")
+    # every claim observed how long its row had waited (runnable -> claimed): one per execution
+    waits = delta(after["ki_queue_wait_seconds_count"], before.get("ki_queue_wait_seconds_count", {}))
+    assert by_label(waits, "stage") == by_label(executions, "stage")
+    waited = delta(after["ki_queue_wait_seconds_sum"], before.get("ki_queue_wait_seconds_sum", {}))
+    assert 0 <= sum(waited.values()) < 600 * sum(waits.values())
     assert set(by_label(durations, "stage")) == set(PIPELINE_STAGE_ORDER)
     last = by_label(after["ki_stage_last_success_timestamp_seconds"], "stage")
     assert set(last) == set(PIPELINE_STAGE_ORDER) and min(last.values()) > 1.7e9
