@@ -15,7 +15,8 @@ textual part, as indexed — against a reference reader that is not ki's code pa
 * ``.doc`` ``.dot`` ``.wpd`` ``.wps`` ``.pages``: LibreOffice's own plain-text export (``txt:Text``);
 * ``.ppt``: the text atoms of the ``PowerPoint Document`` stream (``TextCharsAtom`` UTF-16,
   ``TextBytesAtom`` cp1252; [MS-PPT] 2.9) outside the master slides (their placeholder text is layout),
-  read with olefile — slides and notes;
+  read with olefile — slides and notes; a text block stored twice (the outline and the slide's drawing
+  both hold it) counts once;
 * ``.xls``: every cell value xlrd gives (the library's own reading, not ki's layout);
 * ``.p7m``: the signed content itself (asn1crypto), read as text;
 * ``.dat`` (TNEF): the RTF body read by striprtf plus each attachment's name.
@@ -93,7 +94,7 @@ def _ppt_atoms(data: bytes) -> str:
         elif not masters and rtype == 0x0FA8:
             out.append(body.decode("cp1252", "replace"))
         pos += 8 + size
-    return "\n".join(out)
+    return "\n".join(dict.fromkeys(out))  # a slide's text is stored twice (outline and drawing): once
 
 
 def _xls_values(data: bytes) -> str:

@@ -182,3 +182,34 @@ def test_a_killed_worker_takes_its_libreoffice_with_it():
     assert info.value.reason == "too_large" and info.value.details["limit_seconds"] == 2
     assert seen, "LibreOffice never ran: the test proves nothing"
     assert _wait_gone(seen) == set()
+
+
+# ---------------------------------------------------------------------------- a zip bomb, built here
+
+
+def test_zip_bomb_member_is_refused_and_its_sibling_kept():
+    """A 64 MiB member of zeros deflates ~1000×: refused ``too_large`` by name; the small sibling is a child.
+    A member whose header understates its size is never inflated past it: its checksum then fails (``corrupt``)."""
+    import io
+    import struct
+    import zipfile
+
+    from ki.convert.archive import MAX_RATIO, convert_zip, read_members
+
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as z:
+        z.writestr("Anlagen/bomb.txt", b"\0" * (64 << 20))
+        z.writestr("Anlagen/Anlage 1.txt", b"Mietvertrag vom 1. April")
+        z.writestr("liar.txt", b"A" * 4096)
+    data = bytearray(buf.getvalue())
+    # the central directory entry of liar.txt declares 10 bytes uncompressed (offset 24 in the entry)
+    at = data.rindex(b"PK\x01\x02", 0, data.rindex(b"liar.txt"))
+    struct.pack_into("<I", data, at + 24, 10)
+    doc = convert_zip(bytes(data), "bundle.zip")
+    refused = {r["path"]: r["reason"] for r in doc.metadata["refused"]}
+    assert refused == {"Anlagen/bomb.txt": "too_large", "liar.txt": "corrupt"}
+    assert "Anlagen/bomb.txt: refused, too_large" in doc.text and MAX_RATIO == 200
+    members, _ = read_members(bytes(data), "bundle.zip")
+    assert [(m.path, m.data) for m in members if m.data is not None] == [("Anlagen/Anlage 1.txt",
+                                                                         b"Mietvertrag vom 1. April")]
+    assert [p.name for p in extract_embedded("zip", bytes(data), "bundle.zip")] == ["Anlagen/Anlage 1.txt"]
