@@ -110,11 +110,11 @@ def ki_texts(data: bytes, name: str) -> tuple[str, str] | None:
 
 
 def ooxml_parts_only(data: bytes, name: str) -> str:
-    from ki.convert.model import StructuredDocument
-    from ki.convert.ooxml_parts import add_package_parts
+    """The charts, SmartArt and embedded names ki reads from an OOXML package (its text aside)."""
+    from ki.convert.ooxml_package import OoxmlPackage
+    from ki.convert.ooxml_parts import package_parts
 
-    doc = add_package_parts(StructuredDocument(text="", format="x", converter="x"), data, name)
-    return "\n".join(doc.parts.values())
+    return "\n".join(package_parts(OoxmlPackage(data, name))[0].values())
 
 
 def recall_table(files: list[Path]) -> None:

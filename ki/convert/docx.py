@@ -26,6 +26,7 @@ from ki.convert.ooxml_blocks import PartText
 from ki.convert.ooxml_ns import W14_NS, W_NS, parse_ooxml_date, split_tag, w_attr, w_children
 from ki.convert.ooxml_package import OoxmlPackage, Relationship
 from ki.convert.ooxml_parts import package_parts
+from ki.convert.ooxml_props import core_title
 from ki.convert.ooxml_walk import OoxmlWalker
 from ki.errors import UnsupportedDocument
 
@@ -38,7 +39,6 @@ _RELS_NS = "http://schemas.openxmlformats.org/package/2006/relationships"
 _W15_NS = "http://schemas.microsoft.com/office/word/2012/wordml"
 _W16CID_NS = "http://schemas.microsoft.com/office/word/2016/wordml/cid"
 _W16CEX_NS = "http://schemas.microsoft.com/office/word/2018/wordml/cex"
-_DC_NS = "http://purl.org/dc/elements/1.1/"
 
 
 def convert_docx(data: bytes, filename: str, *, depth: int = 0) -> StructuredDocument:
@@ -93,7 +93,7 @@ def convert_docx(data: bytes, filename: str, *, depth: int = 0) -> StructuredDoc
     parts.update(side)
 
     warnings = list(pkg.warnings) + chunk_warnings
-    title = _core_title(pkg)
+    title = core_title(pkg)
     metadata = _counts(pkg, root, doc_rels)
     metadata["revisions"] = len(walker.revisions)
     metadata["comments"] = len(comments)
@@ -253,18 +253,6 @@ def _extensible_dates(pkg: OoxmlPackage, doc_rels: list[Relationship]) -> dict:
         if durable in by_durable:
             out[(el.get(f"{{{_W16CID_NS}}}paraId") or "").upper()] = by_durable[durable]
     return out
-
-
-def _core_title(pkg: OoxmlPackage) -> str | None:
-    name = next((r.part for r in pkg.rels("") if r.kind == "core-properties" and r.part), None)
-    if name is None and pkg.has("docProps/core.xml"):
-        name = "docProps/core.xml"
-    root = pkg.optional_xml(name)
-    if root is None:
-        return None
-    el = root.find(f"{{{_DC_NS}}}title")
-    title = " ".join((el.text or "").split()) if el is not None else ""
-    return title or None
 
 
 def _counts(pkg: OoxmlPackage, root: etree._Element, doc_rels: list[Relationship]) -> dict:

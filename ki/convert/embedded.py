@@ -283,7 +283,8 @@ def may_embed(body: dict, path: str = "") -> bool:
     if fmt not in CONTAINER_FORMATS or path.count(NESTING_SEP) >= MAX_NESTING:
         return False
     metadata = body.get("metadata") or {}
-    counted = {"pdf": "embedded_files", "docx": "embedded_objects"}.get(fmt)
+    counted = {"pdf": "embedded_files", "docx": "embedded_objects", "xlsx": "embedded_objects",
+               "pptx": "embedded_objects"}.get(fmt)
     return counted is None or metadata.get(counted) is None or bool(metadata[counted])
 
 

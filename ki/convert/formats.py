@@ -35,10 +35,19 @@ _ODF_MIMETYPES = {
     b"application/vnd.oasis.opendocument.text": "odt",
     b"application/vnd.oasis.opendocument.spreadsheet": "ods",
     b"application/vnd.oasis.opendocument.presentation": "odp",
+    b"application/vnd.oasis.opendocument.graphics": "odg",
+    b"application/vnd.oasis.opendocument.text-template": "odt",
+    b"application/vnd.oasis.opendocument.spreadsheet-template": "ods",
+    b"application/vnd.oasis.opendocument.presentation-template": "odp",
+    b"application/vnd.oasis.opendocument.graphics-template": "odg",
     b"application/epub+zip": "epub",
 }
-#: OOXML main-part folders → kind.
-_OOXML_FOLDERS = (("word/", "docx"), ("ppt/", "pptx"), ("xl/", "xlsx"))
+#: OOXML main-part folders → kind (a binary workbook, XLSB, has ``xl/workbook.bin``).
+_OOXML_FOLDERS = (("word/", "docx"), ("ppt/", "pptx"), ("xl/workbook.bin", "xlsb"), ("xl/", "xlsx"),
+                  ("visio/", "vsdx"))
+#: Members that make a zip an XPS / OpenXPS document.
+_XPS_MEMBERS = ("fixeddocumentsequence.fdseq", "fixeddocseq.fdseq", "documents/1/fixeddocument.fdoc",
+                "documents/1/fixeddoc.fdoc")
 
 TEXT_EXT = {".txt", ".text", ".md", ".csv", ".log", ".tsv"}
 MAIL_EXT = {".eml"}
@@ -49,7 +58,9 @@ HTML_EXT = {".html", ".htm", ".xhtml"}
 RTF_EXT = {".rtf"}
 IMAGE_EXT = {".png", ".jpg", ".jpeg", ".tif", ".tiff", ".bmp", ".gif", ".webp"}
 MBOX_EXT = {".mbox", ".mbx"}
-OFFICE_OTHER_EXT = {".pptx", ".xlsx", ".odt", ".ods", ".odp"}
+XLSX_EXT = {".xlsx", ".xlsm", ".xltx", ".xltm"}
+PPTX_EXT = {".pptx", ".pptm", ".ppsx", ".ppsm", ".potx", ".potm"}
+ODF_EXT = {".odt", ".ods", ".odp", ".odg", ".ott", ".ots", ".otp", ".otg"}
 #: Legacy binary and old word-processor formats LibreOffice converts (ki.convert.legacy).
 LEGACY_EXT = {".doc", ".dot", ".ppt", ".pps", ".pot", ".wpd", ".wps", ".pages"}
 XLS_EXT = {".xls", ".xlt"}
@@ -63,13 +74,16 @@ TNEF_MAGIC = b"\x78\x9f\x3e\x22"
 #: Router format per extension (the extension decides when it is one ki knows).
 _EXTENSION_ROUTES = (
     (TEXT_EXT, "txt"), (MAIL_EXT, "eml"), (MSG_EXT, "msg"), (MBOX_EXT, "mbox"), (DOCX_EXT, "docx"),
-    (HTML_EXT, "html"), (RTF_EXT, "rtf"), (IMAGE_EXT, "image"), (OFFICE_OTHER_EXT, "office"),
-    (LEGACY_EXT, "legacy"), (XLS_EXT, "xls"), (ZIP_EXT, "zip"), (P7M_EXT, "p7m"), (OTHER_ARCHIVE_EXT, "archive"),
+    (HTML_EXT, "html"), (RTF_EXT, "rtf"), (IMAGE_EXT, "image"), (XLSX_EXT, "xlsx"), (PPTX_EXT, "pptx"),
+    (ODF_EXT, "odf"), (LEGACY_EXT, "legacy"), (XLS_EXT, "xls"), (ZIP_EXT, "zip"), (P7M_EXT, "p7m"),
+    (OTHER_ARCHIVE_EXT, "archive"),
 )  # fmt: skip
 
 #: Sniffed kinds the router treats as images / as "office" (Docling's formats).
 IMAGE_KINDS = frozenset({"png", "jpg", "tif", "gif", "bmp", "webp"})
-_OFFICE_KINDS = frozenset({"pptx", "xlsx", "odt", "ods", "odp", "epub"})
+_OFFICE_KINDS = frozenset({"epub"})
+#: Sniffed kinds ki reads itself, and the router format each goes to.
+_NATIVE_KINDS = {"xlsx": "xlsx", "pptx": "pptx", "odt": "odf", "ods": "odf", "odp": "odf", "odg": "odf"}
 
 
 def pdf_header_offset(data: bytes) -> int:
@@ -93,7 +107,8 @@ def image_kind(head: bytes) -> str | None:
 
 
 def zip_kind(data: bytes) -> str:
-    """What a zip package holds: ``docx``/``pptx``/``xlsx``/``odt``/``ods``/``odp``/``epub``, else ``zip``.
+    """What a zip package holds: ``docx``/``pptx``/``xlsx``/``xlsb``/``vsdx``/``xps``/``odt``/``ods``/``odp``/``odg``/
+    ``epub``, else ``zip``.
 
     The central directory is read (cheap); a damaged zip whose first local header names a
     ``word/`` part still counts as ``docx`` (so it quarantines as a corrupt DOCX).
@@ -107,9 +122,14 @@ def zip_kind(data: bytes) -> str:
                     return odf
     except (zipfile.BadZipFile, zipfile.LargeZipFile, OSError, KeyError, RuntimeError, ValueError, EOFError):
         return "docx" if b"word/" in data[:2048] else "zip"
+    lower = [n.lower() for n in names]
     for prefix, kind in _OOXML_FOLDERS:
-        if any(n.startswith(prefix) for n in names):
+        if any(n.startswith(prefix) for n in lower):
             return kind
+    if any(n in _XPS_MEMBERS for n in lower):
+        return "xps"
+    if "content.xml" in lower and "meta-inf/manifest.xml" in lower:
+        return "odt"  # an OpenDocument package without its mimetype member: the converter reads its body
     return "zip"
 
 
@@ -161,9 +181,10 @@ def is_document(data: bytes, filename: str) -> bool:
 
 
 def sniff_format(data: bytes, filename: str) -> str:
-    """The router's format name: txt, eml, msg, mbox, docx, pdf, html, rtf, image, office, xls, zip, tnef,
-    p7m, archive (7-Zip, RAR: not read) or legacy (a legacy binary Office or old word-processor file; an
-    OLE2 file without a known extension).
+    """The router's format name: txt, eml, msg, mbox, docx, xlsx, pptx, odf, pdf, html, rtf, image, xls, zip,
+    tnef, p7m, archive (7-Zip, RAR: not read), legacy (a legacy binary Office or old word-processor file; an
+    OLE2 file without a known extension), office (EPUB) or a kind no converter here reads (``xlsb``, ``vsdx``,
+    ``xps``).
 
     The extension decides when it is one ki knows (a ``.pdf`` without ``%PDF-`` is a corrupt
     PDF, quarantined, not silently text); other files are recognised by :func:`sniff_bytes`,
@@ -180,6 +201,10 @@ def sniff_format(data: bytes, filename: str) -> str:
         return "txt"
     if kind in IMAGE_KINDS:
         return "image"
+    if kind in _NATIVE_KINDS:
+        return _NATIVE_KINDS[kind]
+    if kind in ("xlsb", "vsdx", "xps"):
+        return kind
     if kind in _OFFICE_KINDS:
         return "office"
     if kind == "cfb":

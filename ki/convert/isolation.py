@@ -1,8 +1,9 @@
 """Conversions of untrusted formats in worker processes, under a memory and a wall-clock budget per file.
 
 Issue 14 item 7d. A hostile or merely huge file must not take the whole process down or hold a
-worker for ever: ki's own converters (text, mail, mbox, MSG, DOCX, PDF, HTML, RTF and OCR — PDFium,
-lxml, striprtf, Pillow and onnxruntime parse untrusted bytes) run in a pool of worker processes.
+worker for ever: ki's own converters (text, mail, mbox, MSG, DOCX, XLSX, PPTX, OpenDocument, PDF, HTML, RTF
+and OCR — PDFium, lxml, openpyxl, python-pptx, striprtf, Pillow and onnxruntime parse untrusted bytes) run
+in a pool of worker processes.
 
 * **Memory**: each worker sets ``RLIMIT_DATA`` (private writable memory: the heap and anonymous
   mappings, which is what a parser's allocations use; not the shared libraries' mappings, which
@@ -67,7 +68,8 @@ RETIRE_GROWTH_MB = 256
 MEMORY_MASKING_REASONS = frozenset({"corrupt", "conversion_failed"})
 #: Modules a worker imports before its first job (the converters; OCR's engine loads on first use).
 PRELOAD = ("ki.convert.router", "ki.convert.pdf", "ki.convert.docx", "ki.convert.mail", "ki.convert.msg",
-           "ki.convert.html", "ki.convert.rtf", "ki.convert.text", "ki.convert.embedded")
+           "ki.convert.html", "ki.convert.rtf", "ki.convert.text", "ki.convert.embedded", "ki.convert.xlsx",
+           "ki.convert.pptx", "ki.convert.odf")
 _CRASH_SIGNALS = frozenset({signal.SIGSEGV, signal.SIGBUS, signal.SIGABRT, signal.SIGFPE, signal.SIGILL})
 _BUILTIN_ERRORS = {cls.__name__: cls for cls in (ValueError, KeyError, IndexError, TypeError, LookupError, OSError,
                                                  RecursionError, UnicodeError, EOFError, ArithmeticError)}

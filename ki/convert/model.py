@@ -127,6 +127,9 @@ class StructuredDocument(BaseModel):
             mean ``footnote`` / ``endnote``). Read them through :meth:`textual_parts`.
         warnings: non-fatal defects (dangling relationship, header parse defects, ...).
         metadata: free-form converter facts (counts of tables, sdt, flags such as ``encrypted``).
+        body_parts: for a document made of sections (a workbook's sheets, a deck's slides), the ``parts`` keys
+            whose texts, in order, make up ``text``: the index chunks those parts (so a hit names its sheet or
+            slide) and not ``text`` a second time; ``text`` stays the whole for the stages that read a body.
     """
 
     text: str
@@ -143,6 +146,7 @@ class StructuredDocument(BaseModel):
     mail: MailMeta | None = None
     warnings: list[str] = Field(default_factory=list)
     metadata: dict[str, Any] = Field(default_factory=dict)
+    body_parts: list[str] = Field(default_factory=list)
 
     _clean = field_validator("text", "original_text", "title", mode="before")(
         lambda v: clean_text(v) if isinstance(v, str) else v
@@ -152,7 +156,8 @@ class StructuredDocument(BaseModel):
         """Every textual part the index stage chunks, the body first (spec: insertion-pipeline.md "Index";
         issue 20 item 1: everything in a file is findable, the hit says where).
 
-        Order: ``body`` (when it has text), then ``parts`` in their order, comments (with their anchor),
+        Order: ``body`` (when it has text and is not made of ``body_parts``), then ``parts`` in their order,
+        comments (with their anchor),
         tracked deletions (one part per document part they were struck from: in the body, the lines before the
         changes that hold the struck words), then the mail headers the body does not show (Bcc, Reply-To) and
         the attachment names. Empty parts are left out. Returns
@@ -166,7 +171,8 @@ class StructuredDocument(BaseModel):
 #: ``comments`` / ``revisions``; ``attachment_name`` and ``mail_header`` from ``mail``; the others are keys of
 #: ``parts``. A ``parts`` key of a kind not listed here is indexed as ``other`` (nothing is dropped).
 PART_KINDS = ("body", "comment", "footnote", "endnote", "header", "footer", "textbox", "annotation", "form_field",
-              "chart", "smartart", "embedded_name", "attachment_name", "mail_header", "deleted", "other")
+              "chart", "smartart", "embedded_name", "attachment_name", "mail_header", "deleted", "sheet", "slide",
+              "notes", "image_info", "other")
 #: Legacy ``parts`` keys and the kind they stand for.
 LEGACY_PART_KEYS = {"footnotes": "footnote", "endnotes": "endnote", "headers": "header", "footers": "footer",
                     "comments": "comment", "textboxes": "textbox", "annotations": "annotation"}
@@ -235,7 +241,7 @@ def _deleted_parts(doc: StructuredDocument) -> list[TextualPart]:
 
 def _textual_parts(doc: StructuredDocument) -> list[TextualPart]:
     out: list[TextualPart] = []
-    if doc.text.strip():
+    if doc.text.strip() and not any(key in doc.parts for key in doc.body_parts):
         out.append(TextualPart("body", "body", doc.text))
     for key, value in doc.parts.items():
         if isinstance(value, str) and value.strip():

@@ -26,6 +26,7 @@ from typing import Any
 
 from ki.convert.formats import image_kind
 from ki.convert.image_floor import ocr_skip_reason, skipped_image_document
+from ki.convert.image_info import add_image_info, image_without_text
 from ki.convert.model import StructuredDocument, clean_text
 from ki.convert.ocr_engine import (
     MAX_SIDE,
@@ -378,8 +379,10 @@ def ocr_image(
     """OCR a raster image: PNG, JPEG, TIFF (every frame is a page), GIF, BMP, WEBP.
 
     Same arguments, result layout (``format="image"``, ``metadata["image_format"]``) and errors
-    as :func:`ocr_pdf`; undecodable bytes are ``corrupt`` (a known image signature) or
-    ``unsupported_format``, a decompression bomb is ``too_large``.
+    as :func:`ocr_pdf`, with an ``image_info`` part (file name, EXIF date and camera:
+    :mod:`ki.convert.image_info`); an image OCR finds no text in (a photo, a logo) is a document with
+    empty ``text`` and that part, never ``empty_text``. Undecodable bytes are ``corrupt`` (a known
+    image signature) or ``unsupported_format``, a decompression bomb is ``too_large``.
     """
     from PIL import Image, UnidentifiedImageError
 
@@ -431,7 +434,16 @@ def ocr_image(
         _convert_pages(pages(), run)
     finally:
         image.close()
-    return _finish(run, "image", n_frames, None, {"image_format": fmt})
+    try:
+        doc = _finish(run, "image", n_frames, None, {"image_format": fmt})
+    except UnsupportedDocument as exc:
+        if exc.reason != "empty_text":
+            raise
+        doc = image_without_text(data, filename, reason=f"OCR found no text on {n_frames} page(s)")
+        doc.metadata.update(ocr_pages=run.records, image_format=fmt)
+        doc.pages = n_frames
+        return doc
+    return add_image_info(doc, data, filename)
 
 
 def _to_bgr(image: Any) -> Any:

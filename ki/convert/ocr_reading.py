@@ -4,8 +4,9 @@ Orientation: a page is read at 0°. It is re-read at 180°, 90° and 270° (90°
 when most text boxes stand upright) only when the char-weighted mean confidence
 is below :data:`GOOD_CONFIDENCE`, when most text sits in vertical boxes, or when
 very few characters came out; the reading with horizontal text and the best mean
-confidence wins. Reading order: boxes are de-skewed by their median angle,
-grouped into lines by vertical overlap and read left to right.
+confidence wins. Reading order: boxes are de-skewed by their median angle, split into
+text columns (:mod:`ki.convert.ocr_layout`), grouped into lines by vertical overlap and
+read left to right.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ki.convert import ocr_engine
+from ki.convert.ocr_layout import Placed, reading_groups
 
 GOOD_CONFIDENCE = 0.85  # at or above (and horizontal text), 0° is accepted without retries
 UPRIGHT_BONUS = 0.05  # a turned reading must beat 0° by this much mean confidence
@@ -126,24 +128,30 @@ def read_page(image: Any, deadline: float) -> tuple[Reading, list[int]]:
 
 
 def lines(boxes: list[Box]) -> str:
-    """Order boxes top-to-bottom, left-to-right into lines (after undoing the page's skew)."""
+    """Order boxes into lines (after undoing the page's skew): column by column when the page has text
+    columns (:mod:`ki.convert.ocr_layout`), each group top to bottom, left to right."""
     if not boxes:
         return ""
     long_angles = sorted(b.angle for b in boxes if b.width > 2 * b.height)
     skew = long_angles[len(long_angles) // 2] if long_angles else 0.0
     skew = max(-0.26, min(0.26, skew))  # at most ~15°
     cos, sin = math.cos(skew), math.sin(skew)
-    placed = sorted(((-sin * b.cx + cos * b.cy, cos * b.cx + sin * b.cy, b) for b in boxes), key=lambda t: (t[0], t[1]))
-    lines: list[list[tuple[float, float, Box]]] = []
+    placed = [Placed(-sin * b.cx + cos * b.cy, cos * b.cx + sin * b.cy, b.width, b.height, b.text, b) for b in boxes]
+    return "\n".join(line for group in reading_groups(placed) for line in _group_lines(group))
+
+
+def _group_lines(group: list[Placed]) -> list[str]:
+    """One group's boxes as lines: grouped by vertical overlap, each read left to right."""
+    placed = sorted(group, key=lambda p: (p.y, p.x))
+    rows: list[list[Placed]] = []
     line_y = line_h = 0.0
-    for y, x, box in placed:
-        height = max(box.height, 1.0)
-        if lines and abs(y - line_y) <= 0.5 * max(min(height, line_h), 1.0):
-            lines[-1].append((y, x, box))
-            members = lines[-1]
-            line_y = sum(m[0] for m in members) / len(members)
+    for item in placed:
+        height = max(item.height, 1.0)
+        if rows and abs(item.y - line_y) <= 0.5 * max(min(height, line_h), 1.0):
+            rows[-1].append(item)
+            line_y = sum(m.y for m in rows[-1]) / len(rows[-1])
             line_h = max(line_h, height)
         else:
-            lines.append([(y, x, box)])
-            line_y, line_h = y, height
-    return "\n".join(" ".join(m[2].text for m in sorted(line, key=lambda m: m[1])) for line in lines)
+            rows.append([item])
+            line_y, line_h = item.y, height
+    return [" ".join(m.text for m in sorted(row, key=lambda m: m.x)) for row in rows]

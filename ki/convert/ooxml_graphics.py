@@ -184,3 +184,25 @@ def graphic_parts(pkg: OoxmlPackage) -> dict[str, str]:
         if text.strip():
             parts[key if key not in parts else f"{key}:{posixpath.basename(name)}"] = text
     return parts
+
+
+_DRAWING_PART = re.compile(r"^(?:xl/drawings|word/drawings)/drawing(\d*)\.xml$", re.IGNORECASE)
+
+
+def drawing_text_parts(pkg: OoxmlPackage, folder: str) -> dict[str, str]:
+    """``textbox:<n>`` parts: the text of the shapes and text boxes in ``<folder>/drawings/drawing<n>.xml``
+    (a worksheet's drawing: ECMA-376 §20.5, every ``a:p`` of every shape's ``txBody``); empty drawings give none.
+
+    A malformed drawing is skipped with a warning on ``pkg.warnings``.
+    """
+    parts: dict[str, str] = {}
+    found = sorted((_number(lower), info.filename) for lower, info in pkg.names.items()
+                   if _DRAWING_PART.match(lower) and lower.startswith(folder.lower() + "/"))
+    for n, name in found:
+        root = pkg.optional_xml(name)
+        if root is None:
+            continue
+        lines = [line for body in root.iter() if split_tag(body.tag)[1] == "txBody" for line in _paragraphs(body)]
+        if lines:
+            parts[f"textbox:{n}"] = "\n".join(lines)
+    return parts

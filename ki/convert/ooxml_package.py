@@ -149,7 +149,7 @@ class OoxmlPackage:
             folder = posixpath.dirname(posixpath.dirname(info.filename))
             source = posixpath.join(folder, posixpath.basename(info.filename)[: -len(".rels")])
             for rel in self.rels(source):
-                if not rel.external and rel.part is None:
+                if not rel.external and rel.part is None and not rel.target.startswith("#"):
                     self.warnings.append(
                         f"dangling relationship {rel.rid} ({rel.kind}) in {info.filename}: "
                         f"target {rel.target!r} is not in the package; ignored"

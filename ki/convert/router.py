@@ -1,8 +1,9 @@
 """Converter routing: which converter owns a file, and what this install can convert.
 
-DESIGN.md "Converter routing": ki's own converters own plain text, mail, DOCX,
-RTF, HTML and PDFs with a text layer; Docling Serve (when configured) gets the
-rest. Detection (:func:`ki.convert.formats.sniff_format`, re-exported here) uses
+DESIGN.md "Converter routing" (as amended in docs/design-decisions.md): ki's own converters own plain
+text, mail, DOCX, XLSX, PPTX, OpenDocument, RTF, HTML, XLS, archives and PDFs with a text layer; legacy
+Office goes through LibreOffice; scans and images go to the built-in OCR or Docling Serve; a format nothing
+here reads is refused with what would read it (:mod:`ki.convert.unread`). Detection (:func:`ki.convert.formats.sniff_format`, re-exported here) uses
 the extension first, then the leading bytes.
 """
 
@@ -22,8 +23,8 @@ Renew = Callable[[], object]
 __all__ = ["sniff_format", "convert_bytes", "converter_for", "capabilities", "handles_reason",
            "ocr_enabled", "docling_client"]
 
-BUILTIN_CAPABILITIES = frozenset({"text", "mail", "msg", "mbox", "docx", "pdf", "html", "rtf", "xls", "zip", "tnef",
-                                  "p7m"})
+BUILTIN_CAPABILITIES = frozenset({"text", "mail", "msg", "mbox", "docx", "xlsx", "pptx", "odf", "pdf", "html",
+                                  "rtf", "xls", "zip", "tnef", "p7m"})
 
 
 def ocr_enabled(config: KiConfig) -> bool:
@@ -56,15 +57,17 @@ def capabilities(config: KiConfig) -> set[str]:
 
 
 def handles_reason(config: KiConfig, reason: str) -> bool:
-    """Whether a capability quarantine ``reason`` could now be converted (DESIGN.md capability rule)."""
+    """Whether a capability quarantine ``reason`` could now be converted (DESIGN.md capability rule).
+
+    ``unsupported_format`` always may: the row is released only when the capabilities recorded at quarantine
+    time lack one present now (a workbook quarantined before ki read XLSX is read once it does).
+    """
     caps = capabilities(config)
     if reason == "needs_ocr":
         return "ocr" in caps or "docling" in caps
-    if reason == "unsupported_format":
-        return "docling" in caps
     if reason == "needs_converter":
         return "libreoffice" in caps
-    return False
+    return reason == "unsupported_format"
 
 
 #: The built-in converter of each format, as ``"module:function"`` (run in a worker: ki.convert.isolation).
@@ -74,6 +77,9 @@ BUILTIN_CONVERTERS = {
     "msg": "ki.convert.msg:convert_msg",
     "mbox": "ki.convert.embedded:convert_mbox",
     "docx": "ki.convert.docx:convert_docx",
+    "xlsx": "ki.convert.xlsx:convert_xlsx",
+    "pptx": "ki.convert.pptx:convert_pptx",
+    "odf": "ki.convert.odf:convert_odf",
     "pdf": "ki.convert.pdf:convert_pdf",
     "html": "ki.convert.html:convert_html",
     "rtf": "ki.convert.rtf:convert_rtf",
@@ -85,15 +91,16 @@ BUILTIN_CONVERTERS = {
 LEGACY = "ki.convert.legacy:convert_legacy"
 OCR_PDF = "ki.convert.ocr:ocr_pdf"
 OCR_IMAGE = "ki.convert.ocr:ocr_image"
+IMAGE_WITHOUT_TEXT = "ki.convert.image_info:image_without_text"
 
 
-def converter_target(fmt: str) -> str:
+def converter_target(fmt: str, filename: str = "") -> str:
     """The ``"module:function"`` of the built-in converter for a detected format.
 
     Raises:
         UnsupportedDocument: no converter here can read it (reason ``needs_ocr`` for images,
             ``needs_converter`` for legacy Office without LibreOffice, ``unsupported_format``
-            otherwise); released when one is configured.
+            otherwise, saying what would read it: :func:`ki.convert.unread.unreadable`).
     """
     target = BUILTIN_CONVERTERS.get(fmt)
     if target is not None:
@@ -109,10 +116,9 @@ def converter_target(fmt: str) -> str:
         raise UnsupportedDocument("no converter here opens 7-Zip or RAR archives (py7zr would read .7z; it is LGPL "
                                   "and not installed); unpack it and add its files", reason="unsupported_format",
                                   details={"component": None})
-    raise UnsupportedDocument(
-        f"no converter for this format ({fmt}); configure components.docling_url to convert it",
-        reason="unsupported_format",
-    )
+    from ki.convert.unread import unreadable
+
+    raise unreadable(fmt, filename)
 
 
 def converter_for(fmt: str, config: KiConfig) -> Converter:
@@ -152,10 +158,6 @@ def docling_client(config: KiConfig):
     return services.docling(config.components)
 
 
-#: Formats only Docling Serve converts (images go to OCR first when it is available).
-DOCLING_ONLY = frozenset({"image", "office"})
-
-
 def _ocr_kwargs(config: KiConfig) -> dict:
     o = config.pipeline.ocr
     return {"max_pages": o.max_pages, "page_timeout_seconds": o.page_timeout_seconds,
@@ -165,12 +167,13 @@ def _ocr_kwargs(config: KiConfig) -> dict:
 def convert_bytes(data: bytes, filename: str, config: KiConfig, *, renew: Renew | None = None) -> StructuredDocument:
     """Detect the format of ``data`` and convert it (DESIGN.md "Converter routing").
 
-    Built-in converters own text, mail, DOCX, RTF, HTML, XLS, ZIP, TNEF, signed ``.p7m`` and PDFs with a
-    text layer; legacy Office goes through LibreOffice when it is installed (``needs_converter`` when not). Scans
-    (PDF pages without a text layer) and images go to Docling Serve when it is configured and
-    ``pipeline.ocr.prefer_docling`` holds, else to the built-in OCR when it is on; PPTX/XLSX/
-    ODF go to Docling Serve. A PDF whose text layer covers only some pages gets the
-    other pages OCR'd (a mixed scan).
+    Built-in converters own text, mail, DOCX, XLSX, PPTX, OpenDocument, RTF, HTML, XLS, ZIP, TNEF, signed
+    ``.p7m`` and PDFs with a text layer; legacy Office goes through LibreOffice when it is installed
+    (``needs_converter`` when not). Scans (PDF pages without a text layer) and images go to Docling Serve when
+    it is configured and ``pipeline.ocr.prefer_docling`` holds, else to the built-in OCR when it is on. A
+    password-protected Office or OpenDocument file is ``password_required`` whatever its format
+    (:mod:`ki.convert.encryption`, :func:`ki.convert.legacy.route_legacy`). A PDF whose text layer covers only
+    some pages gets the other pages OCR'd (a mixed scan).
 
     Args:
         renew: called between OCR pages (the caller renews its claim; returns False when lost).
@@ -190,10 +193,16 @@ def convert_bytes(data: bytes, filename: str, config: KiConfig, *, renew: Renew 
         skipped = skip_tiny_image(data, filename)  # a spacer or an icon: neither OCR nor Docling (issue 14 item 7a)
         if skipped is not None:
             return skipped
-        if scans_to_docling:
-            return docling_client(config).convert(data, filename)
-        if ocr:
-            return run_builtin(config, OCR_IMAGE, data, filename, renew=renew, **_ocr_kwargs(config))
+        try:
+            if scans_to_docling or (docling and not ocr):
+                return docling_client(config).convert(data, filename)
+            if ocr:
+                return run_builtin(config, OCR_IMAGE, data, filename, renew=renew, **_ocr_kwargs(config))
+        except UnsupportedDocument as exc:
+            if exc.reason != "empty_text":
+                raise
+            # a photo or a logo: no text, still a document (its name and EXIF fields are searchable)
+            return run_builtin(config, IMAGE_WITHOUT_TEXT, data, filename, renew=renew)
     if fmt == "legacy":
         from ki.convert.legacy import route_legacy
 
@@ -203,13 +212,8 @@ def convert_bytes(data: bytes, filename: str, config: KiConfig, *, renew: Renew 
             seconds = config.pipeline.convert.timeout_seconds
             return run_builtin(config, LEGACY, data, filename, renew=renew, soffice=program, timeout_seconds=seconds,
                                pptx_reader=BUILTIN_CONVERTERS.get("pptx"))
-    if fmt in DOCLING_ONLY and docling:
-        from ki.convert.ooxml_parts import add_package_parts
-
-        # Docling reads a deck's or workbook's text; charts, SmartArt and embedded objects are ki's.
-        return add_package_parts(docling_client(config).convert(data, filename), data, filename)
     try:
-        doc = run_builtin(config, converter_target(fmt), data, filename, renew=renew)
+        doc = run_builtin(config, converter_target(fmt, filename), data, filename, renew=renew)
     except UnsupportedDocument as exc:
         if exc.reason != "needs_ocr":
             raise

@@ -3,8 +3,7 @@
 Two kinds of input: the public Tika files of ``tests/fixtures/ooxml`` (each MANIFEST clause one
 test), and packages built here from ECMA-376 Part 1 (chart §21.2, diagram data §21.4, altChunk
 §17.17.2.1, embedded packages §15.2.11) so every chunk format and embedding kind is covered.
-PPTX and XLSX text is Docling's; the parts ki adds to Docling's result are checked through
-:func:`add_package_parts`, the function the router applies to it.
+PPTX and XLSX go through ki's own converters (openpyxl, python-pptx), which add the same parts.
 """
 
 from __future__ import annotations
@@ -20,8 +19,9 @@ from ki.convert.docx import convert_docx
 from ki.convert.embedded import extract_embedded, may_embed
 from ki.convert.formats import sniff_format
 from ki.convert.model import StructuredDocument
-from ki.convert.ooxml_parts import add_package_parts
+from ki.convert.pptx import convert_pptx
 from ki.convert.router import convert_bytes
+from ki.convert.xlsx import convert_xlsx
 from ki.errors import UnsupportedDocument
 from tests.helpers.manifest import Manifest, document, quoted
 
@@ -31,8 +31,7 @@ FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "ooxml"
 def _convert(data: bytes, name: str) -> StructuredDocument:
     if name.endswith(".docx"):
         return convert_docx(data, name)
-    docling = StructuredDocument(text="", format=name.rsplit(".", 1)[1], converter="docling")  # Docling's text
-    return add_package_parts(docling, data, name)
+    return convert_pptx(data, name) if name.endswith(".pptx") else convert_xlsx(data, name)
 
 
 MANIFEST = Manifest("", _convert, root=FIXTURES)
@@ -217,7 +216,7 @@ def test_embedded_documents_become_children_with_names() -> None:
     texts = {c.name: convert_bytes(c.data, c.name, KiConfig()).text for c in children[:3]}
     assert texts == {"Letter.docx": "Embedded letter of intent.", "Notes.txt": "Plain annex text",
                      "Report.pdf": "Annexed expert report"}
-    assert sniff_format(children[3].data, children[3].name) == "office"
+    assert sniff_format(children[3].data, children[3].name) == "xlsx"
     assert extract_embedded("office", docx, "annexes") == children  # fetch_child re-extracts via the router's name
 
 

@@ -1,0 +1,187 @@
+"""PPTX/PPTM → ``StructuredDocument`` with python-pptx.
+
+Spec: insertion-pipeline.md "Parse (convert)". Every slide, in deck order, is a ``slide:<n>`` part
+(:mod:`ki.convert.sections`) labelled ``Slide <n>: <title>``: its title first, then the text of every
+shape in z-order — text frames (one line per paragraph), tables (one line per row, cells joined by
+``" | "``), the shapes inside groups (at any depth) and the text inside SmartArt-free graphic frames.
+A slide's speaker notes are a ``notes:<n>`` part, its comments (classic and modern) are comments
+(``slide<n>:<id>``); hidden slides are read and named in ``metadata["hidden_slides"]``. Charts, SmartArt
+and embedded documents are read from the package as for DOCX (:mod:`ki.convert.ooxml_parts`).
+
+Failure contract (``UnsupportedDocument.reason``): ``empty``, ``password_required`` (an encrypted package),
+``corrupt`` (not a readable zip, no presentation part, malformed XML).
+"""
+
+from __future__ import annotations
+
+import io
+import posixpath
+import zipfile
+from typing import Any
+
+from lxml import etree
+
+from ki.convert.encryption import check_password
+from ki.convert.formats import CFB_MAGIC
+from ki.convert.model import Comment, StructuredDocument
+from ki.convert.ooxml_blocks import ROW_SEP
+from ki.convert.ooxml_ns import parse_ooxml_date, split_tag
+from ki.convert.ooxml_package import OoxmlPackage
+from ki.convert.ooxml_parts import package_parts
+from ki.convert.ooxml_props import core_title
+from ki.convert.sections import Section, assemble
+from ki.errors import UnsupportedDocument
+
+CONVERTER = "ki.pptx"
+CONVERTER_VERSION = "1"
+#: Groups nested deeper than this are not descended into (a hostile deck's recursion).
+MAX_GROUP_DEPTH = 32
+
+
+def _squeeze(text: str) -> str:
+    return " ".join(text.replace("\v", " ").split())
+
+
+def _frame_lines(frame: Any) -> list[str]:
+    return [t for t in (_squeeze(p.text if hasattr(p, "text") else "") for p in frame.paragraphs) if t]
+
+
+def shape_lines(shape: Any, depth: int = 0) -> list[str]:
+    """The text of one shape: a group's members, a text frame's paragraphs, a table's rows (cells ``" | "``)."""
+    if depth > MAX_GROUP_DEPTH:
+        return []
+    lines: list[str] = []
+    members = getattr(shape, "shapes", None)
+    if members is not None and _is_group(shape):
+        for member in members:
+            lines += shape_lines(member, depth + 1)
+        return lines
+    if getattr(shape, "has_text_frame", False):
+        lines += _frame_lines(shape.text_frame)
+    if getattr(shape, "has_table", False):
+        for row in shape.table.rows:
+            cells = [_squeeze(cell.text) for cell in row.cells]
+            if any(cells):
+                lines.append(ROW_SEP.join(c for c in cells if c))
+    return lines
+
+
+def _is_group(shape: Any) -> bool:
+    from pptx.enum.shapes import MSO_SHAPE_TYPE
+
+    try:
+        return shape.shape_type == MSO_SHAPE_TYPE.GROUP
+    except (NotImplementedError, KeyError, ValueError, AttributeError):
+        return False
+
+
+def _authors(pkg: OoxmlPackage) -> dict[str, str]:
+    """Comment author id → name, from ``commentAuthors.xml`` (classic) and ``authors.xml`` (modern)."""
+    out: dict[str, str] = {}
+    for lower, info in pkg.names.items():
+        if lower.endswith(("commentauthors.xml", "/authors.xml")):
+            root = pkg.optional_xml(info.filename)
+            for el in root.iter() if root is not None else ():
+                if split_tag(el.tag)[1] in ("cmAuthor", "author") and el.get("id") is not None:
+                    out[el.get("id") or ""] = el.get("name") or ""
+    return out
+
+
+def _slide_comments(pkg: OoxmlPackage, slide_part: str, number: int, authors: dict[str, str]) -> list[Comment]:
+    """Classic (``p:cm``/``p:text``) and modern (``p188:cm``/``a:t``, with replies) comments of one slide."""
+    out: list[Comment] = []
+    for rel in pkg.rels(slide_part):
+        if rel.kind != "comments" or not rel.part:
+            continue
+        root = pkg.optional_xml(rel.part)
+        if root is None:
+            continue
+        for cm in (el for el in root.iter() if split_tag(el.tag)[1] in ("cm", "reply")):
+            own = [t for t in cm.iter() if split_tag(t.tag)[1] in ("text", "t")
+                   and not any(split_tag(a.tag)[1] == "reply" for a in t.iterancestors() if a is not cm
+                               and cm in a.iterancestors())]
+            text = "\n".join(_squeeze(t.text or "") for t in own if _squeeze(t.text or ""))
+            if not text:
+                continue
+            parent = cm.getparent().getparent() if split_tag(cm.tag)[1] == "reply" else None
+            cid = cm.get("idx") or cm.get("id") or str(len(out) + 1)
+            out.append(Comment(comment_id=f"slide{number}:{cid}", author=authors.get(cm.get("authorId") or ""),
+                               date=parse_ooxml_date(cm.get("dt") or cm.get("created")), text=text,
+                               parent_id=(f"slide{number}:{parent.get('id') or parent.get('idx')}"
+                                          if parent is not None else None)))
+    return out
+
+
+def _open(data: bytes, filename: str) -> Any:
+    from pptx import Presentation
+    from pptx.exc import PackageNotFoundError
+
+    try:
+        return Presentation(io.BytesIO(data))
+    except (PackageNotFoundError, zipfile.BadZipFile, KeyError, ValueError, TypeError, AttributeError, IndexError,
+            OSError, EOFError, etree.XMLSyntaxError) as exc:
+        raise UnsupportedDocument(f"{filename}: not a readable presentation ({type(exc).__name__}: {exc})",
+                                  reason="corrupt") from exc
+
+
+def convert_pptx(data: bytes, filename: str) -> StructuredDocument:
+    """Convert a PPTX/PPTM deck (format ``pptx``, converter ``ki.pptx``; see the module docstring).
+
+    Returns a document whose ``text`` holds every slide under its label line, ``parts`` each slide
+    (``slide:<n>``, listed in ``body_parts``), speaker notes (``notes:<n>``), charts, SmartArt and embedded
+    names; ``comments`` the slide comments; ``metadata``: ``slides``, ``hidden_slides``, ``notes``,
+    ``embedded_objects``.
+
+    Raises:
+        UnsupportedDocument: ``empty``, ``password_required`` or ``corrupt``.
+    """
+    if not data:
+        raise UnsupportedDocument(f"{filename}: empty file (0 bytes)", reason="empty")
+    check_password(data, filename)
+    if data.startswith(CFB_MAGIC):
+        raise UnsupportedDocument(f"{filename}: an OLE2 file, not a PPTX package (a legacy .ppt?)",
+                                  reason="unsupported_format", details={"container": "cfb"})
+    pkg = OoxmlPackage(data, filename)
+    pkg.check_dangling()
+    deck = _open(data, filename)
+    authors = _authors(pkg)
+    sections: list[Section] = []
+    notes: dict[str, str] = {}
+    comments: list[Comment] = []
+    hidden: list[int] = []
+    try:
+        for number, slide in enumerate(deck.slides, start=1):
+            title_shape = slide.shapes.title
+            title = _squeeze(title_shape.text_frame.text) if title_shape is not None and \
+                title_shape.has_text_frame else ""
+            if slide._element.get("show") in ("0", "false"):
+                hidden.append(number)
+            label = f"Slide {number}" + (f": {title}" if title else "") + (" (hidden)" if number in hidden else "")
+            section = Section(f"slide:{number}", label)
+            if title:
+                section.lines.append(title)
+            for shape in slide.shapes:
+                if title_shape is not None and shape.shape_id == title_shape.shape_id:
+                    continue
+                section.lines += shape_lines(shape)
+            sections.append(section)
+            if slide.has_notes_slide and slide.notes_slide.notes_text_frame is not None:
+                text = "\n".join(_frame_lines(slide.notes_slide.notes_text_frame))
+                if text:
+                    notes[f"notes:{number}"] = text
+            comments += _slide_comments(pkg, posixpath.normpath(str(slide.part.partname).lstrip("/")), number,
+                                        authors)
+    except (KeyError, ValueError, TypeError, AttributeError, IndexError, zipfile.BadZipFile, OSError,
+            etree.XMLSyntaxError) as exc:
+        raise UnsupportedDocument(f"{filename}: a slide is unreadable ({type(exc).__name__}: {exc})",
+                                  reason="corrupt") from exc
+    parts: dict[str, str] = {}
+    text, body_parts = assemble(sections, parts)
+    parts.update(notes)
+    side, embedded = package_parts(pkg)
+    parts.update(side)
+    metadata: dict[str, Any] = {"slides": len(sections), "hidden_slides": hidden, "notes": len(notes),
+                                "comments": len(comments), "embedded_objects": embedded}
+    return StructuredDocument(text=text, format="pptx", converter=CONVERTER, converter_version=CONVERTER_VERSION,
+                              title=core_title(pkg), parts=parts, body_parts=body_parts, comments=comments,
+                              warnings=list(pkg.warnings), metadata=metadata)
