@@ -39,7 +39,8 @@ def ole_encryption(data: bytes) -> str | None:
             return None
         if isinstance(office, OOXMLFile):
             return "ooxml"
-        return getattr(office, "format", None) or "office"
+        kind = str(getattr(office, "format", "") or "")
+        return {"doc97": "doc", "xls97": "xls", "ppt97": "ppt"}.get(kind, kind or "office")
     except Exception:  # noqa: BLE001 - msoffcrypto raises many kinds on files it does not know
         return "ooxml" if _ENCRYPTED_STREAM in data.lower() else None
 
@@ -68,7 +69,7 @@ def check_password(data: bytes, filename: str) -> None:
     """
     kind = ole_encryption(data)
     if kind is not None:
-        what = "encrypted OOXML in an OLE2 container" if kind == "ooxml" else f"an encrypted legacy {kind} file"
+        what = "encrypted OOXML in an OLE2 container" if kind == "ooxml" else f"an encrypted legacy .{kind} file"
         raise UnsupportedDocument(f"{filename}: password-protected ({what})", reason="password_required",
                                   details={"container": "cfb", "kind": kind, "encrypted": True})
     if odf_encrypted(data):

@@ -47,7 +47,8 @@ def _frame_lines(frame: Any) -> list[str]:
 
 
 def shape_lines(shape: Any, depth: int = 0) -> list[str]:
-    """The text of one shape: a group's members, a text frame's paragraphs, a table's rows (cells ``" | "``)."""
+    """The text of one shape: a group's members, a text frame's paragraphs, a table's rows (cells ``" | "``;
+    a merged cell once, the cells it spans are skipped)."""
     if depth > MAX_GROUP_DEPTH:
         return []
     lines: list[str] = []
@@ -60,7 +61,7 @@ def shape_lines(shape: Any, depth: int = 0) -> list[str]:
         lines += _frame_lines(shape.text_frame)
     if getattr(shape, "has_table", False):
         for row in shape.table.rows:
-            cells = [_squeeze(cell.text) for cell in row.cells]
+            cells = [_squeeze(cell.text) for cell in row.cells if not getattr(cell, "is_spanned", False)]
             if any(cells):
                 lines.append(ROW_SEP.join(c for c in cells if c))
     return lines
