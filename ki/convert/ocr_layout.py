@@ -76,13 +76,18 @@ def find_gutters(items: Sequence[Placed]) -> list[tuple[float, float]]:
         return []
     min_gap = MIN_GUTTER_HEIGHTS * median(max(i.height, 1.0) for i in items)
     left, right = min(i.left for i in items), max(i.right for i in items)
-    accepted: list[tuple[float, float]] = []
-    for gap in _candidate_gaps(items, min_gap):
-        trial = sorted([*accepted, gap])
+
+    def prose(trial: list[tuple[float, float]]) -> bool:
         edges = [left, *(x for g in trial for x in g), right]
-        columns = [(edges[k], edges[k + 1]) for k in range(0, len(edges), 2)]
-        if all(_column_ok(items, lo, hi, trial) for lo, hi in columns):
-            accepted = trial
+        return all(_column_ok(items, edges[k], edges[k + 1], trial) for k in range(0, len(edges), 2))
+
+    candidates = _candidate_gaps(items, min_gap)
+    if len(candidates) > 1 and prose(sorted(candidates)):
+        return sorted(candidates)  # three or more columns: each is prose only once all gutters are cut
+    accepted: list[tuple[float, float]] = []
+    for gap in candidates:
+        if prose(sorted([*accepted, gap])):
+            accepted = sorted([*accepted, gap])
     return accepted
 
 
