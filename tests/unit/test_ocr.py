@@ -248,15 +248,16 @@ def test_tiff_frames_are_pages_each_with_its_orientation(shared: Path) -> None:
     assert [r["rotation"] for r in doc.metadata["ocr_pages"]] == [0, 180]
 
 
-def test_blank_image_is_empty_text() -> None:
+def test_an_image_without_text_is_a_document_found_by_its_name_never_empty_text() -> None:
     from PIL import Image
 
     buf = io.BytesIO()
     Image.new("RGB", (800, 600), "white").save(buf, "PNG")
-    with pytest.raises(UnsupportedDocument) as info:
-        ocr_image(buf.getvalue(), "blank.png")
-    assert info.value.reason == "empty_text"
-    assert info.value.details["ocr_pages"][0]["chars"] == 0
+    doc = ocr_image(buf.getvalue(), "blank.png")
+    assert doc.text == "" and doc.parts == {"image_info": "File: blank.png"}
+    assert doc.metadata["ocr_pages"][0]["chars"] == 0 and doc.pages == 1
+    assert doc.metadata["no_text"] == "OCR found no text on 1 page(s)"
+    assert [(p.kind, p.text) for p in doc.textual_parts()] == [("image_info", "File: blank.png")]
 
 
 @pytest.mark.parametrize(
@@ -413,11 +414,10 @@ def test_document_budget_is_too_large(fake) -> None:
 
 def test_low_confidence_is_dropped_and_orientations_are_tried(fake) -> None:
     engine = fake(score=0.3)
-    with pytest.raises(UnsupportedDocument) as info:
-        ocr_image(_tiff(1, size=(800, 600)), "faint.tif")
-    assert info.value.reason == "empty_text"
+    faint = ocr_image(_tiff(1, size=(800, 600)), "faint.tif")
+    assert faint.text == "" and faint.metadata["no_text"]  # nothing above the floor: no text, not a quarantine
     assert engine.calls == 4  # 0° looked wrong, so 180°, 90° and 270° were read too
-    [record] = info.value.details["ocr_pages"]
+    [record] = faint.metadata["ocr_pages"]
     assert record["orientations_tried"] == [0, 180, 90, 270] and record["dropped_boxes"] == 1
     doc = ocr_image(_tiff(1, size=(800, 600)), "faint.tif", confidence_floor=0.2)
     assert doc.text == "fake text here"
@@ -425,8 +425,7 @@ def test_low_confidence_is_dropped_and_orientations_are_tried(fake) -> None:
 
 def test_small_images_are_read_upright_only(fake) -> None:
     engine = fake(score=0.3)
-    with pytest.raises(UnsupportedDocument):
-        ocr_image(_tiff(1), "icon.tif")  # 120x60: a logo or spacer, not a turned page
+    assert ocr_image(_tiff(1), "icon.tif").text == ""  # 120x60: a logo or spacer, not a turned page
     assert engine.calls == 1
 
 
