@@ -240,9 +240,11 @@ def main() -> None:
           f"{'recall':>7} {'ref words':>9}  worst file")
     for fmt in ("xlsx", "pptx", "odt", "ods", "odp"):
         r = _child("--one", fmt, "--repeat", str(args.repeat))
-        print(f"{fmt:7} {r['files']:>5} {r['bytes'] // 1024:>6} {r['files_per_s_cpu']:>11} {r['files_per_s_wall']:>12} "
-              f"{r['peak_rss_mb']:>8} {r['recall']:>7} {r['ref_words']:>9}  {r['worst'][1]} ({r['worst'][0]})"
-              + (f"; the reference could not read {', '.join(r['reference_refused'])}" if r["reference_refused"] else ""))
+        refused = ", ".join(r["reference_refused"])
+        refused = f"; the reference could not read {refused}" if refused else ""
+        print(f"{fmt:7} {r['files']:>5} {r['bytes'] // 1024:>6} {r['files_per_s_cpu']:>11} "
+              f"{r['files_per_s_wall']:>12} {r['peak_rss_mb']:>8} {r['recall']:>7} {r['ref_words']:>9}  "
+              f"{r['worst'][1]} ({r['worst'][0]}){refused}")
     if args.big:
         if not args.big_path.exists():
             started = time.perf_counter()

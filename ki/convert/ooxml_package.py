@@ -154,3 +154,25 @@ class OoxmlPackage:
                         f"dangling relationship {rel.rid} ({rel.kind}) in {info.filename}: "
                         f"target {rel.target!r} is not in the package; ignored"
                     )
+
+
+def open_package(data: bytes, filename: str, legacy: str) -> OoxmlPackage:
+    """The package of an XLSX/PPTX-like file, after the checks every OOXML reader makes first.
+
+    Raises:
+        UnsupportedDocument: ``empty`` (0 bytes), ``password_required`` (an encrypted package:
+            :func:`ki.convert.encryption.check_password`), ``unsupported_format`` (an OLE2 file that is not
+            encrypted: the legacy binary format ``legacy`` names, e.g. ``.xls``), ``corrupt`` (not a zip).
+    """
+    from ki.convert.encryption import check_password
+    from ki.convert.formats import CFB_MAGIC
+
+    if not data:
+        raise UnsupportedDocument(f"{filename}: empty file (0 bytes)", reason="empty")
+    check_password(data, filename)
+    if data.startswith(CFB_MAGIC):
+        raise UnsupportedDocument(f"{filename}: an OLE2 file, not an OOXML package (a legacy {legacy}?)",
+                                  reason="unsupported_format", details={"container": "cfb"})
+    pkg = OoxmlPackage(data, filename)
+    pkg.check_dangling()
+    return pkg

@@ -21,12 +21,10 @@ from typing import Any
 
 from lxml import etree
 
-from ki.convert.encryption import check_password
-from ki.convert.formats import CFB_MAGIC
 from ki.convert.model import Comment, StructuredDocument
 from ki.convert.ooxml_blocks import ROW_SEP
 from ki.convert.ooxml_ns import parse_ooxml_date, split_tag
-from ki.convert.ooxml_package import OoxmlPackage
+from ki.convert.ooxml_package import OoxmlPackage, open_package
 from ki.convert.ooxml_parts import package_parts
 from ki.convert.ooxml_props import core_title
 from ki.convert.sections import Section, assemble
@@ -136,14 +134,7 @@ def convert_pptx(data: bytes, filename: str) -> StructuredDocument:
     Raises:
         UnsupportedDocument: ``empty``, ``password_required`` or ``corrupt``.
     """
-    if not data:
-        raise UnsupportedDocument(f"{filename}: empty file (0 bytes)", reason="empty")
-    check_password(data, filename)
-    if data.startswith(CFB_MAGIC):
-        raise UnsupportedDocument(f"{filename}: an OLE2 file, not a PPTX package (a legacy .ppt?)",
-                                  reason="unsupported_format", details={"container": "cfb"})
-    pkg = OoxmlPackage(data, filename)
-    pkg.check_dangling()
+    pkg = open_package(data, filename, ".ppt")
     deck = _open(data, filename)
     authors = _authors(pkg)
     sections: list[Section] = []

@@ -27,12 +27,10 @@ from typing import Any
 
 from lxml import etree
 
-from ki.convert.encryption import check_password
-from ki.convert.formats import CFB_MAGIC
 from ki.convert.model import Comment, StructuredDocument
 from ki.convert.ooxml_blocks import ROW_SEP
 from ki.convert.ooxml_graphics import drawing_text_parts
-from ki.convert.ooxml_package import OoxmlPackage
+from ki.convert.ooxml_package import OoxmlPackage, open_package
 from ki.convert.ooxml_parts import package_parts
 from ki.convert.ooxml_props import core_title
 from ki.convert.sections import Section, assemble, section_key
@@ -131,14 +129,7 @@ def convert_xlsx(data: bytes, filename: str) -> StructuredDocument:
     Raises:
         UnsupportedDocument: ``empty``, ``password_required`` or ``corrupt``.
     """
-    if not data:
-        raise UnsupportedDocument(f"{filename}: empty file (0 bytes)", reason="empty")
-    check_password(data, filename)
-    if data.startswith(CFB_MAGIC):
-        raise UnsupportedDocument(f"{filename}: an OLE2 file, not an XLSX package (a legacy .xls?)",
-                                  reason="unsupported_format", details={"container": "cfb"})
-    pkg = OoxmlPackage(data, filename)
-    pkg.check_dangling()
+    pkg = open_package(data, filename, ".xls")
     parts_by_sheet = _sheet_parts(pkg)
     wb = _open_workbook(data, filename)
     sections: list[Section] = []

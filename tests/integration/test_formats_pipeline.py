@@ -44,7 +44,8 @@ def test_docx_with_embedded_workbook_and_deck_has_both_children_done_and_searcha
         kids = {r.path.rsplit(" » ", 1)[1]: r for r in conn.execute(text(
             """SELECT c.id, c.path, c.content_hash FROM source_object c JOIN source_object p ON p.id = c.parent_id
                WHERE p.external_id = 'memo.docx'""")).fetchall()}
-        workbook, deck = kids["Microsoft_Office_Excel_Worksheet1.xlsx"], kids["Microsoft_Office_PowerPoint_Presentation2.pptx"]
+        workbook = kids["Microsoft_Office_Excel_Worksheet1.xlsx"]
+        deck = kids["Microsoft_Office_PowerPoint_Presentation2.pptx"]
         for kid in (workbook, deck):
             states = dict(conn.execute(text("SELECT stage, status FROM processing_state WHERE source_object_id = :i"),
                                        {"i": kid.id}).fetchall())

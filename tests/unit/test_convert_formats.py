@@ -113,12 +113,7 @@ def check_clause(path: Path, clause: str) -> None:  # noqa: C901 - one branch pe
         child = convert_bytes(kids[name].data, name, _config())
         assert clause.rsplit('"', 2)[1] in child.text
     else:
-        pytest.fail(f"uninterpreted clause {clause!r}")
-
-
-@pytest.mark.parametrize(("rel", "clause"), MANIFEST.cases())
-def test_manifest_clause(rel: str, clause: str) -> None:
-    check_clause(FIXTURES / rel, clause)
+        raise AssertionError(f"no check for the clause {clause!r}")
 
 
 def test_every_clause_is_interpreted() -> None:
@@ -127,6 +122,11 @@ def test_every_clause_is_interpreted() -> None:
                                  "no part ", "count ", "comment contains", "comment author:", "revision ",
                                  "deleted contains", "title:", "hidden sheet:", "sheet count:", "sheets:",
                                  "pages:", "page ", "embedded:", "child "), min_rows=32)
+
+
+@pytest.mark.parametrize(("rel", "clause"), MANIFEST.cases())
+def test_manifest_clause(rel: str, clause: str) -> None:
+    check_clause(FIXTURES / rel, clause)
 
 
 def test_sheets_and_slides_are_indexed_as_their_own_parts_not_twice() -> None:

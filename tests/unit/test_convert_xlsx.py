@@ -46,7 +46,8 @@ def _package(sheets: list[tuple[str, str, str]], extra: dict[str, str] | None = 
     }
     for i, (_n, _st, data) in enumerate(sheets):
         dim = f'<dimension ref="{dimension}"/>' if dimension else ""
-        files[f"xl/worksheets/sheet{i + 1}.xml"] = f'<worksheet xmlns="{S}">{dim}<sheetData>{data}</sheetData></worksheet>'
+        files[f"xl/worksheets/sheet{i + 1}.xml"] = (f'<worksheet xmlns="{S}">{dim}<sheetData>{data}</sheetData>'
+                                                    "</worksheet>")
     files.update(extra or {})
     buf = io.BytesIO()
     with zipfile.ZipFile(buf, "w") as z:
