@@ -3,8 +3,8 @@
 DESIGN.md "Converter routing" (as amended in docs/design-decisions.md): ki's own converters own plain
 text, mail, DOCX, XLSX, PPTX, OpenDocument, RTF, HTML, XLS, archives and PDFs with a text layer; legacy
 Office goes through LibreOffice; scans and images go to the built-in OCR or Docling Serve; a format nothing
-here reads is refused with what would read it (:mod:`ki.convert.unread`). Detection (:func:`ki.convert.formats.sniff_format`, re-exported here) uses
-the extension first, then the leading bytes.
+here reads is refused with what would read it (:mod:`ki.convert.unread`). Detection
+(:func:`ki.convert.formats.sniff_format`, re-exported here) uses the extension first, then the leading bytes.
 """
 
 from __future__ import annotations
