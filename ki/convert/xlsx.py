@@ -127,17 +127,18 @@ def convert_xlsx(data: bytes, filename: str) -> StructuredDocument:
     ``cells``, ``embedded_objects`` and, when the cap was hit, ``truncated``.
 
     Raises:
-        UnsupportedDocument: ``empty``, ``password_required`` or ``corrupt``.
+        UnsupportedDocument: ``empty``, ``password_required`` (an encrypted workbook) or ``corrupt`` (see the
+            module docstring).
     """
     pkg = open_package(data, filename, ".xls")
     parts_by_sheet = _sheet_parts(pkg)
     wb = _open_workbook(data, filename)
-    sections: list[Section] = []
-    comments: list[Comment] = []
-    hidden: list[str] = []
     cells = 0
     truncated: dict[str, Any] | None = None
-    keys: dict[str, str] = {}
+    keys: dict[str, str] = {}  # part key -> sheet name
+    sections: list[Section] = []
+    hidden: list[str] = []
+    comments: list[Comment] = []
     try:
         for ws in wb.worksheets:
             name = ws.title
