@@ -200,12 +200,15 @@ def matter_list_of(estate: Path, truth: dict[str, Any], into: Path) -> Path:
 
 
 def run_estate(estate: Path, *, workers: int = 4, keep: bool = False, ki: str | None = None,
-               extra_env: dict[str, str] | None = None, matter_list: bool = False) -> list[dict]:
+               extra_env: dict[str, str] | None = None, matter_list: bool = False,
+               reset_mtimes: float | None = None) -> list[dict]:
     """``ki insert`` the estate into a fresh data directory and return ``ki export --json`` rows.
 
     The estate's own ontology (``truth.json``) is the active one (``pipeline.ontology_file``); the firm's
     settings come from truth.json (:func:`firm_env`); ``extra_env`` adds ``KI_…`` settings; ``matter_list``
-    imports the practice-management list first (:func:`matter_list_of`)."""
+    imports the practice-management list first (:func:`matter_list_of`); ``reset_mtimes`` (a POSIX timestamp,
+    seconds) inserts a copy of the estate whose every file and folder has that mtime — as a copy, a restore or a
+    ``git clone`` leaves it."""
     ki = ki or str(Path(sys.executable).with_name("ki"))
     truth = json.loads((estate / "truth.json").read_text(encoding="utf-8"))
     data = Path(tempfile.mkdtemp(prefix="ki-quality-"))
@@ -221,7 +224,9 @@ def run_estate(estate: Path, *, workers: int = 4, keep: bool = False, ki: str | 
                                  capture_output=True, text=True)
             if imp.returncode != 0:
                 raise RuntimeError(f"ki matters import failed ({imp.returncode}):\n{imp.stdout}\n{imp.stderr}")
-        ins = subprocess.run([ki, "insert", str(estate / "estate")], env=env, capture_output=True, text=True)
+        source = estate / "estate" if reset_mtimes is None else copy_with_mtime(estate / "estate", data / "copy",
+                                                                                  reset_mtimes)
+        ins = subprocess.run([ki, "insert", str(source)], env=env, capture_output=True, text=True)
         if ins.returncode != 0:
             raise RuntimeError(f"ki insert failed ({ins.returncode}):\n{ins.stdout}\n{ins.stderr}")
         exp = subprocess.run([ki, "export", "--json"], env=env, capture_output=True, text=True)
@@ -234,6 +239,15 @@ def run_estate(estate: Path, *, workers: int = 4, keep: bool = False, ki: str | 
         subprocess.run([ki, "db", "stop"], env=env, capture_output=True)
         if not keep:
             shutil.rmtree(data, ignore_errors=True)
+
+
+def copy_with_mtime(folder: Path, into: Path, timestamp: float) -> Path:
+    """A copy of ``folder`` at ``into`` whose every file and folder has mtime ``timestamp`` (seconds)."""
+    shutil.copytree(folder, into)
+    for path in sorted(into.rglob("*"), key=lambda p: len(p.parts), reverse=True):
+        os.utime(path, (timestamp, timestamp))
+    os.utime(into, (timestamp, timestamp))
+    return into
 
 
 def print_single(name: str, scores: dict[str, Any], metadata: dict[str, Any], *, misses: bool) -> None:
@@ -265,6 +279,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--matter-list", choices=["no", "yes", "both"], default=None,
                     help="import the practice-management list first (default: no; with --suite: both)")
     ap.add_argument("--workers", type=int, default=4)
+    ap.add_argument("--reset-mtimes", action="store_true",
+                    help="insert a copy of each estate with every mtime set to now (a copied or cloned estate)")
     ap.add_argument("--json", action="store_true", help="print the scores as JSON")
     ap.add_argument("--check", action="store_true", help="exit 1 unless every target is met")
     ap.add_argument("--keep", action="store_true", help="keep the data directory")
@@ -280,7 +296,8 @@ def main(argv: list[str] | None = None) -> int:
         lists = {"no": [False], "yes": [True], "both": [False, True]}[args.matter_list or
                                                                       ("both" if args.suite else "no")]
         return run_suite(estates, lists=lists, workers=args.workers, keep=args.keep, as_json=args.json,
-                         check=args.check, misses=args.misses, long=not args.suite)
+                         check=args.check, misses=args.misses, long=not args.suite,
+                         reset_mtimes=time.time() if args.reset_mtimes else None)
 
 
 if __name__ == "__main__":

@@ -63,14 +63,16 @@ def _mark(key: str, value: float, with_list: bool) -> str:
 
 
 def run_suite(estates: list[tuple[str, Path]], *, lists: list[bool], workers: int, keep: bool, as_json: bool,
-              check: bool, misses: bool, long: bool) -> int:
-    """Run and score every (estate, with/without list); print the long report (``long``) or the table."""
+              check: bool, misses: bool, long: bool, reset_mtimes: float | None = None) -> int:
+    """Run and score every (estate, with/without list); print the long report (``long``) or the table.
+    ``reset_mtimes``: insert copies whose every mtime is this timestamp (see :func:`bench.quality.run_estate`)."""
     results: list[dict[str, Any]] = []
     for name, folder in estates:
         truth = json.loads((folder / "truth.json").read_text(encoding="utf-8"))
         for with_list in lists:
             started = time.monotonic()
-            rows = run_estate(folder, workers=workers, keep=keep, matter_list=with_list)
+            rows = run_estate(folder, workers=workers, keep=keep, matter_list=with_list,
+                              reset_mtimes=reset_mtimes)
             scores, metadata = score(truth, rows), score_metadata(truth, rows)
             flat = {**scores, **{k: metadata[k] for k in ("doc_type_accuracy", "party_f1", "doc_date_accuracy",
                                                           "entity_duplicates")}}

@@ -21,9 +21,9 @@ from ki.taxonomies import CLAIM_LANES, DEFAULT_LANE_WEIGHTS, MODEL_STAGES, PIPEL
 CODE_STAGE_VERSIONS: dict[str, str] = {
     "fetch": "mvp-1",
     "convert": "mvp-1",
-    "classify_matter": "mvp-3",
+    "classify_matter": "mvp-4",
     "relate": "mvp-10",
-    "extract_metadata": "mvp-2",
+    "extract_metadata": "mvp-3",
     "extract_decisions": "mvp-1",
     "index": "mvp-1",
 }
@@ -222,27 +222,28 @@ class FirmConfig(BaseModel):
     """``firm.*``: whose appliance this is, and how it writes its matter references and dates.
 
     ``matter_reference_patterns``: the firm's matter-reference formats as templates (``YYYY-NNNN``,
-    ``NNNNNN-NNNN``, ``CODE-YYYY-NNN``, ``re:<regex>``; see :mod:`ki.matters.patterns`); empty: the
-    shipped defaults. ``date_order``: how numeric dates read (``dmy`` 05/07/2022 = 5 July, ``mdy`` =
-    May 7); None: from the document's language (``mdy`` nowhere by default).
+    ``NNNNNN-NNNN``, ``CODE-YYYY-NNN``, ``re:<regex>``; see :mod:`ki.matters.patterns`); unset or empty:
+    the shipped defaults (:data:`ki.matters.patterns.DEFAULT_PATTERNS`), which the field then holds — so
+    ``ki config show`` prints the formats in effect. ``date_order``: how numeric dates read (``dmy``
+    05/07/2022 = 5 July, ``mdy`` = May 7); None: from the document's language (``mdy`` nowhere by default).
     """
 
     name: str = ""
     aliases: list[str] = Field(default_factory=list)
-    matter_reference_patterns: list[str] = Field(default_factory=list)
+    matter_reference_patterns: list[str] = Field(default_factory=list, validate_default=True)
     date_order: Literal["dmy", "mdy"] | None = None
 
     @field_validator("matter_reference_patterns")
     @classmethod
     def _patterns_compile(cls, value: list[str]) -> list[str]:
-        from ki.matters.patterns import PatternError, template_regex
+        from ki.matters.patterns import DEFAULT_PATTERNS, PatternError, template_regex
 
         for pattern in value:
             try:
                 template_regex(pattern)
             except PatternError as exc:
                 raise ValueError(str(exc)) from exc
-        return value
+        return value if any(p.strip() for p in value) else list(DEFAULT_PATTERNS)
 
 
 class RetrievalConfig(BaseModel):

@@ -31,7 +31,7 @@ import re
 from dataclasses import dataclass, field
 
 from ki.entities.identifiers import ENTITY_TYPES, Found, Identifier, find_identifiers, unique
-from ki.entities.names import NameKey, name_key
+from ki.entities.names import NameKey, is_party_name, name_key
 from ki.entities.patterns import (
     ADDRESS_NOISE,
     COMPANY,
@@ -50,6 +50,7 @@ from ki.entities.patterns import (
     REGISTER_CONTEXT_BEFORE,
     RUBRUM,
     TWO_NAMES,
+    firm_pattern,
     name_pattern,
 )
 from ki.entities.persons import expansion, is_abbreviated, natural_order, parse_person
@@ -142,8 +143,8 @@ class _Collector:
         if not name or self.overlaps(start, end):
             return
         key = name_key(name, kind=kind)
-        if key.empty or len(key.base) > MAX_NAME_TOKENS:
-            return
+        if key.empty or len(key.base) > MAX_NAME_TOKENS or not is_party_name(name, kind=kind):
+            return  # a sentence, a description ("PRIVATE COMPANY LIMITED") or a role ("Buyer's Solicitors")
         if kind == "company" and key.law_firm:
             kind = "law_firm"
         self.taken.append((start, end))
@@ -158,9 +159,16 @@ class _Collector:
 
 
 def _firm_spans(c: _Collector, firm_names: list[str]) -> None:
+    """The firm under its configured names, then under any spelling of their distinctive words
+    (:func:`~ki.entities.patterns.firm_pattern`: ``&``/``and``, punctuation, professional suffixes)."""
     variants = sorted({n.strip() for n in firm_names if n and n.strip()}, key=len, reverse=True)
     for variant in variants:
         for m in name_pattern(variant).finditer(c.text):
+            c.add(m.group(0), "law_firm", m.start(), m.end(), source="firm", is_firm=True)
+    for variant in variants:
+        base = set(name_key(variant, kind="law_firm").base)
+        pattern = firm_pattern([w for w in re.findall(r"[\wÄÖÜäöüß]+", variant) if fold(w) in base])
+        for m in pattern.finditer(c.text) if pattern is not None else ():
             c.add(m.group(0), "law_firm", m.start(), m.end(), source="firm", is_firm=True)
 
 

@@ -87,8 +87,28 @@ LAW_FIRM_SEQUENCES: list[tuple[str, ...]] = sorted([
     ("kanzlei",), ("rechtsanwalt",), ("rechtsanwaeltin",), ("attorneys", "at", "law"), ("attorneys",),
     ("solicitors",), ("law", "firm"), ("lawyers",), ("partg", "mbb"), ("partg",), ("partgmbb",),
     ("partnerschaftsgesellschaft", "mbb"), ("partnerschaftsgesellschaft",), ("llp",), ("mbb",),
-    ("patentanwaelte",), ("steuerberater",), ("notare",),
+    ("patentanwaelte",), ("steuerberater",), ("notare",), ("advocaten",), ("advocatenkantoor",), ("avocats",),
+    ("advocates",), ("partnerschaft", "mbb"), ("partnerschaft",), ("rechtsanwaelte", "partnerschaft", "mbb"),
+    ("rechtsanwaltsgesellschaft", "mbh"), ("notarissen",),
 ], key=lambda s: -len(s))
+
+#: Words that describe a company or a party's capacity but never name one: a name made of these alone
+#: (``PRIVATE COMPANY LIMITED``, ``Incorporated``, ``Buyer's Solicitors``) is a description or a role label.
+DESCRIPTIVE_WORDS = frozenset("""
+a an the this that its their our your of by in and or with for to private public unlimited limited company companies
+shares share guarantee incorporated registered registration liability partnership corporation corporate group
+holding body entity firm new old said above below s
+buyer buyers seller sellers purchaser purchasers vendor vendors landlord landlords tenant tenants lender lenders
+borrower borrowers guarantor guarantors employer employee claimant claimants defendant defendants applicant
+respondent appellant client clients counterparty target investor investors shareholder shareholders subscriber
+agent trustee trustees assignor assignee licensor licensee supplier customer contractor manager managers party
+parties other side opposing
+kaeufer kaeuferin verkaeufer verkaeuferin mieter mieterin vermieter vermieterin klaeger klaegerin beklagte beklagter
+beklagten arbeitgeber arbeitgeberin arbeitnehmer arbeitnehmerin mandant mandantin mandantschaft gesellschaft
+gegenseite gegner gegnerin antragsteller antragstellerin antragsgegner antragsgegnerin auftraggeber auftragnehmer
+koper verkoper huurder verhuurder eiser eiseres gedaagde werkgever werknemer client cliente acheteur vendeur
+bailleur preneur demandeur defendeur
+""".split())
 
 #: Salutations, titles and articles dropped wherever they stand at the start of a name.
 LEADING_NOISE = frozenset({
@@ -97,6 +117,8 @@ LEADING_NOISE = frozenset({
 })
 #: Titles dropped anywhere inside a name.
 INNER_NOISE = frozenset({"dr", "prof"})
+#: Words joining a name's parts (``Fairbairn & Stroud`` = ``Fairbairn and Stroud`` = ``Fairbairn Stroud``).
+CONJUNCTIONS = frozenset({"und", "and", "en", "et"})
 
 #: Court abbreviations (folded) → spelled out.
 COURT_ABBREVIATIONS = {
@@ -212,10 +234,30 @@ def name_key(name: str, *, kind: str | None = None) -> NameKey:
             i += 1
     while kept and kept[0] in LEADING_NOISE:
         kept = kept[1:]
-    kept = [t for t in kept if t not in INNER_NOISE and t != "und"]
+    kept = [t for t in kept if t not in INNER_NOISE and t not in CONJUNCTIONS] or kept
     if kind == "person":
         form, law_firm = None, False
     return NameKey(tuple(kept), form, law_firm=law_firm)
+
+
+def is_party_name(name: str, *, kind: str | None = None) -> bool:
+    """Whether ``name`` can name a party: it has a proper-name head — a word before its legal form or
+    descriptor that is not an article, a description or a role (:data:`DESCRIPTIVE_WORDS`).
+
+    ``Harbour Crest Holdings Limited`` / ``Fairbairn & Stroud`` / ``Landgericht Hamburg`` → True;
+    ``PRIVATE COMPANY LIMITED`` (a company limited by shares), ``Incorporated``, ``Limited``, ``Buyer's
+    Solicitors``, ``the Seller's solicitors``, ``Company Limited`` → False. Persons and courts are judged by
+    their own rules elsewhere (always True here).
+    """
+    if kind in ("person", "court"):
+        return True
+    key = name_key(name, kind=kind)
+    if key.court:
+        return True
+    toks = [t for t in _raw_tokens(name) if t not in LEADING_NOISE]
+    if key.form is None and toks and any(tuple(toks) == pat for pat, _ in LEGAL_FORMS):
+        return False  # a legal form alone ("Incorporated", "Limited")
+    return any(t not in DESCRIPTIVE_WORDS and not t.isdigit() for t in key.base)
 
 
 def contains_tokens(longer: tuple[str, ...], shorter: tuple[str, ...]) -> bool:
@@ -248,14 +290,34 @@ def contained(a: NameKey, b: NameKey) -> bool:
     return contains_tokens(long_, short)
 
 
+#: Salutations and academic titles a display name avoids (folded tokens).
+TITLES = frozenset({"herr", "herrn", "frau", "mr", "mrs", "ms", "miss", "dr", "prof", "professor", "dipl", "ing",
+                    "messrs", "mevrouw", "mevr", "dhr", "heer", "mme", "mlle", "monsieur", "madame"})
+
+
+def _titled(toks: list[str]) -> bool:
+    """A salutation or academic title anywhere in the name's tokens."""
+    return any(t in TITLES for t in toks)
+
+
+def _shouting(spelling: str, kind: str | None) -> bool:
+    """The name's distinctive words are all capitals (a letterhead: ``BRANDT KOLLMAR Rechtsanwälte``)."""
+    base = set(name_key(spelling, kind=kind).base)
+    words = [w for w in re.findall(r"[^\W\d_]+", spelling) if fold(w) in base]
+    letters = [c for w in words for c in w]
+    return len(letters) > 3 and all(c.isupper() for c in letters)
+
+
 def canonical_name(spellings: dict[str, int], *, kind: str | None = None) -> str:
     """The name an entity is shown by, from the spellings its documents use (spelling → how many documents).
 
-    A function of the spellings alone, so every processing order names the entity alike (issue 14
-    item 1): a person's name written out before its initials (``Nicola Ogilvie`` over ``N. Ogilvie``, issue
-    16), a written-out spelling before an all-capitals letterhead and before a court abbreviation
-    (``Arbeitsgericht Bremen`` over ``ArbG Bremen``), then the spelling most documents use, then the
-    shorter, then the first in code-point order.
+    A function of the spellings alone, so every processing order names the entity alike: a person's name
+    written out before its initials (``Nicola Ogilvie`` over ``N. Ogilvie``), a spelling without a
+    salutation or academic title before one with (``Jonas Weller`` over ``Dr. Jonas Weller``, ``Herrn Jonas
+    Weller``), a spelling whose distinctive words are not all capitals before a letterhead's
+    (``Brandt Kollmar Rechtsanwälte`` over ``BRANDT KOLLMAR Rechtsanwälte``), a written-out court before its
+    abbreviation (``Arbeitsgericht Bremen`` over ``ArbG Bremen``), then the spelling most documents use, then
+    the shorter, then the first in code-point order.
 
     Raises: ValueError for no spellings.
     """
@@ -263,11 +325,10 @@ def canonical_name(spellings: dict[str, int], *, kind: str | None = None) -> str
         raise ValueError("an entity needs at least one spelling")
 
     def rank(spelling: str) -> tuple:
-        letters = [c for c in spelling if c.isalpha()]
-        shouting = len(letters) > 3 and all(c.isupper() for c in letters)
         toks = _raw_tokens(spelling)
         initials = kind == "person" and is_abbreviated(spelling)
         abbreviated = kind == "court" and bool(toks) and toks[0] in COURT_ABBREVIATIONS
-        return (initials, shouting, abbreviated, -spellings[spelling], len(spelling), spelling)
+        return (initials, _titled(toks), _shouting(spelling, kind), abbreviated, -spellings[spelling],
+                len(spelling), spelling)
 
     return min(spellings, key=rank)

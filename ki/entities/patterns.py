@@ -143,20 +143,40 @@ def name_pattern(name: str) -> re.Pattern[str]:
     ``ß`` also matches ``ss``, umlauts also match their ``ae``/``oe``/``ue`` spelling, any run of
     whitespace or punctuation between words matches any other (``GmbH & Co. KG`` ~ ``GmbH & Co KG``).
     """
-    parts = []
-    for word in re.findall(r"[\wÄÖÜäöüß]+", name):
-        chars = []
-        i = 0
-        while i < len(word):
-            pair = word[i:i + 2].lower()
-            if pair in ("ss", "ae", "oe", "ue"):
-                chars.append({"ss": "(?:ss|ß)", "ae": "(?:ae|ä)", "oe": "(?:oe|ö)", "ue": "(?:ue|ü)"}[pair])
-                i += 2
-                continue
-            low = word[i].lower()
-            alt = {"ß": "(?:ß|ss)", "ä": "(?:ä|ae)", "ö": "(?:ö|oe)", "ü": "(?:ü|ue)"}.get(low)
-            chars.append(alt or re.escape(word[i]))
-            i += 1
-        parts.append("".join(chars))
-    body = r"[\W_]{1,4}".join(parts)
+    body = r"[\W_]{1,4}".join(_word_regex(word) for word in re.findall(r"[\wÄÖÜäöüß]+", name))
     return re.compile(rf"(?<![\w]){body}(?![\w])", re.IGNORECASE)
+
+
+def _word_regex(word: str) -> str:
+    chars = []
+    i = 0
+    while i < len(word):
+        pair = word[i:i + 2].lower()
+        if pair in ("ss", "ae", "oe", "ue"):
+            chars.append({"ss": "(?:ss|ß)", "ae": "(?:ae|ä)", "oe": "(?:oe|ö)", "ue": "(?:ue|ü)"}[pair])
+            i += 2
+            continue
+        low = word[i].lower()
+        alt = {"ß": "(?:ß|ss)", "ä": "(?:ä|ae)", "ö": "(?:ö|oe)", "ü": "(?:ü|ue)"}.get(low)
+        chars.append(alt or re.escape(word[i]))
+        i += 1
+    return "".join(chars)
+
+
+#: Professional suffixes a firm's name is written with or without (``Solicitors``, ``LLP``, ``Rechtsanwälte``).
+FIRM_SUFFIX = (r"(?:LLP|Solicitors|Rechtsanw(?:ä|ae)lte|Rechtsanwaltsgesellschaft(?:[ \t]+mbH)?|"
+               r"Partnerschaft(?:sgesellschaft)?(?:[ \t]+mbB)?|PartG(?:[ \t]+mbB)?|mbB|Advocaten|Avocats|Advocates|"
+               r"Attorneys(?:[ \t]+at[ \t]+Law)?|Lawyers|Law[ \t]+Firm|Notare|Notarissen)")
+
+
+def firm_pattern(words: list[str]) -> re.Pattern[str] | None:
+    """The firm's distinctive words as written (``["Fairbairn", "Stroud"]``) in any of its spellings:
+    joined by spaces, punctuation, ``&``, ``and``, ``und``, ``en`` or ``et``, with or without professional
+    suffixes (:data:`FIRM_SUFFIX`) — ``Fairbairn & Stroud``, ``Fairbairn Stroud Solicitors``, ``FAIRBAIRN
+    STROUD Rechtsanwälte``; case-insensitive. None for fewer than two words (too weak on its own)."""
+    if len(words) < 2:
+        return None
+    join = r"(?:[\W_]{1,4}(?:(?:&|and|und|en|et)[\W_]{1,4})?)"
+    body = join.join(_word_regex(w) for w in words)
+    suffix = rf"(?:[ \t]*,?[ \t]+{FIRM_SUFFIX}(?![\w]))*"
+    return re.compile(rf"(?<![\w]){body}(?![\w]){suffix}", re.IGNORECASE)

@@ -9,10 +9,15 @@ Issue 16 item 2: reference formats are configuration, not code. A pattern is a t
 * or a regular expression after ``re:`` (``re:[A-Z]{3}\\d{5}``).
 
 :data:`DEFAULT_PATTERNS` covers the common forms (``2024-0153``, client-matter ``104233-0007``,
-``M-1234``, ``HARB-2023-017``). A pattern of digits only (``YYYYNNNN``) is too like other numbers
-(register numbers, dates) to count on its own: it counts behind a reference label, in a subject tag
-or at the start of a folder name. A number inside a DMS document number (``#4811234v3``,
-``4811234_3``, ``LON\\4811234.3``) is a document number, not a matter.
+``M-1234``, ``HARB-2023-017``) and the short year-number forms (``2024-031``, ``2024/031``, ``031/24``,
+``24-0031``). A pattern of digits only (``YYYYNNNN``) is too like other numbers (register numbers,
+dates) to count on its own: it counts behind a reference label, in a subject tag or at the start of a
+folder name. A *short* pattern — digits and separators, fewer than eight digits (``YYYY-NNN``,
+``NNN/YY``) — is as like invoice, case and opposing counsel's numbers (``828/24 TP``): it counts only at
+the start of a folder name or behind the firm's own reference label (``Unser Zeichen``, ``Our ref``,
+``Ons kenmerk``, ``Notre référence``, ``Matter no.``), never behind "your reference". A number inside a
+DMS document number (``#4811234v3``, ``4811234_3``, ``LON\\4811234.3``) is a document number, not a
+matter.
 """
 
 from __future__ import annotations
@@ -22,7 +27,8 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
-DEFAULT_PATTERNS: tuple[str, ...] = ("YYYY-NNNN", "NNNNNN-NNNN", "M-NNNN", "CODE-YYYY-NNN")
+DEFAULT_PATTERNS: tuple[str, ...] = ("YYYY-NNNN", "NNNNNN-NNNN", "M-NNNN", "CODE-YYYY-NNN", "YYYY-NNN", "YYYY/NNN",
+                                     "YYYY/NNNN", "NNN/YY", "NNNN/YY", "YY-NNNN", "YY/NNNN")
 
 #: Labels that mark the number after them as a reference ("Our ref: RJW/104233-0007", "Ons kenmerk:").
 LABEL = (r"(?:unser(?:e)?\s+zeichen|ihr(?:e)?\s+zeichen|unser\s+az\.?|ihr\s+az\.?|az\.|aktenzeichen|"
@@ -31,8 +37,13 @@ LABEL = (r"(?:unser(?:e)?\s+zeichen|ihr(?:e)?\s+zeichen|unser\s+az\.?|ihr\s+az\.
          r"client[\s/-]matter(?:\s+(?:no\.?|number))?|file\s+ref(?:erence)?|our\s+file|"
          r"ons\s+kenmerk|uw\s+kenmerk|kenmerk|dossier(?:nummer|nr\.?)?|"
          r"notre\s+r[ée]f(?:[ée]rence)?\.?|votre\s+r[ée]f(?:[ée]rence)?\.?|n/r[ée]f\.?|v/r[ée]f\.?)")
+#: The other side's reference labels ("Ihr Zeichen", "Your ref", "Uw kenmerk", "Votre référence").
+THEIR_LABEL = (r"(?:ihr(?:e)?\s+zeichen|ihr\s+az\.?|your\s+ref(?:erence)?|uw\s+kenmerk|votre\s+r[ée]f(?:[ée]rence)?\.?|"
+               r"v/r[ée]f\.?)")
 #: A label, then initials before the reference ("RJW/", "KH/PB/").
 LABEL_BEFORE = re.compile(LABEL + r"\s*(?:is|ist|est|lautet)?\s*[:.]?\s*(?:[A-Z]{1,4}/){0,3}$", re.IGNORECASE)
+THEIR_LABEL_BEFORE = re.compile(THEIR_LABEL + r"\s*(?:is|ist|est|lautet)?\s*[:.]?\s*(?:[A-Z]{1,4}/){0,3}$",
+                                re.IGNORECASE)
 #: A subject tag around the reference: "[104233-0007]", "[#2023.0145]", "[DMS#…]", "(ons kenmerk 2023.0145)".
 TAG_BEFORE = re.compile(r"[\[(]\s*(?:#|dms\s*#|ref\.?:?\s*|" + LABEL + r"\s*:?\s*)?$", re.IGNORECASE)
 TAG_AFTER = re.compile(r"^\s*[\])]")
@@ -85,10 +96,20 @@ def is_bare(template: str) -> bool:
     return not t.startswith("re:") and bool(re.fullmatch(r"(?:YYYY|YY|N)+", t))
 
 
+def is_short(template: str) -> bool:
+    """Whether a template is digits and separators of fewer than eight digits (``YYYY-NNN``, ``NNN/YY``,
+    ``YY-NNNN``): it counts only at the start of a folder name or behind the firm's own reference label."""
+    t = template.strip()
+    if t.startswith("re:") or is_bare(t) or not re.fullmatch(r"(?:YYYY|YY|N|[-/._])+", t):
+        return False
+    return len(re.sub(r"[^YN]", "", t)) < 8
+
+
 @dataclass(frozen=True)
 class Candidate:
     """A reference-shaped number in a text: ``labelled`` behind a reference label, ``tagged`` in a subject
-    tag, ``bare`` of a digits-only pattern, ``number_context`` behind "Invoice", "Tel." and the like."""
+    tag, ``bare`` of a digits-only pattern, ``number_context`` behind "Invoice", "Tel." and the like;
+    ``short`` of a short pattern (:func:`is_short`), ``theirs`` behind the other side's label."""
 
     value: str
     start: int
@@ -96,10 +117,14 @@ class Candidate:
     tagged: bool
     bare: bool
     number_context: bool
+    short: bool = False
+    theirs: bool = False
 
     @property
     def counts(self) -> bool:
         """Whether the candidate counts as a reference mention at all."""
+        if self.short:
+            return self.labelled and not self.theirs and not self.number_context
         return (self.labelled or self.tagged or not self.bare) and not self.number_context
 
 
@@ -113,7 +138,8 @@ class ReferenceFormats:
     def __init__(self, patterns: Sequence[str] | None = None):
         self.patterns = tuple(p for p in (patterns or DEFAULT_PATTERNS) if p.strip()) or DEFAULT_PATTERNS
         groups = [f"(?P<p{i}>{template_regex(p)})" for i, p in enumerate(self.patterns)]
-        self.bare = {f"p{i}" for i, p in enumerate(self.patterns) if is_bare(p)}
+        self.bare = {f"p{i}" for i, p in enumerate(self.patterns) if is_bare(p) or is_short(p)}
+        self.short = {f"p{i}" for i, p in enumerate(self.patterns) if is_short(p)}
         # group 1 is the whole reference (other domains read ``m.group(1)``); p<i> says which pattern matched
         self.regex = re.compile(r"(?<![\w.\\-])((?:" + "|".join(groups) + r"))(?![\w-]|\.\d)")
 
@@ -126,7 +152,8 @@ class ReferenceFormats:
             tagged = bool(TAG_BEFORE.search(before) and TAG_AFTER.match(text[m.end(): m.end() + 4]))
             which = next(k for k, v in m.groupdict().items() if v is not None)
             yield Candidate(m.group(1).upper(), m.start(), bool(LABEL_BEFORE.search(before)), tagged,
-                            which in self.bare, bool(NUMBER_CONTEXT.search(before)))
+                            which in self.bare, bool(NUMBER_CONTEXT.search(before)), short=which in self.short,
+                            theirs=bool(THEIR_LABEL_BEFORE.search(before)))
 
     def fullmatch(self, value: str) -> bool:
         """Whether ``value`` is, as a whole, a reference of these formats."""

@@ -62,7 +62,7 @@ def labelled_references(text: str, formats: ReferenceFormats | None = None) -> l
     """References behind a label (``Unser Zeichen:``, ``Our ref:``, ``Ons kenmerk:``) or in a subject tag."""
     seen: dict[str, None] = {}
     for c in (formats or DEFAULT_FORMATS).candidates(text):
-        if (c.labelled or c.tagged) and not c.number_context:
+        if (c.labelled or c.tagged) and c.counts:
             seen.setdefault(c.value, None)
     return list(seen)
 

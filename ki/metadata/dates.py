@@ -1,5 +1,8 @@
 """The date a document states for itself (``doc_date``), falling back to the file's mtime. Pure.
 
+(In the pipeline the file and folder names come between the content and the mtime:
+:func:`ki.metadata.path_dates.dated`.)
+
 Spec: insertion-pipeline.md "Extract metadata" ("doc_date (from content, falling back to file
 mtime)"); issue 16 item 6. The document's own date comes before the dates it cites; strongest first:
 

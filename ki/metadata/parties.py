@@ -118,6 +118,9 @@ def resolve_parties(conn: Connection, *, project_id: int, source_object_id: int,
         resolved.append((m, entity_id, res))
         entity_matters[entity_id] = next((c.matters for c in candidates if c.entity_id == entity_id), frozenset())
     rows = _roles(conn, resolved, matter, source_object_id)
+    for row in rows:  # the firm's entity carries firm.name; without one it is named by its spellings like any
+        if row.resolution.get("is_firm") and not firm_name:
+            row.resolution["is_firm_unnamed"] = True
     if relinked and rows:  # their rows moved: settle_parties renames them too
         rows[0].resolution["relinked_from"] = sorted(relinked)
     return rows
@@ -180,7 +183,8 @@ def settle_parties(conn: Connection, parties: list[PartyRow], matter: MatterCont
         touched |= settle_folder_abbreviations(conn, folder)
     for key in keys:
         store.settle_matter_roles(conn, key, matter.matter_id if key == matter.key else _matter_id(key))
-    store.settle_entity_names(conn, {p.entity_id for p in parties if not p.resolution.get("is_firm")} | touched)
+    store.settle_entity_names(conn, {p.entity_id for p in parties if not p.resolution.get("is_firm")
+                                     or p.resolution.get("is_firm_unnamed")} | touched)
 
 
 def _matter_id(matter_key: str) -> int | None:

@@ -24,8 +24,8 @@ from ki.entities.identifiers import ENTITY_TYPES, Identifier, find_identifiers, 
 from ki.entities.mentions import KnownName, Mention, find_mentions
 from ki.entities.role_cues import add_role_hints
 from ki.errors import ToolError
-from ki.metadata.dates import document_date
 from ki.metadata.language import detect_language
+from ki.metadata.path_dates import dated
 from ki.metadata.schema import (
     MAX_IDENTIFIERS,
     MAX_PARTIES,
@@ -79,14 +79,15 @@ class Reading:
 
 
 def read_document(body: dict[str, Any], rel_path: str, mtime_ns: int | None, *, firm_names: list[str],
-                  known: list[KnownName], date_order: str | None = None) -> Reading:
-    """Read a ``structured_json`` body (see :class:`Reading`); ``date_order``: ``firm.date_order``. Pure."""
+                  known: list[KnownName], date_order: str | None = None, mtime_trusted: bool = True) -> Reading:
+    """Read a ``structured_json`` body (see :class:`Reading`); ``date_order``: ``firm.date_order``;
+    ``mtime_trusted``: whether the mtime may date the document (:func:`ki.metadata.path_dates.dated`). Pure."""
     title = document_title(body, rel_path)
     text = mention_text(body)
     found = find_identifiers(text)
     mentions = find_mentions(text, firm_names=firm_names, known=known, found=found)
     add_role_hints(text, mentions, title=title, mail=body.get("mail"), firm_names=firm_names)
-    doc_date, source = document_date(body, mtime_ns, date_order=date_order)
+    doc_date, source = dated(body, rel_path, mtime_ns, date_order=date_order, mtime_trusted=mtime_trusted)
     lines = (body.get("text") or "").split("\n")
     clauses = []
     for i, heading in headings(body.get("text") or ""):

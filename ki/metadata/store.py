@@ -20,6 +20,7 @@ from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
 from ki.metadata.parties import PartyRow
+from ki.metadata.path_dates import UNIFORM_MIN_FILES
 
 NOTABLE_CLAUSES = "notable_clauses"
 
@@ -121,3 +122,26 @@ def write_notable_clauses(conn: Connection, content_hash: str, *, clauses: list[
     """), {"h": content_hash, "k": NOTABLE_CLAUSES, "v": producer_version,
            "b": json.dumps({"clause_facet": facet_version, "clauses": clauses}, ensure_ascii=False)}).first()
     return row is not None
+
+
+#: At most this many files of one folder are read to judge whether its mtimes were set at once.
+FOLDER_MTIME_SAMPLE = 200
+
+
+def folder_mtimes(conn: Connection, source_id: int, root: str, path: str) -> list[int]:
+    """Modification times (ns) of the live top-level files under the folder holding ``path`` (an absolute
+    path under the source's ``root``): the file's own folder, or — while that holds fewer than
+    :data:`~ki.metadata.path_dates.UNIFORM_MIN_FILES` files — the folder above it, up to the source's top;
+    at most :data:`FOLDER_MTIME_SAMPLE` values."""
+    folder = path.rsplit("/", 1)[0] if "/" in path else ""
+    out: list[int] = []
+    while folder:
+        like = folder.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "/%"
+        out = [int(r[0]) for r in conn.execute(text(
+            "SELECT mtime_ns FROM source_object WHERE source_id = :s AND path LIKE :p AND parent_id IS NULL "
+            "AND deleted_at IS NULL AND mtime_ns IS NOT NULL LIMIT :n"),
+            {"s": source_id, "p": like, "n": FOLDER_MTIME_SAMPLE})]
+        if len(out) >= UNIFORM_MIN_FILES or folder.rstrip("/") == root.rstrip("/") or "/" not in folder:
+            break
+        folder = folder.rsplit("/", 1)[0]
+    return out

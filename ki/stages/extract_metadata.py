@@ -8,7 +8,8 @@ ontology; its context is the single document). Steps:
 2. read the document by rule (:func:`ki.metadata.policy.read_document`) with the firm's names and the
    aliases of entities the firm already holds that occur in it (its gazetteer) — of a huge text only its
    bounded window (``pipeline.text_window``, :mod:`ki.metadata.window`; recorded as ``text_window`` in
-   the Extraction provenance);
+   the Extraction provenance); the date comes from the content, else the file and folder names, else the
+   mtime unless the folder's files share one mtime (:func:`ki.metadata.path_dates.dated`);
 3. decide with the model (``chat_agent`` with the ontology tools, ``search_entities`` and — when the
    clause facet is active — ``clause_search``) when ``KI_LLM_BASE_URL`` is set, else with the rules
    policy through the same tools; validators accept only visited, in-scope node ids;
@@ -35,9 +36,10 @@ from ki.entities.tools import search_entities_tool
 from ki.metadata.amounts import find_amounts
 from ki.metadata.matter import MatterContext, code_hint, folder_hints, matter_context
 from ki.metadata.parties import resolve_parties, settle_parties
+from ki.metadata.path_dates import uniform_mtimes
 from ki.metadata.policy import MetadataRulesPolicy, Reading, mention_text, read_document
 from ki.metadata.schema import MetadataResult, make_validators
-from ki.metadata.store import MetadataRow, write_extraction, write_metadata, write_notable_clauses
+from ki.metadata.store import MetadataRow, folder_mtimes, write_extraction, write_metadata, write_notable_clauses
 from ki.metadata.window import windowed_body
 from ki.ontology import active_ontology
 from ki.ontology.model import Ontology
@@ -158,6 +160,11 @@ def handle(ctx: StageContext) -> StageOutcome:
         known = _gazetteer(conn, project_id, text_) + matter.client_gazetteer()
     reading = read_document(body, rel_path, ctx.obj.mtime_ns, firm_names=firm_names, known=known,
                             date_order=ctx.config.firm.date_order)
+    if reading.doc_date_source == "mtime":  # weak evidence: not when the folder's files were written at once
+        with db.engine.connect() as conn:
+            copied = uniform_mtimes(folder_mtimes(conn, ctx.obj.source_id, ctx.obj.source_root, ctx.obj.path))
+        if copied:
+            reading.doc_date, reading.doc_date_source = None, None
     folder_hints(rel_path, matter.folder, reading.mentions)
     code_hint(matter.reference, reading.mentions)
 

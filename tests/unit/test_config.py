@@ -171,9 +171,9 @@ def test_code_stage_versions_are_the_spec_values():
     assert CODE_STAGE_VERSIONS == {
         "fetch": "mvp-1",
         "convert": "mvp-1",
-        "classify_matter": "mvp-3",
+        "classify_matter": "mvp-4",
         "relate": "mvp-10",
-        "extract_metadata": "mvp-2",
+        "extract_metadata": "mvp-3",
         "extract_decisions": "mvp-1",
         "index": "mvp-1",
     }

@@ -212,3 +212,44 @@ def test_evidence_order_thread_case_number_folder_party():
     assert (party.reference, party.how) == ("2024-0200", "party")
     assert infer_reference("Vorlagen/Muster.docx", "Our ref: [Matter No.]", None, corpus) is None
     assert organisation_names("KESSLER CLAUSSEN Rechtsanwälte PartG mbB\nFrom: Nordwind AG, Jan") == ["Nordwind AG"]
+
+
+@pytest.mark.parametrize(("path", "reference"), [
+    ("Mandate/2024-031 Halvorsen Properties Ltd - Office Lease Speicherstadt/Correspondence/x.eml", "2024-031"),
+    ("Mandate/2023-112 Kessler, Johanna - Kündigungsschutz/2023-11-03 Kündigung Arbeitgeber.pdf", "2023-112"),
+    ("Akten/2024/031 Halvorsen/x.pdf", None),          # a year folder, then a number: no reference
+    ("Dossiers/2024/031 Visser/x.pdf", None),
+    ("Akten/2024/0031 Visser/x.pdf", None),
+    ("Akten/031/24 Visser/x.pdf", None),
+    ("Files/24-0031 Larkspur/x.pdf", "24-0031"),
+    ("Files/117/24 Larkspur/x.pdf", None),             # "/" separates folders: not NNN/YY
+])
+def test_default_short_year_number_forms_at_the_start_of_a_folder(path, reference):
+    ev = own_reference(path, "")
+    assert (ev.reference if ev else None) == reference
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ("Unser Zeichen: 2024-031", ["2024-031"]),          # the firm's own label
+    ("Our ref: RJW/2024/031", ["2024/031"]),
+    ("Ons kenmerk: 117/24", ["117/24"]),
+    ("Notre référence : 24-0031", ["24-0031"]),
+    ("Ihr Zeichen: 828/24 TP", []),                     # the other side's reference
+    ("Your ref: 2024-031", []),
+    ("Az. 14 HKO 27/24 und 828/24", []),                # a case number, a bare number
+    ("Rechnung Nr. 2024-031", []),                      # an invoice number
+    ("Telefonat am 2024-031 wegen 117/24", []),         # unlabelled
+    ("#2024-031v3 Vertrag", []),                        # a DMS document number
+])
+def test_default_short_forms_count_only_behind_the_firms_own_label(text, expected):
+    assert references_in(text) == expected
+
+
+def test_a_configured_list_replaces_the_defaults_and_config_shows_the_defaults():
+    from ki.config.settings import FirmConfig
+    from ki.matters.patterns import DEFAULT_PATTERNS
+
+    assert FirmConfig().matter_reference_patterns == list(DEFAULT_PATTERNS)
+    assert FirmConfig(matter_reference_patterns=[]).matter_reference_patterns == list(DEFAULT_PATTERNS)
+    assert FirmConfig(matter_reference_patterns=["NNNNNN.NNNN"]).matter_reference_patterns == ["NNNNNN.NNNN"]
+    assert references_in("Unser Zeichen: 2024-031", ReferenceFormats(["NNNNNN.NNNN"])) == []
