@@ -36,11 +36,13 @@ from ki.entities.patterns import (
     ADDRESS_NOISE,
     COMPANY,
     COURT,
+    FORMERLY,
     JUDGE_CONTEXT,
     LABELLED_PERSON,
     LAW_FIRM,
     LEADING_STOP,
     NOT_A_PERSON,
+    NOW_CALLED,
     PARTY_LIST_BEFORE,
     PERSON_ADDRESS_BLOCK,
     PERSON_AND,
@@ -87,6 +89,8 @@ class Mention:
         known_entity_ids: entity ids whose known alias matched this mention.
         source: which rule found it first (``firm``, ``legal_form``, ``law_firm``, ``court``, ``person``,
             ``rubrum``, ``known``).
+        former_names: names the text says the party had before (``X Ltd (formerly Y Ltd)``): one party, whose
+            former names go on its alias ledger.
     """
 
     name: str
@@ -97,6 +101,7 @@ class Mention:
     hints: list[tuple[str, str]] = field(default_factory=list)
     known_entity_ids: list[int] = field(default_factory=list)
     source: str = ""
+    former_names: list[str] = field(default_factory=list)
 
     @property
     def key(self) -> NameKey:
@@ -294,6 +299,35 @@ def _merge_initials(mentions: list[Mention]) -> list[Mention]:
     return [m for i, m in enumerate(mentions) if i not in merged]
 
 
+def _merge_former_names(text: str, mentions: list[Mention]) -> list[Mention]:
+    """A company renamed (``X Ltd (formerly Y Ltd)``, ``X GmbH, vormals Y GmbH``, ``Y Limited having … changed
+    its name, is now incorporated under the name of X Limited``) is one mention: the current name's, with
+    the former one's occurrences and the former name in ``former_names``."""
+    spans = sorted(((s, e, m) for m in mentions if m.kind in ("company", "law_firm") for s, e in m.spans),
+                   key=lambda x: x[0])
+    merged: dict[int, Mention] = {}  # id(former) → current
+    for (_, end, first), (start, _, second) in zip(spans, spans[1:], strict=False):
+        if first is second or start - end > 200:
+            continue
+        between = text[end:start]
+        if FORMERLY.fullmatch(between):
+            current, former = first, second
+        elif NOW_CALLED.fullmatch(between):
+            current, former = second, first
+        else:
+            continue
+        while id(current) in merged:
+            current = merged[id(current)]
+        if current is former or id(former) in merged:
+            continue
+        merged[id(former)] = current
+        current.spans = sorted({*current.spans, *former.spans})
+        current.identifiers = unique([*current.identifiers, *former.identifiers])
+        current.former_names.extend(n for n in [former.name, *former.former_names] if n not in current.former_names)
+        current.known_entity_ids.extend(e for e in former.known_entity_ids if e not in current.known_entity_ids)
+    return [m for m in mentions if id(m) not in merged]
+
+
 def _attach_identifiers(mentions: list[Mention], found: list[Found]) -> None:
     spans = sorted(((s, e, m) for m in mentions for s, e in m.spans if m.kind != "court"), key=lambda x: x[0])
     for f in found:
@@ -336,6 +370,6 @@ def find_mentions(text: str, *, firm_names: list[str] | None = None, known: list
         first = _clean(c.text[m.spans[0][0]:m.spans[0][1]])
         if first and name_key(first, kind=m.kind).key == m.key.key:
             m.name = first
-    mentions = _merge_initials(mentions)
+    mentions = _merge_initials(_merge_former_names(c.text, mentions))
     _attach_identifiers(mentions, found if found is not None else find_identifiers(c.text))
     return mentions

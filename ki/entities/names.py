@@ -22,6 +22,7 @@ Haftung`` → ``eiderhof bau|gmbh``; ``Kanzlei Brückner Kranich PartG mbB`` / `
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -240,6 +241,10 @@ def name_key(name: str, *, kind: str | None = None) -> NameKey:
     return NameKey(tuple(kept), form, law_firm=law_firm)
 
 
+#: The words of legal forms and law-firm descriptors: a name of these alone ("Limited", "Solicitors") names nobody.
+_FORM_WORDS = frozenset(t for seq in [*(p for p, _ in LEGAL_FORMS), *LAW_FIRM_SEQUENCES] for t in seq)
+
+
 def is_party_name(name: str, *, kind: str | None = None) -> bool:
     """Whether ``name`` can name a party: it has a proper-name head — a word before its legal form or
     descriptor that is not an article, a description or a role (:data:`DESCRIPTIVE_WORDS`).
@@ -254,10 +259,7 @@ def is_party_name(name: str, *, kind: str | None = None) -> bool:
     key = name_key(name, kind=kind)
     if key.court:
         return True
-    toks = [t for t in _raw_tokens(name) if t not in LEADING_NOISE]
-    if key.form is None and toks and any(tuple(toks) == pat for pat, _ in LEGAL_FORMS):
-        return False  # a legal form alone ("Incorporated", "Limited")
-    return any(t not in DESCRIPTIVE_WORDS and not t.isdigit() for t in key.base)
+    return any(t not in DESCRIPTIVE_WORDS and t not in _FORM_WORDS and not t.isdigit() for t in key.base)
 
 
 def contains_tokens(longer: tuple[str, ...], shorter: tuple[str, ...]) -> bool:
@@ -308,7 +310,7 @@ def _shouting(spelling: str, kind: str | None) -> bool:
     return len(letters) > 3 and all(c.isupper() for c in letters)
 
 
-def canonical_name(spellings: dict[str, int], *, kind: str | None = None) -> str:
+def canonical_name(spellings: dict[str, int], *, kind: str | None = None, former: Iterable[str] = ()) -> str:
     """The name an entity is shown by, from the spellings its documents use (spelling → how many documents).
 
     A function of the spellings alone, so every processing order names the entity alike: a person's name
@@ -317,18 +319,21 @@ def canonical_name(spellings: dict[str, int], *, kind: str | None = None) -> str
     Weller``), a spelling whose distinctive words are not all capitals before a letterhead's
     (``Brandt Kollmar Rechtsanwälte`` over ``BRANDT KOLLMAR Rechtsanwälte``), a written-out court before its
     abbreviation (``Arbeitsgericht Bremen`` over ``ArbG Bremen``), then the spelling most documents use, then
-    the shorter, then the first in code-point order.
+    the shorter, then the first in code-point order. A spelling whose key is one of the ``former`` names
+    (``Larkspur Estates Ltd`` of ``Larkspur Holdings Ltd (formerly Larkspur Estates Ltd)``) comes last.
 
     Raises: ValueError for no spellings.
     """
     if not spellings:
         raise ValueError("an entity needs at least one spelling")
+    former_keys = {name_key(f, kind=kind).key for f in former}
 
     def rank(spelling: str) -> tuple:
         toks = _raw_tokens(spelling)
         initials = kind == "person" and is_abbreviated(spelling)
         abbreviated = kind == "court" and bool(toks) and toks[0] in COURT_ABBREVIATIONS
-        return (initials, _titled(toks), _shouting(spelling, kind), abbreviated, -spellings[spelling],
+        was = name_key(spelling, kind=kind).key in former_keys
+        return (was, initials, _titled(toks), _shouting(spelling, kind), abbreviated, -spellings[spelling],
                 len(spelling), spelling)
 
     return min(spellings, key=rank)

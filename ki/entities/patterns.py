@@ -120,6 +120,21 @@ ADDRESS_NOISE = re.compile(r"[\w.+-]+@[\w.-]+|https?://\S+|www\.\S+|\b[\w-]+\.(?
 #: A court named as the place where a judge sits ("Richter am Landgericht X"), not as a party.
 JUDGE_CONTEXT = re.compile(r"(?:Richter(?:in)?|Vorsitzende[rn]?|Präsident(?:in)?)\s+am\s*$")
 
+#: Between a company's current name and its former one: ``X Ltd (formerly Y Ltd)``, ``X Ltd, formerly known as
+#: Y Ltd``, ``X Ltd (previously Y Ltd)``, ``X GmbH (vormals Y GmbH)``, ``X B.V. (voorheen Y B.V.)``, ``X SA
+#: (anciennement Y SA)``, ``X Inc. f/k/a Y Inc.``.
+FORMERLY = re.compile(r"\s*[,(\[]?\s*(?i:formerly(?:[ \t]+(?:known[ \t]+as|called|named))?|previously"
+                      r"(?:[ \t]+(?:known[ \t]+as|called|named))?|f/k/a|fka|vormals|ehemals|früher|zuvor|"
+                      r"bisher|voorheen|voorheen[ \t]+genaamd|anciennement|auparavant|ex)\s*:?\s*(?:the[ \t]+)?"
+                      r"(?:firma[ \t]+)?")
+#: Between a company's former name and its current one: ``Y Limited having by special resolution changed its name,
+#: is now incorporated under the name of X Limited`` (a certificate of incorporation on change of name), ``Y Ltd,
+#: now known as X Ltd``, ``Y GmbH, jetzt X GmbH``, ``Y GmbH (nunmehr X GmbH)``, ``Y B.V., thans X B.V.``.
+NOW_CALLED = re.compile(r"(?s)\s*(?:,|\()?\s*(?i:having\b.{0,160}?\bchanged[ \t]+its[ \t]+name.{0,120}?"
+                        r"\bunder[ \t]+the[ \t]+name(?:[ \t]+of)?|"
+                        r"now[ \t]+(?:known[ \t]+as|called|named|trading[ \t]+as)|"
+                        r"renamed(?:[ \t]+(?:to|as))?|jetzt|nunmehr|umfirmiert[ \t]+(?:in|zu)|thans|"
+                        r"(?:nu[ \t]+)?genaamd|désormais|devenue?)\s*:?\s*(?:the[ \t]+)?")
 #: Capitalised words that start a sentence or a label rather than a name.
 LEADING_STOP = frozenset(fold(w) for w in """
 die der das den dem des ein eine the a an and und zwischen between von für for mit with gegen against an am im in

@@ -263,7 +263,8 @@ def settle_matter_roles(conn: Connection, matter_key: str, matter_id: int | None
 
 def settle_entity_names(conn: Connection, entity_ids: Iterable[int]) -> None:
     """Name each entity by the spelling its documents use (:func:`ki.entities.names.canonical_name` over
-    every document party row's name), whatever order the documents came in.
+    every document party row's name; a name any document calls a former one comes last), whatever order the
+    documents came in.
 
     Takes a transaction-level advisory lock per entity (ascending ids, after the name locks), so the last
     document to commit sees every other one's rows.
@@ -278,8 +279,14 @@ def settle_entity_names(conn: Connection, entity_ids: Iterable[int]) -> None:
                                "WHERE entity_id = ANY(CAST(:ids AS bigint[])) GROUP BY entity_id, name"),
                           {"ids": ids}):
         spellings[r.entity_id][r.name] = int(r.n)
+    former: dict[int, set[str]] = {i: set() for i in ids}
+    for r in conn.execute(text("SELECT DISTINCT entity_id, jsonb_array_elements_text(resolution->'former_names') AS f "
+                               "FROM document_party WHERE entity_id = ANY(CAST(:ids AS bigint[])) "
+                               "AND resolution ? 'former_names'"), {"ids": ids}):
+        former[r.entity_id].add(r.f)
     kinds = {r.id: r.kind for r in conn.execute(ENTITY_ROWS_SQL, {"ids": ids})}
-    updates = [{"e": e, "n": canonical_name(names, kind=kinds.get(e))} for e, names in spellings.items() if names]
+    updates = [{"e": e, "n": canonical_name(names, kind=kinds.get(e), former=former[e])}
+               for e, names in spellings.items() if names]
     if updates:
         conn.execute(text("UPDATE entity SET name = :n, updated_at = now() WHERE id = :e AND name <> :n"), updates)
 

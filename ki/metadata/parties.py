@@ -78,7 +78,8 @@ def resolve_parties(conn: Connection, *, project_id: int, source_object_id: int,
     # The firm resolves by one fixed identity key (the unique constraint settles a race), so it takes no name
     # lock: otherwise every document naming the firm would wait for every other one.
     store.lock_names(conn, project_id, [_resolution_key(m, firm_name) for m in mentions
-                                        if not (m.is_firm and firm_name)])
+                                        if not (m.is_firm and firm_name)]
+                     + [name_key(f, kind=m.kind) for m in mentions for f in m.former_names])
     resolved: list[tuple[Mention, int, Resolution]] = []
     relinked: set[int] = set()
     entity_matters: dict[int, frozenset[str]] = {}
@@ -91,6 +92,8 @@ def resolve_parties(conn: Connection, *, project_id: int, source_object_id: int,
         ctx = Context(matter_key=matter.key, co_party_matters=co, client_matters=client_matters)
         res = resolve_mention(key, idents, candidates, ctx, alias_keys=alias_keys,
                              kind="law_firm" if m.is_firm else m.kind)
+        if res.entity_id is None and m.former_names:  # renamed: the entity may be known by its former name
+            res = _by_former_name(conn, project_id, m, idents, ctx) or res
         entity_id = res.entity_id
         suggested = agent_entity_ids.get(id(m))
         if entity_id is None and suggested is not None and suggested in res.same_name_candidates \
@@ -112,6 +115,8 @@ def resolve_parties(conn: Connection, *, project_id: int, source_object_id: int,
                     if store.relink_homonym(conn, matter.key, c.entity_id, entity_id):
                         relinked.add(c.entity_id)
         store.add_alias(conn, entity_id, m.name, m.key, source_object_id)
+        for former in m.former_names:
+            store.add_alias(conn, entity_id, former, name_key(former, kind=m.kind), source_object_id)
         if m.is_firm and firm_name:
             store.add_alias(conn, entity_id, firm_name, key, source_object_id)
         store.add_identifiers(conn, entity_id, idents)
@@ -124,6 +129,18 @@ def resolve_parties(conn: Connection, *, project_id: int, source_object_id: int,
     if relinked and rows:  # their rows moved: settle_parties renames them too
         rows[0].resolution["relinked_from"] = sorted(relinked)
     return rows
+
+
+def _by_former_name(conn: Connection, project_id: int, m: Mention, idents: list, ctx: Context
+                    ) -> Resolution | None:
+    """The entity a renamed company's former name resolves to (its first former name that resolves), or None."""
+    for former in m.former_names:
+        key = name_key(former, kind=m.kind)
+        candidates, alias_keys = store.load_candidates(conn, project_id, key, idents)
+        res = resolve_mention(key, idents, candidates, ctx, alias_keys=alias_keys, kind=m.kind)
+        if res.entity_id is not None:
+            return Resolution(res.entity_id, "former_name", corroboration=res.corroboration)
+    return None
 
 
 def _roles(conn: Connection, resolved: list[tuple[Mention, int, Resolution]], matter: MatterContext,
@@ -154,7 +171,8 @@ def _roles(conn: Connection, resolved: list[tuple[Mention, int, Resolution]], ma
                                                    "contradicted": list(res.contradicted),
                                                    "corroboration": res.corroboration,
                                                    "claims": sorted(claims[entity_id].claims),
-                                                   "is_firm": m.is_firm})))
+                                                   "is_firm": m.is_firm,
+                                                   **({"former_names": m.former_names} if m.former_names else {})})))
     return [row for _, row in sorted(rows, key=lambda x: x[0])]
 
 
