@@ -99,8 +99,10 @@ RUBRUM = re.compile(rf"(?P<left>{SALUTATION}{PERSON}|{NAME})[ \t]+(?:\./\.|gg\.|
 SURNAME_FIRST = re.compile(r"^(?P<last>[A-ZÄÖÜ][a-zäöüß]+(?:-[A-ZÄÖÜ][a-zäöüß]+)?),[ \t]+"
                            r"(?P<first>[A-ZÄÖÜ][a-zäöüß]+(?:-[A-ZÄÖÜ][a-zäöüß]+)?)(?:[ \t]+[-–]|$)")
 
-#: A company match that swallowed two names joined by "and"/"und" ("Rheintal AG and Thornfield Pharma Ltd").
-TWO_NAMES = re.compile(rf"\s(?P<form>{LEGAL_FORM})[ \t]+(?:and|und|sowie)[ \t]+")
+#: A company match that swallowed two names joined by "and"/"und" ("Rheintal AG and Thornfield Pharma Ltd"), or a
+#: name and the next sentence's description ("Larkspur Holdings Ltd. A Private Company Limited").
+TWO_NAMES = re.compile(rf"\s(?P<form>{LEGAL_FORM})(?:[ \t]+(?:and|und|sowie)[ \t]+|(?<=\.)[ \t]+(?=(?:A|An|The)[ \t])|"
+                       rf"\.[ \t]+(?=(?:A|An|The)[ \t]))")
 #: A list of parties on one line: "Parties: A and B", "between A and B", "tussen A en B", "zwischen A und B".
 PARTY_LIST_BEFORE = re.compile(r"(?i)(?:\b(?:parties|partijen|parteien)[ \t]*:|\b(?:between|tussen|zwischen|entre)\b)"
                                r"[^\n]*$")
@@ -132,7 +134,8 @@ FORMERLY = re.compile(r"\s*[,(\[]?\s*(?i:formerly(?:[ \t]+(?:known[ \t]+as|calle
 #: now known as X Ltd``, ``Y GmbH, jetzt X GmbH``, ``Y GmbH (nunmehr X GmbH)``, ``Y B.V., thans X B.V.``.
 NOW_CALLED = re.compile(r"(?s)\s*(?:,|\()?\s*(?i:having\b.{0,160}?\bchanged[ \t]+its[ \t]+name.{0,120}?"
                         r"\bunder[ \t]+the[ \t]+name(?:[ \t]+of)?|"
-                        r"now[ \t]+(?:known[ \t]+as|called|named|trading[ \t]+as)|"
+                        r"(?:(?:is|has[ \t]+been)[ \t]+)?now[ \t]+(?:known[ \t]+as|called|named|trading[ \t]+as)|"
+                        r"is[ \t]+now|"
                         r"renamed(?:[ \t]+(?:to|as))?|jetzt|nunmehr|umfirmiert[ \t]+(?:in|zu)|thans|"
                         r"(?:nu[ \t]+)?genaamd|désormais|devenue?)\s*:?\s*(?:the[ \t]+)?")
 #: Capitalised words that start a sentence or a label rather than a name.

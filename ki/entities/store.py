@@ -348,3 +348,30 @@ def known_names(conn: Connection, project_id: int, tokens: Iterable[str], limit:
         ORDER BY length(a.alias) DESC, a.id LIMIT :limit
     """), {"p": project_id, "t": sorted(set(tokens)), "limit": limit})
     return [(r.entity_id, r.alias, r.kind) for r in rows]
+
+
+def merge_entities(conn: Connection, into: int, other: int) -> set[str]:
+    """Fold entity ``other`` into ``into`` (one company under a former and a current name): its document party
+    rows, alias ledger, identifiers and matter roles move over (where ``into`` already has a row for the same
+    document or matter, ``into``'s stays), then ``other`` is deleted. The caller holds the name locks of both.
+
+    Returns: the matter keys ``other`` was a party on (their roles are to be settled again).
+    """
+    if into == other:
+        return set()
+    params = {"i": into, "o": other}
+    conn.execute(text("DELETE FROM document_party o USING document_party i WHERE o.entity_id = :o "
+                      "AND i.entity_id = :i AND i.source_object_id = o.source_object_id"), params)
+    conn.execute(text("UPDATE document_party SET entity_id = :i WHERE entity_id = :o"), params)
+    conn.execute(text("INSERT INTO entity_alias (entity_id, alias, alias_key, tokens, source_object_id) "
+                      "SELECT :i, alias, alias_key, tokens, source_object_id FROM entity_alias WHERE entity_id = :o "
+                      "ORDER BY id ON CONFLICT (entity_id, alias) DO NOTHING"), params)
+    conn.execute(text("INSERT INTO entity_identifier (entity_id, type, value, value_key, issuer) "
+                      "SELECT :i, type, value, value_key, issuer FROM entity_identifier WHERE entity_id = :o "
+                      "ORDER BY id ON CONFLICT (entity_id, type, value_key) DO NOTHING"), params)
+    matters = {r[0] for r in conn.execute(text("SELECT matter_key FROM matter_party WHERE entity_id = :o"), params)}
+    conn.execute(text("DELETE FROM matter_party o USING matter_party i WHERE o.entity_id = :o "
+                      "AND i.entity_id = :i AND i.matter_key = o.matter_key"), params)
+    conn.execute(text("UPDATE matter_party SET entity_id = :i WHERE entity_id = :o"), params)
+    conn.execute(text("DELETE FROM entity WHERE id = :o"), params)
+    return matters

@@ -82,6 +82,7 @@ def resolve_parties(conn: Connection, *, project_id: int, source_object_id: int,
                      + [name_key(f, kind=m.kind) for m in mentions for f in m.former_names])
     resolved: list[tuple[Mention, int, Resolution]] = []
     relinked: set[int] = set()
+    merged_matters: set[str] = set()
     entity_matters: dict[int, frozenset[str]] = {}
     client_matters = store.client_matters(conn, matter.key) if matter.key else frozenset()
     for m in sorted(mentions, key=lambda x: (_order(x), x.start)):
@@ -92,8 +93,13 @@ def resolve_parties(conn: Connection, *, project_id: int, source_object_id: int,
         ctx = Context(matter_key=matter.key, co_party_matters=co, client_matters=client_matters)
         res = resolve_mention(key, idents, candidates, ctx, alias_keys=alias_keys,
                              kind="law_firm" if m.is_firm else m.kind)
-        if res.entity_id is None and m.former_names:  # renamed: the entity may be known by its former name
-            res = _by_former_name(conn, project_id, m, idents, ctx) or res
+        if m.former_names:  # renamed: the entity may be known by its former name, or under both as two
+            former = _by_former_name(conn, project_id, m, idents, ctx)
+            if former is not None and res.entity_id is None:
+                res = former
+            elif former is not None and former.entity_id != res.entity_id:
+                merged_matters |= store.merge_entities(conn, res.entity_id, former.entity_id)
+                relinked.add(former.entity_id)
         entity_id = res.entity_id
         suggested = agent_entity_ids.get(id(m))
         if entity_id is None and suggested is not None and suggested in res.same_name_candidates \
@@ -128,6 +134,8 @@ def resolve_parties(conn: Connection, *, project_id: int, source_object_id: int,
             row.resolution["is_firm_unnamed"] = True
     if relinked and rows:  # their rows moved: settle_parties renames them too
         rows[0].resolution["relinked_from"] = sorted(relinked)
+    if merged_matters and rows:  # a former name's entity was folded in: its matters' roles are settled again
+        rows[0].resolution["merged_matters"] = sorted(merged_matters)
     return rows
 
 
@@ -191,7 +199,8 @@ def settle_parties(conn: Connection, parties: list[PartyRow], matter: MatterCont
             folder, as its full names may be what those rows abbreviate.
     Entities whose rows a homonym relink or an abbreviation moved (``resolution.relinked_from``) are renamed too.
     """
-    keys = sorted({k for k in [matter.key, *previous_matters] if k})
+    merged = [k for p in parties for k in p.resolution.get("merged_matters", [])]
+    keys = sorted({k for k in [matter.key, *previous_matters, *merged] if k})
     # every matter and folder lock before any entity-row lock, in one order
     lock_matters(conn, keys + ([folder.lock_name] if folder else []))
     touched = {e for p in parties for e in p.resolution.get("relinked_from", [])}

@@ -97,7 +97,8 @@ def test_a_renamed_company_is_one_party_with_its_former_name(text, current, form
 
 @pytest.mark.parametrize(("a", "b"), [
     ("Larkspur Holdings Ltd", "Larkspur Holdings Limited"), ("Larkspur Holdings Ltd.", "LARKSPUR HOLDINGS LTD"),
-    ("Eiderhof Bau GmbH", "Eiderhof Bau Gesellschaft mit beschränkter Haftung"), ("Eiderhof Bau GmbH", "Eiderhof Bau G.m.b.H."),
+    ("Eiderhof Bau GmbH", "Eiderhof Bau Gesellschaft mit beschränkter Haftung"),
+    ("Eiderhof Bau GmbH", "Eiderhof Bau G.m.b.H."),
     ("Marks & Spencer plc", "Marks and Spencer Public Limited Company"), ("Polder Holding B.V.", "Polder Holding BV"),
 ])
 def test_legal_form_variants_are_one_name(a, b):
