@@ -71,7 +71,7 @@ class EntityMap:
             for ident in e.get("identifiers") or []:
                 self.by_ident[_ident_key(ident)] = e["id"]
         firm = truth["firm"]
-        for v in [firm["name"], *firm["aliases"], firm.get("letterhead") or ""]:
+        for v in [firm["name"], *firm["aliases"], *(firm.get("variants") or []), firm.get("letterhead") or ""]:
             if v:
                 self.by_name[name_key(v, kind="law_firm").key].add(firm["entity"])
         self.matter_parties: dict[str, set[str]] = {}

@@ -14,6 +14,7 @@ the export day when the seed says the export did not keep them.
 from __future__ import annotations
 
 import datetime as dt
+import random
 from typing import Any
 
 from bench.estates import texts_en
@@ -270,6 +271,7 @@ class EnglishEstate(Estate):
         dom = f"{ascii_slug(stem)}.example"
         e = self.add_entity("company", name, variants, street=street, postcode=pc if not foreign else "",
                             city=city or c, country=country, domain=dom, form=form, stem=stem)
+        e.former_names = self.former_names(stem, form) if not foreign else []
         if fmt:
             n = r.randint(10_000_000, 99_999_999)
             value = fmt.format(n=r.randint(10000, 299999), n8=n, n6=r.randint(100000, 299999), n9=r.randint(
@@ -279,6 +281,19 @@ class EnglishEstate(Estate):
         e.people = [self.person(dom, r.choice(["Director", "Chief Executive Officer", "Finance Director"])),
                     self.person(dom, "General Counsel")]
         return e
+
+    def former_names(self, stem: str, form: str) -> list[str]:
+        """A company renamed (a quarter of the English ones): its former name, same first word, another trade
+        (``Larkspur Estates Limited`` → ``Larkspur Holdings Limited``); its own random stream."""
+        pick = random.Random(f"former:{stem}")
+        if pick.random() >= 0.25:
+            return []
+        word = stem.split()[0]
+        former = f"{word} {pick.choice([i for i in INDUSTRY if i not in stem])}"
+        if former in self.used:
+            return []
+        self.used.add(former)
+        return [f"{former} {form}"]
 
     def person_party(self) -> Entity:
         p = self.person(f"{ascii_slug(self.rng.choice(['mail', 'post', 'inbox']))}.example")
@@ -328,6 +343,8 @@ class EnglishEstate(Estate):
         self.firm_name = full
         self.firm_aliases = [short, f"{initials} LLP"]
         self.letterhead = short.upper()
+        first, *rest = short.split()
+        self.firm_variants = [f"{first} & {' '.join(rest)}", f"{short} Solicitors", f"{short} Rechtsanwälte"]
         street, pc, city = ("1 Moorgate Place", "EC2R 6EA", "London")
         dom = f"{ascii_slug(short)}.example"
         self.firm = self.add_entity("company", full, [full, short, f"{initials} LLP", short.upper()], street=street,

@@ -66,6 +66,8 @@ class Estate:
         self.reference_patterns: list[str] = []
         self.date_order = "dmy"
         self.export_date: dt.date | None = None  # a DMS export sets every mtime to the export day
+        #: Spellings of the firm its documents use but its configuration does not list ("A & B", "A B Solicitors").
+        self.firm_variants: list[str] = []
 
     # ------------------------------------------------------------ registry
     def next_id(self, kind: str) -> str:
@@ -272,7 +274,8 @@ class Estate:
             "generator": {"name": self.name, "version": self.version, "seed": self.seed, "matters": self.n},
             "estate_root": "estate",
             "firm": {"entity": f.id, "name": self.firm_name, "aliases": self.firm_aliases,
-                     "letterhead": self.letterhead, "identifiers": f.identifiers, "address": f.address,
+                     "letterhead": self.letterhead, "variants": self.firm_variants,
+                     "identifiers": f.identifiers, "address": f.address,
                      "lawyers": [{"name": p.full, "role": p.function, "email": p.email} for p in self.lawyers],
                      "matter_reference_patterns": self.reference_patterns, "date_order": self.date_order},
             "ontology": ontology_truth(),

@@ -168,7 +168,8 @@ class Entity:
         return f"{self.street}, {self.postcode} {self.city}".strip(", ")
 
     def truth(self) -> dict[str, Any]:
-        d: dict[str, Any] = {"id": self.id, "kind": self.kind, "name": self.name, "variants": self.variants,
+        former = [v for v in getattr(self, "former_names", []) if v not in self.variants]
+        d: dict[str, Any] = {"id": self.id, "kind": self.kind, "name": self.name, "variants": self.variants + former,
                              "identifiers": self.identifiers}
         if self.kind in ("company", "person"):
             d["address"], d["country"] = self.address, self.country

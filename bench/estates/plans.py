@@ -16,10 +16,11 @@ from __future__ import annotations
 
 import datetime as dt
 import os
+import random
 from typing import Any
 
 from bench.estates.builder import Version
-from bench.estates.model import Doc, Entity, FileSpec, Matter
+from bench.estates.model import Doc, Entity, FileSpec, Matter, safe_name as safe_label
 from bench.estates.wording import fill, write
 
 KINDS = ["litigation", "employment", "lease", "ma", "commercial", "corporate"]
@@ -232,10 +233,27 @@ class PlanMixin:
         s.doc.ident("invoice_number", number)
         return s
 
+    def dated_name(self, title: str, d: dt.date, ext: str) -> str | None:
+        """A file name that carries the date (the text then does not): ISO or compact first, day-first (or the
+        firm's month-first) with four- or two-digit years, or spelled out after the title — or None (a
+        separate random stream, so the rest of the estate stays as it was)."""
+        pick = random.Random(f"dated:{self.m.ref}:{title}:{d}")
+        if pick.random() >= 0.6:
+            return None
+        mdy = getattr(self.est, "date_order", "dmy") == "mdy"
+        numeric = f"{d:%m.%d.%Y}" if mdy else f"{d:%d.%m.%Y}"
+        short = f"{d:%m.%d.%y}" if mdy else f"{d:%d.%m.%y}"
+        return pick.choice([f"{d.isoformat()} {title}", f"{d:%Y%m%d}_{title}", f"{title} {numeric}",
+                            f"{title} {short}", f"{title} {self.fmt_date(d, self.m.lang, 'plain')}"]) + ext
+
     def file_note(self) -> FileSpec:
-        if self.rng.random() < 0.7:
-            return self.standalone("file_note", key="notes", fmt="docx", date=self.step(1, 6))
-        s = self.standalone("file_note", key="notes", fmt="txt", date=self.step(1, 6))
+        fmt = "docx" if self.rng.random() < 0.7 else "txt"  # drawn before the date, as always
+        d = self.step(1, 6)
+        fname = self.dated_name(safe_label(self.texts.LABELS["file_note"]), d, f".{fmt}")
+        dated = {"fname": fname, "note_dated": ""} if fname else {"note_dated": "x"}
+        if fmt == "docx":
+            return self.standalone("file_note", key="notes", fmt="docx", date=d, **dated)
+        s = self.standalone("file_note", key="notes", fmt="txt", date=d, **dated)
         s.encoding, s.crlf = ("cp1252", True) if self.rng.random() < 0.5 else ("utf-8", False)
         if s.encoding == "cp1252":
             s.tags.append("cp1252")

@@ -114,7 +114,8 @@ DOCS: dict[str, dict[str, Any]] = {
         "Plan date: {d:plain}"]},
     "heads_of_terms": {"title": "Heads of Terms", "doc_type": "term_sheet", "lines": [
         "=HEADS OF TERMS", "SUBJECT TO CONTRACT – {d:plain}", "Parties: {client} and {cp}",
-        "These heads of terms are not legally binding save for the confidentiality and exclusivity clauses."]},
+        "These heads of terms are not legally binding save for the confidentiality and exclusivity clauses.",
+        "Landlord's Solicitors: {firm_variant}", "?oc Tenant's Solicitors: {oc}"]},
     "variation": {"title": "Deed of Variation", "doc_type": "amendment", "lines": [
         "=DEED OF VARIATION", "THIS DEED is dated {d:ordinal}", "BETWEEN {client_desc} and {cp_desc}.",
         "This deed varies the lease dated {cite_date:ordinal} between the parties.",
@@ -127,26 +128,31 @@ DOCS: dict[str, dict[str, Any]] = {
         "Registered office address: {target_address}", "Company status: Active", "Officers: {director} (Director)",
         "Extract produced on {d:plain}", "SCHEDULE 2 – COMPANY SEARCH"]},
     "minutes": {"title": "Board minutes", "doc_type": "minutes", "lines": [
-        "#{CLIENT}", "=MINUTES OF A MEETING OF THE BOARD OF DIRECTORS", "held on {d:ordinal} at {client_address}",
+        "#{CLIENT}", "?client_former {client} (formerly {client_former})", "A Private Company Limited by Shares",
+        "=MINUTES OF A MEETING OF THE BOARD OF DIRECTORS", "held on {d:ordinal} at {client_address}",
         "1. The chair reported on the {cited} dated {cite_date:ordinal}.",
         "2. IT WAS RESOLVED that the company approve the same."]},
     "resolution": {"title": "Written resolution", "doc_type": "shareholder_resolution", "lines": [
-        "=WRITTEN RESOLUTION OF THE SHAREHOLDERS", "of {CLIENT}", "?client_reg (Company number {client_reg})",
+        "=WRITTEN RESOLUTION OF THE SHAREHOLDERS", "of {CLIENT}", "PRIVATE COMPANY LIMITED BY SHARES",
+        "?client_reg (Company number {client_reg})",
         "Circulation date: {d:ordinal}", "THAT the draft articles of association dated {cite_date:ordinal} be "
         "adopted as the articles of association of the company in substitution for the existing articles."]},
     "poa": {"title": "Power of attorney", "doc_type": "power_of_attorney", "lines": [
         "=POWER OF ATTORNEY", "THIS POWER OF ATTORNEY is made on {d:ordinal} by {client_desc}.",
-        "The company appoints {lawyer_full} of {firm} to sign on its behalf any filing with Companies House."]},
+        "The company appoints {lawyer_full} of {firm} to sign on its behalf any filing with Companies House.",
+        "?client_former This power of attorney replaces the one granted under the company's former name, "
+        "{client_former}."]},
     "dd_report": {"title": "Legal due diligence report", "doc_type": "dd_report", "lines": [
         "=LEGAL DUE DILIGENCE REPORT", "Project {code} – {target}", "Report date: {d:plain}",
-        "Prepared by {firm} for {client}.", "1. Corporate: no issues of concern. 2. Material contracts: two "
+        "Prepared by {firm} for {client}.", "Buyer's Solicitors: {firm_variant}", "1. Corporate: no issues of concern. "
+        "2. Material contracts: two "
         "contracts contain change of control clauses."]},
     "invoice": {"title": "Invoice", "doc_type": "invoice", "letterhead": True, "lines": [
         "=INVOICE", "Invoice no.: {number}", "Invoice date: {invoice_date}", "Client: {client} (client no. "
         "{client_number})", "Matter: {ref} – {title}", "", "Professional charges for the period to "
         "{period_end:plain}: {hours} hours at £{rate} per hour.", "Payment is due within 30 days."]},
     "file_note": {"title": "Attendance note", "doc_type": "memo", "lines": [
-        "#ATTENDANCE NOTE", "Date: {d:numeric}", "?note_ref Matter: {ref}",
+        "#ATTENDANCE NOTE", "?note_dated Date: {d:numeric}", "?note_ref Matter: {ref}",
         "Attending: {lawyer_full}, {contact_full} ({client})", "", "Call with the client about {title_lower}. "
         "Discussed next steps and timetable.", "?cp Client confirmed that no offer has been received from {cp}."]},
     "precedent_nda": {"title": "Confidentiality Agreement", "doc_type": "nda",

@@ -153,7 +153,7 @@ DOCS: dict[str, dict[str, Any]] = {
         "{client_number})", "Dossier: {ref} – {title}", "", "Honorarium voor werkzaamheden tot en met {period_end}: "
         "{hours} uur à € {rate} per uur.", "Betaling binnen 30 dagen."]},
     "file_note": {"title": "Dossiernotitie", "doc_type": "memo", "lines": [
-        "#DOSSIERNOTITIE", "Datum: {d:numeric}", "?note_ref Dossier: {ref}",
+        "#DOSSIERNOTITIE", "?note_dated Datum: {d:numeric}", "?note_ref Dossier: {ref}",
         "Aanwezig: {lawyer_full}, {contact_full} ({client})", "", "Telefonisch overleg met cliënt over "
         "{title_lower}. Vervolgstappen en planning besproken.", "?cp Cliënt bevestigt dat {cp} geen voorstel heeft "
         "gedaan."]},

@@ -7,6 +7,8 @@ register number — the text module's ``describe``); ``{firm}`` the firm's full 
 its letterhead; ``{ref}`` the matter reference and ``{case}`` the court case number (through
 ``doc.ident``); ``{client_reg}`` / ``{target_reg}`` a register number ('' when there is none);
 ``{contact}`` / ``{lawyer}`` first names, ``{lawyer_full}``, ``{director}``, ``{title}``, ``{client_number}``;
+``{firm_variant}`` a spelling of the firm its configuration does not list; ``{client_former}`` (any role) a
+renamed company's former name ('' for one never renamed);
 any keyword given is a plain value. A date value takes a style (``{d:ordinal}``, ``{d:numeric}``,
 ``{d:plain}``, ``{d:short}``; no style = the firm's long style). A line starting ``?key `` is written
 only when ``key`` is not empty; ``""`` is a blank paragraph; ``#text`` a bold line, ``=text`` a title.
@@ -66,7 +68,13 @@ class _Values(dict):
                   "lawyer": lambda: m.lawyers[0].first, "lawyer_full": lambda: m.lawyers[0].full,
                   "director": lambda: (m.target or m.client).people[0].full,
                   "client_number": lambda: m.client_number,
-                  "client_address": lambda: m.client.address}
+                  "client_address": lambda: m.client.address,
+                  "firm_variant": lambda: doc.name(b.firm, variant=b.est.firm_variants[(len(doc.lines()) + len(
+                      m.ref)) % len(b.est.firm_variants)]) if b.est.firm_variants else doc.name(b.firm)}
+        if key.endswith("_former"):  # a renamed company's former name ('' for one never renamed)
+            e = self.entity(key[:-7])
+            former = getattr(e, "former_names", None) if e is not None else None
+            return doc.name(e, variant=former[0]) if former else ""
         if key in values:
             return values[key]()
         raise KeyError(key)

@@ -107,6 +107,8 @@ def test_readme_first_command_runs_as_written_in_a_clean_clone(tmp_path):
         assert re.search(r"run \d+ completed in [\d.]+ s: \d+ stage executions \(\d+ done, \d+ skipped, 0 retried, "
                          r"0 quarantined\)", err), err[-3000:]
         out = " ".join(proc.stdout.split())  # rich wraps long lines at spaces
+        listed = re.findall(r"(?:^| )(\d{4}-\d{3}) +found +\d+ files", out)
+        assert "ki matters list" in command and sorted(listed) == ["2023-112", "2024-017", "2024-031"], out[:3000]
         first = re.search(r"(?:^| )1\. (.+?) \(score ", out)
         assert first, out[-3000:]
         assert first.group(1) == str((clone / expected).resolve()), out[-3000:]
