@@ -30,7 +30,7 @@ from ki.context import StageContext, StageOutcome
 from ki.entities.abbreviations import FolderScope
 from ki.entities.identifiers import Identifier, unique
 from ki.entities.mentions import KnownName, Mention
-from ki.entities.names import name_key
+from ki.entities.names import is_party_name, name_key
 from ki.entities.store import known_names
 from ki.entities.tools import search_entities_tool
 from ki.metadata.amounts import find_amounts
@@ -92,14 +92,15 @@ def _user_payload(ctx: StageContext, rel_path: str, body: dict[str, Any], readin
 def _merge_agent_parties(result: MetadataResult, reading: Reading, firm_names: list[str]
                          ) -> tuple[list[Mention], dict[int, int]]:
     """The rule mentions plus the model's parties the rules missed; the model's roles count as inferred
-    (roles are decided by rule); a party named like the firm is the firm."""
+    (roles are decided by rule); a party named like the firm is the firm; a name without a proper-name head
+    (:func:`ki.entities.names.is_party_name`) is no party."""
     firm_keys = {name_key(n, kind="law_firm").key for n in firm_names}
     mentions = list(reading.mentions)
     suggested: dict[int, int] = {}
     by_key = {m.key.key: m for m in mentions}
     for p in result.parties:
         key = name_key(p.name, kind=p.kind)
-        if key.empty:
+        if key.empty or not is_party_name(p.name, kind=p.kind):  # a description or a role label
             continue
         m = by_key.get(key.key)
         if m is None:
