@@ -20,7 +20,8 @@ import random
 from typing import Any
 
 from bench.estates.builder import Version
-from bench.estates.model import Doc, Entity, FileSpec, Matter, safe_name as safe_label
+from bench.estates.model import Doc, Entity, FileSpec, Matter
+from bench.estates.model import safe_name as safe_label
 from bench.estates.wording import fill, write
 
 KINDS = ["litigation", "employment", "lease", "ma", "commercial", "corporate"]

@@ -13,6 +13,7 @@ import os
 import shutil
 
 import pytest
+
 from tests.helpers.paths import REPO_ROOT
 
 pytestmark = pytest.mark.timeout(900)
