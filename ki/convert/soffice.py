@@ -83,17 +83,13 @@ def convert_file(program: str, source: Path, target_filter: str, out_dir: Path, 
             ``conversion_failed`` when LibreOffice produced no file (it cannot read this one; its output
             is in ``details``).
     """
-    profile_dir = _profile_dir()
-    profile = Path(profile_dir).as_uri()
+    profile = Path(_profile_dir()).as_uri()
     args = [program, "--headless", "--invisible", "--nologo", "--norestore", "--nodefault", "--nolockcheck",
             f"-env:UserInstallation={profile}", "--convert-to", target_filter, "--outdir", str(out_dir), str(source)]
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("DISPLAY", "WAYLAND", "SAL_USE_VCLPLUGIN"))}
-    env["SAL_USE_VCLPLUGIN"] = "svp"
-    env["HOME"] = profile_dir
     deadline = time.monotonic() + timeout_seconds
     for _ in range(2):  # a fresh profile makes soffice.bin exit 81 ("restart") once: oosplash's job, now ours
         proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                cwd=out_dir, env=env, start_new_session=True, preexec_fn=_die_with_parent)
+                                cwd=out_dir, start_new_session=True, preexec_fn=_die_with_parent)
         try:
             output, _ = proc.communicate(timeout=max(0.1, deadline - time.monotonic()))
         except subprocess.TimeoutExpired:
