@@ -102,9 +102,11 @@ def _gateway() -> ComponentHealth:
 def _libreoffice(ctx: PipelineContext) -> ComponentHealth:
     """LibreOffice, ki's legacy Office converter: ``ok`` with what it adds, ``warning`` when configured
     (``components.libreoffice``) but not installed (those files wait as ``needs_converter``)."""
-    from ki.convert.components import converter_components
+    from ki.convert.components import libreoffice_component
 
-    found = next(c for c in converter_components(ctx.config) if c.name == "libreoffice")
+    found = libreoffice_component(ctx.config)
+    if found is None:  # turned off since the checks were listed
+        return ComponentHealth(name="libreoffice", status="ok", detail="turned off (components.libreoffice empty)")
     return ComponentHealth(name="libreoffice", status="ok" if found.available else "warning",
                            detail=f"converts {found.adds}" if found.available else found.missing)
 

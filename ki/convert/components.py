@@ -30,18 +30,25 @@ class ConverterComponent:
         return asdict(self)
 
 
+def libreoffice_component(config: KiConfig) -> ConverterComponent | None:
+    """LibreOffice as a component, or None when ``components.libreoffice`` is empty (turned off)."""
+    from ki.convert.router import soffice_program
+    from ki.convert.soffice import INSTALL_HINT
+
+    if not config.components.libreoffice:
+        return None
+    found = soffice_program(config) is not None
+    return ConverterComponent("libreoffice", found, f"legacy Office and word-processor files ({LEGACY_FORMATS})",
+                              None if found else f"not installed: those files wait as needs_converter; {INSTALL_HINT}")
+
+
 def converter_components(config: KiConfig) -> list[ConverterComponent]:
     """LibreOffice (unless ``components.libreoffice`` is empty), the built-in OCR (unless
     ``pipeline.ocr.enabled`` is off) and Docling Serve (when its URL is set), in that order."""
-    from ki.convert.router import ocr_enabled, soffice_program
-    from ki.convert.soffice import INSTALL_HINT
+    from ki.convert.router import ocr_enabled
 
-    out: list[ConverterComponent] = []
-    if config.components.libreoffice:
-        found = soffice_program(config) is not None
-        out.append(ConverterComponent(
-            "libreoffice", found, f"legacy Office and word-processor files ({LEGACY_FORMATS})",
-            None if found else f"not installed: those files wait as needs_converter; {INSTALL_HINT}"))
+    office = libreoffice_component(config)
+    out: list[ConverterComponent] = [office] if office else []
     if config.pipeline.ocr.enabled:
         found = ocr_enabled(config)
         out.append(ConverterComponent("ocr", found, "scanned PDF pages and images",
