@@ -4,9 +4,10 @@ Spec: insertion-pipeline.md "Parse (convert)". Every slide, in deck order, is a 
 (:mod:`ki.convert.sections`) labelled ``Slide <n>: <title>``: its title first, then the text of every
 shape in z-order — text frames (one line per paragraph), tables (one line per row, cells joined by
 ``" | "``), the shapes inside groups (at any depth) and the text inside SmartArt-free graphic frames.
-A slide's speaker notes are a ``notes:<n>`` part, its comments (classic and modern) are comments
-(``slide<n>:<id>``); hidden slides are read and named in ``metadata["hidden_slides"]``. Charts, SmartArt
-and embedded documents are read from the package as for DOCX (:mod:`ki.convert.ooxml_parts`).
+Text the slide masters and used layouts draw on every slide (shapes that are not placeholders) is the
+``textbox:master`` part. A slide's speaker notes are a ``notes:<n>`` part, its comments (classic and
+modern) are comments (``slide<n>:<id>``); hidden slides are read and named in ``metadata["hidden_slides"]``.
+Charts, SmartArt and embedded documents are read from the package as for DOCX (:mod:`ki.convert.ooxml_parts`).
 
 Failure contract (``UnsupportedDocument.reason``): ``empty``, ``password_required`` (an encrypted package),
 ``corrupt`` (not a readable zip, no presentation part, malformed XML).
@@ -72,6 +73,21 @@ def _is_group(shape: Any) -> bool:
         return shape.shape_type == MSO_SHAPE_TYPE.GROUP
     except (NotImplementedError, KeyError, ValueError, AttributeError):
         return False
+
+
+def master_text(deck: Any) -> str:
+    """The text a deck's slide masters and the layouts its slides use draw on every slide: their shapes that are
+    not placeholders (a firm's name, a confidentiality line). Placeholders there hold only prompts ("Click to edit
+    Master title style") and the footers the slides repeat; each line once."""
+    lines: list[str] = []
+    used = {id(slide.slide_layout) for slide in deck.slides}
+    for master in deck.slide_masters:
+        sources = [master, *(layout for layout in master.slide_layouts if id(layout) in used)]
+        for source in sources:
+            for shape in source.shapes:
+                if not getattr(shape, "is_placeholder", False):
+                    lines += shape_lines(shape)
+    return "\n".join(dict.fromkeys(lines))
 
 
 def _authors(pkg: OoxmlPackage) -> dict[str, str]:
@@ -163,6 +179,7 @@ def convert_pptx(data: bytes, filename: str) -> StructuredDocument:
                     notes[f"notes:{number}"] = text
             comments += _slide_comments(pkg, posixpath.normpath(str(slide.part.partname).lstrip("/")), number,
                                         authors)
+        master = master_text(deck)
     except (KeyError, ValueError, TypeError, AttributeError, IndexError, zipfile.BadZipFile, OSError,
             etree.XMLSyntaxError) as exc:
         raise UnsupportedDocument(f"{filename}: a slide is unreadable ({type(exc).__name__}: {exc})",
@@ -170,6 +187,8 @@ def convert_pptx(data: bytes, filename: str) -> StructuredDocument:
     parts: dict[str, str] = {}
     text, body_parts = assemble(sections, parts)
     parts.update(notes)
+    if master:
+        parts["textbox:master"] = master
     side, embedded = package_parts(pkg)
     parts.update(side)
     metadata: dict[str, Any] = {"slides": len(sections), "hidden_slides": hidden, "notes": len(notes),
