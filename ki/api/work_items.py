@@ -42,8 +42,8 @@ def list_page(ctx: PipelineContext, flt: WorkItemFilter, *, limit: int = 50, cur
 
 def detail(ctx: PipelineContext, work_item_id: uuid.UUID) -> WorkItemDetail:
     """One work item with its attempt history. Raises WorkItemRefused ``not_found``."""
-    with ctx.db.engine.connect() as conn:
-        row = get_work_item(conn, work_item_id)
+    with ctx.db.engine.begin() as conn:  # an archived item is restored (spec work-queue.md: cold history)
+        row = get_work_item(conn, work_item_id, restore=True)
         if row is None:
             raise WorkItemRefused("not_found", f"no work item has id work_item:{work_item_id}")
         entries = history(conn, row.row_id)

@@ -1,4 +1,5 @@
-"""``ki serve``: the console page, the JSON API and ``/healthz`` on uvicorn (DESIGN.md ``ki/api/``)."""
+"""``ki serve``: the console page, the JSON API and ``/healthz`` on uvicorn (DESIGN.md ``ki/api/``), and the daily
+archival pass (:class:`ki.orchestration.archive.DailyArchiver`)."""
 
 from __future__ import annotations
 
@@ -31,10 +32,15 @@ def serve(
         watcher, stop, _ = start_watcher(ctx, app.state.ki.launcher)
         console.print(f"watching {len(watcher.sources)} local-folder source(s)")
     _warm_search(ctx)
+    from ki.orchestration.archive import DailyArchiver
+
+    archiver = DailyArchiver(ctx)  # cold history: one pass a day (ki.orchestration.archive)
+    archiver.start()
     console.print(f"ki console on http://{host}:{port}/  (sign in with a token from `ki token create`)")
     try:
         uvicorn.run(app, host=host, port=port, log_level=log_level, proxy_headers=False, server_header=False)
     finally:
+        archiver.stop()
         if stop is not None:
             stop.set()
 

@@ -185,6 +185,9 @@ class PipelineConfig(BaseModel):
     watch: WatchConfig = Field(default_factory=WatchConfig)
     lanes: LanesConfig = Field(default_factory=LanesConfig)
     budget: BudgetConfig = Field(default_factory=BudgetConfig)
+    #: finished runs, attempt history, audit entries and long-tombstoned objects' rows older than this many days
+    #: move to the archive tables (``ki archive``; daily from ``ki serve`` / ``ki worker``)
+    archive_after_days: int = Field(default=30, ge=1, le=36_500)
     stages: dict[str, StageConfig] = Field(default_factory=_default_stages)
 
     @field_validator("stages", mode="after")

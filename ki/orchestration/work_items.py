@@ -83,7 +83,7 @@ def confirmation_token(action: str, flt: WorkItemFilter, count: int, limit: int,
 
 
 def _item(ctx: PipelineContext, conn: Any, work_item_id: uuid.UUID) -> Any:
-    row = get_work_item(conn, work_item_id)
+    row = get_work_item(conn, work_item_id, restore=True)  # an archived item comes back to be retried
     if row is None:
         raise WorkItemRefused("not_found", f"no work item has id work_item:{work_item_id}")
     if row.stored_status == "running":

@@ -80,13 +80,17 @@ class Attempt:
     producer_version: str | None
 
 
-HISTORY_SQL = text("""
-SELECT id, attempt, outcome, started_at, finished_at, worker, run_id, actor, error_class, reason, message,
-       infrastructure, signature, duration_seconds, producer_version
-FROM work_item_attempt WHERE processing_state_id = :row_id ORDER BY id
+_HISTORY_COLUMNS = """id, attempt, outcome, started_at, finished_at, worker, run_id, actor, error_class, reason,
+       message, infrastructure, signature, duration_seconds, producer_version"""
+# the live history and the entries archived for their age (ki.store.archive): one history
+HISTORY_SQL = text(f"""
+SELECT {_HISTORY_COLUMNS} FROM work_item_attempt WHERE processing_state_id = :row_id
+UNION ALL
+SELECT {_HISTORY_COLUMNS} FROM work_item_attempt_archive WHERE processing_state_id = :row_id
+ORDER BY id
 """)
 
 
 def history(conn: Connection, row_id: int) -> list[Attempt]:
-    """Every history entry of the processing_state row ``row_id``, oldest first."""
+    """Every history entry of the processing_state row ``row_id``, oldest first (archived entries included)."""
     return [Attempt(**dict(r._mapping)) for r in conn.execute(HISTORY_SQL, {"row_id": row_id})]

@@ -264,6 +264,7 @@ class Chunk(Base):
 
 # Tables defined in their own modules register on the same metadata (``Base.metadata`` from here is complete).
 import ki.store.models_api  # noqa: E402, F401
+import ki.store.models_archive  # noqa: E402, F401
 import ki.store.models_batches  # noqa: E402, F401
 import ki.store.models_matters  # noqa: E402, F401
 import ki.store.models_metadata  # noqa: E402, F401

@@ -20,6 +20,7 @@ from typing import Any
 from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
+from ki.store.archive import restore_objects
 from ki.store.attempts import INSERT_FROM_ACTION
 from ki.store.claims import WAITING_JSON
 from ki.taxonomies import (
@@ -70,6 +71,7 @@ def requeue_from_fetch(conn: Connection, ids: list[int], *, lane: str = LANE_LIV
     """Reset every stage row of ``ids``: fetch pending, the rest waiting, fresh attempt budgets, in
     ``lane`` (changed bytes found by a sync or the watcher: ``live``)."""
     if ids:
+        restore_objects(conn, ids)  # a file tombstoned long ago, listed again: its archived rows come back first
         conn.execute(REQUEUE_FROM_FETCH_SQL, {"ids": ids, "first": PIPELINE_STAGE_ORDER[0],
                                               "waiting": WAITING_JSON, "lane": lane})
 

@@ -19,6 +19,7 @@ from typing import Any
 from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
+from ki.store.archive import archived_bucket_counts
 from ki.store.claims import ELIGIBLE_SQL, STALE_CLASS
 from ki.taxonomies import (
     BUCKETS,
@@ -39,11 +40,15 @@ GROUP BY stage, bucket
 
 
 def bucket_counts(conn: Connection) -> dict[str, dict[str, int]]:
-    """Per-stage bucket counts: ``{stage: {bucket: n}}`` with every stage and bucket present."""
+    """Per-stage bucket counts: ``{stage: {bucket: n}}`` with every stage and bucket present; the state rows moved
+    to the cold history (:mod:`ki.store.archive`) are counted from ``archive_bucket_counts``."""
     out = {s: dict.fromkeys(BUCKETS, 0) for s in PIPELINE_STAGE_ORDER}
     for row in conn.execute(BUCKET_COUNTS_SQL):
         if row.stage in out:
             out[row.stage][row.bucket] = int(row.n)
+    for stage, bucket, n in archived_bucket_counts(conn):  # rows moved to the cold history still count
+        if stage in out and bucket in out[stage]:
+            out[stage][bucket] += n
     return out
 
 

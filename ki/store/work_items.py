@@ -24,6 +24,7 @@ from typing import Any
 from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
+from ki.store.archive import restore_work_item
 from ki.store.attempts import INSERT_FROM_ACTION
 from ki.store.claims import WAITING_JSON
 from ki.store.requeue import RETRYABLE_SQL
@@ -219,9 +220,12 @@ def list_work_items(conn: Connection, flt: WorkItemFilter, *, limit: int = 50, c
     return items, (encode_cursor(items[-1].row_id) if len(rows) > limit else None)
 
 
-def get_work_item(conn: Connection, work_item_id: uuid.UUID) -> WorkItemRow | None:
-    """The work item with this uuid, or None."""
+def get_work_item(conn: Connection, work_item_id: uuid.UUID, *, restore: bool = False) -> WorkItemRow | None:
+    """The work item with this uuid, or None. ``restore``: an archived item (cold history, :mod:`ki.store.archive`)
+    is first moved back with its object's other rows and its attempts (the caller's transaction commits it)."""
     row = conn.execute(text(f"{_SELECT} WHERE ps.work_item_id = :wid"), {"wid": work_item_id}).first()
+    if row is None and restore and restore_work_item(conn, work_item_id):
+        row = conn.execute(text(f"{_SELECT} WHERE ps.work_item_id = :wid"), {"wid": work_item_id}).first()
     return _row(row) if row else None
 
 

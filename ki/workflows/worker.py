@@ -101,6 +101,7 @@ def run_worker(*, slots: int | None = None, name: str | None = None, sweep: bool
         ConfigurationError: ki's database cannot be opened.
     """
     from ki.launch import launch_insertion
+    from ki.orchestration.archive import DailyArchiver
     from ki.workflows.client import hatchet_client
     from ki.workflows.dag import worker_workflows
     from ki.workflows.sweeper import SweeperThread
@@ -121,6 +122,8 @@ def run_worker(*, slots: int | None = None, name: str | None = None, sweep: bool
         sweeper.start()
     watch = WorkflowWatch(rt.ctx, serving)
     watch.start()
+    archiver = DailyArchiver(rt.ctx)  # cold history: one pass a day
+    archiver.start()
     worker = hatchet.worker(name or f"ki-{socket.gethostname()}", slots=n, workflows=workflows)
     log.info("ki worker: %d slots, workflows %s", n, ", ".join(w.name for w in workflows))
     try:
@@ -130,6 +133,7 @@ def run_worker(*, slots: int | None = None, name: str | None = None, sweep: bool
             raise
     finally:
         watch.stop()
+        archiver.stop()
         if sweeper is not None:
             sweeper.stop()
         rt.keeper.stop()
