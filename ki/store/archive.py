@@ -56,33 +56,30 @@ WITH pick AS (
 SELECT (SELECT count(*) FROM runs_in) AS runs, (SELECT count(*) FROM members_in) AS members
 """)
 
+def _moving(table: str, pick: str) -> str:
+    """One batch of ``table``: the rows ``pick`` selects (ids, locked) leave it for ``<table>_archive``; counts them."""
+    return f"""
+WITH pick AS ({pick}
+), gone AS (
+    DELETE FROM {table} t USING pick WHERE t.id = pick.id RETURNING t.*
+), moved AS (
+    INSERT INTO {table}_archive SELECT * FROM gone RETURNING 1
+)
+SELECT count(*) FROM moved
+"""
+
+
 # -- name: move_attempts --
-MOVE_ATTEMPTS_SQL = text("""
-WITH pick AS (
+MOVE_ATTEMPTS_SQL = text(_moving("work_item_attempt", """
     SELECT a.id FROM work_item_attempt a
     WHERE a.finished_at < :cutoff
       AND NOT EXISTS (SELECT 1 FROM processing_state ps WHERE ps.id = a.processing_state_id
                         AND ps.status IN ('failed', 'quarantined'))
-    ORDER BY a.id LIMIT :n FOR UPDATE SKIP LOCKED
-), gone AS (
-    DELETE FROM work_item_attempt a USING pick WHERE a.id = pick.id RETURNING a.*
-), moved AS (
-    INSERT INTO work_item_attempt_archive SELECT * FROM gone RETURNING 1
-)
-SELECT count(*) FROM moved
-""")
+    ORDER BY a.id LIMIT :n FOR UPDATE SKIP LOCKED"""))
 
 # -- name: move_audit --
-MOVE_AUDIT_SQL = text("""
-WITH pick AS (
-    SELECT id FROM audit_log WHERE at < :cutoff ORDER BY at, id LIMIT :n FOR UPDATE SKIP LOCKED
-), gone AS (
-    DELETE FROM audit_log a USING pick WHERE a.id = pick.id RETURNING a.*
-), moved AS (
-    INSERT INTO audit_log_archive SELECT * FROM gone RETURNING 1
-)
-SELECT count(*) FROM moved
-""")
+MOVE_AUDIT_SQL = text(_moving("audit_log", """
+    SELECT id FROM audit_log WHERE at < :cutoff ORDER BY at, id LIMIT :n FOR UPDATE SKIP LOCKED"""))
 
 # -- name: move_tombstoned --
 # The attempts leave first in the same statement (processing_state's delete trigger would drop them otherwise).

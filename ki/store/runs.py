@@ -289,8 +289,8 @@ def finish_member(conn: Connection, run_id: int, source_object_id: int, outcome:
     if before_finalize is not None:
         before_finalize(conn, run_id)
     if error:
-        conn.execute(text("UPDATE pipeline_runs SET error = :e, updated_at = now() WHERE id = :r"),
-                     {"e": error[:2000], "r": run_id})
+        conn.execute(text("UPDATE pipeline_runs SET error = :e, updated_at = now() WHERE id = :r "
+                          "AND status IN ('queued', 'running')"), {"e": error[:2000], "r": run_id})
     return _finalize_if_done(conn, run_id)
 
 

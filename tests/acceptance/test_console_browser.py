@@ -21,14 +21,13 @@ import socket
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import httpx
 import pytest
 from playwright.sync_api import expect
 
-from tests.helpers.console import insert_estate, small_estate
+from tests.helpers.console import insert_estate, small_estate, wait_healthy
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -74,16 +73,7 @@ def served(make_ctx, db_url, data_dir, shared, tmp_path):
                             env=env, stdout=log, stderr=subprocess.STDOUT)
     base = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                if httpx.get(base + "/healthz", timeout=2).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            if proc.poll() is not None or time.monotonic() > deadline:
-                raise AssertionError("ki serve did not start:\n" + (tmp_path / "serve.log").read_text()[-3000:])
-            time.sleep(0.2)
+        wait_healthy(base, proc, tmp_path / "serve.log")
         yield base, token, ctx
     finally:
         proc.terminate()

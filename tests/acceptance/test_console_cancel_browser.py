@@ -13,15 +13,14 @@ import json
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
-import httpx
 import pytest
 from playwright.sync_api import expect
 from sqlalchemy import text
 
 from tests.acceptance.test_console_browser import CHROMIUM, Shots, _free_port, axe_serious, browser_page  # noqa: F401
+from tests.helpers.console import wait_healthy
 
 pytestmark = pytest.mark.timeout(600)
 GATED = Path(__file__).resolve().parents[1] / "helpers" / "gated_serve.py"
@@ -57,15 +56,7 @@ def test_cancel_from_the_run_banner(make_ctx, db_url, data_dir, tmp_path, browse
     page, errors = browser_page
     shots = Shots(page, Path(os.environ.get("KI_SCREENSHOT_DIR") or tmp_path / "screens"))
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                if httpx.get(base + "/healthz", timeout=2).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            assert proc.poll() is None and time.monotonic() < deadline, (tmp_path / "serve.log").read_text()[-3000:]
-            time.sleep(0.2)
+        wait_healthy(base, proc, tmp_path / "serve.log")
         page.goto(base + "/login")
         page.fill("#token", token)
         page.click("button[type=submit]")

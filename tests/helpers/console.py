@@ -54,3 +54,22 @@ def make_tokens(engine) -> Tokens:
                          ("admin", ["admin"]), ("searcher", ["search"])):
         out.values[name] = create_token(engine, name=name, scopes=scopes)[1]
     return out
+
+
+def wait_healthy(base: str, proc, log_path, timeout: float = 60.0) -> None:  # noqa: ANN001 - a Popen
+    """Wait until the ``ki serve`` process ``proc`` answers ``GET {base}/healthz`` with 200; AssertionError with the
+    tail of its log at ``log_path`` when it ends or ``timeout`` passes first."""
+    import time
+
+    import httpx
+
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            if httpx.get(base + "/healthz", timeout=2).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        if proc.poll() is not None or time.monotonic() > deadline:
+            raise AssertionError("ki serve did not start:\n" + Path(log_path).read_text()[-3000:])
+        time.sleep(0.2)
