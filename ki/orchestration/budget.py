@@ -30,7 +30,7 @@ from ki.taxonomies import MODEL_STAGES, PIPELINE_STAGE_ORDER
 
 #: The reason the waiting model stages show.
 REASON_BUDGET = "budget"
-#: How long one process reuses a budget reading (s): the ledger sum is not read for every claim.
+#: How long one process reuses a budget reading (s) while no model stage finished (:meth:`BudgetGate.spent`).
 CHECK_SECONDS = 0.5
 HELD_STAGES = tuple(s for s in PIPELINE_STAGE_ORDER if s in MODEL_STAGES)
 
@@ -162,6 +162,13 @@ class BudgetGate:
         with self._lock:
             self._state = state
         return state
+
+    def spent(self, stage: str) -> None:
+        """A ``stage`` execution finished: after a model stage the next :meth:`held` reads the ledger afresh (the
+        spend moved), so the cap is passed only by the calls already in flight."""
+        if stage in MODEL_STAGES:
+            with self._lock:
+                self._read_at = -1e9
 
     def held(self) -> tuple[str, ...]:
         """The stages not to claim now: the model stages while a cap is reached, else none."""

@@ -264,6 +264,7 @@ class PipelineRunner:
             if thread.ident in self._abandoned:
                 return  # its deadline passed: the StageTimeout was counted, this late result is refused
             self.counters.add(result, time.perf_counter() - started)
+        self.budget.spent(claim.stage)
         if result.kind in ("done", "skipped", "quarantined"):
             TIMELINE.mark(FIRST_ROW, result.stage)
 

@@ -227,6 +227,7 @@ def drive_stage(rt: WorkerRuntime, run_id: int, oid: int, stage: str, *,
                 result = run_stage_watched(ctx, target.stage, oid, run_id=run_id, keeper=rt.keeper,
                                            cancelled=cancelled)
             finally:
+                budget.spent(target.stage)
                 if probe is not None:
                     BREAKERS.end_probe(probe)
             if result.kind != "not_claimed":

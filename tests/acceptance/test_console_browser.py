@@ -27,7 +27,7 @@ import httpx
 import pytest
 from playwright.sync_api import expect
 
-from tests.helpers.console import insert_estate, small_estate, wait_healthy
+from tests.helpers.console import insert_estate, small_estate, stop_served, wait_healthy
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -76,12 +76,7 @@ def served(make_ctx, db_url, data_dir, shared, tmp_path):
         wait_healthy(base, proc, tmp_path / "serve.log")
         yield base, token, ctx
     finally:
-        proc.terminate()
-        try:
-            proc.wait(20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-        log.close()
+        stop_served(proc, log)
 
 
 @pytest.fixture

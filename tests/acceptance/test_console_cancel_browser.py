@@ -20,7 +20,7 @@ from playwright.sync_api import expect
 from sqlalchemy import text
 
 from tests.acceptance.test_console_browser import CHROMIUM, Shots, _free_port, axe_serious, browser_page  # noqa: F401
-from tests.helpers.console import wait_healthy
+from tests.helpers.console import stop_served, wait_healthy
 
 pytestmark = pytest.mark.timeout(600)
 GATED = Path(__file__).resolve().parents[1] / "helpers" / "gated_serve.py"
@@ -78,12 +78,7 @@ def test_cancel_from_the_run_banner(make_ctx, db_url, data_dir, tmp_path, browse
         assert a11y == [] and errors == []
     finally:
         gate.touch()
-        proc.terminate()
-        try:
-            proc.wait(20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-        log.close()
+        stop_served(proc, log)
     with ctx.db.engine.connect() as conn:
         run = conn.execute(text("SELECT id, status, done, cancelled_by FROM pipeline_runs")).one()
         after = {r.id: (r.status, r.attempts) for r in conn.execute(text(

@@ -73,3 +73,15 @@ def wait_healthy(base: str, proc, log_path, timeout: float = 60.0) -> None:  # n
         if proc.poll() is not None or time.monotonic() > deadline:
             raise AssertionError("ki serve did not start:\n" + Path(log_path).read_text()[-3000:])
         time.sleep(0.2)
+
+
+def stop_served(proc, log) -> None:  # noqa: ANN001 - a Popen and its open log file
+    """Terminate the ``ki serve`` process ``proc`` (killed after 20 s) and close its ``log``."""
+    import subprocess
+
+    proc.terminate()
+    try:
+        proc.wait(20)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+    log.close()

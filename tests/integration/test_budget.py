@@ -33,8 +33,11 @@ from tests.helpers.outage import stage_answer
 
 pytestmark = pytest.mark.timeout(400)
 
-PER_CALL = 0.25  # gpt-4o at $2.50 per million prompt tokens × 100,000 (+ 7 completion tokens at $10/M)
 WORKERS = 2
+PER_CALL = 0.25007  # gpt-4o at $2.50 per million prompt tokens × 100,000 + 7 completion tokens at $10/M
+#: calls that may pass the cap: those in flight (one per worker), and a claim racing the reading of the spend
+#: after a model stage finished (ki.orchestration.budget.BudgetGate.spent): slack of two calls
+OVERSHOOT_CALLS = WORKERS + 2
 
 
 def _estate(root: Path, n: int) -> Path:
@@ -80,7 +83,7 @@ def test_a_reached_cap_holds_the_model_stages_until_raised_or_the_next_day(make_
         assert first.status == "completed", first
         s1 = _state(ctx)
         # the cap held the model stages: spent at least the cap, passed by at most the calls already in flight
-        assert 1.0 <= s1["spent"] <= 1.0 + PER_CALL * (WORKERS + 1), s1
+        assert 1.0 <= s1["spent"] <= 1.0 + PER_CALL * OVERSHOOT_CALLS, s1
         assert s1["quarantined"] == 0 and s1["running"] == 0 and s1["model_pending"] > 0, s1
 
         shown = _ki_status()["budget"]
@@ -104,7 +107,7 @@ def test_a_reached_cap_holds_the_model_stages_until_raised_or_the_next_day(make_
         second = launch_insertion(ctx, workers=WORKERS, wait_for_retries_seconds=0)
         s2 = _state(ctx)
         assert second.status == "completed" and second.counters.quarantined == 0
-        assert 2.0 <= s2["spent"] <= 2.0 + PER_CALL * (WORKERS + 1), s2
+        assert 2.0 <= s2["spent"] <= 2.0 + PER_CALL * OVERSHOOT_CALLS, s2
         assert s2["model_done"] > s1["model_done"] and s2["model_pending"] > 0 and s2["quarantined"] == 0, s2
 
         tomorrow = budget.utc_now() + timedelta(days=1)
