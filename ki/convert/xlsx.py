@@ -5,7 +5,8 @@ workbook order, is a ``sheet:<name>`` part (:mod:`ki.convert.sections`): one lin
 cells joined by ``" | "``. Cell values are the values Excel saved (a formula's cached result, never
 recomputed: ``data_only``); a merged range's value lives in its first cell only, so it is read once.
 Hidden and very hidden sheets are read and named in ``metadata["hidden_sheets"]`` and in their label line.
-Cell comments (notes) are comments (``Sheet!B2``), text boxes and shapes of the sheets' drawings are
+Cell comments (notes) are comments (``Sheet!B2``), page headers and footers ``header`` / ``footer`` parts
+(:mod:`ki.convert.xlsx_headers`), text boxes and shapes of the sheets' drawings are
 ``textbox:<n>`` parts, charts and SmartArt ``chart:<n>`` / ``smartart:<n>`` parts, and embedded documents
 become child documents (:mod:`ki.convert.embedded`). A shared workbook's revision log is read as revisions
 (:mod:`ki.convert.xlsx_revisions`).
@@ -34,6 +35,7 @@ from ki.convert.ooxml_package import OoxmlPackage, open_package
 from ki.convert.ooxml_parts import package_parts
 from ki.convert.ooxml_props import core_title
 from ki.convert.sections import Section, assemble, section_key
+from ki.convert.xlsx_headers import headers_footers
 from ki.convert.xlsx_revisions import read_revisions
 from ki.errors import UnsupportedDocument
 
@@ -173,6 +175,7 @@ def convert_xlsx(data: bytes, filename: str) -> StructuredDocument:
     text, body_parts = assemble(sections, parts)
     side, embedded = package_parts(pkg)
     parts.update(drawing_text_parts(pkg, "xl"))
+    parts.update(headers_footers(pkg, list(parts_by_sheet.values())))
     parts.update(side)
     revisions = read_revisions(pkg)
     warnings_ = list(pkg.warnings)

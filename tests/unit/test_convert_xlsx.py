@@ -150,3 +150,10 @@ def test_new_readers_run_in_the_isolated_workers(name: str, phrase: str) -> None
     assert config.pipeline.convert.isolate
     doc = convert_bytes((FIXTURES / name).read_bytes(), name, config)
     assert phrase in doc.text
+
+
+def test_header_and_footer_codes_are_dropped_and_sections_become_lines() -> None:
+    from ki.convert.xlsx_headers import header_footer_lines
+
+    assert header_footer_lines('&L&"Arial,Bold"&12Page &P of &N&C&KFF0000Smith && Partner&R&D &T') == [
+        "Page of", "Smith & Partner"]
