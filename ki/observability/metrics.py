@@ -29,7 +29,9 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 OUTCOMES = ("done", "skipped", "retried", "quarantined", "stale", "timeout")
 
 #: Dependencies an infrastructure fault is counted against (``ki_infrastructure_faults_total``).
-DEPENDENCY_LABELS = ("gateway", "docling", "opensearch", "source", "database", "converter", "other")
+#: (LibreOffice, the legacy-format converter, has none: a conversion it fails or times out on is that file's
+#: fault, ``ki.convert.soffice``.)
+DEPENDENCY_LABELS = ("gateway", "docling", "opensearch", "source", "database", "other")
 
 #: Seconds; a stage execution runs from milliseconds (a skip) to minutes (OCR of a long scan).
 DURATION_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0,
