@@ -26,7 +26,7 @@ from ki.context import EnsureReady, PipelineContext, SourceObjectView, StageCont
 from ki.errors import CAPABILITY_REASONS, ConfigurationError, RunAborted, StageTimeout
 from ki.orchestration.blame import FAULT_SINCE_KEY, blame
 from ki.orchestration.heartbeat import ClaimKeeper
-from ki.orchestration.observe import note_failure, observed
+from ki.orchestration.observe import note_failure, note_timeout, observed
 from ki.relate.inline_conversion import ensure_source_object_ready
 from ki.retry import Treatment, backoff_seconds, classify_error
 from ki.served import SERVED, working_on
@@ -264,6 +264,7 @@ def _expiry(ctx: PipelineContext, claim: Claim, plan: StagePlan, thread_id: int,
                                  report_lost=False, started=started)
         if result.kind == "claim_lost":
             return  # the handler finished first: its outcome stands
+        note_timeout(claim.stage, result.kind, (datetime.now(UTC) - started).total_seconds())
         log.warning("%s of object %s passed its deadline of %g s: abandoned (%s)", claim.stage,
                     claim.source_object_id, plan.timeout_seconds, result.kind)
         if on_abandon is not None:

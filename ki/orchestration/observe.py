@@ -52,3 +52,10 @@ def note_failure(stage: str, *, status: str | None, reason: str | None, dependen
         dependency = ("source" if stage == "fetch" else "database" if infrastructure.startswith("database")
                       else "other")
     metrics.record_infrastructure_fault(dependency)
+
+
+def note_timeout(stage: str, kind: str, seconds: float) -> None:
+    """Count an execution abandoned at its deadline (the keeper recorded ``StageTimeout``: ``kind`` is that
+    failure's ``retry`` or ``quarantined``) as outcome ``timeout`` after ``seconds``; the handler's thread, if it
+    ever returns, is counted ``stale`` (its result is refused)."""
+    metrics.record_execution(stage, kind, "StageTimeout", seconds)

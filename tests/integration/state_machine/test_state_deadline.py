@@ -13,6 +13,7 @@ import time
 
 import pytest
 
+from ki.observability.metrics import STAGE_EXECUTIONS, counter_value
 from ki.orchestration.runner import PipelineRunner
 from ki.stages import STAGE_HANDLERS
 from tests.helpers.state import configure, make_source, rows, run_when_due, sql
@@ -81,7 +82,9 @@ def test_a_handler_past_its_deadline_is_abandoned_and_the_run_goes_idle(ctx, src
     oids = make_source(ctx, src, 3)
     configure(ctx, stages__fetch__timeout_seconds=1, retry_base_seconds=30)
     stuck = hang({oids[0]})
+    timeouts = counter_value(STAGE_EXECUTIONS, "fetch", "timeout")
     runner, seconds = _run(ctx)
+    assert counter_value(STAGE_EXECUTIONS, "fetch", "timeout") == timeouts + 1  # ki_stage_executions_total
     r = rows(ctx, oids[0])["fetch"]
     assert r["status"] == "failed" and r["claim_token"] is None and r["next_retry_at"] is not None
     assert r["last_error"]["class"] == "StageTimeout"
