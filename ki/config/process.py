@@ -93,6 +93,36 @@ class LlmSettings(EnvSettings):
         return self.api_key.get_secret_value() if self.api_key else None
 
 
+class TracingSettings(EnvSettings):
+    """OpenTelemetry's standard variables, as far as ki decides on them (:mod:`ki.observability.tracing`); the
+    OTLP exporter reads the rest of ``OTEL_EXPORTER_OTLP_*`` itself.
+
+    Attributes:
+        sdk_disabled: ``OTEL_SDK_DISABLED=true`` keeps tracing off whatever else is set.
+        traces_exporter: ``OTEL_TRACES_EXPORTER``: ``otlp`` turns tracing on, ``none`` keeps it off.
+        exporter_otlp_endpoint / exporter_otlp_traces_endpoint: ``OTEL_EXPORTER_OTLP_ENDPOINT`` /
+            ``OTEL_EXPORTER_OTLP_TRACES_ENDPOINT``: either turns tracing on (unless the exporter is ``none``).
+        service_name: ``OTEL_SERVICE_NAME`` (default ``ki``).
+    """
+
+    model_config = SettingsConfigDict(env_prefix="OTEL_", extra="ignore", env_ignore_empty=True)
+
+    sdk_disabled: bool = False
+    traces_exporter: str | None = None
+    exporter_otlp_endpoint: str | None = None
+    exporter_otlp_traces_endpoint: str | None = None
+    service_name: str = "ki"
+
+    @property
+    def wanted(self) -> bool:
+        """Whether these settings ask for traces."""
+        if self.sdk_disabled:
+            return False
+        if self.traces_exporter and self.traces_exporter.strip():
+            return self.traces_exporter.strip().lower() != "none"
+        return bool(self.exporter_otlp_endpoint or self.exporter_otlp_traces_endpoint)
+
+
 class OcrSettings(EnvSettings):
     """The built-in OCR's process resources (``KI_OCR_*``; what it reads is ``pipeline.ocr.*``).
 

@@ -18,42 +18,36 @@ call).
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
+
+from ki.config.process import TracingSettings
 
 _provider: Any = None  # the SDK TracerProvider while tracing is on
 _tracer: Any = None
 
 
-def _wanted(env: dict[str, str]) -> bool:
-    if env.get("OTEL_SDK_DISABLED", "").strip().lower() == "true":
-        return False
-    exporter = env.get("OTEL_TRACES_EXPORTER", "").strip().lower()
-    if exporter:
-        return exporter != "none"
-    return bool(env.get("OTEL_EXPORTER_OTLP_ENDPOINT") or env.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"))
+def configure_from_env(settings: TracingSettings | None = None) -> bool:
+    """Turn tracing on when the ``OTEL_*`` variables ask for it (module doc; ``settings`` default: the
+    environment's :class:`ki.config.process.TracingSettings`); True when it is on.
 
-
-def configure_from_env(env: dict[str, str] | None = None) -> bool:
-    """Turn tracing on when the ``OTEL_*`` variables ask for it (module doc); True when it is on.
-
-    Idempotent: a second call while on changes nothing. Raises: ImportError only if the OTLP exporter
-    package is missing (it is a dependency of ki).
+    Idempotent: a second call while on changes nothing. Raises: ConfigurationError for an ``OTEL_*`` value
+    that does not parse (``OTEL_SDK_DISABLED=maybe``).
     """
     if _provider is not None:
         return True
-    if not _wanted(dict(os.environ) if env is None else env):
+    settings = settings if settings is not None else TracingSettings()
+    if not settings.wanted:
         return False
     from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
     from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
-    use_processor(BatchSpanProcessor(OTLPSpanExporter()))
+    use_processor(BatchSpanProcessor(OTLPSpanExporter()), service_name=settings.service_name)
     return True
 
 
-def use_processor(processor: Any, *, engines: Sequence[Any] = ()) -> None:
+def use_processor(processor: Any, *, engines: Sequence[Any] = (), service_name: str = "ki") -> None:
     """Turn tracing on with this span processor (an ``opentelemetry.sdk`` one: the OTLP batch processor, or a
     ``SimpleSpanProcessor(InMemorySpanExporter())`` in tests) and instrument httpx and SQLAlchemy: every engine
     created from now on, and ``engines`` already open."""
@@ -63,7 +57,7 @@ def use_processor(processor: Any, *, engines: Sequence[Any] = ()) -> None:
     from opentelemetry.sdk.resources import Resource
     from opentelemetry.sdk.trace import TracerProvider
 
-    provider = TracerProvider(resource=Resource.create({"service.name": os.environ.get("OTEL_SERVICE_NAME", "ki")}))
+    provider = TracerProvider(resource=Resource.create({"service.name": service_name}))
     provider.add_span_processor(processor)
     shutdown()
     HTTPXClientInstrumentor().instrument(tracer_provider=provider)

@@ -12,6 +12,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from sqlalchemy import text
 
+from ki.config.process import TracingSettings
 from ki.matters.store import get_or_create_matter
 from ki.observability import tracing
 from ki.orchestration.execute import run_stage_for_object
@@ -77,11 +78,13 @@ def test_one_span_per_attempt_with_the_gateway_call_as_a_child(ctx, tmp_path, mo
 
 def test_tracing_is_off_unless_the_environment_asks():
     assert not tracing.enabled()
-    assert tracing.configure_from_env({}) is False
-    assert tracing.configure_from_env({"OTEL_TRACES_EXPORTER": "none",
-                                       "OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:4318"}) is False
-    assert tracing.configure_from_env({"OTEL_SDK_DISABLED": "true",
-                                       "OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:4318"}) is False
+    assert tracing.configure_from_env(TracingSettings()) is False
+    assert tracing.configure_from_env(TracingSettings(traces_exporter="none",
+                                                      exporter_otlp_endpoint="http://127.0.0.1:4318")) is False
+    assert tracing.configure_from_env(TracingSettings(sdk_disabled=True,
+                                                      exporter_otlp_endpoint="http://127.0.0.1:4318")) is False
+    assert TracingSettings(exporter_otlp_traces_endpoint="http://127.0.0.1:4318/v1/traces").wanted
+    assert TracingSettings(traces_exporter="otlp").wanted
     assert not tracing.enabled() and tracing.current_trace_id() is None
     with tracing.stage_span("fetch", 1, 1, "v1") as span:
         assert span is None
