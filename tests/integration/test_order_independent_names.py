@@ -14,15 +14,13 @@ Cost: three insertions of eleven text files, about 20-60 s each.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import random
-import sys
 from pathlib import Path
 
 import pytest
 
-from tests.helpers.paths import REPO_ROOT
+from bench import order
 
 pytestmark = pytest.mark.timeout(1800)
 
@@ -54,14 +52,6 @@ FILES = {
 }
 
 
-def _bench_order():
-    spec = importlib.util.spec_from_file_location("bench_order", REPO_ROOT / "bench" / "order.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
 def _estate(root: Path, shared: Path) -> Path:
     for name, body in FILES.items():
         path = root / "estate" / MATTER / name
@@ -74,7 +64,6 @@ def _estate(root: Path, shared: Path) -> Path:
 
 
 def test_names_parties_and_alias_rows_do_not_depend_on_order_or_workers(pg_server_uri, shared, tmp_path):
-    order = _bench_order()
     estate = _estate(tmp_path / "named", shared)
     rng = random.Random(38)
     runs = [order.one_run(estate, pg_server_uri, seed=seed, kills=0, rng=rng, workdir=tmp_path / "runs",
