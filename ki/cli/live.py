@@ -17,7 +17,6 @@ from ki.cli.common import out
 WAIT_WORDS = {
     "waiting_for_previous_stage": "on the stage before",
     "run_after": "retry not yet due",
-    "budget": "spending cap reached",
     "source_unreadable": "file unreadable on the share",
 }
 
@@ -28,19 +27,23 @@ def live_report(ctx: Any) -> dict[str, list[dict[str, Any]]]:
     * runs: ``id, kind, provider, status, processed, done, quarantined, owed`` (rows still owed of the run's
       source, or of all sources), ``per_second`` (executions over the last minute), ``eta_seconds`` (None
       while nothing moved in the last minute);
-    * queue: ``stage, lane, runnable, oldest_seconds`` (rows runnable now and the oldest one's wait);
-    * waiting: ``stage, reason, rows, oldest_seconds`` (owed but not runnable now, and why).
+    * queue: ``stage, runnable, oldest_seconds, lanes`` (rows runnable now, the oldest one's wait, and the
+      oldest wait per claim lane holding runnable rows);
+    * waiting: ``stage, reason, rows, oldest_seconds`` (owed but not runnable now, and why; no age for rows
+      waiting on the stage before).
     """
     from ki.store.progress import RATE_WINDOW_SECONDS, recent_executions, remaining_rows
     from ki.store.queue_age import oldest_runnable, waiting_rows
     from ki.store.runs import active_runs
+    from ki.store.status import bucket_counts
 
     with ctx.db.engine.connect() as conn:
         runs = active_runs(conn)
         recent = recent_executions(conn, [r.id for r in runs])
         owed = {sid: remaining_rows(conn, sid) for sid in {r.source_id for r in runs}}
-        queue = oldest_runnable(conn)
-        waiting = waiting_rows(conn)
+        queue, due = oldest_runnable(conn)
+        buckets = bucket_counts(conn)
+        waiting = waiting_rows(conn, buckets)
     report_runs = []
     for r in runs:
         rate = recent.get(r.id, 0) / RATE_WINDOW_SECONDS
@@ -49,10 +52,20 @@ def live_report(ctx: Any) -> dict[str, list[dict[str, Any]]]:
                             "processed": r.processed, "done": r.done, "quarantined": r.quarantined, "owed": left,
                             "per_second": round(rate, 2), "eta_seconds": round(left / rate) if rate else None})
     return {"runs": report_runs,
-            "queue": [{"stage": q.stage, "lane": q.lane, "runnable": q.runnable,
-                       "oldest_seconds": round(q.oldest_seconds, 1)} for q in queue],
+            "queue": [{"stage": stage, "runnable": buckets[stage]["pending"] + due.get(stage, 0),
+                       "oldest_seconds": round(max(q.oldest_seconds for q in lanes), 1),
+                       "lanes": {q.lane: round(q.oldest_seconds, 1) for q in lanes}}
+                      for stage, lanes in _by_stage(queue).items()],
             "waiting": [{"stage": w.stage, "reason": w.reason, "rows": w.rows,
-                         "oldest_seconds": round(w.oldest_seconds, 1)} for w in waiting]}
+                         "oldest_seconds": None if w.oldest_seconds is None else round(w.oldest_seconds, 1)}
+                        for w in waiting]}
+
+
+def _by_stage(queue: list) -> dict[str, list]:
+    out: dict[str, list] = {}
+    for q in queue:
+        out.setdefault(q.stage, []).append(q)
+    return out
 
 
 def duration(seconds: float | None) -> str:
@@ -74,14 +87,10 @@ def print_live(report: dict[str, list[dict[str, Any]]]) -> None:
         eta = f"ETA {duration(r['eta_seconds'])}" if r["eta_seconds"] is not None else "no progress in the last minute"
         out.print(f"run {r['id']} {r['kind']} ({r['provider']}, {r['status']}): {r['processed']:,} executions, "
                   f"{r['per_second']:g}/s, {r['owed']:,} rows owed, {eta}", highlight=False)
-    by_stage: dict[str, list[dict[str, Any]]] = {}
     for q in report["queue"]:
-        by_stage.setdefault(q["stage"], []).append(q)
-    for stage, lanes in by_stage.items():
-        rows = sum(q["runnable"] for q in lanes)
-        oldest = max(q["oldest_seconds"] for q in lanes)
-        out.print(f"runnable: {stage} {rows:,} (oldest waits {duration(oldest)}; "
-                  + ", ".join(f"{q['lane']} {q['runnable']:,}" for q in lanes) + ")", highlight=False)
+        out.print(f"runnable: {q['stage']} {q['runnable']:,} (oldest waits {duration(q['oldest_seconds'])}; "
+                  + ", ".join(f"{lane} {duration(age)}" for lane, age in q["lanes"].items()) + ")", highlight=False)
     for w in report["waiting"]:
-        out.print(f"waiting: {w['stage']} {w['rows']:,} {WAIT_WORDS.get(w['reason'], w['reason'])} "
-                  f"(oldest {duration(w['oldest_seconds'])})", highlight=False)
+        oldest = f" (oldest {duration(w['oldest_seconds'])})" if w["oldest_seconds"] is not None else ""
+        out.print(f"waiting: {w['stage']} {w['rows']:,} {WAIT_WORDS.get(w['reason'], w['reason'])}{oldest}",
+                  highlight=False)

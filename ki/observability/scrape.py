@@ -5,10 +5,10 @@ bucket query); prior-art §8 (per-state gauges computed at scrape time, oldest-p
 that serves metrics reports the same values here, because they come from the rows, so a restart changes
 nothing in them (the counters of :mod:`ki.observability.metrics` start again at 0, as Prometheus expects).
 
-One scrape reads, on one connection: the bucket counts (or the caller's cached ones: ``ki serve`` passes its
-:class:`ki.api.status_cache.BucketCache`), the oldest runnable row per stage and lane, the open circuit
-breakers, the watched sources' health and the active runs. The whole read is cached for
-:data:`CACHE_SECONDS`, so scrapers polling at once cost one read.
+One scrape reads, on one connection: the bucket counts (the one full count; the caller may pass cached ones),
+the oldest runnable row per stage and lane and the failed rows due (index probes), the rows waiting for a retry
+or a reason, the open circuit breakers, the spending cap, the watched sources' health and the active runs. The
+whole read is cached for :data:`CACHE_SECONDS`, so scrapers polling at once cost one read.
 """
 
 from __future__ import annotations
@@ -41,6 +41,7 @@ class StateSnapshot:
 
     buckets: BucketCounts
     queue: list[QueueAge]
+    due: dict[str, int]
     waiting: list[Waiting]
     paused: list[tuple[str, datetime]]
     watched: list[WatchHealth]
@@ -79,7 +80,8 @@ class StateCollector(Collector):
                 return self._cached[1]
             with self.engine.connect() as conn:
                 buckets = self._counts() if self._counts is not None else bucket_counts(conn)
-                snap = StateSnapshot(buckets=buckets, queue=oldest_runnable(conn), waiting=waiting_rows(conn),
+                queue, due = oldest_runnable(conn)
+                snap = StateSnapshot(buckets=buckets, queue=queue, due=due, waiting=waiting_rows(conn, buckets),
                                      paused=[(p.dependency, p.since) for p in read_pauses(conn)],
                                      watched=watch_health(conn), runs=active_runs(conn), at=datetime.now(UTC),
                                      budget=self._budget() if self._budget is not None else None)
@@ -100,11 +102,13 @@ class StateCollector(Collector):
                 rows.add_metric([stage, bucket], n)
         yield rows
         runnable = GaugeMetricFamily("ki_queue_runnable_rows", "Rows runnable now (pending, or failed with the "
-                                     "retry due) per stage and claim lane.", labels=["stage", "lane"])
+                                     "retry due) per stage.", labels=["stage"])
+        for stage, buckets in snap.buckets.items():
+            if n := buckets.get("pending", 0) + snap.due.get(stage, 0):
+                runnable.add_metric([stage], n)
         age = GaugeMetricFamily("ki_queue_oldest_runnable_age_seconds", "Age of the oldest runnable row per stage "
                                 "and claim lane (how long it has waited to be claimed).", labels=["stage", "lane"])
         for q in snap.queue:
-            runnable.add_metric([q.stage, q.lane], q.runnable)
             age.add_metric([q.stage, q.lane], q.oldest_seconds)
         yield runnable
         yield age
