@@ -351,9 +351,10 @@ class WorkItemRefused(KiError):
     the HTTP status the API answers with: ``not_found`` (404), ``running`` (409: a running item is never
     retried or cancelled), ``not_retryable`` / ``not_cancellable`` (409: nothing to do in its state),
     ``confirmation_required`` / ``confirmation_mismatch`` (409: a bulk action needs the token of a dry run of
-    the same filter, count and limit)."""
+    the same filter, count and limit), ``filter_required`` (422: a bulk action with an empty filter needs
+    an explicit ``all=true``)."""
 
-    STATUS = {"not_found": 404}
+    STATUS = {"not_found": 404, "filter_required": 422}
 
     def __init__(self, code: str, message: str):
         super().__init__(message)

@@ -23,15 +23,17 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 
-from fastapi import APIRouter, FastAPI, Request
+from fastapi import APIRouter, Depends, FastAPI, Request
 from fastapi.staticfiles import StaticFiles
 from starlette.types import ASGIApp
 
+from ki.api.auth import COOKIE_NAME, authenticated
 from ki.api.errors import install_error_handlers
-from ki.api.guard import RejectNul
+from ki.api.guard import RequestGuard
 from ki.api.launcher import RunLauncher
 from ki.api.state import ServerState
 from ki.api.status_cache import BucketCache
+from ki.api.strict import refuse_unknown_query
 from ki.context import PipelineContext
 
 STATIC_DIR = Path(__file__).parent / "static"
@@ -102,12 +104,13 @@ def create_app(ctx: PipelineContext | None = None, *, extra_routers: Sequence[AP
             yield
 
     app = FastAPI(title="ki console API", version="1", lifespan=lifespan, openapi_url="/api/openapi.json",
-                  docs_url=None, redoc_url=None,
+                  docs_url=None, redoc_url=None, dependencies=[Depends(refuse_unknown_query)],
                   description="The console API of ki serve. Every /api request needs 'Authorization: Bearer "
                               "<token>' (ki token create).")
     app.state.ki = state
     install_error_handlers(app)
-    app.add_middleware(RejectNul)
+    app.add_middleware(RequestGuard, cookie_name=COOKIE_NAME,
+                       authenticated=lambda header, cookie: authenticated(ctx.db.engine, header, cookie))
 
     @app.middleware("http")
     async def security_headers(request: Request, call_next):  # noqa: ANN001, ANN202 - Starlette middleware

@@ -25,6 +25,7 @@ from sqlalchemy.engine import Engine
 
 from ki.api.scopes import effective_scopes
 from ki.api.tokens import authenticate
+from ki.store.tokens import TokenRow
 
 #: The page's session cookie (holds the token; HttpOnly, SameSite=Strict).
 COOKIE_NAME = "ki_session"
@@ -95,7 +96,7 @@ def authorize(engine: Engine, *, authorization: str | None, cookie: str | None, 
     if not token:
         raise AuthError(401, "unauthenticated", "this request needs a token: send 'Authorization: Bearer <token>' "
                                                 "(make one with `ki token create`)")
-    row = authenticate(engine, token)
+    row = _live(engine, token, via)
     if row is None:
         raise AuthError(401, "unauthenticated", "the token is unknown or has been revoked")
     identity = Identity(row.id, row.name, effective_scopes(row.scopes), row.principal, via)  # type: ignore[arg-type]
@@ -105,6 +106,18 @@ def authorize(engine: Engine, *, authorization: str | None, cookie: str | None, 
     if via == "cookie" and method.upper() not in SAFE_METHODS and not same_origin(origin, referer, host):
         raise AuthError(403, "cross_origin", "a change from the page must come from the page's own origin")
     return identity
+
+
+def _live(engine: Engine, token: str, via: str) -> TokenRow | None:
+    return authenticate(engine, token)
+
+
+def authenticated(engine: Engine, authorization: str | None, cookie: str | None) -> bool:
+    """Whether a bearer header or a session cookie names a live token (no scope check): the request
+    guard's test before it reads a body."""
+    bearer = _bearer(authorization)
+    token, via = (bearer, "bearer") if bearer else (cookie, "cookie")
+    return bool(token) and _live(engine, token, via) is not None
 
 
 def authorize_request(request: Request, needed: str | None, engine: Engine | None = None) -> Identity:

@@ -18,26 +18,33 @@ says the work was queued, not that it finished. Tools run their database work in
 from __future__ import annotations
 
 import contextlib
+import logging
 from collections.abc import AsyncIterator, Callable
 from datetime import datetime
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import anyio
 from mcp.server.fastmcp import Context, FastMCP
 from mcp.server.fastmcp.exceptions import ToolError
 from mcp.server.transport_security import TransportSecuritySettings
 from mcp.types import ToolAnnotations
+from pydantic import Field
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from ki.api import work_items as service
 from ki.api.auth import AuthError, Identity, authorize
+from ki.api.mcp_arguments import strict_arguments
+from ki.api.routes_search import MAX_QUERY_CHARS
 from ki.api.scopes import READ_PIPELINE, READ_WORK_ITEM, SEARCH, WRITE_WORK_ITEM
 from ki.api.state import ServerState
 from ki.errors import WorkItemRefused
+from ki.index.search import MAX_LIMIT, MAX_OFFSET
 from ki.orchestration import work_items as actions
 from ki.store.work_items import WorkItemFilter, parse_work_item_id
+
+log = logging.getLogger(__name__)
 
 #: Where the app mounts the MCP app, and the SDK's own path inside it: together ``/mcp/full``.
 MOUNT_PATH, ENDPOINT = "/mcp", "/full"
@@ -48,6 +55,19 @@ CANCEL = ToolAnnotations(readOnlyHint=False, destructiveHint=True, idempotentHin
 Status = Literal["pending", "runnable", "running", "done", "failed", "cancelled"]
 Bucket = Literal["pending", "running", "done", "failed", "waiting", "disabled", "skipped", "quarantined"]
 Kind = Literal["fetch", "convert", "classify_matter", "relate", "extract_metadata", "extract_decisions", "index"]
+# The REST routes' bounds (ki.api.routes_work_items, ki.api.routes_search), as tool argument types.
+Text = Annotated[str, Field(max_length=200)]
+Signature = Annotated[str, Field(max_length=64)]
+PathPrefix = Annotated[str, Field(max_length=4096)]
+RunId = Annotated[int, Field(ge=1, le=2**63 - 1)]
+Cursor = Annotated[str, Field(max_length=200)]
+ItemId = Annotated[str, Field(min_length=1, max_length=100)]
+PageLimit = Annotated[int, Field(ge=1, le=service.MAX_PAGE)]
+GroupLimit = Annotated[int, Field(ge=1, le=1000)]
+BulkLimit = Annotated[int, Field(ge=1, le=actions.MAX_BULK_LIMIT)]
+Query = Annotated[str, Field(min_length=1, max_length=MAX_QUERY_CHARS)]
+SearchLimit = Annotated[int, Field(ge=1, le=MAX_LIMIT)]
+SearchOffset = Annotated[int, Field(ge=0, le=MAX_OFFSET)]
 
 
 def _headers(ctx: Context) -> Any:
@@ -78,12 +98,17 @@ def _filter(**values: Any) -> WorkItemFilter:
 
 
 async def _in_thread(fn: Callable[[], Any]) -> Any:
+    """Run ``fn`` in a worker thread; ki's refusals become tool errors with their message, anything else
+    a tool error naming only the exception's class (never its text: a database error quotes SQL)."""
     try:
         return await anyio.to_thread.run_sync(fn)
     except WorkItemRefused as exc:
         raise ToolError(f"{exc.code}: {exc.message}") from exc
     except ValueError as exc:
         raise ToolError(str(exc)) from exc
+    except Exception as exc:
+        log.exception("unexpected error in an MCP tool")
+        raise ToolError(f"internal_error: the server failed ({type(exc).__name__}); see its log") from exc
 
 
 def _id(value: str) -> Any:
@@ -104,11 +129,11 @@ def build_server(state: ServerState, *, allowed_hosts: list[str]) -> FastMCP:
 
     @mcp.tool(annotations=READ_ONLY)
     async def list_work_items(ctx: Context, status: Status | None = None, bucket: Bucket | None = None,
-                              kind: Kind | None = None, reason: str | None = None, error_class: str | None = None,
-                              signature: str | None = None, infrastructure: bool | None = None,
-                              path_prefix: str | None = None, run_id: int | None = None,
-                              since: datetime | None = None, until: datetime | None = None, limit: int = 50,
-                              cursor: str | None = None) -> dict:
+                              kind: Kind | None = None, reason: Text | None = None, error_class: Text | None = None,
+                              signature: Signature | None = None, infrastructure: bool | None = None,
+                              path_prefix: PathPrefix | None = None, run_id: RunId | None = None,
+                              since: datetime | None = None, until: datetime | None = None, limit: PageLimit = 50,
+                              cursor: Cursor | None = None) -> dict:
         """Work items (one per document and stage), newest first. status is the work-queue status (failed =
         quarantined, runnable = waiting to run or awaiting a retry); bucket is ki's console bucket. Pass the
         returned next_cursor as cursor for the next page. Needs read:work_item."""
@@ -120,17 +145,17 @@ def build_server(state: ServerState, *, allowed_hosts: list[str]) -> FastMCP:
         return page.model_dump(mode="json")
 
     @mcp.tool(annotations=READ_ONLY)
-    async def get_work_item(ctx: Context, id: str) -> dict:  # noqa: A002 - the spec's argument name
+    async def get_work_item(ctx: Context, id: ItemId) -> dict:  # noqa: A002 - the spec's argument name
         """One work item ({"id": "work_item:<uuid>"}) with its whole attempt history. Needs read:work_item."""
         _identity(state, ctx, READ_WORK_ITEM)
         wid = _id(id)
         return (await _in_thread(lambda: service.detail(state.ctx, wid))).model_dump(mode="json")
 
     @mcp.tool(annotations=READ_ONLY)
-    async def list_failure_groups(ctx: Context, kind: Kind | None = None, reason: str | None = None,
-                                  error_class: str | None = None, infrastructure: bool | None = None,
-                                  path_prefix: str | None = None, since: datetime | None = None,
-                                  until: datetime | None = None, limit: int = 100) -> dict:
+    async def list_failure_groups(ctx: Context, kind: Kind | None = None, reason: Text | None = None,
+                                  error_class: Text | None = None, infrastructure: bool | None = None,
+                                  path_prefix: PathPrefix | None = None, since: datetime | None = None,
+                                  until: datetime | None = None, limit: GroupLimit = 100) -> dict:
         """Failing work items grouped by (stage, error signature): count, first/last seen, outage or not,
         three sample paths and one message. Needs read:work_item."""
         _identity(state, ctx, READ_WORK_ITEM)
@@ -144,7 +169,7 @@ def build_server(state: ServerState, *, allowed_hosts: list[str]) -> FastMCP:
         await anyio.to_thread.run_sync(lambda: launch_run(state, trigger="work_item_retry"))
 
     @mcp.tool(annotations=RETRY)
-    async def retry_work_item(ctx: Context, id: str) -> dict:  # noqa: A002 - the spec's argument name
+    async def retry_work_item(ctx: Context, id: ItemId) -> dict:  # noqa: A002 - the spec's argument name
         """Reset a failed (or cancelled) work item to runnable: fresh attempt budget, lease and error cleared
         (the history keeps the error), later stages invalidated; a run is started. A running item is refused.
         Success means the work was queued, not that it finished. Needs write:work_item."""
@@ -155,33 +180,34 @@ def build_server(state: ServerState, *, allowed_hosts: list[str]) -> FastMCP:
         return result.model_dump(mode="json")
 
     @mcp.tool(annotations=RETRY)
-    async def retry_work_items(ctx: Context, dry_run: bool = True, confirmation_token: str | None = None,
-                               limit: int = actions.DEFAULT_BULK_LIMIT, status: Status | None = None,
-                               bucket: Bucket | None = None, kind: Kind | None = None, reason: str | None = None,
-                               error_class: str | None = None, signature: str | None = None,
-                               infrastructure: bool | None = None, path_prefix: str | None = None,
-                               run_id: int | None = None, since: datetime | None = None,
-                               until: datetime | None = None) -> dict:
+    async def retry_work_items(ctx: Context, dry_run: bool = True, confirmation_token: Signature | None = None,
+                               limit: BulkLimit = actions.DEFAULT_BULK_LIMIT, status: Status | None = None,
+                               bucket: Bucket | None = None, kind: Kind | None = None, reason: Text | None = None,
+                               error_class: Text | None = None, signature: Signature | None = None,
+                               infrastructure: bool | None = None, path_prefix: PathPrefix | None = None,
+                               run_id: RunId | None = None, since: datetime | None = None,
+                               until: datetime | None = None, all: bool = False) -> dict:  # noqa: A002 - REST's name
         """Retry every failed or cancelled work item matching the filter. First call with dry_run=true: it
         returns the count, a sample and a confirmation_token; then call again with dry_run=false and that
         token (same filter and limit). At most limit items per call; the answer says how many remain and
-        gives the next token. Needs write:work_item."""
+        gives the next token. An empty filter is refused unless all=true. Needs write:work_item."""
         identity = _identity(state, ctx, WRITE_WORK_ITEM)
         flt = _filter(status=status, bucket=bucket, kind=kind, reason=reason, error_class=error_class,
                       signature=signature, infrastructure=infrastructure, path_prefix=path_prefix, run_id=run_id,
                       since=since, until=until)
         if dry_run:
             preview = await _in_thread(lambda: actions.preview_bulk(state.ctx, "retry", flt, actor=identity.name,
-                                                                    limit=limit))
+                                                                    limit=limit, all_items=all))
             return preview.model_dump(mode="json")
         result = await _in_thread(lambda: actions.run_bulk(state.ctx, "retry", flt, actor=identity.name,
-                                                           token=confirmation_token, limit=limit))
+                                                           token=confirmation_token, limit=limit,
+                                                           all_items=all))
         if result.acted:
             await _launch()
         return result.model_dump(mode="json")
 
     @mcp.tool(annotations=CANCEL)
-    async def cancel_work_item(ctx: Context, id: str) -> dict:  # noqa: A002 - the spec's argument name
+    async def cancel_work_item(ctx: Context, id: ItemId) -> dict:  # noqa: A002 - the spec's argument name
         """Cancel a work item that is not running or finished (skipped + cancelled; later stages wait). A
         cancelled item can be retried. Needs write:work_item."""
         identity = _identity(state, ctx, WRITE_WORK_ITEM)
@@ -203,7 +229,8 @@ def build_server(state: ServerState, *, allowed_hosts: list[str]) -> FastMCP:
         return {"stages": await _in_thread(counts)}
 
     @mcp.tool(annotations=READ_ONLY)
-    async def search(ctx: Context, query: str, limit: int = 10, offset: int = 0, cursor: str | None = None,
+    async def search(ctx: Context, query: Query, limit: SearchLimit = 10, offset: SearchOffset = 0,
+                     cursor: Cursor | None = None,
                      mode: Literal["hybrid", "lexical", "vector"] = "hybrid") -> dict:
         """Search the indexed documents as the token's principal: only what that principal may see. Hits
         best first; pass the returned next_cursor as cursor (or next_offset as offset) for the next page
@@ -218,6 +245,7 @@ def build_server(state: ServerState, *, allowed_hosts: list[str]) -> FastMCP:
             raise ToolError(f"{exc.code}: {exc.message}") from exc
         return page.model_dump(mode="json")
 
+    strict_arguments(mcp)
     return mcp
 
 

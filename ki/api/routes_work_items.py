@@ -95,9 +95,10 @@ def _bulk(action: actions.Action, body: BulkRequest, flt: WorkItemFilter, state:
           identity: Identity) -> BulkPreview | BulkResult:
     try:
         if body.dry_run:
-            return actions.preview_bulk(state.ctx, action, flt, actor=identity.name, limit=body.limit)
+            return actions.preview_bulk(state.ctx, action, flt, actor=identity.name, limit=body.limit,
+                                        all_items=body.all)
         result = actions.run_bulk(state.ctx, action, flt, actor=identity.name, token=body.confirmation_token,
-                                  limit=body.limit)
+                                  limit=body.limit, all_items=body.all)
     except WorkItemRefused as exc:
         raise refused(exc) from exc
     if action == "retry" and result.acted:

@@ -135,8 +135,9 @@ class LaunchOut(BaseModel):
 
 
 class SyncIn(BaseModel):
-    """``POST /api/actions/sync``: the source to sync."""
+    """``POST /api/actions/sync``: the source to sync (no other field)."""
 
+    model_config = ConfigDict(extra="forbid")
     source_id: int = Field(ge=1, le=2_147_483_647)
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Any
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from ki.orchestration.work_items import BulkPreview, BulkResult, ItemActionResult  # noqa: F401 - re-exported
 from ki.store.attempts import Attempt
@@ -69,8 +69,11 @@ class BulkRequest(BaseModel):
     """A bulk retry/cancel: ``dry_run`` previews (count, sample, confirmation token); the real call needs the
     token of a dry run of the same filter and limit. The filter is the list's query parameters."""
 
+    model_config = ConfigDict(extra="forbid")
+
     dry_run: bool = False
     confirmation_token: str | None = Field(None, max_length=64)
+    all: bool = Field(False, description="act on every work item when the filter is empty (else refused, 422)")
     limit: int = Field(1000, ge=1, le=10_000, description="items one call acts on at most")
 
 

@@ -160,7 +160,8 @@ def _act(action: str, target: list[str] | None, dry_run: bool, yes: bool, limit:
             acted = 1
         else:
             flt = parse_filters(target)
-            preview = actions.preview_bulk(ctx, action, flt, actor="cli", limit=limit)  # type: ignore[arg-type]
+            preview = actions.preview_bulk(ctx, action, flt, actor="cli", limit=limit,  # type: ignore[arg-type]
+                                           all_items=not target)
             if dry_run or preview.count == 0:
                 if as_json:
                     _print_json(preview)
@@ -173,7 +174,7 @@ def _act(action: str, target: list[str] | None, dry_run: bool, yes: bool, limit:
                                              f"matching {json.dumps(preview.filter)}?"):
                 raise typer.Exit(1)
             result = actions.run_bulk(ctx, action, flt, actor="cli", token=preview.confirmation_token,  # type: ignore[arg-type]
-                                      limit=limit)
+                                      limit=limit, all_items=not target)
             acted = result.acted
     except (ValueError, WorkItemRefused) as exc:
         console.print(f"[red]{getattr(exc, 'message', exc)}[/]")

@@ -137,10 +137,19 @@ def _check_limit(limit: int) -> int:
     return limit
 
 
+def _check_scope(flt: WorkItemFilter, all_items: bool) -> None:
+    """A bulk action over no filter at all must say so: a misspelt filter must not become "everything"."""
+    if not flt.canonical() and not all_items:
+        raise WorkItemRefused("filter_required", "a bulk action with an empty filter acts on every work item: "
+                                                 "name a filter, or pass all=true to mean all of them")
+
+
 def preview_bulk(ctx: PipelineContext, action: Action, flt: WorkItemFilter, *, actor: str,
-                 limit: int = DEFAULT_BULK_LIMIT) -> BulkPreview:
-    """The dry run of a bulk ``action`` (changes nothing). Raises ValueError for a limit out of range."""
+                 limit: int = DEFAULT_BULK_LIMIT, all_items: bool = False) -> BulkPreview:
+    """The dry run of a bulk ``action`` (changes nothing). Raises ValueError for a limit out of range,
+    WorkItemRefused ``filter_required`` for an empty filter without ``all_items``."""
     _check_limit(limit)
+    _check_scope(flt, all_items)
     with ctx.db.engine.connect() as conn:
         count, _ids, sample = select_for_action(conn, flt, action, limit=min(limit, 5))
     return BulkPreview(action=action, filter=flt.canonical(), count=count, limit=limit, sample=sample,
@@ -148,13 +157,15 @@ def preview_bulk(ctx: PipelineContext, action: Action, flt: WorkItemFilter, *, a
 
 
 def run_bulk(ctx: PipelineContext, action: Action, flt: WorkItemFilter, *, actor: str, token: str | None,
-             limit: int = DEFAULT_BULK_LIMIT) -> BulkResult:
+             limit: int = DEFAULT_BULK_LIMIT, all_items: bool = False) -> BulkResult:
     """Retry or cancel up to ``limit`` items matching ``flt`` (oldest first) in one transaction, given the
-    ``token`` of a dry run of the same action, filter, count and limit.
+    ``token`` of a dry run of the same action, filter, count and limit; an empty filter needs ``all_items``.
 
-    Raises: WorkItemRefused ``confirmation_required`` (no token) or ``confirmation_mismatch`` (the filter,
-        limit or matching count differs from the dry run's); ValueError for a limit out of range."""
+    Raises: WorkItemRefused ``confirmation_required`` (no token), ``confirmation_mismatch`` (the filter,
+        limit or matching count differs from the dry run's) or ``filter_required``; ValueError for a limit
+        out of range."""
     _check_limit(limit)
+    _check_scope(flt, all_items)
     if not token:
         raise WorkItemRefused("confirmation_required", "a bulk action needs the confirmation_token of a dry run "
                                                        "(dry_run=true) of the same filter and limit")
