@@ -108,11 +108,13 @@ class PipelineContext:
     @classmethod
     def open(cls, settings: ProcessSettings | None = None, db: Database | None = None) -> PipelineContext:
         """Open the database (embedded or ``KI_DATABASE_URL``), the blob store and the configuration."""
+        from ki.config.journal import replay_pending
         from ki.store.db import connect
 
         settings = settings or ProcessSettings()
         settings.data_dir.mkdir(parents=True, exist_ok=True)
         db = db or connect(settings)
+        replay_pending(settings.data_dir, db.engine)  # a configuration edit a killed process left half done
         return cls(
             db=db,
             blobs=BlobStore(settings.data_dir / "blobs"),

@@ -21,9 +21,11 @@ from typing import Any, Literal, Union, get_args, get_origin
 
 import annotated_types
 from pydantic import BaseModel
+from sqlalchemy.engine import Engine
 
 from ki.api.schemas import ConfigField, ConfigOut, StageConfigOut
 from ki.config.edits import config_version, saved_keys
+from ki.config.journal import EditAudit
 from ki.config.loader import env_pinned_fields
 from ki.config.settings import KiConfig, ProviderName, StageConfig
 from ki.taxonomies import MODEL_STAGES, PIPELINE_STAGE_ORDER, STAGE_CONSOLE_NAMES
@@ -176,3 +178,21 @@ def change_reasons(before: KiConfig, after: KiConfig) -> tuple[list[str], list[s
     changed = sorted(k for k in set(old) | set(new) if old.get(k) != new.get(k))
     reasons = [r for k in changed if (r := requires_run(k, old.get(k), new.get(k)))]
     return changed, list(dict.fromkeys(reasons))
+
+
+def edit_audit(engine: Engine, actor: str, keys: list[str]) -> EditAudit:
+    """How an edit of ``keys`` is audited (console and ``ki config``): the changed fields from → to (a
+    secret as ``"***"``) and whether a run is required."""
+
+    def details(before: KiConfig, after: KiConfig) -> dict[str, Any]:
+        old, new = flat_values(before), flat_values(after)
+        changed = [k for k in keys if old.get(k) != new.get(k)]
+
+        def shown(key: str, value: Any) -> Any:
+            return "***" if is_secret(key) and value else value
+
+        reasons = [r for k in changed if (r := requires_run(k, old.get(k), new.get(k)))]
+        return {"changes": {k: {"from": shown(k, old.get(k)), "to": shown(k, new.get(k))} for k in changed},
+                "requires_run": bool(reasons)}
+
+    return EditAudit(engine=engine, actor=actor, details=details)

@@ -36,7 +36,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from ki.api import work_items as service
 from ki.api.auth import AuthError, Identity, authorize
 from ki.api.mcp_arguments import strict_arguments
-from ki.api.routes_search import MAX_QUERY_CHARS
+from ki.api.routes_search import MAX_QUERY_CHARS, SearchRefused
 from ki.api.scopes import READ_PIPELINE, READ_WORK_ITEM, SEARCH, WRITE_WORK_ITEM
 from ki.api.state import ServerState
 from ki.errors import WorkItemRefused
@@ -106,6 +106,8 @@ async def _in_thread(fn: Callable[[], Any]) -> Any:
         raise ToolError(f"{exc.code}: {exc.message}") from exc
     except ValueError as exc:
         raise ToolError(str(exc)) from exc
+    except SearchRefused:
+        raise  # the search tool words it
     except Exception as exc:
         log.exception("unexpected error in an MCP tool")
         raise ToolError(f"internal_error: the server failed ({type(exc).__name__}); see its log") from exc
@@ -236,7 +238,7 @@ def build_server(state: ServerState, *, allowed_hosts: list[str]) -> FastMCP:
         best first; pass the returned next_cursor as cursor (or next_offset as offset) for the next page
         (None: the last page). Needs search (and a token made with a principal)."""
         identity = _identity(state, ctx, SEARCH)
-        from ki.api.routes_search import SearchRefused, search_as
+        from ki.api.routes_search import search_as
 
         try:
             page = await _in_thread(lambda: search_as(state, identity, query, limit=limit, offset=offset,

@@ -4,7 +4,8 @@ Spec: insertion-pipeline.md "The console page" (stage and run settings: GET /api
 PUT /api/config; Save / Save and re-run; the "Re-run all files" dialog), "Configuration" (an
 env-pinned field refuses the edit with 409) and "What save re-runs and what it does not"
 (:mod:`ki.api.config_view`). Issue 17: a stale version → 409, an invalid value → 422 with field
-errors; nothing is written in either case.
+errors; nothing is written in either case. A saved edit and its audit entry are one outcome
+(:mod:`ki.config.journal`).
 """
 
 from __future__ import annotations
@@ -14,14 +15,13 @@ from typing import Literal
 from fastapi import APIRouter, Depends, Header, Path, Query
 
 from ki.api.auth import Identity, require_scope
-from ki.api.config_view import describe_config, flat_values, requires_run
+from ki.api.config_view import describe_config, edit_audit, flat_values, requires_run
 from ki.api.errors import ApiError, error_responses
 from ki.api.preview import rerun_preview
 from ki.api.schemas import ConfigOut, ConfigSaved, ConfigUpdate, RerunPreview
 from ki.api.scopes import READ_PIPELINE, WRITE_PIPELINE
 from ki.api.state import ServerState, server_state
 from ki.config.edits import apply_config_changes
-from ki.store import audit
 
 router = APIRouter(prefix="/api", tags=["configuration"])
 
@@ -54,17 +54,14 @@ def put_config(body: ConfigUpdate, state: ServerState = Depends(server_state),
     expected = _version(body, if_match)
     before = flat_values(state.config())
     checked, version = apply_config_changes(state.ctx.settings.data_dir, body.changes, expected_version=expected,
-                                            dry_run=dry_run)
+                                            dry_run=dry_run,
+                                            audit=edit_audit(state.ctx.db.engine, identity.name, list(body.changes)))
     after = flat_values(checked)
     changed = [k for k in body.changes if before.get(k) != after.get(k)]
     reasons = list(dict.fromkeys(r for k in changed if (r := requires_run(k, before.get(k), after.get(k)))))
     if not dry_run:
         state.config()  # reload now: the next status read shows the new enabled set
         state.buckets.invalidate()
-        with state.ctx.db.engine.begin() as conn:
-            audit.record_audit(conn, actor=identity.name, action="config_update", details={
-                "changes": {k: {"from": before.get(k), "to": after.get(k)} for k in changed},
-                "version": version, "requires_run": bool(reasons)})
     return ConfigSaved(version=version, changed=changed, requires_run=bool(reasons), reasons=reasons, dry_run=dry_run)
 
 

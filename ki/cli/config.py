@@ -1,7 +1,8 @@
 """``ki config show|set|unset``: the effective configuration and edits of the saved file.
 
 Edits go through :func:`ki.config.edits.apply_config_changes` (validated as a whole, nothing written on
-an error, each field's messages without pydantic's links). Whether an edit needs a run, and why, is the
+an error, each field's messages without pydantic's links) and are audited with ``cli:<OS user>`` as the
+actor, together with the file (:mod:`ki.config.journal`). Whether an edit needs a run, and why, is the
 console's rule (:func:`ki.api.config_view.requires_run`); which fields are secret is the console's
 too (:func:`ki.api.config_view.is_secret`) — one rule for both surfaces.
 """
@@ -75,6 +76,25 @@ def _data_dir() -> Path:
     return data_dir
 
 
+def cli_actor() -> str:
+    """The audit actor of an edit from the command line: ``cli:<the OS user>``."""
+    import getpass
+
+    try:
+        return f"cli:{getpass.getuser()}"
+    except (KeyError, OSError):  # no passwd entry for the uid (a container)
+        import os
+
+        return f"cli:uid{os.getuid()}"
+
+
+def _audit(keys: list[str]) -> Any:
+    """The edit's audit (:func:`ki.api.config_view.edit_audit`) on ki's database, as :func:`cli_actor`."""
+    from ki.api.config_view import edit_audit
+
+    return edit_audit(open_context().db.engine, cli_actor(), keys)
+
+
 def _coerced(value: str) -> Any:
     try:
         return json.loads(value)
@@ -136,14 +156,15 @@ def config_set(key: str = typer.Argument(..., help="dotted field, e.g. pipeline.
     data_dir = _data_dir()
     old = flat_values(load_config(data_dir)).get(key)
     new = _coerced(value)
+    audit = _audit([key])
     try:
         try:
-            checked, _ = apply_config_changes(data_dir, {key: new}, expected_version=None)
+            checked, _ = apply_config_changes(data_dir, {key: new}, expected_version=None, audit=audit)
         except ConfigValidationError:
             if new == value:
                 raise
             new = value  # "2" meant as text (a rerun token, a firm name): try the string
-            checked, _ = apply_config_changes(data_dir, {key: new}, expected_version=None)
+            checked, _ = apply_config_changes(data_dir, {key: new}, expected_version=None, audit=audit)
     except ConfigurationError as exc:
         raise _refuse(exc) from exc
     out.print(f"{shown(key)} = {'***' if is_secret(key) else shown(json.dumps(new, ensure_ascii=False))}",
@@ -161,7 +182,7 @@ def config_unset(key: str = typer.Argument(..., help="dotted field, e.g. firm.na
     data_dir = _data_dir()
     old = flat_values(load_config(data_dir)).get(key)
     try:
-        removed = unset_config_value(data_dir, key)
+        removed = unset_config_value(data_dir, key, audit=_audit([key]))
     except ConfigurationError as exc:
         raise _refuse(exc) from exc
     if not removed:

@@ -9,9 +9,9 @@ A field pinned by the environment refuses edits (:class:`ki.errors.EnvPinnedErro
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import BaseModel, Field, field_validator
+from pydantic import BaseModel, Field, field_validator, model_validator
 
 from ki.taxonomies import CLAIM_LANES, DEFAULT_LANE_WEIGHTS, MODEL_STAGES, PIPELINE_STAGE_ORDER
 
@@ -37,9 +37,9 @@ class StageConfig(BaseModel):
     """
 
     enabled: bool = True
-    model: str | None = None  # default: $KI_LLM_MODEL
+    model: str | None = Field(default=None, max_length=200)  # default: $KI_LLM_MODEL
     max_attempts: int = Field(default=3, ge=1, le=20)
-    rerun_token: str = ""
+    rerun_token: str = Field(default="", max_length=100)
     #: the lifecycle deadline of one attempt (s): past it the claim is no longer renewed, the handler is
     #: abandoned and the row fails with ``StageTimeout`` (ki.orchestration.heartbeat). None: the stage's
     #: default (:data:`STAGE_TIMEOUT_DEFAULTS`).
@@ -75,7 +75,7 @@ class OcrConfig(BaseModel):
 
     enabled: bool = True
     max_pages: int = Field(default=200, ge=1, le=10_000)
-    language: str = "de+en"
+    language: str = Field(default="de+en", max_length=50)
     page_timeout_seconds: float = Field(default=60, gt=0)
     document_timeout_seconds: float = Field(default=600, gt=0)
     prefer_docling: bool = True
@@ -178,7 +178,7 @@ class PipelineConfig(BaseModel):
     #: depend on processing order. Unset (the default) keeps the production claim order.
     claim_order_seed: int | None = None
     #: A JSON ontology replacing the shipped one (shaped like truth.json's ``ontology``; ki.ontology.load).
-    ontology_file: str | None = None
+    ontology_file: str | None = Field(default=None, max_length=4096)
     ocr: OcrConfig = Field(default_factory=OcrConfig)
     convert: ConvertConfig = Field(default_factory=ConvertConfig)
     text_window: TextWindowConfig = Field(default_factory=TextWindowConfig)
@@ -221,6 +221,10 @@ class PipelineConfig(BaseModel):
         return f"{code}+{token}" if token else code
 
 
+#: Bounds of the firm's names and reference patterns (characters, entries).
+MAX_NAME_CHARS, MAX_ALIASES, MAX_PATTERN_CHARS, MAX_PATTERNS = 200, 200, 200, 50
+
+
 class FirmConfig(BaseModel):
     """``firm.*``: whose appliance this is, and how it writes its matter references and dates.
 
@@ -231,9 +235,11 @@ class FirmConfig(BaseModel):
     05/07/2022 = 5 July, ``mdy`` = May 7); None: from the document's language (``mdy`` nowhere by default).
     """
 
-    name: str = ""
-    aliases: list[str] = Field(default_factory=list)
-    matter_reference_patterns: list[str] = Field(default_factory=list, validate_default=True)
+    name: str = Field(default="", max_length=MAX_NAME_CHARS)
+    aliases: list[Annotated[str, Field(max_length=MAX_NAME_CHARS)]] = Field(default_factory=list,
+                                                                             max_length=MAX_ALIASES)
+    matter_reference_patterns: list[Annotated[str, Field(max_length=MAX_PATTERN_CHARS)]] = Field(
+        default_factory=list, max_length=MAX_PATTERNS, validate_default=True)
     date_order: Literal["dmy", "mdy"] | None = None
 
     @field_validator("matter_reference_patterns")
@@ -266,7 +272,7 @@ class RetrievalConfig(BaseModel):
 
     chunk_chars: int = Field(default=2000, ge=200, le=100_000)
     chunk_overlap_chars: int = Field(default=200, ge=0, le=10_000)
-    embedding_model: str | None = None
+    embedding_model: str | None = Field(default=None, max_length=200)
     embedding_context_header: bool = True
     embedding_batch_size: int = Field(default=16, ge=1, le=2048)
     large_document_passages: int = Field(default=2000, ge=1, le=10_000_000)
@@ -282,17 +288,49 @@ class RetrievalConfig(BaseModel):
         return value
 
 
+#: Host names of cloud metadata services (their addresses are link-local or listed in _METADATA_ADDRESSES).
+_METADATA_HOSTS = frozenset({"metadata", "metadata.google.internal", "instance-data", "instance-data.ec2.internal",
+                             "metadata.azure.com"})
+_METADATA_ADDRESSES = frozenset({"100.100.100.200", "fd00:ec2::254"})
+
+
+def link_local_host(url: str) -> bool:
+    """Whether ``url``'s host is a link-local address (IPv4 169.254.0.0/16 in any spelling ``inet_aton``
+    accepts, IPv6 fe80::/10, IPv4-mapped forms) or a known cloud-metadata name or address. No DNS lookup."""
+    import ipaddress
+    import socket
+    from urllib.parse import urlsplit
+
+    host = (urlsplit(url).hostname or "").rstrip(".").lower()
+    if host in _METADATA_HOSTS:
+        return True
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        try:
+            address = ipaddress.ip_address(socket.inet_aton(host))  # 2852039166, 0xa9fea9fe, 169.254.43518
+        except (OSError, ValueError):
+            return False
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped:
+        address = address.ipv4_mapped
+    return address.is_link_local or str(address) in _METADATA_ADDRESSES
+
+
 class ComponentsConfig(BaseModel):
     """``components.*``: which outside parts to use."""
 
     orchestrator_provider: str = "local"
-    docling_url: str | None = None
-    docling_api_key: str | None = None
+    docling_url: str | None = Field(default=None, max_length=2048)
+    docling_api_key: str | None = Field(default=None, max_length=1000)
     docling_document_timeout_seconds: float = Field(default=240, gt=0)
     docling_client_timeout_seconds: float = Field(default=270, gt=0)
-    opensearch_url: str | None = None
+    opensearch_url: str | None = Field(default=None, max_length=2048)
     #: The LibreOffice ``soffice`` command or path that converts legacy Office files; empty: none.
-    libreoffice: str = "soffice"
+    libreoffice: str = Field(default="soffice", max_length=4096)
+    #: Allow component URLs on link-local or cloud-metadata addresses (169.254.0.0/16, fe80::/10,
+    #: metadata.google.internal …); off: such a URL is refused, so a configuration edit cannot point
+    #: ki's requests (with their API key) at the host's metadata service.
+    allow_link_local_urls: bool = False
 
     @field_validator("docling_url", "opensearch_url")
     @classmethod
@@ -310,6 +348,17 @@ class ComponentsConfig(BaseModel):
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise ValueError(f"{value!r} is not an http:// or https:// URL with a host")
         return value
+
+    @model_validator(mode="after")
+    def _no_metadata_address(self) -> ComponentsConfig:
+        if self.allow_link_local_urls:
+            return self
+        for name in ("docling_url", "opensearch_url"):
+            value = getattr(self, name)
+            if value and link_local_host(value):
+                raise ValueError(f"components.{name} {value!r} is a link-local or cloud-metadata address; set "
+                                 "components.allow_link_local_urls to true to use it deliberately")
+        return self
 
     @field_validator("orchestrator_provider")
     @classmethod

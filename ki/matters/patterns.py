@@ -76,6 +76,9 @@ def template_regex(template: str) -> str:
             re.compile(t[3:])
         except re.error as exc:
             raise PatternError(f"matter reference pattern {template!r}: {exc}") from exc
+        if nested_quantifier(t[3:]):
+            raise PatternError(f"matter reference pattern {template!r} repeats a repeated part (like (a+)+): "
+                               "it can take exponential time on some texts; repeat the part once (a+)")
         return f"(?:{t[3:]})"
     out, i = [], 0
     while i < len(t):
@@ -88,6 +91,43 @@ def template_regex(template: str) -> str:
             out.append(re.escape(t[i]))
             i += 1
     return "".join(out)
+
+
+def nested_quantifier(expression: str) -> bool:
+    """Whether a (compiling) regular expression repeats a part holding a variable repeat — ``(a+)+``,
+    ``(\\d{1,3}-)*``, ``(\\d{2,})+`` —, the shape of catastrophic backtracking. A fixed count
+    (``(\\d{2}-)+``), a possessive repeat or an atomic group inside is not flagged."""
+    from re import _constants as c  # the stdlib's own parser of the expression
+    from re import _parser
+
+    repeats = (c.MAX_REPEAT, c.MIN_REPEAT)
+
+    def repeats_inside(items) -> bool:  # noqa: ANN001 - sre parse items
+        for op, arg in items:
+            if op in repeats and arg[1] > 1 and arg[0] != arg[1]:  # a variable repeat ({2} is fixed)
+                return True
+            if op == c.SUBPATTERN and repeats_inside(arg[3]):
+                return True
+            if op == c.BRANCH and any(repeats_inside(b) for b in arg[1]):
+                return True
+        return False
+
+    def walk(items) -> bool:  # noqa: ANN001
+        for op, arg in items:
+            if op in repeats:
+                if arg[1] > 1 and repeats_inside(arg[2]):
+                    return True
+                if walk(arg[2]):
+                    return True
+            elif op == c.SUBPATTERN and walk(arg[3]):
+                return True
+            elif op == c.BRANCH and any(walk(b) for b in arg[1]):
+                return True
+            elif op in (c.ATOMIC_GROUP, c.POSSESSIVE_REPEAT):
+                continue
+        return False
+
+    return walk(_parser.parse(expression))
 
 
 def is_bare(template: str) -> bool:

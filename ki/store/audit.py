@@ -49,3 +49,9 @@ def recent_audit(conn: Connection, *, limit: int = 50, offset: int = 0, action: 
     rows = conn.execute(text(f"""SELECT id, at, actor, action, source_object_id, details FROM audit_log {where}
                                  ORDER BY at DESC, id DESC LIMIT :limit OFFSET :offset"""), params).fetchall()
     return [AuditEntry.model_validate(dict(r._mapping)) for r in rows], total
+
+
+def has_entry(conn: Connection, *, action: str, edit_id: str) -> bool:
+    """Whether an ``action`` row whose details carry ``edit_id`` exists (a replayed write-ahead record)."""
+    return conn.execute(text("SELECT 1 FROM audit_log WHERE action = :action AND details->>'edit_id' = :edit_id "
+                             "LIMIT 1"), {"action": action, "edit_id": edit_id}).first() is not None
