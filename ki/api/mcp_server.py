@@ -139,19 +139,21 @@ def build_server(state: ServerState, *, allowed_hosts: list[str]) -> FastMCP:
         """Work items (one per document and stage), newest first. status is the work-queue status (failed =
         quarantined, runnable = waiting to run or awaiting a retry); bucket is ki's console bucket. Pass the
         returned next_cursor as cursor for the next page. Needs read:work_item."""
-        _identity(state, ctx, READ_WORK_ITEM)
+        identity = _identity(state, ctx, READ_WORK_ITEM)
         flt = _filter(status=status, bucket=bucket, kind=kind, reason=reason, error_class=error_class,
                       signature=signature, infrastructure=infrastructure, path_prefix=path_prefix, run_id=run_id,
                       since=since, until=until)
-        page = await _in_thread(lambda: service.list_page(state.ctx, flt, limit=limit, cursor=cursor))
+        page = await _in_thread(lambda: service.list_page(state.ctx, flt, limit=limit, cursor=cursor,
+                                                          principal=identity.principal))
         return page.model_dump(mode="json")
 
     @mcp.tool(annotations=READ_ONLY)
     async def get_work_item(ctx: Context, id: ItemId) -> dict:  # noqa: A002 - the spec's argument name
         """One work item ({"id": "work_item:<uuid>"}) with its whole attempt history. Needs read:work_item."""
-        _identity(state, ctx, READ_WORK_ITEM)
+        identity = _identity(state, ctx, READ_WORK_ITEM)
         wid = _id(id)
-        return (await _in_thread(lambda: service.detail(state.ctx, wid))).model_dump(mode="json")
+        return (await _in_thread(lambda: service.detail(state.ctx, wid, principal=identity.principal))
+                ).model_dump(mode="json")
 
     @mcp.tool(annotations=READ_ONLY)
     async def list_failure_groups(ctx: Context, kind: Kind | None = None, reason: Text | None = None,
@@ -160,10 +162,11 @@ def build_server(state: ServerState, *, allowed_hosts: list[str]) -> FastMCP:
                                   until: datetime | None = None, limit: GroupLimit = 100) -> dict:
         """Failing work items grouped by (stage, error signature): count, first/last seen, outage or not,
         three sample paths and one message. Needs read:work_item."""
-        _identity(state, ctx, READ_WORK_ITEM)
+        identity = _identity(state, ctx, READ_WORK_ITEM)
         flt = _filter(kind=kind, reason=reason, error_class=error_class, infrastructure=infrastructure,
                       path_prefix=path_prefix, since=since, until=until)
-        return (await _in_thread(lambda: service.groups(state.ctx, flt, limit=limit))).model_dump(mode="json")
+        return (await _in_thread(lambda: service.groups(state.ctx, flt, limit=limit, principal=identity.principal))
+                ).model_dump(mode="json")
 
     async def _launch() -> None:
         from ki.api.routes_pipeline import launch_run
@@ -199,7 +202,8 @@ def build_server(state: ServerState, *, allowed_hosts: list[str]) -> FastMCP:
                       since=since, until=until)
         if dry_run:
             preview = await _in_thread(lambda: actions.preview_bulk(state.ctx, "retry", flt, actor=identity.name,
-                                                                    limit=limit, all_items=all))
+                                                                    limit=limit, all_items=all,
+                                                                    principal=identity.principal))
             return preview.model_dump(mode="json")
         result = await _in_thread(lambda: actions.run_bulk(state.ctx, "retry", flt, actor=identity.name,
                                                            token=confirmation_token, limit=limit,

@@ -86,8 +86,8 @@ def console_page(request: Request) -> Response:
         "config": get_config(state=state, _=identity).model_dump(mode="json"),
         "runs": get_runs(state=state, _=identity, kind=list(PAGE_RUN_KINDS), status=None, limit=10,
                          offset=0).model_dump(mode="json"),
-        "quarantine": list_quarantine(state=state, _=identity, stage=None, reason=None, error_class=None, limit=25,
-                                      offset=0).model_dump(mode="json"),
+        "quarantine": list_quarantine(state=state, identity=identity, stage=None, reason=None, error_class=None,
+                                      limit=25, offset=0).model_dump(mode="json"),
         "identity": {"name": identity.name, "can_write": identity.allows(WRITE_PIPELINE)},
     }
     return templates.TemplateResponse(request, "console.html", {"initial": initial, "identity": identity})

@@ -13,6 +13,7 @@ from typing import Literal
 
 from fastapi import APIRouter, Depends, Path, Query
 
+from ki.access.visibility import split_visible, visible_objects
 from ki.api.auth import Identity, require_scope
 from ki.api.errors import ApiError, error_responses
 from ki.api.routes_pipeline import launch_run
@@ -33,30 +34,36 @@ DETERMINISTIC_WARNING = ("the original failure was deterministic: the file will 
 
 
 @router.get("/quarantine", response_model=QuarantinePage, responses=error_responses(401, 403))
-def list_quarantine(state: ServerState = Depends(server_state), _: Identity = Depends(require_scope(READ_PIPELINE)),
+def list_quarantine(state: ServerState = Depends(server_state),
+                    identity: Identity = Depends(require_scope(READ_PIPELINE)),
                     stage: StageId | None = None,
                     reason: str | None = Query(None, max_length=200, description="e.g. corrupt, needs_ocr"),
                     error_class: str | None = Query(None, max_length=200, description="e.g. UnsupportedDocument"),
                     limit: int = Query(50, ge=1, le=500), offset: int = Query(0, ge=0, le=10_000_000)
                     ) -> QuarantinePage:
-    """Quarantined rows, newest first (filters: stage, reason, error class; paged), with filter facets."""
+    """Quarantined rows, newest first (filters: stage, reason, error class; paged), with filter facets; a
+    token with a principal gets only rows of files it may see (``hidden`` counts the rest of the page)."""
     with state.ctx.db.engine.connect() as conn:
         rows, total = quarantine_page(conn, stage=stage, reason=reason, error_class=error_class, limit=limit,
                                       offset=offset)
         facets = quarantine_facets(conn)
+    rows, hidden = split_visible(state.ctx.db.engine, identity.principal, rows, lambda r: r.source_object_id)
     items = [QuarantineItem(source_object_id=r.source_object_id, path=r.path, stage=r.stage,
                             name=STAGE_CONSOLE_NAMES.get(r.stage, r.stage), attempts=r.attempts, error=r.error,
                             deterministic=bool(r.error.get("deterministic")), updated_at=r.updated_at) for r in rows]
-    return QuarantinePage(items=items, total=total, limit=limit, offset=offset, facets=facets)
+    return QuarantinePage(items=items, total=total, limit=limit, offset=offset, facets=facets, hidden=hidden)
 
 
 @router.get("/quarantine/{source_object_id}", response_model=QuarantineDetail, responses=error_responses(401, 403, 404))
 def quarantine_detail(source_object_id: int = ObjectId, state: ServerState = Depends(server_state),
-                      _: Identity = Depends(require_scope(READ_PIPELINE))) -> QuarantineDetail:
-    """An object's stage rows with the whole error object of each (traceback tail included)."""
+                      identity: Identity = Depends(require_scope(READ_PIPELINE))) -> QuarantineDetail:
+    """An object's stage rows with the whole error object of each (traceback tail included); 404 for an
+    object the token's principal may not see."""
     config = state.config()
     with state.ctx.db.engine.connect() as conn:
         path, rows = object_rows(conn, source_object_id)
+    if path is not None and not visible_objects(state.ctx.db.engine, identity.principal, [source_object_id]):
+        path = None
     if path is None:
         raise ApiError(404, "not_found", f"no source object has id {source_object_id}")
     order = {s: i for i, s in enumerate(PIPELINE_STAGE_ORDER)}
@@ -79,6 +86,8 @@ def retry(source_object_id: int = ObjectId, stage: StageId | None = Query(
     """Release the object's earliest quarantined stage, invalidate downstream, audit it, start a run."""
     with state.ctx.db.engine.connect() as conn:
         path, _rows = object_rows(conn, source_object_id)
+    if path is not None and not visible_objects(state.ctx.db.engine, identity.principal, [source_object_id]):
+        path = None
     if path is None:
         raise ApiError(404, "not_found", f"no source object has id {source_object_id}")
     state.config()

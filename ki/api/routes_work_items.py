@@ -74,11 +74,12 @@ def _work_item_id(value: str):  # noqa: ANN202 - uuid.UUID
 @router.get("", response_model=WorkItemPage, responses=error_responses(401, 403, 422))
 def list_items(flt: WorkItemFilter = Depends(work_item_filter), limit: int = Query(50, ge=1, le=service.MAX_PAGE),
                cursor: str | None = Query(None, max_length=200), state: ServerState = Depends(server_state),
-               _: Identity = Depends(require_scope(READ_WORK_ITEM))) -> WorkItemPage:
-    """Work items matching the filter, newest first; pass ``next_cursor`` back as ``cursor`` for the next page."""
+               identity: Identity = Depends(require_scope(READ_WORK_ITEM))) -> WorkItemPage:
+    """Work items matching the filter, newest first; pass ``next_cursor`` back as ``cursor`` for the next page.
+    A token with a principal sees only the items of files that principal may see (``hidden`` counts the rest)."""
     state.config()
     try:
-        return service.list_page(state.ctx, flt, limit=limit, cursor=cursor)
+        return service.list_page(state.ctx, flt, limit=limit, cursor=cursor, principal=identity.principal)
     except ValueError as exc:
         raise ApiError(422, "invalid_cursor", str(exc)) from exc
 
@@ -86,9 +87,10 @@ def list_items(flt: WorkItemFilter = Depends(work_item_filter), limit: int = Que
 @router.get("/groups", response_model=FailureGroups, responses=error_responses(401, 403, 422))
 def list_groups(flt: WorkItemFilter = Depends(work_item_filter), limit: int = Query(100, ge=1, le=1000),
                 state: ServerState = Depends(server_state),
-                _: Identity = Depends(require_scope(READ_WORK_ITEM))) -> FailureGroups:
-    """Failing items (awaiting a retry or quarantined) per (stage, error signature), largest group first."""
-    return service.groups(state.ctx, flt, limit=limit)
+                identity: Identity = Depends(require_scope(READ_WORK_ITEM))) -> FailureGroups:
+    """Failing items (awaiting a retry or quarantined) per (stage, error signature), largest group first
+    (a token with a principal gets only sample paths and messages of files it may see)."""
+    return service.groups(state.ctx, flt, limit=limit, principal=identity.principal)
 
 
 def _bulk(action: actions.Action, body: BulkRequest, flt: WorkItemFilter, state: ServerState,
@@ -96,7 +98,7 @@ def _bulk(action: actions.Action, body: BulkRequest, flt: WorkItemFilter, state:
     try:
         if body.dry_run:
             return actions.preview_bulk(state.ctx, action, flt, actor=identity.name, limit=body.limit,
-                                        all_items=body.all)
+                                        all_items=body.all, principal=identity.principal)
         result = actions.run_bulk(state.ctx, action, flt, actor=identity.name, token=body.confirmation_token,
                                   limit=body.limit, all_items=body.all)
     except WorkItemRefused as exc:
@@ -126,11 +128,12 @@ def cancel_many(body: BulkRequest, flt: WorkItemFilter = Depends(work_item_filte
 
 @router.get("/{work_item_id}", response_model=WorkItemDetail, responses=error_responses(401, 403, 404))
 def get_item(work_item_id: str, state: ServerState = Depends(server_state),
-             _: Identity = Depends(require_scope(READ_WORK_ITEM))) -> WorkItemDetail:
-    """One work item with its whole attempt history (a retry never erases a failure)."""
+             identity: Identity = Depends(require_scope(READ_WORK_ITEM))) -> WorkItemDetail:
+    """One work item with its whole attempt history (a retry never erases a failure); 404 for an item of a
+    file the token's principal may not see."""
     state.config()
     try:
-        return service.detail(state.ctx, _work_item_id(work_item_id))
+        return service.detail(state.ctx, _work_item_id(work_item_id), principal=identity.principal)
     except WorkItemRefused as exc:
         raise refused(exc) from exc
 

@@ -346,6 +346,7 @@ class QuarantinePage(BaseModel):
     limit: int
     offset: int
     facets: dict[str, dict[str, int]]
+    hidden: int = Field(0, description="rows of this page left out: the token's principal may not see them")
 
 
 class StageRowOut(BaseModel):

@@ -57,6 +57,7 @@ class WorkItemPage(BaseModel):
     items: list[WorkItem]
     next_cursor: str | None
     limit: int
+    hidden: int = Field(0, description="items of this page left out: the token's principal may not see them")
 
 
 class FailureGroups(BaseModel):

@@ -160,11 +160,14 @@ def config_set(key: str = typer.Argument(..., help="dotted field, e.g. pipeline.
     try:
         try:
             checked, _ = apply_config_changes(data_dir, {key: new}, expected_version=None, audit=audit)
-        except ConfigValidationError:
+        except ConfigValidationError as first:
             if new == value:
                 raise
-            new = value  # "2" meant as text (a rerun token, a firm name): try the string
-            checked, _ = apply_config_changes(data_dir, {key: new}, expected_version=None, audit=audit)
+            try:  # "2" meant as text (a rerun token, a firm name): try the string
+                checked, _ = apply_config_changes(data_dir, {key: value}, expected_version=None, audit=audit)
+            except ConfigValidationError:
+                raise first from None  # the value as JSON was meant: its refusal is the one to show
+            new = value
     except ConfigurationError as exc:
         raise _refuse(exc) from exc
     out.print(f"{shown(key)} = {'***' if is_secret(key) else shown(json.dumps(new, ensure_ascii=False))}",

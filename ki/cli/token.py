@@ -25,7 +25,9 @@ def _engine():
 def create(
     name: str = typer.Option(..., "--name", help="who holds it (the audit log's actor)"),
     scope: list[str] = typer.Option(..., "--scope", help=f"repeat for several: {', '.join(SCOPES)}"),
-    principal: str = typer.Option(None, "--principal", help="the principal permission-filtered search runs as"),
+    principal: str = typer.Option(None, "--principal", help="the principal permission-filtered search runs as; "
+                                  "it also limits the names the token sees in work items and quarantine. "
+                                  "Without one the token is an operator token (every name)"),
     as_json: bool = typer.Option(False, "--json", help='print {"id": ..., "token": "..."}'),
 ) -> None:
     """Make a token and print it once (it is stored only as a hash)."""
@@ -37,12 +39,16 @@ def create(
         console.print(f"[red]refused:[/] {shown(exc)}", highlight=False)
         raise typer.Exit(2) from exc
     if as_json:
-        sys.stdout.write(json.dumps({"id": row.id, "token": token}) + "\n")
+        sys.stdout.write(json.dumps({"id": row.id, "token": token, "operator": row.principal is None}) + "\n")
         return
     out.print(token, markup=False, highlight=False)
     console.print(f"token {row.id} '{shown(row.name)}' with {', '.join(row.scopes)}"
                   + (f" as {row.principal}" if row.principal else "")
                   + ": copy it now, it is not shown again")
+    if row.principal is None:
+        console.print("this is an operator token: it has no principal, so it sees every file's name in work items, "
+                      "failure groups and quarantine (and cannot search); give --principal to limit it to what "
+                      "that principal may see", highlight=False)
 
 
 @group.command("list")

@@ -46,11 +46,14 @@ class ItemActionResult(BaseModel):
     status: str
     invalidated_stages: list[str] = []
     previous_error: dict[str, Any] | None = None
+    #: (retry) the stage released: this one, or an earlier stage of the file that was not done.
+    released_stage: str | None = None
     message: str
 
 
 class BulkPreview(BaseModel):
-    """A dry run: ``count`` items match and are eligible; ``sample`` paths; the token for the real call."""
+    """A dry run: ``count`` items match and are eligible; ``sample`` paths (``hidden_samples``: left out,
+    the caller's principal may not see them); the token for the real call."""
 
     action: Action
     filter: dict[str, Any]
@@ -58,6 +61,7 @@ class BulkPreview(BaseModel):
     limit: int
     sample: list[str]
     confirmation_token: str
+    hidden_samples: int = 0
 
 
 class BulkResult(BaseModel):
@@ -96,23 +100,38 @@ def retry_work_item(ctx: PipelineContext, work_item_id: uuid.UUID, *, actor: str
     """Reset a failed, quarantined or cancelled item to runnable (fresh budget, error cleared from the row and
     kept in the history, downstream invalidated), audit it. The caller launches a run.
 
-    Raises: WorkItemRefused ``not_found``, ``running``, ``not_retryable``."""
+    A stage runs only after its predecessors: when an earlier stage of the file is failed, quarantined or
+    cancelled, that earlier stage is released instead (and this one waits for it), as the quarantine
+    retry does; the answer's ``kind`` and message name the stage released.
+
+    Raises: WorkItemRefused ``not_found``, ``running``, ``not_retryable`` (also while an earlier stage of
+    the file is still queued or running: the item runs after it anyway)."""
     with ctx.db.engine.begin() as conn:
         row = _item(ctx, conn, work_item_id)
         released = release_rows(conn, [row.row_id], actor=actor)
-        mine = [r for r in released if r.row_id == row.row_id]
+        mine = [r for r in released if r.source_object_id == row.source_object_id]
         if not mine:
+            if row.stored_status in ("failed", "quarantined") or row.status == "cancelled":
+                raise WorkItemRefused("not_retryable", f"work_item:{work_item_id} ({row.stage}) waits on an "
+                                                       "earlier stage of its file that is still queued or running")
             raise WorkItemRefused("not_retryable", f"work_item:{work_item_id} is {row.status} (bucket "
                                                    f"{row.bucket}): only failed or cancelled items are retried")
         previous = mine[0].previous_error
         reset_provider_cooldowns([previous])
         record_audit(conn, actor=actor, action="work_item_retry", source_object_id=row.source_object_id,
                      details={"id": f"work_item:{work_item_id}", "kind": row.stage, "overruled_error": previous,
+                              "released_stage": mine[0].stage,
                               "invalidated_stages": mine[0].invalidated_stages})
+    earlier = mine[0].stage != row.stage
+    message = "queued for another attempt (a run picks it up; it has not finished)"
+    if earlier:
+        message = (f"the file's earlier stage {mine[0].stage} was not done: it was queued for another attempt "
+                   f"instead, and {row.stage} waits for it (a run picks it up; it has not finished)")
     return ItemActionResult(id=f"work_item:{work_item_id}", kind=row.stage, previous_status=row.status,
-                            status="runnable", invalidated_stages=mine[0].invalidated_stages,
+                            status="waiting" if earlier else "runnable", released_stage=mine[0].stage,
+                            invalidated_stages=mine[0].invalidated_stages,
                             previous_error={k: v for k, v in previous.items() if k != "traceback"},
-                            message="queued for another attempt (a run picks it up; it has not finished)")
+                            message=message)
 
 
 def cancel_work_item(ctx: PipelineContext, work_item_id: uuid.UUID, *, actor: str) -> ItemActionResult:
@@ -145,14 +164,20 @@ def _check_scope(flt: WorkItemFilter, all_items: bool) -> None:
 
 
 def preview_bulk(ctx: PipelineContext, action: Action, flt: WorkItemFilter, *, actor: str,
-                 limit: int = DEFAULT_BULK_LIMIT, all_items: bool = False) -> BulkPreview:
-    """The dry run of a bulk ``action`` (changes nothing). Raises ValueError for a limit out of range,
-    WorkItemRefused ``filter_required`` for an empty filter without ``all_items``."""
+                 limit: int = DEFAULT_BULK_LIMIT, all_items: bool = False, principal: str | None = None
+                 ) -> BulkPreview:
+    """The dry run of a bulk ``action`` (changes nothing); the sample shows only what ``principal`` may
+    see (None: an operator, everything). Raises ValueError for a limit out of range, WorkItemRefused
+    ``filter_required`` for an empty filter without ``all_items``."""
+    from ki.access.visibility import split_visible
+
     _check_limit(limit)
     _check_scope(flt, all_items)
     with ctx.db.engine.connect() as conn:
         count, _ids, sample = select_for_action(conn, flt, action, limit=min(limit, 5))
-    return BulkPreview(action=action, filter=flt.canonical(), count=count, limit=limit, sample=sample,
+    shown, hidden = split_visible(ctx.db.engine, principal, sample, lambda pair: pair[0])
+    return BulkPreview(action=action, filter=flt.canonical(), count=count, limit=limit,
+                       sample=[path for _oid, path in shown], hidden_samples=hidden,
                        confirmation_token=confirmation_token(action, flt, count, limit, actor))
 
 

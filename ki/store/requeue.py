@@ -233,18 +233,27 @@ RETRYABLE_SQL = ("(ps.status IN ('failed', 'quarantined') OR (ps.status = 'skipp
 
 # -- name: release_rows --
 # The one release of the quarantine retry and the work-item retry (spec: "Retry from quarantine"):
-# of the given rows that are retryable, lock them, take per object the earliest stage, reset it to
-# pending with a fresh attempt budget (error cleared from the row; the history keeps it), park every
-# later stage of the object back to waiting, and append a ``retried`` entry to each released row's
-# history. One statement.
+# for each object with a retryable row among the given ones, lock the object's retryable rows, take the
+# earliest stage of them (an earlier failed, quarantined or cancelled stage is released instead of a later
+# one asked for: a stage never runs before its predecessors are done), unless an earlier stage is still
+# pending or running (then nothing of that object is released); reset it to pending with a fresh attempt
+# budget (error cleared from the row; the history keeps it), park every later stage of the object back to
+# waiting, and append a ``retried`` entry to each released row's history. One statement.
 RELEASE_ROWS_SQL = text(f"""
-WITH locked AS (
-    SELECT ps.id, ps.source_object_id, ps.stage, ps.attempts, ps.last_error FROM processing_state ps
+WITH asked AS (
+    SELECT DISTINCT ps.source_object_id FROM processing_state ps
     WHERE ps.id = ANY(CAST(:ids AS bigint[])) AND {RETRYABLE_SQL}
+), locked AS (
+    SELECT ps.id, ps.source_object_id, ps.stage, ps.attempts, ps.last_error FROM processing_state ps
+    WHERE ps.source_object_id IN (SELECT source_object_id FROM asked) AND {RETRYABLE_SQL}
     FOR UPDATE
-), picked AS (
+), earliest AS (
     SELECT DISTINCT ON (source_object_id) *, array_position(CAST(:order AS text[]), stage) AS pos
     FROM locked ORDER BY source_object_id, array_position(CAST(:order AS text[]), stage)
+), picked AS (
+    SELECT e.* FROM earliest e WHERE NOT EXISTS (
+        SELECT 1 FROM processing_state b WHERE b.source_object_id = e.source_object_id
+          AND array_position(CAST(:order AS text[]), b.stage) < e.pos AND b.status IN ('pending', 'running'))
 ), acted AS (
     UPDATE processing_state ps SET status = 'pending', attempts = 0, last_error = NULL, next_retry_at = NULL,
         claim_token = NULL, claimed_by = NULL, heartbeat_at = NULL, lane = :lane, updated_at = now()
@@ -262,8 +271,10 @@ SELECT id, source_object_id, stage, last_error FROM picked ORDER BY id
 
 
 def release_rows(conn: Connection, row_ids: list[int], *, actor: str) -> list[Released]:
-    """Release the retryable rows among ``row_ids`` (see the statement above); returns what was released,
-    by row id. Rows that are not retryable (running, done, waiting...) are left alone.
+    """Release, per object of the retryable rows among ``row_ids``, its earliest retryable stage (see the
+    statement above: possibly an earlier stage than the one given); returns what was released, by row id.
+    Rows that are not retryable (running, done, waiting...) are left alone, and so is an object whose
+    earlier stage is still pending or running.
 
     Spec: insertion-pipeline.md "Retry from quarantine"; issue 18 item 4."""
     if not row_ids:

@@ -131,3 +131,12 @@ def missing_streaks(conn: Connection, source_id: int) -> dict[int, int]:
     (DESIGN.md "Deletion confirmations"; a file is tombstoned when its streak reaches
     ``pipeline.deletion_confirmations``). Highest streak first; empty when nothing is missing."""
     return {int(r.streak): int(r.n) for r in conn.execute(MISSING_STREAKS_SQL, {"sid": source_id})}
+
+
+def object_sources(conn: Connection, object_ids: list[int]) -> dict[int, int]:
+    """Source object id → its source's id, for the ids that exist."""
+    if not object_ids:
+        return {}
+    rows = conn.execute(text("SELECT id, source_id FROM source_object WHERE id = ANY(CAST(:ids AS bigint[]))"),
+                        {"ids": sorted(set(object_ids))}).fetchall()
+    return {int(r.id): int(r.source_id) for r in rows}

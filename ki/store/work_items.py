@@ -244,6 +244,10 @@ class FailureGroup:
     reason: str | None
     sample_paths: list[str]
     message: str | None
+    #: The source objects of ``sample_paths`` (the first is the newest row's: the one ``message`` is of).
+    sample_object_ids: list[int] = field(default_factory=list)
+    #: Samples left out because the caller's principal may not see them (their paths are never shown).
+    hidden_samples: int = 0
 
 
 def failure_groups(conn: Connection, flt: WorkItemFilter, *, limit: int = 100) -> list[FailureGroup]:
@@ -280,21 +284,22 @@ def failure_groups(conn: Connection, flt: WorkItemFilter, *, limit: int = 100) -
         first, last = seen.get((r.stage, r.signature), (r.first_row, r.last_row))
         out.append(FailureGroup(r.stage, r.signature, int(r.n), min(first, r.first_row), max(last, r.last_row),
                                 bool(r.infrastructure), r.error_class, r.reason,
-                                [paths[i] for i in r.samples if i in paths], r.message))
+                                [paths[i] for i in r.samples if i in paths], r.message,
+                                [int(i) for i in r.samples if i in paths]))
     return out
 
 
 def select_for_action(conn: Connection, flt: WorkItemFilter, action: str, *, limit: int
-                      ) -> tuple[int, list[int], list[str]]:
+                      ) -> tuple[int, list[int], list[tuple[int, str]]]:
     """What a bulk ``retry``/``cancel`` with ``flt`` would take now: (how many rows match and are eligible,
-    the ids of the first ``limit`` of them (oldest first), up to five of their paths)."""
+    the ids of the first ``limit`` of them (oldest first), up to five of their (source object id, path))."""
     eligible = RETRYABLE_SQL if action == "retry" else CANCELLABLE_SQL
     where, params = flt.where()
     base = f"FROM processing_state ps JOIN source_object so ON so.id = ps.source_object_id WHERE {where} AND {eligible}"
     count = int(conn.execute(text(f"SELECT count(*) {base}"), params).scalar_one())
-    rows = conn.execute(text(f"SELECT ps.id, so.path {base} ORDER BY ps.id LIMIT :limit"),
+    rows = conn.execute(text(f"SELECT ps.id, so.id AS oid, so.path {base} ORDER BY ps.id LIMIT :limit"),
                         {**params, "limit": limit}).fetchall()
-    return count, [int(r.id) for r in rows], [r.path for r in rows[:5]]
+    return count, [int(r.id) for r in rows], [(int(r.oid), r.path) for r in rows[:5]]
 
 
 @dataclass(frozen=True)

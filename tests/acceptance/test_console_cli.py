@@ -35,9 +35,11 @@ def test_token_commands(env):
               "--principal", "group:it", "--json")
     assert made.returncode == 0, made.stderr
     created = json.loads(made.stdout)
-    assert set(created) == {"id", "token"} and created["token"].startswith("ki_")
+    assert set(created) == {"id", "token", "operator"} and created["token"].startswith("ki_")
+    assert created["operator"] is False  # made with --principal
     plain = ki(env, "token", "create", "--name", "reader", "--scope", "read:pipeline")
     assert plain.returncode == 0 and plain.stdout.strip().startswith("ki_") and "not shown again" in plain.stderr
+    assert "operator token" in plain.stderr
     listed = json.loads(ki(env, "token", "list", "--json").stdout)
     assert [t["name"] for t in listed] == ["reader", "ops"]
     ops = listed[1]
