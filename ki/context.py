@@ -112,7 +112,8 @@ class PipelineContext:
         from ki.store.db import connect
 
         settings = settings or ProcessSettings()
-        settings.data_dir.mkdir(parents=True, exist_ok=True)
+        if not settings.data_dir.is_dir():
+            settings.data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)  # private to ki's user
         db = db or connect(settings)
         replay_pending(settings.data_dir, db.engine)  # a configuration edit a killed process left half done
         return cls(

@@ -2,10 +2,11 @@
 
 DESIGN.md "The operator surface is one app"; issue 17 "Server and authentication": every ``/api``
 request needs ``Authorization: Bearer <token>`` (none or an unknown/revoked token → 401, a token
-without the scope → 403). The page logs in with a token and then carries it in an HttpOnly,
-SameSite=Strict cookie (:data:`COOKIE_NAME`); a state-changing request authenticated by that cookie
-must also come from the same origin (``Origin``, else ``Referer``, must match ``Host``) — a bearer
-header cannot be sent by another site's form, a cookie can.
+without the scope → 403). The page logs in with a token and then carries a server-side session id
+(:func:`ki.api.tokens.open_session`: bound to the token, expiring, ended at sign-out and with the
+token) in an HttpOnly, SameSite=Strict cookie (:data:`COOKIE_NAME`); a state-changing request
+authenticated by that cookie must also come from the same origin (``Origin``, else ``Referer``, must
+match ``Host``) — a bearer header cannot be sent by another site's form, a cookie can.
 
 Reusable outside the console routers: :func:`require_scope` is a FastAPI dependency for any router
 mounted on the app (``/v1/``, ``/metrics``); :func:`authorize` takes plain header values, so code
@@ -24,10 +25,10 @@ from fastapi import Request
 from sqlalchemy.engine import Engine
 
 from ki.api.scopes import effective_scopes
-from ki.api.tokens import authenticate
+from ki.api.tokens import authenticate, session_token
 from ki.store.tokens import TokenRow
 
-#: The page's session cookie (holds the token; HttpOnly, SameSite=Strict).
+#: The page's session cookie (a server-side session id bound to the token; HttpOnly, SameSite=Strict).
 COOKIE_NAME = "ki_session"
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 
@@ -109,7 +110,8 @@ def authorize(engine: Engine, *, authorization: str | None, cookie: str | None, 
 
 
 def _live(engine: Engine, token: str, via: str) -> TokenRow | None:
-    return authenticate(engine, token)
+    """The live token of a bearer value, or of a console session id (the cookie)."""
+    return session_token(engine, token) if via == "cookie" else authenticate(engine, token)
 
 
 def authenticated(engine: Engine, authorization: str | None, cookie: str | None) -> bool:

@@ -4,8 +4,9 @@ Spec: insertion-pipeline.md "The console page" (everything on it is driven by th
 The page is one server-rendered template with the first answers of ``/api/status``, ``/api/config``,
 ``/api/runs`` and ``/api/quarantine`` embedded, so it renders without a round trip; ``console.js``
 (plain JavaScript, in the repository: no CDN, no build step) then drives it from the API. Login
-takes a token and keeps it in an HttpOnly, SameSite=Strict cookie (:data:`ki.api.auth.COOKIE_NAME`);
-a login from another origin is refused.
+takes a token and sets an HttpOnly, SameSite=Strict cookie (:data:`ki.api.auth.COOKIE_NAME`) holding a
+server-side session id bound to the token (expiring after ``SESSION_SECONDS``, ended at sign-out and with
+the token); a login from another origin, or without an Origin header, is refused.
 """
 
 from __future__ import annotations
@@ -13,13 +14,14 @@ from __future__ import annotations
 from pathlib import Path
 from urllib.parse import parse_qs
 
+import anyio
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from fastapi.templating import Jinja2Templates
 
 from ki.api.auth import COOKIE_NAME, AuthError, authorize_request, same_origin
 from ki.api.scopes import READ_PIPELINE, WRITE_PIPELINE
-from ki.api.tokens import authenticate
+from ki.api.tokens import SESSION_SECONDS, authenticate, close_session, open_session
 
 router = APIRouter(include_in_schema=False)
 
@@ -42,24 +44,29 @@ def login_form(request: Request, ended: int = 0) -> HTMLResponse:
 async def login(request: Request) -> Response:
     """Check the posted token and set the session cookie; refused from another origin."""
     h = request.headers
-    origin = h.get("origin")
-    if origin and not same_origin(origin, None, h.get("host")):
+    if not same_origin(h.get("origin"), None, h.get("host")):  # no Origin at all is refused like a foreign one
         return _login_page(request, error="Sign-in must come from this page.", status=403)
     form = parse_qs((await request.body()).decode("utf-8", "replace"))
     token = (form.get("token") or [""])[0].strip()
-    row = authenticate(request.app.state.ki.ctx.db.engine, token) if token else None
+    engine = request.app.state.ki.ctx.db.engine
+    row = await anyio.to_thread.run_sync(lambda: authenticate(engine, token)) if token else None
     if row is None:
         return _login_page(request, error="That token is not valid (unknown or revoked). Create one with "
                                           "`ki token create --name NAME --scope read:pipeline`.", status=401)
+    session = await anyio.to_thread.run_sync(lambda: open_session(engine, row))
     response = RedirectResponse("/", status_code=303)
-    response.set_cookie(COOKIE_NAME, token, httponly=True, samesite="strict", secure=request.url.scheme == "https",
-                        path="/")
+    response.set_cookie(COOKIE_NAME, session, httponly=True, samesite="strict", secure=request.url.scheme == "https",
+                        path="/", max_age=SESSION_SECONDS)
     return response
 
 
 @router.post("/logout")
 async def logout(request: Request) -> Response:
-    """Forget the session cookie (the token itself stays valid until revoked)."""
+    """End the session: its id stops working at once (the token itself stays valid until revoked)."""
+    session = request.cookies.get(COOKIE_NAME)
+    if session:
+        engine = request.app.state.ki.ctx.db.engine
+        await anyio.to_thread.run_sync(lambda: close_session(engine, session))
     response = RedirectResponse("/login", status_code=303)
     response.delete_cookie(COOKIE_NAME, path="/", httponly=True, samesite="strict")
     return response

@@ -16,11 +16,14 @@ from typing import Any
 from sqlalchemy.engine import Engine
 
 from ki.api.scopes import check_scope_names
-from ki.store import audit, tokens
+from ki.store import audit, sessions, tokens
 from ki.store.tokens import TokenRow
 
 TOKEN_PREFIX = "ki_"
 PREFIX_CHARS = 10
+#: A console session id (the page's cookie) and how long it lives (seconds).
+SESSION_PREFIX = "kis_"
+SESSION_SECONDS = 8 * 3600
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9 ._@:+-]{0,99}$")
 
 
@@ -81,3 +84,30 @@ def token_json(row: TokenRow) -> dict[str, Any]:
             "principal": row.principal, "created_by": row.created_by, "created_at": row.created_at.isoformat(),
             "last_used_at": row.last_used_at.isoformat() if row.last_used_at else None,
             "revoked_at": row.revoked_at.isoformat() if row.revoked_at else None}
+
+
+def open_session(engine: Engine, row: TokenRow) -> str:
+    """A new console session bound to the live token ``row``; returns the session id for the cookie (only
+    its hash is stored). Ended sessions older than a day are purged on the way."""
+    session = SESSION_PREFIX + secrets.token_urlsafe(32)
+    with engine.begin() as conn:
+        sessions.purge_sessions(conn)
+        sessions.insert_session(conn, session_hash=hash_token(session), token_id=row.id,
+                                lifetime_seconds=SESSION_SECONDS)
+    return session
+
+
+def session_token(engine: Engine, session: str) -> TokenRow | None:
+    """The live token behind a live console session id, or None (unknown, expired, signed out, revoked)."""
+    if not session.startswith(SESSION_PREFIX) or len(session) > 200:
+        return None
+    with engine.begin() as conn:
+        return sessions.live_session_token(conn, hash_token(session))
+
+
+def close_session(engine: Engine, session: str) -> bool:
+    """Sign a console session out (its id stops working at once); False when it was not live."""
+    if not session.startswith(SESSION_PREFIX) or len(session) > 200:
+        return False
+    with engine.begin() as conn:
+        return sessions.revoke_session(conn, hash_token(session))

@@ -10,6 +10,7 @@ Command modules import what they drive inside the command functions, so ``ki --h
 from __future__ import annotations
 
 import importlib
+import os
 import pkgutil
 import sys
 from pathlib import Path
@@ -45,6 +46,7 @@ def _options(
     show_version: bool = typer.Option(False, "--version", callback=_print_version, is_eager=True,
                                       help="Print ki's version and exit."),
 ) -> None:
+    os.umask(0o077)  # what ki writes (search index, configuration, exports) is private to its user
     from ki.observability.tracing import configure_from_env
 
     configure_from_env()  # OpenTelemetry traces when the OTEL_* variables ask for them (off by default)

@@ -186,12 +186,14 @@ class LexicalProjection:
     @contextmanager
     def _locked(self, block: bool, timeout: float) -> Any:
         """Hold ``apply.lock`` (yield True) or not (yield False) after ``timeout`` seconds."""
-        self.directory.mkdir(parents=True, exist_ok=True)
+        if not self.directory.is_dir():
+            self.directory.mkdir(parents=True, exist_ok=True, mode=0o700)
+            self.directory.chmod(0o700)  # the index holds document text: private to ki's user, like the blobs
         deadline = time.monotonic() + timeout
         if not self._thread_lock.acquire(timeout=timeout if block else 0):  # noqa: SIM115
             yield False
             return
-        fd = os.open(self.directory / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
+        fd = os.open(self.directory / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o600)
         try:
             while True:
                 try:
@@ -237,7 +239,7 @@ class LexicalProjection:
             if child.name != LOCK_FILE:
                 shutil.rmtree(child) if child.is_dir() else child.unlink()
         for d in dirs[1:]:
-            d.mkdir()
+            d.mkdir(mode=0o700)
         indexes = tuple(tantivy.Index(self.schema, path=str(d), reuse=False) for d in dirs)
         self._write_state(0)
         return indexes, 0

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from sqlalchemy import CHAR, BigInteger, DateTime, Index, Text, UniqueConstraint, func
+from sqlalchemy import CHAR, BigInteger, DateTime, ForeignKey, Index, Text, UniqueConstraint, func
 from sqlalchemy import text as sa_text
 from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.orm import Mapped, mapped_column
@@ -44,3 +44,22 @@ class ApiToken(Base):
         UniqueConstraint("token_hash", name="uq_api_token_hash"),
         Index("uq_api_token_live_name", "name", unique=True, postgresql_where=sa_text("revoked_at IS NULL")),
     )
+
+
+class ConsoleSession(Base):
+    """One signed-in console page (migration ``0024_console_sessions``; :mod:`ki.store.sessions`).
+
+    Attributes:
+        session_hash: SHA-256 hex of the session id the cookie carries (the id itself is never stored).
+        token_id: the token it signed in with: the session dies when the token is revoked.
+        expires_at: when it ends at the latest; revoked_at: sign-out (None: live).
+    """
+
+    __tablename__ = "console_session"
+    id: Mapped[int] = mapped_column(BigInteger, primary_key=True)
+    session_hash: Mapped[str] = mapped_column(CHAR(64))
+    token_id: Mapped[int] = mapped_column(BigInteger, ForeignKey("api_token.id", ondelete="CASCADE"), index=True)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
+    expires_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    revoked_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    __table_args__ = (UniqueConstraint("session_hash", name="uq_console_session_hash"),)

@@ -107,12 +107,13 @@ def test_page_session_cookie_and_same_origin(console):
     client, tokens, _ = console
     page = client.get("/", follow_redirects=False)
     assert page.status_code == 303 and page.headers["location"] == "/login"
-    bad = client.post("/login", data={"token": "ki_wrong"}, follow_redirects=False)
+    own = {"Origin": "http://testserver"}
+    bad = client.post("/login", data={"token": "ki_wrong"}, headers=own, follow_redirects=False)
     assert bad.status_code == 401 and "not valid" in bad.text
     cross = client.post("/login", data={"token": tokens.values["operator"]}, headers={"Origin": "https://evil.example"},
                         follow_redirects=False)
     assert cross.status_code == 403
-    ok = client.post("/login", data={"token": tokens.values["operator"]}, follow_redirects=False)
+    ok = client.post("/login", data={"token": tokens.values["operator"]}, headers=own, follow_redirects=False)
     assert ok.status_code == 303
     cookie = ok.headers["set-cookie"]
     assert "HttpOnly" in cookie and "SameSite=strict" in cookie.replace("Strict", "strict")
