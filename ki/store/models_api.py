@@ -58,8 +58,9 @@ class ConsoleSession(Base):
     __tablename__ = "console_session"
     id: Mapped[int] = mapped_column(BigInteger, primary_key=True)
     session_hash: Mapped[str] = mapped_column(CHAR(64))
-    token_id: Mapped[int] = mapped_column(BigInteger, ForeignKey("api_token.id", ondelete="CASCADE"), index=True)
+    token_id: Mapped[int] = mapped_column(BigInteger, ForeignKey("api_token.id", ondelete="CASCADE"))
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
     expires_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
     revoked_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
-    __table_args__ = (UniqueConstraint("session_hash", name="uq_console_session_hash"),)
+    __table_args__ = (UniqueConstraint("session_hash", name="uq_console_session_hash"),
+                      Index("ix_console_session_token", "token_id"))
