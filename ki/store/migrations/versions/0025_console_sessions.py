@@ -1,7 +1,7 @@
 """Server-side console sessions: the page's cookie holds a session id, not the API token.
 
-Revision ID: 0024_console_sessions
-Revises: 0023_run_cancel
+Revision ID: 0025_console_sessions
+Revises: 0024_depth_first_claims
 
 README "Console": a sign-in makes a ``console_session`` bound to the token; the cookie carries a random
 session id (only its SHA-256 is stored), which expires, is revoked at sign-out and dies with its token.
@@ -9,8 +9,8 @@ session id (only its SHA-256 is stored), which expires, is revoked at sign-out a
 
 from alembic import op
 
-revision = "0024_console_sessions"
-down_revision = "0023_run_cancel"
+revision = "0025_console_sessions"
+down_revision = "0024_depth_first_claims"
 branch_labels = None
 depends_on = None
 
