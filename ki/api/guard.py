@@ -26,6 +26,8 @@ from urllib.parse import unquote_to_bytes
 import anyio
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from ki.json_strings import strings
+
 #: Deepest JSON nesting accepted (arrays and objects).
 MAX_DEPTH = 32
 #: Body limits in bytes: the configuration edit, an MCP message (large enough that an over-long argument
@@ -67,21 +69,6 @@ def json_depth(raw: bytes) -> int:
     return deepest
 
 
-def _nul_value(value: object) -> bool:
-    stack = [value]
-    while stack:
-        item = stack.pop()
-        if isinstance(item, str):
-            if "\x00" in item:
-                return True
-        elif isinstance(item, dict):
-            stack.extend(item.keys())
-            stack.extend(item.values())
-        elif isinstance(item, list):
-            stack.extend(item)
-    return False
-
-
 def has_nul(raw: bytes) -> bool:
     """A raw NUL byte, or a JSON ``\\u0000`` escape that decodes to one (not an escaped backslash).
     Call it on a body whose :func:`json_depth` is bounded."""
@@ -90,7 +77,7 @@ def has_nul(raw: bytes) -> bool:
     if b"\\u0000" not in raw:
         return False
     try:
-        return _nul_value(json.loads(raw))
+        return any("\x00" in s for s in strings(json.loads(raw)))
     except ValueError:
         return False  # not JSON: the route's own validation answers
 

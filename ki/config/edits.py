@@ -29,6 +29,7 @@ from ki.config.journal import EditAudit, commit, edit_lock, version_of
 from ki.config.loader import _read_saved, config_path, env_pinned_fields
 from ki.config.settings import KiConfig, PipelineConfig, StageConfig
 from ki.errors import ConfigValidationError, EnvPinnedError, StaleConfigVersion
+from ki.json_strings import strings
 
 #: The version of a data directory with no saved configuration file.
 EMPTY_VERSION = "0"
@@ -106,19 +107,11 @@ def _field_type(key: str) -> Any:
 
 def _not_text(value: Any) -> str | None:
     """Why ``value`` holds text no file, database or page can carry (a lone surrogate), or None."""
-    stack = [value]
-    while stack:
-        item = stack.pop()
-        if isinstance(item, str):
-            try:
-                item.encode("utf-8")
-            except UnicodeEncodeError:
-                return "the text holds a lone surrogate (not valid Unicode); send the character itself"
-        elif isinstance(item, dict):
-            stack.extend(item.keys())
-            stack.extend(item.values())
-        elif isinstance(item, list):
-            stack.extend(item)
+    for item in strings(value):
+        try:
+            item.encode("utf-8")
+        except UnicodeEncodeError:
+            return "the text holds a lone surrogate (not valid Unicode); send the character itself"
     return None
 
 
