@@ -78,7 +78,7 @@ def test_data_directory_files_are_private(tmp_path):
         assert "Halvorsen" in ki("search", "Halvorsen").stdout
         search = ki.data_dir / "search"
         found = 0
-        for folder, dirs, files in os.walk(search):
+        for folder, _dirs, files in os.walk(search):
             assert stat.S_IMODE(os.stat(folder).st_mode) == 0o700, folder
             for name in files:
                 mode = stat.S_IMODE(os.stat(os.path.join(folder, name)).st_mode)
