@@ -9,7 +9,7 @@ from __future__ import annotations
 from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
-from ki.store.tokens import _COLUMNS, TokenRow
+from ki.store.tokens import _COLUMNS, TOUCH_HIT, TokenRow
 
 _TOKEN_COLUMNS = ", ".join(f"t.{c.strip()}" for c in _COLUMNS.split(","))
 
@@ -27,8 +27,7 @@ def insert_session(conn: Connection, *, session_hash: str, token_id: int, lifeti
 LIVE_SQL = text(f"""
 WITH hit AS (SELECT {_TOKEN_COLUMNS} FROM console_session s JOIN api_token t ON t.id = s.token_id
              WHERE s.session_hash = :h AND s.revoked_at IS NULL AND s.expires_at > now() AND t.revoked_at IS NULL),
-touch AS (UPDATE api_token t SET last_used_at = now() FROM hit
-          WHERE t.id = hit.id AND (t.last_used_at IS NULL OR t.last_used_at < now() - interval '60 seconds'))
+{TOUCH_HIT}
 SELECT * FROM hit
 """)
 

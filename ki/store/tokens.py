@@ -88,10 +88,12 @@ def get_token(conn: Connection, token_id: int) -> TokenRow | None:
 # -- name: authenticate --
 # One statement per request: find the live token by hash and refresh last_used_at at most once a
 # minute (a page polling every 5 s must not write a row every time).
+#: The CTE noting a ``hit`` token's use (at most once a minute); the console session lookup shares it.
+TOUCH_HIT = """touch AS (UPDATE api_token t SET last_used_at = now() FROM hit
+          WHERE t.id = hit.id AND (t.last_used_at IS NULL OR t.last_used_at < now() - interval '60 seconds'))"""
 AUTHENTICATE_SQL = text(f"""
 WITH hit AS (SELECT {_COLUMNS} FROM api_token WHERE token_hash = :hash AND revoked_at IS NULL),
-touch AS (UPDATE api_token t SET last_used_at = now() FROM hit
-          WHERE t.id = hit.id AND (t.last_used_at IS NULL OR t.last_used_at < now() - interval '60 seconds'))
+{TOUCH_HIT}
 SELECT * FROM hit
 """)
 
