@@ -47,7 +47,7 @@ class ApiToken(Base):
 
 
 class ConsoleSession(Base):
-    """One signed-in console page (migration ``0025_console_sessions``; :mod:`ki.store.sessions`).
+    """One signed-in console page (migration ``0026_console_sessions``; :mod:`ki.store.sessions`).
 
     Attributes:
         session_hash: SHA-256 hex of the session id the cookie carries (the id itself is never stored).

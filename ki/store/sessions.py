@@ -1,4 +1,4 @@
-"""Every statement on ``console_session``: the page's sign-ins (migration ``0025_console_sessions``).
+"""Every statement on ``console_session``: the page's sign-ins (migration ``0026_console_sessions``).
 
 README "Console": the cookie carries a random session id; only its SHA-256 is stored, bound to the token
 that signed in. A session is live while it is not revoked (sign-out), not expired, and its token is live.

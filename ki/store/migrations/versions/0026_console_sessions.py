@@ -1,7 +1,7 @@
 """Server-side console sessions: the page's cookie holds a session id, not the API token.
 
-Revision ID: 0025_console_sessions
-Revises: 0024_depth_first_claims
+Revision ID: 0026_console_sessions
+Revises: 0025_cold_history
 
 README "Console": a sign-in makes a ``console_session`` bound to the token; the cookie carries a random
 session id (only its SHA-256 is stored), which expires, is revoked at sign-out and dies with its token.
@@ -9,8 +9,8 @@ session id (only its SHA-256 is stored), which expires, is revoked at sign-out a
 
 from alembic import op
 
-revision = "0025_console_sessions"
-down_revision = "0024_depth_first_claims"
+revision = "0026_console_sessions"
+down_revision = "0025_cold_history"
 branch_labels = None
 depends_on = None
 
