@@ -127,13 +127,19 @@ def local_grant_levels(root: str | Path, external_id: str, *, cache: dict[str, A
 
 def connector_grant_levels(kind: str, root: str, config: dict[str, Any], external_id: str, *,
                            cache: dict[str, Any] | None = None) -> list[GrantLevel]:
-    """The ACL levels the source's connector reports for one object (top-level external id).
+    """The ACL levels the source's connector reports for one object (top-level external id): for a local
+    folder, the file's permissions on the share (unless the source is ``public``;
+    :mod:`ki.access.share_permissions`), then its ``.ki-grants.json`` levels.
 
     Raises: AclReadError when the ACL cannot be read; for an unknown connector kind too (its
     grants are unknown, so nothing is published).
     """
     if kind == "local":
-        return local_grant_levels(root, external_id, cache=cache)
+        from ki.access.share_permissions import SHARE, permission_model, share_level
+
+        cache = {} if cache is None else cache
+        share = [share_level(root, external_id, cache=cache)] if permission_model(config) == SHARE else []
+        return share + local_grant_levels(root, external_id, cache=cache)
     raise AclReadError(f"no ACL reader for source kind {kind!r}", infrastructure=f"no ACL reader for {kind}")
 
 

@@ -20,6 +20,7 @@ from sqlalchemy.engine import Connection
 
 from ki.access.folder_grants import connector_grant_levels
 from ki.access.projection import EVERYONE, AccessProjection, GrantLevel, clean_principals, compile_projection
+from ki.access.share_permissions import PUBLIC, permission_model
 from ki.errors import AclReadError
 
 OBJECTS_SQL = text("""
@@ -110,7 +111,8 @@ def load_source_access(conn: Connection, source_id: int, object_ids: Sequence[in
         (bucket[0] if g.effect == "allow" else bucket[1]).append(g.principal)
     where = f"configuration of source {source_id} ({src.root})"
     try:
-        cfg_allow = clean_principals(config.get("allowed_principals", [EVERYONE]), where=where + " allowed_principals")
+        open_to_all = [EVERYONE] if src.kind != "local" or permission_model(config) == PUBLIC else []
+        cfg_allow = clean_principals(config.get("allowed_principals", open_to_all), where=where + " allowed_principals")
         cfg_deny = clean_principals(config.get("denied_principals", []), where=where + " denied_principals")
     except ValueError as exc:
         raise AclReadError(str(exc), infrastructure=f"source {source_id} grants malformed") from exc

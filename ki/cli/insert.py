@@ -35,8 +35,12 @@ def insert(
     path: Path = typer.Argument(..., help="folder to insert (a local-folder source)"),
     workers: int = typer.Option(None, help="worker threads (default KI_WORKERS, 8)"),
     wait_retries: float = typer.Option(None, help="wait this many seconds for retries falling due"),
+    public: bool = typer.Option(None, "--public/--share", help="--public: every principal sees every document "
+                                "of this folder; --share: who may read a file on the share may see it (the "
+                                "default of a new source; see README \"Permissions\")"),
 ) -> None:
-    """Scan PATH and run every stage until idle; exit 0 when the run completes."""
+    """Scan PATH and run every stage until idle; exit 0 when the run completes. Who may see a document is
+    read from the share (file owner, group, mode, ACLs) unless the source is --public."""
     from ki.startup import TIMELINE
 
     TIMELINE.begin()  # the restart's phases, logged once the first row is finished (issue 14 "Measure")
@@ -47,7 +51,8 @@ def insert(
     TIMELINE.mark("context")
     root = path.expanduser().resolve()
     try:
-        source_id, restored = add_local_source(ctx, root)
+        source_id, restored = add_local_source(ctx, root, permissions=None if public is None
+                                               else "public" if public else "share")
     except SourceRefused as exc:
         console.print(f"[red]refused:[/] {shown(str(exc))}", highlight=False, soft_wrap=True)
         raise typer.Exit(2) from exc
@@ -55,6 +60,28 @@ def insert(
     if restored:
         console.print(f"source {source_id} ({shown(str(root))}) was removed: restored", highlight=False)
     scan_and_run(ctx, source_id, root, workers=workers, wait_retries=wait_retries)
+    say_permissions(ctx, source_id)
+
+
+def say_permissions(ctx, source_id: int) -> None:
+    """One line on the source's permission model; loud when every principal sees its documents."""
+    from ki.access.share_permissions import PUBLIC, permission_model
+    from ki.store.sources import open_documents, source_configs
+
+    with ctx.db.engine.connect() as conn:
+        model = permission_model(source_configs(conn, [source_id]).get(source_id, {}))
+        opened, indexed = open_documents(conn, source_id)
+    if model == PUBLIC:
+        console.print(f"[bold red]warning: source {source_id} is public[/]: every principal sees all its "
+                      f"{indexed} indexed documents in search (`ki insert --share` reads permissions from the "
+                      "share instead)", highlight=False)
+    elif opened:
+        console.print(f"[bold yellow]warning: {opened} of {indexed} indexed documents are readable by everyone on "
+                      "the share[/] (mode o+r): every principal sees them in search; restrict them on the share "
+                      "(chmod o-r, setfacl) or with .ki-grants.json", highlight=False)
+    else:
+        console.print(f"permissions: read from the share (owner, group, mode, ACLs) for all {indexed} indexed "
+                      "documents; none is open to everyone", highlight=False)
 
 
 def sync(

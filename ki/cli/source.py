@@ -19,10 +19,12 @@ def _when(at) -> str:
 
 @group.command("list")
 def source_list(as_json: bool = typer.Option(False, "--json", help="one JSON array of sources")) -> None:
-    """Every source: id, folder, files (and how many are missing, and waiting because ki may not read them),
-    last scan, last run's outcome, quarantined files, watcher state."""
+    """Every source: id, folder, permission model (share, configured, or public: open to everyone), files (and
+    how many are missing, and waiting because ki may not read them), last scan, last run's outcome,
+    quarantined files, watcher state."""
+    from ki.access.share_permissions import PUBLIC, permission_model
     from ki.sources.registry import watcher_states
-    from ki.store.sources import list_sources
+    from ki.store.sources import list_sources, source_configs
     from ki.store.unreadable import unreadable_counts
 
     ctx = open_context()
@@ -30,9 +32,12 @@ def source_list(as_json: bool = typer.Option(False, "--json", help="one JSON arr
         rows = list_sources(conn)
         watchers = watcher_states(conn, [r.id for r in rows])
         unreadable = unreadable_counts(conn)
+        configs = source_configs(conn, [r.id for r in rows])
+    models = {r.id: permission_model(configs.get(r.id, {})) for r in rows}
     if as_json:
         sys.stdout.write(json.dumps([
-            {"id": r.id, "kind": r.kind, "path": r.root, "files": r.files, "documents": r.documents,
+            {"id": r.id, "kind": r.kind, "path": r.root, "permissions": models[r.id], "files": r.files,
+             "documents": r.documents,
              "missing": r.missing, "unreadable": unreadable.get(r.id, 0), "quarantined": r.quarantined,
              "last_scan_at": r.last_scan_at.isoformat() if r.last_scan_at else None,
              "last_run": ({"id": r.last_run_id, "status": r.last_run_status,
@@ -44,8 +49,8 @@ def source_list(as_json: bool = typer.Option(False, "--json", help="one JSON arr
         out.print("no sources; add one with `ki insert FOLDER`")
         return
     table = Table()
-    for col, justify in (("id", "right"), ("path", "left"), ("files", "right"), ("last scan", "left"),
-                         ("last run", "left"), ("quarantined", "right")):
+    for col, justify in (("id", "right"), ("path", "left"), ("permissions", "left"), ("files", "right"),
+                         ("last scan", "left"), ("last run", "left"), ("quarantined", "right")):
         table.add_column(col, justify=justify)  # type: ignore[arg-type]
     if watchers:
         table.add_column("watcher")
@@ -53,7 +58,8 @@ def source_list(as_json: bool = typer.Option(False, "--json", help="one JSON arr
         run = f"{r.last_run_id} {r.last_run_status}" if r.last_run_id else "none"
         notes = [f"{r.missing} missing"] * bool(r.missing) + \
             [f"{unreadable[r.id]} waiting: ki may not read"] * bool(unreadable.get(r.id))
-        cells = [str(r.id), shown(r.root), f"{r.files}" + (f" ({', '.join(notes)})" if notes else ""),
+        model = "[bold red]public (everyone)[/]" if models[r.id] == PUBLIC else models[r.id]
+        cells = [str(r.id), shown(r.root), model, f"{r.files}" + (f" ({', '.join(notes)})" if notes else ""),
                  _when(r.last_scan_at), shown(run), str(r.quarantined)]
         table.add_row(*cells, *([shown(watchers.get(r.id, ""))] if watchers else []))
     out.print(table)

@@ -30,6 +30,7 @@ from ki.store.sources import (
     mark_removed,
     overlapping_sources,
     restore_source,
+    set_source_config_key,
     source_by_id,
     source_by_root,
 )
@@ -78,9 +79,12 @@ def check_new_local_root(conn: Connection, root: Path) -> None:
             f"remove it first with `ki source remove {other.id}` (nothing was registered)")
 
 
-def add_local_source(ctx: PipelineContext, root: Path) -> tuple[int, bool]:
+def add_local_source(ctx: PipelineContext, root: Path, *, permissions: str | None = None) -> tuple[int, bool]:
     """The local-folder source for ``root``: the existing one (restored if it was removed), or a new
     one after :func:`check_new_local_root`. Returns (source id, True when it was restored).
+
+    ``permissions``: set the source's permission model (``share``: read from the files, the default of a
+    new source; ``public``: every principal sees every document); None keeps what the source has.
 
     Raises:
         SourceRefused: see :func:`check_new_local_root`.
@@ -91,9 +95,11 @@ def add_local_source(ctx: PipelineContext, root: Path) -> tuple[int, bool]:
     with ctx.db.engine.begin() as conn:
         known = source_by_root(conn, "local", str(root))
         if known is not None:
+            if permissions is not None:
+                set_source_config_key(conn, known.id, "permissions", permissions)
             return known.id, restore_source(conn, known.id)
         check_new_local_root(conn, root)
-    return register_local_source(ctx, root), False
+    return register_local_source(ctx, root, config={"permissions": permissions or "share"}), False
 
 
 def resolve_source(conn: Connection, ref: str) -> SourceRow:

@@ -8,6 +8,7 @@ and every document tombstoned; registering its folder again clears ``removed_at`
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -140,3 +141,28 @@ def object_sources(conn: Connection, object_ids: list[int]) -> dict[int, int]:
     rows = conn.execute(text("SELECT id, source_id FROM source_object WHERE id = ANY(CAST(:ids AS bigint[]))"),
                         {"ids": sorted(set(object_ids))}).fetchall()
     return {int(r.id): int(r.source_id) for r in rows}
+
+
+def source_configs(conn: Connection, source_ids: list[int]) -> dict[int, dict]:
+    """Source id → its ``config`` (grants, permission model)."""
+    rows = conn.execute(text("SELECT id, config FROM source WHERE id = ANY(CAST(:ids AS bigint[]))"),
+                        {"ids": sorted(set(source_ids))}).fetchall()
+    return {int(r.id): dict(r.config or {}) for r in rows}
+
+
+def set_source_config_key(conn: Connection, source_id: int, key: str, value: object) -> None:
+    """Set one key of a source's ``config`` (e.g. ``permissions``)."""
+    conn.execute(text("UPDATE source SET config = coalesce(config, '{}'::jsonb) || jsonb_build_object(:k, "
+                      "CAST(:v AS jsonb)) WHERE id = :id"), {"k": key, "v": json.dumps(value), "id": source_id})
+
+
+def open_documents(conn: Connection, source_id: int) -> tuple[int, int]:
+    """(indexed live documents of ``source_id`` every principal may see — ``*`` allowed, not denied —,
+    indexed live documents), from the permission projection their chunks carry."""
+    row = conn.execute(text("""
+        SELECT count(DISTINCT c.source_object_id) FILTER (WHERE '*' = ANY(c.allowed_principals)
+                                                          AND NOT '*' = ANY(c.denied_principals)) AS open,
+               count(DISTINCT c.source_object_id) AS indexed
+        FROM chunk c JOIN source_object so ON so.id = c.source_object_id
+        WHERE so.source_id = :sid AND so.deleted_at IS NULL"""), {"sid": source_id}).one()
+    return int(row.open), int(row.indexed)
