@@ -152,8 +152,9 @@ def source_configs(conn: Connection, source_ids: list[int]) -> dict[int, dict]:
 
 def set_source_config_key(conn: Connection, source_id: int, key: str, value: object) -> None:
     """Set one key of a source's ``config`` (e.g. ``permissions``)."""
-    conn.execute(text("UPDATE source SET config = coalesce(config, '{}'::jsonb) || jsonb_build_object(:k, "
-                      "CAST(:v AS jsonb)) WHERE id = :id"), {"k": key, "v": json.dumps(value), "id": source_id})
+    conn.execute(text("UPDATE source SET config = coalesce(config, '{}'::jsonb) || "
+                      "jsonb_build_object(CAST(:k AS text), CAST(:v AS jsonb)) WHERE id = :id"),
+                 {"k": key, "v": json.dumps(value), "id": source_id})
 
 
 def open_documents(conn: Connection, source_id: int) -> tuple[int, int]:

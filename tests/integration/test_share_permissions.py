@@ -78,10 +78,15 @@ def test_permissions_come_from_the_share(accounts, db_url, data_dir, tmp_path, m
 
     inserted = ki("insert", str(root))
     assert "1 of 6 indexed documents are readable by everyone" in inserted.stderr, inserted.stderr
+    ctx = make_ctx(workers=2)
 
     def found(word: str, *principals: str) -> bool:
-        args = [a for p in principals for a in ("--as", p)]
-        return word.lower() in ki("search", word, *args).stdout.lower()
+        """``ki search WORD --as P…`` in this process (the command's own search; a ``ki`` process per
+        query would cost ~10 s each here), the local operator without principals."""
+        from ki.index.search import search
+
+        page = search(ctx.db, word, principals=list(principals) or None, operator=not principals, mode="lexical")
+        return bool(page.hits)  # each word is in one file only
 
     who = {"alice": f"user:{a['alice']}", "bob": f"user:{a['bob']}", "team": f"group:{a['team']}",
            "partners": f"group:{a['partners']}", "auditors": f"group:{a['auditors']}"}
@@ -97,7 +102,6 @@ def test_permissions_come_from_the_share(accounts, db_url, data_dir, tmp_path, m
     assert [s["permissions"] for s in listed] == ["share"]
 
     # a mode change is an access-only re-index: nothing re-converted, the permission fields rewritten
-    ctx = make_ctx(workers=2)
     with ctx.db.engine.connect() as conn:
         oid = conn.execute(text("SELECT id FROM source_object WHERE external_id = 'Offen/offen.txt'")).scalar_one()
         before = conn.execute(text("SELECT stage, attempts, updated_at FROM processing_state "
