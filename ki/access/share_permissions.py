@@ -35,8 +35,10 @@ from pathlib import Path, PurePosixPath
 from ki.access.projection import EVERYONE, GrantLevel
 from ki.errors import AclReadError
 
-#: ``source.config["permissions"]``: read from the share (the default), or open to every principal.
-SHARE, PUBLIC = "share", "public"
+#: ``source.config["permissions"]``: read from the share (the default), or open to every principal; a
+#: source without the key whose configuration names ``allowed_principals`` keeps those grants alone
+#: (``configured``: it never was open to everyone).
+SHARE, PUBLIC, CONFIGURED = "share", "public", "configured"
 MODELS = (SHARE, PUBLIC)
 ACCESS_XATTR = "system.posix_acl_access"
 _USER_OBJ, _USER, _GROUP_OBJ, _GROUP, _MASK, _OTHER = 0x01, 0x02, 0x04, 0x08, 0x10, 0x20
@@ -44,8 +46,11 @@ _READ, _EXEC = 4, 1
 
 
 def permission_model(config: dict) -> str:
-    """The source's permission model (``share`` unless its configuration says ``public``)."""
-    return PUBLIC if config.get("permissions") == PUBLIC else SHARE
+    """The source's permission model: its ``permissions`` key (``share`` or ``public``); without one,
+    ``configured`` when the configuration names ``allowed_principals``, else ``share``."""
+    if config.get("permissions") in MODELS:
+        return str(config["permissions"])
+    return CONFIGURED if "allowed_principals" in config else SHARE
 
 
 @lru_cache(maxsize=4096)

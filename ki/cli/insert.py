@@ -65,7 +65,7 @@ def insert(
 
 def say_permissions(ctx, source_id: int) -> None:
     """One line on the source's permission model; loud when every principal sees its documents."""
-    from ki.access.share_permissions import PUBLIC, permission_model
+    from ki.access.share_permissions import PUBLIC, SHARE, permission_model
     from ki.store.sources import open_documents, source_configs
 
     with ctx.db.engine.connect() as conn:
@@ -79,9 +79,12 @@ def say_permissions(ctx, source_id: int) -> None:
         console.print(f"[bold yellow]warning: {opened} of {indexed} indexed documents are readable by everyone on "
                       "the share[/] (mode o+r): every principal sees them in search; restrict them on the share "
                       "(chmod o-r, setfacl) or with .ki-grants.json", highlight=False)
-    else:
+    elif model == SHARE:
         console.print(f"permissions: read from the share (owner, group, mode, ACLs) for all {indexed} indexed "
                       "documents; none is open to everyone", highlight=False)
+    else:
+        console.print(f"permissions: the source's configured grants for all {indexed} indexed documents; none is "
+                      "open to everyone", highlight=False)
 
 
 def sync(
