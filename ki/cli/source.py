@@ -57,7 +57,7 @@ def source_list(as_json: bool = typer.Option(False, "--json", help="one JSON arr
     for r in rows:
         run = f"{r.last_run_id} {r.last_run_status}" if r.last_run_id else "none"
         notes = [f"{r.missing} missing"] * bool(r.missing) + \
-            [f"{unreadable[r.id]} waiting: ki may not read"] * bool(unreadable.get(r.id))
+            [f"{unreadable.get(r.id, 0)} waiting: ki may not read"] * bool(unreadable.get(r.id))
         model = "[bold red]public (everyone)[/]" if models[r.id] == PUBLIC else models[r.id]
         cells = [str(r.id), shown(r.root), model, f"{r.files}" + (f" ({', '.join(notes)})" if notes else ""),
                  _when(r.last_scan_at), shown(run), str(r.quarantined)]
