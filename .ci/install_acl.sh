@@ -4,12 +4,4 @@
 # extended attribute). Idempotent: nothing happens when setfacl exists.
 set -euo pipefail
 if command -v setfacl >/dev/null 2>&1; then exit 0; fi
-if ! command -v apt-get >/dev/null 2>&1; then
-  echo "install_acl: no apt-get here; install the acl package (setfacl)" >&2
-  exit 1
-fi
-SUDO=()
-if [ "$(id -u)" -ne 0 ]; then SUDO=(sudo); fi
-echo "installing Debian's acl (apt-get)..." >&2
-"${SUDO[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update -qq
-"${SUDO[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq acl >/dev/null
+bash "$(dirname "$0")/apt_packages.sh" install_acl "install the acl package (setfacl)" acl
