@@ -55,6 +55,26 @@ def seed(uri: str, docs: int):
     return db.engine
 
 
+def time_parts(engine, n: int) -> dict[str, list[float]]:
+    """Each read of a scrape on its own, ``n`` times: milliseconds per read."""
+    from ki.store.queue_age import oldest_runnable, waiting_rows
+    from ki.store.status import bucket_counts
+
+    out: dict[str, list[float]] = {"bucket counts": [], "oldest runnable": [], "waiting rows": []}
+    with engine.connect() as conn:
+        for _ in range(n):
+            t0 = time.perf_counter()
+            buckets = bucket_counts(conn)
+            t1 = time.perf_counter()
+            oldest_runnable(conn)
+            t2 = time.perf_counter()
+            waiting_rows(conn, buckets)
+            t3 = time.perf_counter()
+            for name, took in zip(out, (t1 - t0, t2 - t1, t3 - t2), strict=True):
+                out[name].append(took * 1000)
+    return out
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--docs", type=int, default=50_000, help="documents seeded (default 50,000)")
@@ -76,7 +96,10 @@ def main() -> int:
             t0 = time.perf_counter()
             size = len(render(registry))
             times.append((time.perf_counter() - t0) * 1000)
+        parts = time_parts(engine, args.scrapes)
         print(f"machine: {os.cpu_count()} cores, load average {os.getloadavg()[0]:.2f}")
+        print("reads, p50 / p95 ms: " + ", ".join(f"{name} {percentile(t, 50):.1f} / {percentile(t, 95):.1f}"
+                                                  for name, t in parts.items()))
         print(f"scrape at {args.docs:,} documents: p50 {percentile(times, 50):.1f} ms, "
               f"p95 {percentile(times, 95):.1f} ms, max {max(times):.1f} ms over {args.scrapes} scrapes; "
               f"exposition {size:,} bytes")
