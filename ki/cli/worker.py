@@ -28,9 +28,11 @@ def worker(
 
     configure_logging(logging.INFO)
     from ki.cli.common import open_context, serve_metrics
+    from ki.config.process import ProcessSettings, current
     from ki.workflows.worker import run_worker
 
-    serve_metrics(open_context())
+    if current(ProcessSettings).metrics_port is not None:  # only then the database is opened here
+        serve_metrics(open_context())
 
     try:
         run_worker(slots=slots, name=name)
