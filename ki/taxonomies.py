@@ -31,6 +31,17 @@ STAGE_CONSOLE_NAMES: dict[str, str] = {
     "index": "Index",
 }
 
+
+
+def stage_label(stage: str) -> str:
+    """A stage as people read it on every surface: its console name with the id that ``--stage``, the
+    JSON and the settings use (``Parse (convert)``; ``Fetch`` alone where the two are the same word)."""
+    name = STAGE_CONSOLE_NAMES.get(stage)
+    if name is None or name.lower() == stage:
+        return name or stage
+    return f"{name} ({stage})"
+
+
 #: Stages that call a model; disabled by default until their issues land.
 MODEL_STAGES: frozenset[str] = frozenset({"classify_matter", "relate", "extract_metadata", "extract_decisions"})
 

@@ -71,8 +71,9 @@ def get_status(state: ServerState = Depends(server_state),
                       for f in parked_unreadable(conn, limit=200)]
     state.sweep_soon()
     enabled = {s: config.pipeline.stage(s).enabled for s in PIPELINE_STAGE_ORDER}
+    blocked = snapshot.blocked or {}
     stages = [StageStatus(stage=s, name=STAGE_CONSOLE_NAMES[s], enabled=enabled[s], buckets=counts[s],
-                          total=sum(counts[s].values())) for s in PIPELINE_STAGE_ORDER]
+                          total=sum(counts[s].values()), blocked=blocked.get(s, 0)) for s in PIPELINE_STAGE_ORDER]
     owed = sum(counts[s][b] for s in PIPELINE_STAGE_ORDER if enabled[s] for b in OWED_BUCKETS)
     now = datetime.now(UTC)
     out = []

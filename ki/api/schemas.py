@@ -30,13 +30,16 @@ class ErrorBody(BaseModel):
 
 
 class StageStatus(BaseModel):
-    """One stage card: the eight bucket counts (``pending`` … ``quarantined``) and their total."""
+    """One stage card: the eight bucket counts (``pending`` … ``quarantined``), their total, and
+    ``blocked``: how many of the waiting rows a quarantined earlier stage blocks (:mod:`ki.store.blocked`)."""
 
     stage: str
     name: str = Field(description="the console name (Fetch, Parse, Classify, ...)")
     enabled: bool
     buckets: dict[str, int]
     total: int
+    blocked: int = Field(0, description="of the waiting rows, those a quarantined earlier stage of the same file "
+                         "blocks: they move only once that stage is retried (a sub-count of waiting, not a bucket)")
 
 
 class ActiveRun(RunRow):

@@ -24,6 +24,7 @@ from datetime import UTC, datetime
 
 from sqlalchemy.engine import Engine
 
+from ki.store.blocked import blocked_counts
 from ki.store.status import bucket_counts
 
 log = logging.getLogger(__name__)
@@ -34,12 +35,14 @@ IDLE_SECONDS = 30.0
 
 @dataclass(frozen=True)
 class Snapshot:
-    """One count: ``{stage: {bucket: n}}``, when it was taken (UTC), how long it took (s)."""
+    """One count: ``{stage: {bucket: n}}``, when it was taken (UTC), how long it took (s), and
+    ``blocked`` ``{stage: n}``: of each stage's waiting rows, those a quarantined earlier stage blocks."""
 
     counts: dict[str, dict[str, int]]
     at: datetime
     monotonic: float
     seconds: float
+    blocked: dict[str, int] | None = None
 
 
 class BucketCache:
@@ -57,8 +60,9 @@ class BucketCache:
         started = time.monotonic()
         with self.engine.connect() as conn:
             counts = bucket_counts(conn)
+            blocked = blocked_counts(conn)
         done = time.monotonic()
-        return Snapshot(counts, datetime.now(UTC), done, done - started)
+        return Snapshot(counts, datetime.now(UTC), done, done - started, blocked)
 
     def _interval(self, snap: Snapshot) -> float:
         return max(MIN_INTERVAL_SECONDS, 5 * snap.seconds)

@@ -94,7 +94,8 @@ def bucket_counts(ctx: Any) -> dict[str, dict[str, int]]:
 
 def print_status(counts: dict[str, dict[str, int]]) -> None:
     """The bucket table on stdout: one row per bucket, one column per stage under its console name.
-    Fits 80 columns with six-digit counts (long stage names wrap onto two header lines)."""
+    Fits 80 columns with six-digit counts (long stage names wrap onto two header lines), on a terminal and
+    piped alike (piped output is otherwise as wide as ``COLUMNS``, or 160)."""
     from ki.taxonomies import STAGE_CONSOLE_NAMES
 
     table = Table(title="documents by stage", box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 1),
@@ -104,4 +105,18 @@ def print_status(counts: dict[str, dict[str, int]]) -> None:
         table.add_column(STAGE_CONSOLE_NAMES[s], justify="right")
     for b in BUCKETS:
         table.add_row(b, *[str(counts[s][b]) for s in PIPELINE_STAGE_ORDER])
-    out.print(table)
+    out.print(table, width=min(out.width, STATUS_WIDTH))
+
+
+#: ``ki status`` and the insert summary's table fit this many columns (README, ``ki status``).
+STATUS_WIDTH = 80
+
+
+def print_stage_ids() -> None:
+    """One wrapped note under the status table: which stage id (``--stage``, ``--json``, the settings)
+    each console name stands for, where the two differ (``Parse is convert``)."""
+    from ki.taxonomies import STAGE_CONSOLE_NAMES
+
+    pairs = [f"{STAGE_CONSOLE_NAMES[s]} is {s}" for s in PIPELINE_STAGE_ORDER if STAGE_CONSOLE_NAMES[s].lower() != s]
+    out.print("stage ids (for --stage, --json and the settings): " + ", ".join(pairs), markup=False,
+              highlight=False, width=min(out.width, STATUS_WIDTH), style="dim")

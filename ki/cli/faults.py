@@ -20,6 +20,8 @@ code  meaning
 5     the data directory cannot be used (missing permissions, not a directory, ...)
 6     refused because the database is in use (``ki db stop`` without ``--force``)
 7     the database was migrated by a newer ki (its schema is unknown to this version; nothing changed)
+8     the run was cancelled (``ki run cancel``, the console's Cancel; finished work is kept)
+9     ``ki serve``: the port to listen on is in use by another process (nothing was started)
 ====  ==========================================================================================
 """
 
@@ -46,6 +48,8 @@ EXIT_DATABASE = 4
 EXIT_DATA_DIR = 5
 EXIT_IN_USE = 6
 EXIT_SCHEMA_NEWER = 7
+EXIT_CANCELLED = 8
+EXIT_PORT_IN_USE = 9
 
 #: ``ki.log`` rotates at this size, keeping this many old files (``ki.log.1`` ...).
 LOG_MAX_BYTES = 2 * 1024 * 1024

@@ -28,7 +28,7 @@ from ki.cli.common import (
     shown,
 )
 from ki.errors import SourceUnavailable, SyncAlreadyRunning
-from ki.taxonomies import PIPELINE_STAGE_ORDER, STAGE_CONSOLE_NAMES
+from ki.taxonomies import PIPELINE_STAGE_ORDER, STAGE_CONSOLE_NAMES, stage_label
 
 
 def insert(
@@ -273,8 +273,8 @@ def print_run_quarantines(ctx, source_id: int, run_id: int) -> None:
         console.print(f"[red]quarantined by this run: {in_run} file{'' if in_run == 1 else 's'}[/] "
                       f"({first}`ki quarantine list` for all):", highlight=False)
         for e in entries:
-            console.print(f"  {plain(e.path)}  [{e.stage}] {e.error.get('reason') or e.error.get('class')}: "
-                          f"{plain(str(e.error.get('message', ''))[:120])}", markup=False, highlight=False)
+            console.print(f"  {plain(e.path)}  [{stage_label(e.stage)}] "
+                          f"{e.error.get('reason') or e.error.get('class')}: {plain(str(e.error.get('message', ''))[:120])}", markup=False, highlight=False)
     earlier = of_source - in_run
     if earlier > 0:
         console.print(f"{earlier} file{'' if earlier == 1 else 's'} of this source stay{'s' if earlier == 1 else ''} "

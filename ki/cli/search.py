@@ -66,17 +66,42 @@ def search(
     if not response.hits:
         out.print("no results" if not response.offset else "no more results")
     for i, h in enumerate(response.hits, response.offset + 1):
-        facts = " ".join(f"{k} {v}" for k, v in (("matter", h.matter), ("type", h.doc_type)) if v)
-        where = "struck text (tracked deletion)" if h.part == "deleted" else ", ".join(h.matched) or h.part
-        out.print(f"{i:>2}. [bold]{shown(h.path)}[/]  (score {h.score:.2f}; in {shown(where)}"
-                  f"{'; ' + shown(facts) if facts else ''})", highlight=False, soft_wrap=True)
-        if h.anchor:
-            out.print(f"    on «{plain(h.anchor)}»", markup=False, highlight=False)
-        out.print(f"    {plain(h.snippet)}", markup=False, highlight=False)
-        for other in h.also_at:
-            out.print(f"    also at {plain(other)}", markup=False, highlight=False)
+        print_hit(i, h)
     if response.next_cursor:
         out.print(f"[dim]more: --offset {response.next_offset} (or --cursor {shown(response.next_cursor)})[/]")
+
+
+#: Where a hit's lines (anchor, snippet, copies) start, and where their wrapped lines continue.
+HIT_INDENT = 4
+
+
+def hit_where(h) -> str:
+    """Which part or fields a hit matched, for people: ``body``, ``title, file name``, ``struck text
+    (tracked deletion)``, or ``the document's fields (by meaning)`` when no field holds a query word."""
+    if h.part == "deleted":
+        return "struck text (tracked deletion)"
+    if h.part == "fields" and not h.matched:
+        return "the document's fields (by meaning)"
+    return ", ".join(h.matched) or h.part
+
+
+def print_hit(i: int, h) -> None:
+    """One hit: ``N. PATH  (score …; in …; matter …)``, then its anchor, snippet and other copies, each
+    indented by :data:`HIT_INDENT` columns with wrapped lines indented the same (under the hit)."""
+    import textwrap
+
+    facts = " ".join(f"{k} {v}" for k, v in (("matter", h.matter), ("type", h.doc_type)) if v)
+    out.print(f"{i:>2}. [bold]{shown(h.path)}[/]  (score {h.score:.2f}; in {shown(hit_where(h))}"
+              f"{'; ' + shown(facts) if facts else ''})", highlight=False, soft_wrap=True)
+    lines = [f"on «{plain(h.anchor)}»"] if h.anchor else []
+    lines.append(plain(h.snippet))
+    lines += [f"also at {plain(other)}" for other in h.also_at]
+    pad = " " * HIT_INDENT
+    for line in lines:
+        wrapped = textwrap.wrap(line, width=max(out.width, 40), initial_indent=pad, subsequent_indent=pad,
+                                break_long_words=False, break_on_hyphens=False) or [pad]
+        for piece in wrapped:
+            out.print(piece, markup=False, highlight=False, soft_wrap=True)
 
 
 def register(app: typer.Typer) -> None:

@@ -3,9 +3,13 @@ archival pass (:class:`ki.orchestration.archive.DailyArchiver`)."""
 
 from __future__ import annotations
 
+import errno
+import socket
+
 import typer
 
 from ki.cli.common import console, open_context
+from ki.cli.faults import EXIT_PORT_IN_USE
 
 
 def serve(
@@ -23,6 +27,7 @@ def serve(
     from ki.cli.faults import configure_logging
 
     configure_logging(logging.INFO)
+    sock = listen(host, port)  # before the database: a taken port is said at once, in one line
     ctx = open_context()
     app = create_app(ctx)
     stop = None
@@ -38,7 +43,9 @@ def serve(
     archiver.start()
     console.print(f"ki console on http://{host}:{port}/  (sign in with a token from `ki token create`)")
     try:
-        uvicorn.run(app, host=host, port=port, log_level=log_level, proxy_headers=False, server_header=False)
+        config = uvicorn.Config(app, host=host, port=port, log_level=log_level, proxy_headers=False,
+                                server_header=False)
+        uvicorn.Server(config).run(sockets=[sock])
     finally:
         archiver.stop()
         if stop is not None:
@@ -60,6 +67,50 @@ def _warm_search(ctx) -> None:  # noqa: ANN001 - a PipelineContext
             logging.getLogger("ki.serve").warning("warming the search path failed", exc_info=True)
 
     threading.Thread(target=run, name="ki-search-warm", daemon=True).start()
+
+
+def listen(host: str, port: int) -> socket.socket:
+    """A TCP socket bound to ``host:port`` (uvicorn listens on it).
+
+    A port another process holds ends the command (README "Exit codes": 9) with one line naming the
+    holder when the system tells it: ``port 8470 is in use by pid 4711 (python3 -m http.server 8470);
+    use --port``. Any other bind error (an address this machine does not have, a privileged port) is
+    one line and exit 2.
+    """
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn: a TIME_WAIT port is free
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        if exc.errno == errno.EADDRINUSE:
+            console.print(f"port {port} is in use by {port_holder(port)}; use --port", markup=False,
+                          highlight=False)
+            raise typer.Exit(EXIT_PORT_IN_USE) from exc
+        console.print(f"cannot listen on {host}:{port}: {exc.strerror or exc}; use --host or --port",
+                      markup=False, highlight=False)
+        raise typer.Exit(2) from exc
+    return sock
+
+
+def port_holder(port: int) -> str:
+    """Who listens on TCP ``port``: ``pid 4711 (python3 -m http.server 8470)``, or ``another process``
+    when the system does not say (another user's process, no permission to list sockets)."""
+    import psutil
+
+    try:
+        pids = sorted({c.pid for c in psutil.net_connections(kind="tcp")
+                       if c.laddr and c.laddr.port == port and c.status == psutil.CONN_LISTEN and c.pid})
+    except (psutil.Error, OSError):
+        pids = []
+    if not pids:
+        return "another process"
+    try:
+        command = " ".join(psutil.Process(pids[0]).cmdline())[:120]
+    except psutil.Error:
+        command = ""
+    return f"pid {pids[0]}" + (f" ({command})" if command else "")
 
 
 def register(app: typer.Typer) -> None:

@@ -9,7 +9,7 @@ import json
 
 import typer
 
-from ki.cli.common import bucket_counts, open_context, out, print_status, shown
+from ki.cli.common import bucket_counts, open_context, out, print_stage_ids, print_status, shown
 
 
 def status(as_json: bool = typer.Option(False, "--json", help="machine-readable output"),
@@ -54,6 +54,7 @@ def show_status(ctx, as_json: bool) -> None:
     counts = bucket_counts(ctx)
     from ki.breaker import describe_pauses
     from ki.cli.live import live_report, print_live
+    from ki.store.blocked import blocked_counts
     from ki.store.lanes import lane_counts
     from ki.store.pauses import read_pauses
     from ki.store.unreadable import parked_unreadable
@@ -64,6 +65,7 @@ def show_status(ctx, as_json: bool) -> None:
         paused = describe_pauses(read_pauses(conn), ctx.config)
         lanes = lane_counts(conn)
         unreadable = [unreadable_entry(p) for p in parked_unreadable(conn, limit=UNREADABLE_SHOWN + 1000)]
+        blocked = blocked_counts(conn)
     from ki.convert.components import converter_components, describe
     from ki.orchestration.budget import budget_wait
 
@@ -71,12 +73,17 @@ def show_status(ctx, as_json: bool) -> None:
     converters = converter_components(ctx.config)
     live = live_report(ctx)
     if as_json:
-        out.print_json(json.dumps({"stages": counts, "lanes": lanes,
+        from ki.taxonomies import STAGE_CONSOLE_NAMES
+
+        out.print_json(json.dumps({"stages": counts, "blocked_by_quarantine": blocked,
+                                   "stage_names": STAGE_CONSOLE_NAMES, "lanes": lanes,
                                    "watch": [w.model_dump(mode="json") for w in watched],
                                    "paused": paused, "budget": budget, "unreadable": unreadable,
                                    "converters": [c.as_dict() for c in converters], **live}, default=str))
     else:
         print_status(counts)
+        print_blocked(blocked)
+        print_stage_ids()
         print_live(live)
         busy = [f"{lane} {n['owed']} owed" + (f" ({n['running']} running)" if n["running"] else "")
                 for lane, n in lanes.items() if n["owed"] or n["running"]]
@@ -122,6 +129,17 @@ def print_unreadable(unreadable: list[dict]) -> None:
         out.print(f"  {shown(u['path'])}  mode {u['mode'] or '?'}{owner}", highlight=False, soft_wrap=True)
     if n > UNREADABLE_SHOWN:
         out.print(f"  … and {n - UNREADABLE_SHOWN} more (ki status --json lists them)", highlight=False)
+
+
+def print_blocked(blocked: dict[str, int]) -> None:
+    """One line when waiting rows will not move on their own: ``of the waiting, blocked by a quarantined
+    stage: Classify 1, Index 1 …`` (they are in the waiting row of the table too)."""
+    from ki.taxonomies import STAGE_CONSOLE_NAMES
+
+    named = [f"{STAGE_CONSOLE_NAMES[s]} {n}" for s, n in blocked.items() if n]
+    if named:
+        out.print("of the waiting, blocked by a quarantined stage (they move once `ki quarantine retry` releases "
+                  f"it): {', '.join(named)}", markup=False, highlight=False, width=min(out.width, 80))
 
 
 def print_paused(paused: list[dict]) -> None:

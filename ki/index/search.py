@@ -38,7 +38,7 @@ from ki.index.facts import fact_sources
 from ki.index.hybrid import RRF_K, FusedHit, hybrid_search
 from ki.index.query import ParsedQuery, parse_query
 from ki.index.record import acl_sql
-from ki.index.snippets import highlight, matched_fields
+from ki.index.snippets import highlight, labelled_fields, matched_fields
 from ki.observability.metrics import record_search
 
 MAX_LIMIT = 200
@@ -233,6 +233,8 @@ def _snippet(row: Any, parsed: ParsedQuery) -> tuple[str, str, list[str]]:
         found = matched_fields(fields, parsed)
         if found:
             return " · ".join(f"{label}: {value}" for label, value in found), "fields", [lab for lab, _ in found]
+        if fields:
+            return labelled_fields(fields), "fields", []
         opening = " ".join((row.text or "").split())
         return opening[:240], "fields", []
     snippet, _ok = highlight(row.text or "", parsed)

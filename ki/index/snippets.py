@@ -71,8 +71,14 @@ def _matches(f: _Forms, parsed: ParsedQuery) -> dict[int, int]:
     return out
 
 
-def _render(text: str, f: _Forms, lo: int, hi: int, marked: dict[int, int]) -> str:
-    """Tokens ``lo..hi`` (inclusive) of ``text`` with the marked ones between « »."""
+def _joins(gap: str, loose: bool) -> bool:
+    """Whether two marked words with ``gap`` between them are one highlight: blanks only, or (``loose``,
+    a file name or another short field) no letter or digit (``3. OG (Scan).pdf`` is one name)."""
+    return not gap.strip() or (loose and not any(c.isalnum() for c in gap))
+
+
+def _render(text: str, f: _Forms, lo: int, hi: int, marked: dict[int, int], loose: bool = False) -> str:
+    """Tokens ``lo..hi`` (inclusive) of ``text`` with the marked ones between « » (runs joined by :func:`_joins`)."""
     start = 0 if lo == 0 else f.tokens[lo].start
     end = len(text) if hi == len(f.tokens) - 1 else f.tokens[hi].end
     pieces: list[str] = []
@@ -83,7 +89,7 @@ def _render(text: str, f: _Forms, lo: int, hi: int, marked: dict[int, int]) -> s
             i += 1
             continue
         j = i  # a run of marked words separated by blanks only is one highlight (a phrase)
-        while j + 1 <= hi and j + 1 in marked and not text[f.tokens[j].end:f.tokens[j + 1].start].strip():
+        while j + 1 <= hi and j + 1 in marked and _joins(text[f.tokens[j].end:f.tokens[j + 1].start], loose):
             j += 1
         a, b = f.tokens[i].start, f.tokens[j].end
         pieces.append(text[pos:a])
@@ -99,9 +105,10 @@ def _render(text: str, f: _Forms, lo: int, hi: int, marked: dict[int, int]) -> s
     return out
 
 
-def highlight(text: str, parsed: ParsedQuery, *, window: int = WINDOW_WORDS) -> tuple[str, bool]:
+def highlight(text: str, parsed: ParsedQuery, *, window: int = WINDOW_WORDS, loose: bool = False) -> tuple[str, bool]:
     """(snippet, matched): up to :data:`MAX_FRAGMENTS` windows of ``window`` words that hold the most distinct
-    query items, matches between « ». Without a match: the passage's opening (``matched`` False)."""
+    query items, matches between « ». Without a match: the passage's opening (``matched`` False).
+    ``loose``: marked words separated by punctuation only are one highlight (a file name)."""
     f = _forms(text)
     marked = _matches(f, parsed)
     if not marked:
@@ -127,7 +134,7 @@ def highlight(text: str, parsed: ParsedQuery, *, window: int = WINDOW_WORDS) -> 
         fragments.append(best_span)
         covered |= {marked[q] for q in positions if best_span[0] <= q <= best_span[1]}
     fragments.sort()
-    return FRAGMENT_DELIMITER.join(_render(text, f, lo, hi, marked) for lo, hi in fragments), True
+    return FRAGMENT_DELIMITER.join(_render(text, f, lo, hi, marked, loose) for lo, hi in fragments), True
 
 
 def matched_fields(fields: dict[str, str], parsed: ParsedQuery) -> list[tuple[str, str]]:
@@ -136,7 +143,16 @@ def matched_fields(fields: dict[str, str], parsed: ParsedQuery) -> list[tuple[st
     for name, label in FIELD_LABELS.items():
         value = fields.get(name)
         if value:
-            snippet, ok = highlight(value, parsed, window=60)
+            snippet, ok = highlight(value, parsed, window=60, loose=name == "name")
             if ok:
                 out.append((label, snippet))
     return out
+
+
+def labelled_fields(fields: dict[str, str], limit: int = FALLBACK_CHARS) -> str:
+    """The document's fields as ``label: value`` in :data:`FIELD_LABELS` order, joined by `` · `` and cut
+    at ``limit`` characters: what a hit on the fields shows when no field holds a query word (a match by
+    meaning), so the reader sees which field says what instead of an unlabelled run of values."""
+    shown = " · ".join(f"{label}: {' '.join(fields[name].split())}" for name, label in FIELD_LABELS.items()
+                       if fields.get(name))
+    return shown[:limit] + (" …" if len(shown) > limit else "")

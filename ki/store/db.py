@@ -10,6 +10,9 @@ with ``kill -9`` leaves a stale ``postmaster.pid`` that the next start recovers.
 from __future__ import annotations
 
 import logging
+import os
+import re
+import sys
 import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -150,20 +153,64 @@ def _running_postmaster(pgdata: Path):  # -> PostmasterInfo | None
     return info
 
 
+#: ``application_name`` is at most 63 bytes; the process id is kept whole at its end.
+_APPLICATION_NAME_BYTES = 63
+_APPLICATION_PID = re.compile(r"^(.*) \[(\d+)\]$")
+
+
+def application_name(argv: list[str] | None = None, pid: int | None = None) -> str:
+    """What this process tells PostgreSQL it is (``application_name``): its command and pid,
+    ``ki insert /srv/akten [4711]`` (the command shortened to fit 63 bytes; the pid always whole).
+    ``ki db stop`` names the processes holding the database with it (:func:`describe_session`)."""
+    argv = sys.argv if argv is None else argv
+    pid = os.getpid() if pid is None else pid
+    program = Path(argv[0]).name if argv else "python"
+    if program in ("ki", "__main__.py") or (argv and argv[0].endswith(("ki/cli/__main__.py", "ki.cli"))):
+        program = "ki"
+    # PostgreSQL keeps printable ASCII only (anything else becomes "?"): say so here, before shortening
+    command = "".join(c if " " <= c <= "~" else "?" for c in " ".join([program, *argv[1:]]))
+    suffix = f" [{pid}]"
+    room = _APPLICATION_NAME_BYTES - len(suffix)
+    if len(command) > room:
+        command = command[:room - 3] + "..."
+    return command + suffix
+
+
+def describe_session(app_name: str, backend_pid: int, since: str, state: str | None) -> str:
+    """One line for a connection ``ki db stop`` lists: the process when it said who it is
+    (``ki insert /srv/akten (pid 4711), connected since 16:50:01 UTC, idle``), else the client's
+    ``application_name`` and the PostgreSQL backend's pid."""
+    m = _APPLICATION_PID.match(app_name or "")
+    if m:
+        return f"{m.group(1)} (pid {m.group(2)}), connected since {since} UTC, {state or 'unknown state'}"
+    client = app_name or "a client that did not say what it is"
+    return f"{client} (PostgreSQL backend pid {backend_pid}), connected since {since} UTC, {state or 'unknown state'}"
+
+
 def embedded_server_sessions(pgdata: Path) -> list[str] | None:
-    """The client sessions other than this one on the running embedded server of ``pgdata``, one line each
-    (``pid 4711 on ki since 16:50:01 UTC (idle)``); None when the server is not running."""
+    """The client processes other than this one on the running embedded server of ``pgdata``, one line
+    each and one line per process however many connections it holds
+    (``ki serve (pid 4711), connected since 16:50:01 UTC, idle — 3 connections``); None when the server
+    is not running."""
     import psycopg
 
     info = _running_postmaster(pgdata)
     if info is None:
         return None
-    with psycopg.connect(info.get_uri(), dbname="postgres", autocommit=True) as conn:
+    with psycopg.connect(info.get_uri(), dbname="postgres", autocommit=True,
+                         application_name=application_name()) as conn:
         rows = conn.execute(
-            "SELECT pid, datname, to_char(backend_start AT TIME ZONE 'UTC', 'HH24:MI:SS') AS since, state "
-            "FROM pg_stat_activity WHERE backend_type = 'client backend' AND pid <> pg_backend_pid() "
+            "SELECT application_name, pid, to_char(backend_start AT TIME ZONE 'UTC', 'HH24:MI:SS') AS since, "
+            "state FROM pg_stat_activity WHERE backend_type = 'client backend' AND pid <> pg_backend_pid() "
             "ORDER BY backend_start").fetchall()
-    return [f"pid {pid} on {db} since {since} UTC ({state})" for pid, db, since, state in rows]
+    me = application_name()
+    grouped: dict[str, list[str]] = {}
+    for app_name, pid, since, state in rows:
+        if app_name == me:
+            continue  # this process's own pool (``ki db stop`` opened none, but a caller may have)
+        key = app_name if _APPLICATION_PID.match(app_name or "") else f"{app_name}\0{pid}"
+        grouped.setdefault(key, []).append(describe_session(app_name, pid, since, state))
+    return [lines[0] + (f" — {len(lines)} connections" if len(lines) > 1 else "") for lines in grouped.values()]
 
 
 def stop_embedded_server(pgdata: Path) -> bool:
@@ -319,7 +366,8 @@ def open_database(url: str, *, pool_size: int = 8, migrate: bool = True) -> Data
         pool_size: connections kept (worker pool + 2 is a good value).
         migrate: run Alembic migrations (under an advisory lock).
     """
-    engine = create_engine(url, pool_size=pool_size, max_overflow=pool_size, pool_pre_ping=True)
+    engine = create_engine(url, pool_size=pool_size, max_overflow=pool_size, pool_pre_ping=True,
+                           connect_args={"application_name": application_name()})
     if migrate:
         with engine.connect() as conn:
             run_migrations(conn)

@@ -51,7 +51,7 @@ def test_insert_summaries_and_quarantine_retry(ki):
     first = ki("insert", str(estate)).stderr.splitlines()
     assert f"scanned {estate}: 5 files: 5 new, 0 changed, 0 unchanged, 0 restored; 0 tombstoned" in first
     at = first.index("quarantined by this run: 1 file (`ki quarantine list` for all):")
-    assert first[at + 1].startswith(f"  {estate / 'broken.pdf'}  [convert] corrupt: broken.pdf: PDFium cannot open")
+    assert first[at + 1].startswith(f"  {estate / 'broken.pdf'}  [Parse (convert)] corrupt: broken.pdf: PDFium cannot open")
     assert str(other) not in "\n".join(first)
 
     (estate / "r.txt").unlink()
@@ -76,7 +76,7 @@ def test_insert_summaries_and_quarantine_retry(ki):
     assert sorted(entries) == sorted([str(estate / "broken.pdf"), str(other / "kaputt.pdf")])
     mine, theirs = entries[str(estate / "broken.pdf")], entries[str(other / "kaputt.pdf")]
     listing = ki("quarantine", "list").stdout.splitlines()
-    assert f"{mine['source_object_id']:>7}  convert    corrupt, 1 attempt: {estate / 'broken.pdf'}" in listing
+    assert f"{mine['source_object_id']:>7}  Parse (convert): corrupt, 1 attempt: {estate / 'broken.pdf'}" in listing
 
     runs = "SELECT count(*) FROM pipeline_runs"
     audits = "SELECT count(*) FROM audit_log"
@@ -92,7 +92,13 @@ def test_insert_summaries_and_quarantine_retry(ki):
     ki("sync", str(later))  # auto-insert is off: three fetches wait, unrelated to the retry
     oid = mine["source_object_id"]
     retry = ki("quarantine", "retry", str(oid), "--stage", "index")
-    assert json.loads(retry.stdout)["released_stage"] == "convert"
+    said = retry.stdout.splitlines()  # text, not JSON: released, invalidated, previous error, outcome
+    assert said[0].startswith(f"released Parse (convert) of object {oid} with a fresh budget of ")
+    assert said[1] == ("invalidated: Classify (classify_matter), Relate, Extract metadata (extract_metadata), "
+                       "Extract decisions (extract_decisions), Index")
+    assert said[2].startswith("previous error: corrupt: broken.pdf: PDFium cannot open")
+    assert said[3] == f"outcome: object {oid} was quarantined again (1 stage execution; `ki quarantine list` says why)"
+    assert not retry.stdout.lstrip().startswith("{")
     lines = retry.stderr.splitlines()
     assert lines[0] == ("released convert instead of index: convert is the earliest quarantined stage of object "
                         f"{oid}; index needs its output and runs after it")
@@ -103,7 +109,9 @@ def test_insert_summaries_and_quarantine_retry(ki):
     assert stages["fetch"]["pending"] == 3  # the retry did not run (or wait for) the other source's work
 
     toid = theirs["source_object_id"]
-    early = ki("quarantine", "retry", str(toid), "--stage", "fetch", "--no-run").stderr.splitlines()
+    early_run = ki("quarantine", "retry", str(toid), "--stage", "fetch", "--no-run", "--json")
+    assert json.loads(early_run.stdout)["released_stage"] == "convert"  # --json: the record
+    early = early_run.stderr.splitlines()
     assert early[0] == (f"released convert instead of fetch: fetch of object {toid} is done, not quarantined; convert "
                         "is its quarantined stage")
     assert ki("quarantine", "retry", str(toid), "--no-run", code=2).stderr.splitlines() == [

@@ -188,9 +188,13 @@ function stageCard(st, i) {
   const bar = h("div", { class: "bar", role: "img", "aria-label": `${st.name}: ${parts.join(", ") || "no rows yet"}` },
     BUCKETS.filter(([b]) => st.buckets[b] > 0).map(([b]) =>
       h("span", { class: `b-${b}`, style: { width: `${(100 * st.buckets[b]) / total}%` } })));
-  const legend = h("ul", { class: "legend" }, BUCKETS.map(([b, label]) =>
+  // rows a quarantined earlier stage blocks: counted in "waiting", said apart (they move only after a retry)
+  const blockedNote = st.blocked ? h("li", { class: "blocked-note" },
+    h("span", { class: "label" }, `of which blocked by a quarantined stage`), h("b", {}, num(st.blocked))) : null;
+  const legend = h("ul", { class: "legend" }, BUCKETS.map(([b, label]) => [
     h("li", { class: st.buckets[b] ? "" : "zero" }, h("span", { class: `sw b-${b}`, "aria-hidden": "true" }),
-      h("span", { class: "label", title: label }, label), h("b", {}, num(st.buckets[b])))));
+      h("span", { class: "label", title: label }, label), h("b", {}, num(st.buckets[b]))),
+    b === "waiting" ? blockedNote : null]));
   const toggleId = `enabled-${s}`;
   const toggle = h("input", { type: "checkbox", role: "switch", id: toggleId, checked: enabled,
     class: S.pending.has(enabledKey) ? "changed" : "", disabled: !ef.editable || !canWrite,

@@ -48,7 +48,8 @@ export function when(iso) {
   if (!iso) return "–";
   const d = new Date(iso);
   const today = new Date();
-  const time = d.toLocaleTimeString(undefined, { hour: "2-digit", minute: "2-digit" });
+  // the 24-hour clock whatever the locale says (a 12-hour "02:05 PM" reads wrong in a German firm)
+  const time = d.toLocaleTimeString(undefined, { hour: "2-digit", minute: "2-digit", hourCycle: "h23" });
   if (d.toDateString() === today.toDateString()) return time;
   return d.toLocaleDateString(undefined, { day: "numeric", month: "short" }) + " " + time;
 }
