@@ -306,7 +306,9 @@ def _bounded(scope: ScanScope | None) -> ScanScope | None:
         return None
     paths = scope.paths if scope.paths is None or len(scope.paths) <= MAX_SCOPE_PATHS else None
     defer = scope.defer if len(scope.defer) <= MAX_SCOPE_PATHS else frozenset()
-    return ScanScope(paths=paths, defer=defer, defer_younger_than=scope.defer_younger_than)
+    gone = scope.gone if paths is not None else ()  # a whole-source scan: every deletion waits for confirmations
+    return ScanScope(paths=paths, defer=defer, defer_younger_than=scope.defer_younger_than, gone=gone,
+                     delete_at_once_max=scope.delete_at_once_max)
 
 
 def _create_sync_run(ctx: PipelineContext, source_id: int, *, trigger: str, provider: str, status: str) -> int:

@@ -20,13 +20,14 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from fastapi.templating import Jinja2Templates
 
 from ki.api.auth import COOKIE_NAME, AuthError, authorize_request, same_origin
-from ki.api.scopes import READ_PIPELINE, WRITE_PIPELINE
+from ki.api.scopes import READ_PIPELINE, SEARCH, WRITE_PIPELINE
 from ki.api.tokens import SESSION_SECONDS, authenticate, close_session, open_session
 
 router = APIRouter(include_in_schema=False)
 
-#: "Recent processing runs" on the page: insertion and access-refresh runs (spec: GET /api/runs, filtered).
-PAGE_RUN_KINDS = ("insertion", "access_refresh")
+#: "Recent runs" on the page: insertion, access-refresh and sync runs (spec: GET /api/runs; the page filters
+#: by kind on request; docs/design-decisions.md "Sync runs on the console").
+PAGE_RUN_KINDS = ("insertion", "access_refresh", "sync")
 templates = Jinja2Templates(directory=str(Path(__file__).parent / "templates"))
 
 
@@ -95,6 +96,7 @@ def console_page(request: Request) -> Response:
                          offset=0).model_dump(mode="json"),
         "quarantine": list_quarantine(state=state, identity=identity, stage=None, reason=None, error_class=None,
                                       limit=25, offset=0).model_dump(mode="json"),
-        "identity": {"name": identity.name, "can_write": identity.allows(WRITE_PIPELINE)},
+        "identity": {"name": identity.name, "can_write": identity.allows(WRITE_PIPELINE),
+                     "can_search": identity.allows(SEARCH), "principal": identity.principal},
     }
     return templates.TemplateResponse(request, "console.html", {"initial": initial, "identity": identity})

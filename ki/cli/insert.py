@@ -274,7 +274,8 @@ def print_run_quarantines(ctx, source_id: int, run_id: int) -> None:
                       f"({first}`ki quarantine list` for all):", highlight=False)
         for e in entries:
             console.print(f"  {plain(e.path)}  [{stage_label(e.stage)}] "
-                          f"{e.error.get('reason') or e.error.get('class')}: {plain(str(e.error.get('message', ''))[:120])}", markup=False, highlight=False)
+                          f"{e.error.get('reason') or e.error.get('class')}: "
+                          f"{plain(str(e.error.get('message', ''))[:120])}", markup=False, highlight=False)
     earlier = of_source - in_run
     if earlier > 0:
         console.print(f"{earlier} file{'' if earlier == 1 else 's'} of this source stay{'s' if earlier == 1 else ''} "

@@ -93,7 +93,8 @@ def print_hit(i: int, h) -> None:
     facts = " ".join(f"{k} {v}" for k, v in (("matter", h.matter), ("type", h.doc_type)) if v)
     out.print(f"{i:>2}. [bold]{shown(h.path)}[/]  (score {h.score:.2f}; in {shown(hit_where(h))}"
               f"{'; ' + shown(facts) if facts else ''})", highlight=False, soft_wrap=True)
-    lines = [f"on «{plain(h.anchor)}»"] if h.anchor else []
+    lines = [f"({h.missing}: tombstoned once the deletion is confirmed)"] if h.missing else []
+    lines += [f"on «{plain(h.anchor)}»"] if h.anchor else []
     lines.append(plain(h.snippet))
     lines += [f"also at {plain(other)}" for other in h.also_at]
     pad = " " * HIT_INDENT

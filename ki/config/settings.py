@@ -118,11 +118,15 @@ class WatchConfig(BaseModel):
         rescan_seconds: full rescan of every watched source this often, as a safety net for missed
             events (and once on start).
         poll_seconds: how often a polling observer (network file systems, ``watch_mode: poll``) stats the tree.
+        delete_at_once_max: files the watcher saw deleted, while their folder is still listed, are tombstoned
+            at once when one change holds at most this many; more at once (a mass deletion) wait for
+            ``pipeline.deletion_confirmations`` like any missing file. 0: never at once.
     """
 
     settle_seconds: float = Field(default=5, ge=0, le=3600)
     rescan_seconds: float = Field(default=300, ge=5, le=86_400)
     poll_seconds: float = Field(default=2, gt=0, le=600)
+    delete_at_once_max: int = Field(default=20, ge=0, le=10_000)
 
 
 class LanesConfig(BaseModel):

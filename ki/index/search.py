@@ -23,7 +23,7 @@ import hashlib
 import json
 import time
 from collections.abc import Sequence
-from datetime import date
+from datetime import UTC, date, datetime
 from typing import Any
 
 from pydantic import BaseModel, Field
@@ -65,6 +65,10 @@ class SearchHit(BaseModel):
         also_at: paths of identical copies the searcher may also see.
         document_id / version / matter / doc_type: once the model stages have run (else None).
         lexical_rank / vector_rank: the hit's rank in each half (None when absent from it).
+        missing_since: when a scan first found the file (or the file holding it) missing from its share;
+            None while it is listed. Such a hit stays searchable until ``pipeline.deletion_confirmations``
+            scans agree (an unmounted share deletes nothing), and says so in ``missing`` ("missing from the
+            share since 2026-03-04 14:05 UTC").
     """
 
     source_object_id: int
@@ -86,6 +90,8 @@ class SearchHit(BaseModel):
     doc_type: str | None = None
     lexical_rank: int | None = None
     vector_rank: int | None = None
+    missing_since: datetime | None = None
+    missing: str | None = None
 
 
 class SearchResponse(BaseModel):
@@ -209,10 +215,12 @@ def search_with_backend(backend: SearchBackend, engine: Engine, query: str, *, f
 
 
 _HYDRATE = """
-SELECT h.i, c.source_object_id, so.path, c.title, c.ordinal, c.content_hash, c.text, c.kind, c.meta {extra}
+SELECT h.i, c.source_object_id, so.path, c.title, c.ordinal, c.content_hash, c.text, c.kind, c.meta,
+       coalesce(so.missing_since, up.missing_since) AS missing_since {extra}
 FROM unnest(CAST(:oids AS bigint[]), CAST(:ords AS int[]), CAST(:idx AS int[])) AS h(oid, ord, i)
 JOIN chunk c ON c.source_object_id = h.oid AND c.ordinal = h.ord
 JOIN source_object so ON so.id = h.oid AND so.deleted_at IS NULL
+LEFT JOIN source_object up ON up.id = so.parent_id
 ORDER BY h.i
 """
 
@@ -239,6 +247,13 @@ def _snippet(row: Any, parsed: ParsedQuery) -> tuple[str, str, list[str]]:
         return opening[:240], "fields", []
     snippet, _ok = highlight(row.text or "", parsed)
     return snippet, row.kind or "body", [(row.kind or "body").replace("_", " ")]
+
+
+def missing_note(since: datetime | None) -> str | None:
+    """``missing from the share since 2026-03-04 14:05 UTC`` for a file a scan found missing (None: listed)."""
+    if since is None:
+        return None
+    return f"missing from the share since {since.astimezone(UTC):%Y-%m-%d %H:%M} UTC"
 
 
 def hydrate(engine: Engine, query: str | ParsedQuery, fused: Sequence[FusedHit], filters: SearchFilters | None = None,
@@ -276,7 +291,7 @@ def hydrate(engine: Engine, query: str | ParsedQuery, fused: Sequence[FusedHit],
             score=round(min(1.0, h.score / best), 4), rrf_score=float(h.score), ordinal=r.ordinal,
             content_hash=r.content_hash, also_at=also.get(r.content_hash, []), document_id=r.document_id,
             version=r.version, matter=r.matter, doc_type=r.doc_type, lexical_rank=h.lexical_rank,
-            vector_rank=h.vector_rank))
+            vector_rank=h.vector_rank, missing_since=r.missing_since, missing=missing_note(r.missing_since)))
     return out
 
 

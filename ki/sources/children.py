@@ -128,7 +128,7 @@ SET external_id = :eid || substr(so.external_id, length(old.eid) + 1),
     external_id_raw = CASE WHEN so.id = :id THEN :raw ELSE so.external_id_raw END,
     size = CASE WHEN so.id = :id THEN :size ELSE so.size END,
     mtime_ns = CASE WHEN so.id = :id THEN :mtime ELSE so.mtime_ns END,
-    missing_scans = 0, updated_at = now()
+    missing_scans = 0, missing_since = NULL, updated_at = now()
 FROM old
 WHERE so.id IN (SELECT id FROM tree)
 """)

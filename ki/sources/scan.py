@@ -36,6 +36,7 @@ from ki.access.refresh import mark_access_changes
 from ki.context import PipelineContext
 from ki.errors import SourceReadDenied
 from ki.sources.local import ListedFile, Listing, LocalFolderConnector, SkippedEntry
+from ki.sources.names import display_form
 from ki.store.claims import request_rerun_from
 from ki.store.requeue import denied_fetches, requeue_from_fetch, retry_now, seed_rows
 from ki.store.unreadable import parked_unreadable, release_unreadable
@@ -131,11 +132,28 @@ class ScanScope:
         paths: OS-given relative paths to scan (files, and the trees of folders); None: the whole root.
         defer: display-form external ids not to take yet.
         defer_younger_than: seconds; files modified more recently are not taken yet.
+        gone: OS-given relative paths the watcher saw deleted (a subset of ``paths``).
+        delete_at_once_max: up to this many files of ``gone`` that the listing of their (still listed)
+            folder reports missing are tombstoned by this scan, without waiting for
+            ``pipeline.deletion_confirmations``; more at once count toward the confirmations as usual.
     """
 
     paths: tuple[str, ...] | None = None
     defer: frozenset[str] = frozenset()
     defer_younger_than: float | None = None
+    gone: tuple[str, ...] = ()
+    delete_at_once_max: int = 0
+
+
+def seen_gone(missing: list, gone: tuple[str, ...], limit: int) -> list:
+    """The rows of ``missing`` that the watcher saw vanish (their external id is a path of ``gone``, or
+    below a folder of it), when there are at most ``limit`` of them; else none (a mass deletion — many at
+    once, an unmounted share seen file by file — waits for ``pipeline.deletion_confirmations``)."""
+    if not gone or limit <= 0:
+        return []
+    names = [display_form(g)[0].strip("/") for g in gone]
+    seen = [r for r in missing if any(r.external_id == n or r.external_id.startswith(n + "/") for n in names)]
+    return seen if len(seen) <= limit else []
 
 
 def scan_source(ctx: PipelineContext, source_id: int, scope: ScanScope | None = None) -> ScanReport:
@@ -237,23 +255,24 @@ def scan_source(ctx: PipelineContext, source_id: int, scope: ScanScope | None = 
         for oid, size, mtime, scanned in touched:
             conn.execute(
                 text("UPDATE source_object SET size = :s, mtime_ns = :m, scanned_hash = coalesce(:h, scanned_hash), "
-                     "deleted_at = NULL, missing_scans = 0, updated_at = now() WHERE id = :id"),
+                     "deleted_at = NULL, missing_scans = 0, missing_since = NULL, updated_at = now() WHERE id = :id"),
                 {"s": size, "m": mtime, "h": scanned, "id": oid},
             )
         if present_ids:
             conn.execute(
-                text("UPDATE source_object SET missing_scans = 0 WHERE id = ANY(CAST(:ids AS bigint[])) "
-                     "AND missing_scans <> 0"),
+                text("UPDATE source_object SET missing_scans = 0, missing_since = NULL "
+                     "WHERE id = ANY(CAST(:ids AS bigint[])) AND (missing_scans <> 0 OR missing_since IS NOT NULL)"),
                 {"ids": present_ids},
             )
         requeue_from_fetch(conn, changed_ids + reappeared_ids, lane=lane)
         threshold = ctx.config.pipeline.deletion_confirmations
         gone: list[int] = []  # tombstoned object ids, embedded ones included
+        at_once = {r.id for r in seen_gone(missing, scope.gone, scope.delete_at_once_max)}
         for r in missing:
             streak = r.missing_scans + 1
-            conn.execute(text("UPDATE source_object SET missing_scans = :n WHERE id = :id"),
-                         {"n": streak, "id": r.id})
-            if streak >= threshold:
+            conn.execute(text("UPDATE source_object SET missing_scans = :n, missing_since = coalesce(missing_since, "
+                              "now()) WHERE id = :id"), {"n": streak, "id": r.id})
+            if streak >= threshold or r.id in at_once:
                 gone += tombstone_tree(conn, r.id)
                 report.tombstoned.append(r.external_id)
         if paths is None:

@@ -12,7 +12,9 @@ its users hit). Per source, one :class:`SourceWatcher`:
   arriving file, busy files retried, folders moved in expanded, ignored names counted by reason);
 * settled paths are synced through the caller's ``sync`` function (``ki.launch.launch_sync`` with a
   :class:`~ki.sources.scan.ScanScope` of those paths: the same scan code as a full sync, so ignore rules,
-  hashing, renames, tombstones and deletion confirmations are one code path). A sync refused because
+  hashing, renames, tombstones and deletion confirmations are one code path; a file seen deleted while its
+  folder is still listed is tombstoned by that scan, up to ``pipeline.watch.delete_at_once_max`` at once,
+  :func:`ki.sources.scan.seen_gone`). A sync refused because
   another sync of the source runs is tried again on the next tick;
 * a **full rescan** runs on start (nothing missed while no watcher ran, nothing redone that is done: the
   scan compares sizes, mtimes and hashes) and every ``pipeline.watch.rescan_seconds``; files modified
@@ -84,6 +86,7 @@ class SourceWatcher:
     settle_seconds: float
     rescan_seconds: float
     poll_seconds: float
+    delete_at_once_max: int = 0
     state: str = "starting"
     paused_reason: str | None = None
     last_event_at: datetime | None = None
@@ -209,7 +212,10 @@ class SourceWatcher:
 
     def _sync(self, sync: SyncFn, rels: list[str], now: float) -> None:
         try:
-            outcome = sync(self.source_id, ScanScope(paths=tuple(rels)))
+            # a path that is gone was seen deleted: the scan tombstones it at once unless many go together
+            gone = tuple(r for r in rels if not os.path.lexists(os.path.join(self.root, r)))
+            outcome = sync(self.source_id, ScanScope(paths=tuple(rels), gone=gone,
+                                                     delete_at_once_max=self.delete_at_once_max))
         except SyncAlreadyRunning:
             self._retry = rels  # another sync of this source runs: again on the next tick
             return
@@ -274,7 +280,7 @@ class Watcher:
         for sid, root, config in sources:
             chosen, why = (mode, "chosen for this watcher") if mode else watch_mode_for(root, config)
             self.sources.append(SourceWatcher(sid, Path(root), chosen, why, cfg.settle_seconds, cfg.rescan_seconds,
-                                              cfg.poll_seconds))
+                                              cfg.poll_seconds, cfg.delete_at_once_max))
         self._last_health = 0.0
 
     def run(self, stop: threading.Event) -> None:

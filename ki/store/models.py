@@ -79,6 +79,8 @@ class SourceObject(Base):
     content_hash: Mapped[str | None] = mapped_column(String(64))
     scanned_hash: Mapped[str | None] = mapped_column(String(64))
     missing_scans: Mapped[int] = mapped_column(Integer, server_default=sa_text("0"))
+    #: when a scan first found the (live) file missing; None while it is listed (search hits say so)
+    missing_since: Mapped[datetime | None] = mapped_column(TZ)
     deleted_at: Mapped[datetime | None] = mapped_column(TZ)
     created_at: Mapped[datetime] = mapped_column(TZ, server_default=func.now())
     updated_at: Mapped[datetime] = mapped_column(TZ, server_default=func.now())

@@ -42,3 +42,5 @@ class SyncInput(BaseModel):
     paths: list[str] | None = None
     defer: list[str] = []
     defer_younger_than: float | None = None
+    gone: list[str] = []
+    delete_at_once_max: int = 0

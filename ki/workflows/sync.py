@@ -43,7 +43,8 @@ def run_sync(run_id: int, source_id: int, inp: SyncInput | None = None) -> dict[
     scope = None
     if inp is not None:
         scope = ScanScope(paths=tuple(inp.paths) if inp.paths is not None else None, defer=frozenset(inp.defer),
-                          defer_younger_than=inp.defer_younger_than)
+                          defer_younger_than=inp.defer_younger_than, gone=tuple(inp.gone),
+                          delete_at_once_max=inp.delete_at_once_max)
     result = run_sync_body(ctx, run_id, source_id, hand_off=hand_off, scope=scope)
     if result.status != "completed":
         return {"run_id": run_id, "status": result.status, "error": (result.error or "")[:500]}

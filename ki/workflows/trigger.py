@@ -299,7 +299,8 @@ def trigger_sync(ctx: PipelineContext, run_id: int, source_id: int, scope: ScanS
         scope = scope or ScanScope()
         inp = SyncInput(run_id=str(run_id), source_id=str(source_id),
                         paths=list(scope.paths) if scope.paths is not None else None, defer=sorted(scope.defer),
-                        defer_younger_than=scope.defer_younger_than)
+                        defer_younger_than=scope.defer_younger_than, gone=list(scope.gone),
+                        delete_at_once_max=scope.delete_at_once_max)
         ref = wf.run(inp, wait_for_result=False,
                      additional_metadata={"ki_run_id": str(run_id), "ki_source_id": str(source_id)})
     except Exception as exc:  # noqa: BLE001

@@ -95,7 +95,7 @@ def test_search_status_and_blocked_rows(ki):
     assert "file name: «Übergabeprotokoll 3. OG (Scan).txt»" in " ".join(hit[1:]), hit
 
     # a long snippet wraps under its hit, never at column 0 (piped, COLUMNS=80)
-    out = ki("search", "Gewährleistung Anlage Berlin", extra={"COLUMNS": "80"}).stdout
+    out = ki("search", "Gewährleistung Anlage Berlin", "--mode", "lexical", extra={"COLUMNS": "80"}).stdout
     (hit,) = _hits(out)
     assert len(hit) >= 3, out  # the snippet took more than one line
     assert all(line.startswith("    ") and len(line) <= 80 for line in hit[1:]), out

@@ -51,7 +51,8 @@ def test_insert_summaries_and_quarantine_retry(ki):
     first = ki("insert", str(estate)).stderr.splitlines()
     assert f"scanned {estate}: 5 files: 5 new, 0 changed, 0 unchanged, 0 restored; 0 tombstoned" in first
     at = first.index("quarantined by this run: 1 file (`ki quarantine list` for all):")
-    assert first[at + 1].startswith(f"  {estate / 'broken.pdf'}  [Parse (convert)] corrupt: broken.pdf: PDFium cannot open")
+    assert first[at + 1].startswith(f"  {estate / 'broken.pdf'}  [Parse (convert)] corrupt: broken.pdf: "
+                                    "PDFium cannot open")
     assert str(other) not in "\n".join(first)
 
     (estate / "r.txt").unlink()

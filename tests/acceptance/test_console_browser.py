@@ -81,13 +81,14 @@ def served(make_ctx, db_url, data_dir, shared, tmp_path):
 
 @pytest.fixture
 def browser_page(tmp_path):
-    """A Playwright page in Debian's chromium with a fresh profile (1280×900)."""
+    """A Playwright page in Debian's chromium with a fresh profile (1280×900, locale en-US)."""
     from playwright.sync_api import sync_playwright
 
     profile = tempfile.mkdtemp(prefix="ki-chromium-")
     with sync_playwright() as p:
         context = p.chromium.launch_persistent_context(profile, executable_path=CHROMIUM, args=CHROMIUM_ARGS,
-                                                       headless=True, viewport={"width": 1280, "height": 900})
+                                                       headless=True, viewport={"width": 1280, "height": 900},
+                                                       locale="en-US")  # a 12-hour locale: times must stay 24-hour
         page = context.new_page()
         errors: list[str] = []
         page.on("pageerror", lambda e: errors.append(str(e)))
@@ -147,7 +148,7 @@ def test_console_in_a_real_browser(served, browser_page, tmp_path):
     files = 11 + EXTRA_FILES
 
     def legend(stage: str) -> dict[str, int]:
-        items = page.locator(f'li.stage[data-stage="{stage}"] .legend li')
+        items = page.locator(f'li.stage[data-stage="{stage}"] .legend li:not(.blocked-note)')
         return {items.nth(i).locator(".label").inner_text():
                 int(items.nth(i).locator("b").inner_text().replace(",", "")) for i in range(items.count())}
 
@@ -185,7 +186,8 @@ def test_console_in_a_real_browser(served, browser_page, tmp_path):
     assert "Saved 2 changes" in page.inner_text('[data-key="saved"]')
     page.wait_for_selector("#savebar", state="hidden")
     expect(page.locator("#banner h2")).to_have_text(IDLE, timeout=120_000)
-    expect(page.locator('li.stage[data-stage="extract_decisions"] .legend li').nth(5).locator("b")).to_have_text(
+    off_count = page.locator('li.stage[data-stage="extract_decisions"] .legend li:not(.blocked-note)').nth(5)
+    expect(off_count.locator("b")).to_have_text(
         "0", timeout=60_000)
     saved = json.loads((Path(ctx.settings.data_dir) / "config.json").read_text())
     assert saved["pipeline"]["stages"]["relate"]["max_attempts"] == 5
@@ -260,6 +262,95 @@ def test_console_in_a_real_browser(served, browser_page, tmp_path):
     page.wait_for_selector('[data-key="auth"]')
     assert "session has ended" in page.inner_text('[data-key="auth"]')
     shots("session-ended", full_page=False)
+
+    assert errors == []
+    assert {k: v for k, v in a11y.items() if v} == {}
+
+
+def test_console_search_runs_and_blocked_rows(served, browser_page, tmp_path):
+    """The knowledge team's page: the search box (``/v1/search`` as the signed-in token's principal, a
+    file missing from the share marked), sync runs in "Recent runs" with a kind filter, 24-hour times in
+    an en-US browser, the re-run dialog's wording and the rows a quarantine blocks on the cards."""
+    base, _, ctx = served
+    page, errors = browser_page
+    shots = Shots(page, Path(os.environ.get("KI_SCREENSHOT_DIR") or tmp_path / "screens"))
+    from ki.api.tokens import create_token
+
+    token = create_token(ctx.db.engine, name="Wissensteam", scopes=["read:pipeline", "write:pipeline", "search"],
+                         principal="user:anna")[1]
+    with ctx.db.engine.connect() as conn:
+        from sqlalchemy import text
+
+        source_id, root = conn.execute(text("SELECT id, root FROM source")).one()
+    gone = Path(root) / "Notizen" / "Aktennotiz 07.txt"
+    gone.unlink()  # a sync finds it missing: searchable, marked, until the confirmations agree
+    auth = {"Authorization": f"Bearer {token}"}
+    sync = httpx.post(base + "/api/actions/sync", json={"source_id": source_id}, headers=auth, timeout=30)
+    assert sync.status_code == 202, sync.text
+
+    def sync_done() -> bool:
+        runs = httpx.get(base + "/api/runs?kind=sync", headers=auth, timeout=30).json()["runs"]
+        return bool(runs) and runs[0]["status"] == "completed"
+    deadline = time.monotonic() + 180
+    while not sync_done():
+        assert time.monotonic() < deadline, "the sync run did not complete"
+        time.sleep(0.5)
+
+    page.goto(base + "/")
+    page.fill("#token", token)
+    page.click("button[type=submit]")
+    page.wait_for_selector(".stage")
+
+    # the rows behind the two Parse quarantines are counted apart on every later card
+    for stage in ("classify_matter", "relate", "extract_metadata", "index"):
+        note = page.locator(f'li.stage[data-stage="{stage}"] .legend li.blocked-note')
+        assert note.locator(".label").inner_text() == "of which blocked by a quarantined stage"
+        assert note.locator("b").inner_text() == "2"
+    assert page.locator('li.stage[data-stage="fetch"] .legend li.blocked-note').count() == 0
+
+    # Recent runs: the sync run is listed, the filter shows either kind; times on the 24-hour clock
+    expect(page.locator('#runs tbody tr[data-kind="sync"]').first).to_be_visible(timeout=30_000)
+    started = page.locator("#runs tbody tr td[data-label=Started]").first.inner_text().strip()
+    assert re.fullmatch(r"\d\d:\d\d", started), started  # today, en-US locale: 24-hour, no AM/PM
+    page.select_option("#q-run-kind", "sync")
+    expect(page.locator('#runs tbody tr:not([data-kind="sync"])')).to_have_count(0, timeout=30_000)
+    assert "scan of source" in page.inner_text("#runs tbody tr:first-child")
+    page.locator("#runs").scroll_into_view_if_needed()
+    a11y = {"runs": axe_serious(page)}
+    shots("runs-sync-filter", full_page=False)
+    page.select_option("#q-run-kind", "insertion")
+    expect(page.locator('#runs tbody tr[data-kind="sync"]')).to_have_count(0, timeout=30_000)
+    assert page.locator("#runs tbody tr").count() >= 1
+    page.select_option("#q-run-kind", "")
+    expect(page.locator('#runs tbody tr[data-kind="sync"]').first).to_be_visible(timeout=30_000)
+
+    # the search box: as the token's principal, hits marked, the missing file said so
+    assert "user:anna" in page.inner_text(".search-form label")
+    page.fill("#search-q", "Aktennotiz Aufhebungsvertrag")
+    page.click(".search-form button[type=submit]")
+    page.wait_for_selector("#search-results .hit")
+    hits = page.locator("#search-results .hit")
+    assert hits.count() == 10 and page.locator("#search-results button", has_text="More results").count() == 1
+    assert page.locator("#search-results .hit mark").count() >= 10
+    page.click("#search-results button:has-text('More results')")
+    expect(hits).to_have_count(20, timeout=30_000)
+    page.fill("#search-q", "Aktennotiz 7")
+    page.click(".search-form button[type=submit]")
+    missing = page.locator("#search-results .hit", has=page.locator(".file-name", has_text="Aktennotiz 07.txt"))
+    expect(missing).to_have_count(1, timeout=30_000)
+    assert re.search(r"missing from the share since \d{4}-\d\d-\d\d \d\d:\d\d UTC: it leaves search once the "
+                     r"deletion is confirmed", missing.locator(".hit-missing").inner_text())
+    page.locator("#search").scroll_into_view_if_needed()
+    a11y["search"] = axe_serious(page)
+    shots("search-box", full_page=False)
+
+    # the re-run dialog says what its two skip counts are
+    page.locator('li.stage[data-stage="relate"] button', has_text="Re-run all files").click()
+    page.wait_for_selector("#rerun-dialog .big")
+    said = page.inner_text("#rerun-dialog")
+    assert re.search(r"[\d,]+ skipped by the stage, [\d,]+ while it was switched off", said), said
+    page.keyboard.press("Escape")
+    shots("overview-blocked")
 
     assert errors == []
     assert {k: v for k, v in a11y.items() if v} == {}

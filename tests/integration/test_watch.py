@@ -191,15 +191,23 @@ def test_moves_renames_and_deletions(wctx, watching, tmp_path):
     assert row.id == oid and row.path == f"{root}/incoming/renamed.txt" and row.deleted_at is None
     assert _completions(wctx, "incoming/renamed.txt", "convert") == converts
     assert not _q(wctx, "SELECT 1 FROM source_object WHERE external_id = 'a.txt'")
-    # a deletion goes through deletion_confirmations: one confirmation from the event, not a tombstone
+    # a deletion the watcher saw, its folder still listed, is tombstoned at once (no confirmations to wait for)
     os.remove(root / "incoming" / "sub" / "in0.txt")
-    _wait(lambda: _q(wctx, "SELECT missing_scans FROM source_object WHERE external_id = 'incoming/sub/in0.txt'"
-                     )[0][0] == 1, what="first confirmation")
-    assert _q(wctx, "SELECT deleted_at FROM source_object WHERE external_id = 'incoming/sub/in0.txt'")[0][0] is None
-    w.sw._next_rescan = 0.0  # the periodic full rescan, now: the second confirmation tombstones it
     _wait(lambda: _q(wctx, "SELECT deleted_at FROM source_object WHERE external_id = 'incoming/sub/in0.txt'"
-                     )[0][0] is not None, what="tombstone after the second confirmation")
-    assert all(_indexed(wctx, n) for n in names[1:])
+                     )[0][0] is not None, what="tombstone at once")
+    # more at once than pipeline.watch.delete_at_once_max is a mass deletion: it goes through
+    # deletion_confirmations, one confirmation from the event, not a tombstone
+    w.sw.delete_at_once_max = 1
+    os.remove(root / "incoming" / "sub" / "in1.txt")
+    os.remove(root / "incoming" / "sub" / "in2.txt")
+    two = "external_id IN ('incoming/sub/in1.txt', 'incoming/sub/in2.txt')"
+    _wait(lambda: [r[0] for r in _q(wctx, f"SELECT missing_scans FROM source_object WHERE {two}")] == [1, 1],
+          what="first confirmation of both")
+    assert [r[0] for r in _q(wctx, f"SELECT deleted_at FROM source_object WHERE {two}")] == [None, None]
+    w.sw._next_rescan = 0.0  # the periodic full rescan, now: the second confirmation tombstones them
+    _wait(lambda: all(r[0] is not None for r in _q(wctx, f"SELECT deleted_at FROM source_object WHERE {two}")),
+          what="tombstones after the second confirmation")
+    assert all(_indexed(wctx, n) for n in names[3:])
 
 
 def test_vanished_root_pauses_and_resumes_without_tombstones(wctx, watching, tmp_path):

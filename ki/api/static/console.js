@@ -3,6 +3,7 @@
 // in the page so it renders without a round trip.
 import { api, clearMessage, report, showMessage } from "./api.js";
 import { duration, h, lockBadge, num, plural, replace, when } from "./dom.js";
+import { mountSearch } from "./search.js";
 import { openRerunDialog, renderQuarantine, renderRuns } from "./tables.js";
 
 const initial = JSON.parse(document.getElementById("initial").textContent);
@@ -16,6 +17,7 @@ const S = {
   pending: new Map(),     // dotted key -> new value (not yet saved)
   fieldErrors: {},        // dotted key -> [messages] from a 422
   qFilter: { stage: "", reason: "", error_class: "", offset: 0, limit: 25 },
+  runKind: "",            // "Recent runs" filter: "" (all), "insertion" (with access refresh) or "sync"
   saving: false,
 };
 const canWrite = S.identity.can_write;
@@ -391,7 +393,7 @@ export async function refreshLists() {
   const params = new URLSearchParams({ limit: q.limit, offset: q.offset });
   for (const k of ["stage", "reason", "error_class"]) if (q[k]) params.set(k, q[k]);
   [S.runs, S.quarantine] = await Promise.all([
-    api("GET", "/api/runs?kind=insertion&kind=access_refresh&limit=10", undefined, { quiet: true }),
+    api("GET", `/api/runs?${runKinds(S.runKind)}limit=10`, undefined, { quiet: true }),
     api("GET", `/api/quarantine?${params}`, undefined, { quiet: true }),
   ]);
   renderLists();
@@ -401,10 +403,16 @@ async function refreshConfig() {
   S.config = await api("GET", "/api/config", undefined, { quiet: true });
 }
 
+// the kinds of the "Recent runs" filter, as query parameters
+const runKinds = (k) => ({ insertion: "kind=insertion&kind=access_refresh&", sync: "kind=sync&" })[k] || "";
+
 function renderLists() {
-  renderRuns(document.getElementById("runs"), S.runs);
+  renderRuns(document.getElementById("runs"), S.runs, {
+    kind: S.runKind,
+    onKind: async (k) => { S.runKind = k; try { await refreshLists(); } catch (f) { report(f); } },
+  });
   renderQuarantine(document.getElementById("quarantine"), S.quarantine, {
-    filter: S.qFilter, canWrite,
+    filter: S.qFilter, canWrite, stageName,
     onFilter: async (patch) => { Object.assign(S.qFilter, patch); try { await refreshLists(); } catch (f) { report(f); } },
     afterRetry: afterRun,
   });
@@ -445,6 +453,7 @@ document.addEventListener("visibilitychange", () => { if (document.hidden) clear
 window.addEventListener("beforeunload", (ev) => { if (S.pending.size) { ev.preventDefault(); ev.returnValue = ""; } });
 if (!canWrite) showMessage("readonly", "info", "Read-only: this token has no write:pipeline scope, so settings and actions are locked.");
 renderAll();
+mountSearch(document.getElementById("search"), S.identity);
 schedule();
 loadCatalog();
 loadHealth();

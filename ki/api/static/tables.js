@@ -8,24 +8,37 @@ function td(label, content, cls) {
   return h("td", { "data-label": label, class: cls || null }, h("div", {}, content));
 }
 
-export function renderRuns(el, page) {
+const RUN_KINDS = [["insertion", "Insertion and access refresh"], ["sync", "Sync"]];
+
+function runOutcome(r) {
+  if (r.kind === "sync") {
+    const what = r.source_id !== null && r.source_id !== undefined ? `scan of source ${r.source_id}` : "scan";
+    return r.insertion_run_id ? `${what} · handed to run ${r.insertion_run_id}` : what;
+  }
+  return [`${num(r.done)} done · ${num(r.skipped)} skipped`, r.retried ? ` · ${num(r.retried)} retried` : "",
+    r.quarantined ? ` · ${num(r.quarantined)} quarantined` : ""].join("");
+}
+
+export function renderRuns(el, page, { kind = "", onKind } = {}) {
+  const filter = onKind ? h("div", { class: "filters" },
+    select("Show", "run-kind", kind, RUN_KINDS, onKind, "All runs")) : null;
   if (!page.runs.length) {
-    replace(el, h("p", { class: "empty" }, "No runs yet. Start one above, or run ki insert on the server."));
+    replace(el, filter, h("p", { class: "empty" }, kind ? "No run of this kind yet." :
+      "No runs yet. Start one above, or run ki insert on the server."));
     return;
   }
-  const rows = page.runs.map((r) => h("tr", {},
+  const rows = page.runs.map((r) => h("tr", { "data-kind": r.kind },
     td("Run", h("span", { class: "mono" }, String(r.id))),
     td("Kind", r.label),
     td("Status", h("span", { class: `badge ${r.status}` }, r.status)),
     td("Trigger", r.trigger),
     td("Provider", r.provider),
-    td("Stage executions", `${num(r.processed)}`, "num"),
-    td("Outcome", [`${num(r.done)} done · ${num(r.skipped)} skipped`, r.retried ? ` · ${num(r.retried)} retried` : "",
-      r.quarantined ? ` · ${num(r.quarantined)} quarantined` : ""].join("")),
+    td("Stage executions", r.kind === "sync" ? "–" : `${num(r.processed)}`, "num"),
+    td("Outcome", runOutcome(r)),
     td("Started", when(r.started_at)),
     td("Duration", r.duration_seconds !== null ? duration(r.duration_seconds) : "running"),
     td("Error", r.error ? h("span", { class: "err-msg" }, r.error) : "–")));
-  replace(el, h("div", { class: "table-wrap" }, h("table", { class: "stack" },
+  replace(el, filter, h("div", { class: "table-wrap" }, h("table", { class: "stack" },
     h("caption", { class: "sr-only" }, "Recent runs, newest first"),
     h("thead", {}, h("tr", {}, ["Run", "Kind", "Status", "Trigger", "Provider"].map((t) => h("th", { scope: "col" }, t)),
       h("th", { scope: "col", class: "num" }, "Stage executions"),
@@ -33,17 +46,22 @@ export function renderRuns(el, page) {
     h("tbody", {}, rows))));
 }
 
-function select(label, name, value, options, onChange) {
+function select(label, name, value, options, onChange, all = "All") {
   const id = `q-${name}`;
   return h("label", { for: id }, label, h("select", { id, onchange: (ev) => onChange(ev.target.value) },
-    h("option", { value: "" }, "All"),
+    h("option", { value: "" }, all),
     options.map(([v, text]) => h("option", { value: v, selected: v === value }, text))));
 }
 
-export function renderQuarantine(el, page, { filter, canWrite, onFilter, afterRetry }) {
+// a stage as every surface names it: the console name with the id where they differ ("Parse (convert)")
+export function stageLabel(stage, name) {
+  return !name || name.toLowerCase() === stage ? (name || stage) : `${name} (${stage})`;
+}
+
+export function renderQuarantine(el, page, { filter, canWrite, onFilter, afterRetry, stageName = (s) => s }) {
   const f = page.facets;
   const facetOptions = (facet) => Object.entries(f[facet] || {}).sort((a, b) => b[1] - a[1]).map(([k, n]) => [k, `${k} (${num(n)})`]);
-  const stageOptions = STAGES.filter((s) => (f.stage || {})[s]).map((s) => [s, `${s} (${num(f.stage[s])})`]);
+  const stageOptions = STAGES.filter((s) => (f.stage || {})[s]).map((s) => [s, `${stageLabel(s, stageName(s))}: ${num(f.stage[s])}`]);
   const filters = h("div", { class: "filters" },
     select("Stage", "stage", filter.stage, stageOptions, (v) => onFilter({ stage: v, offset: 0 })),
     select("Reason", "reason", filter.reason, facetOptions("reason"), (v) => onFilter({ reason: v, offset: 0 })),
@@ -66,7 +84,7 @@ export function renderQuarantine(el, page, { filter, canWrite, onFilter, afterRe
     return h("tr", {},
       td("File", [h("span", { class: "file-name" }, q.path.split("/").pop()),
         h("span", { class: "file-dir mono", title: q.path }, q.path.slice(0, q.path.lastIndexOf("/") + 1))], "path"),
-      td("Stage", q.name),
+      td("Stage", stageLabel(q.stage, q.name)),
       td("Error", [h("span", { class: "err-class" }, q.error.reason || q.error.class || "error"),
         q.error.class && q.error.reason ? h("span", { class: "muted" }, ` · ${q.error.class}`) : null,
         h("span", { class: "err-msg" }, (q.error.message || "").slice(0, 240))]),
@@ -160,7 +178,7 @@ export async function openRerunDialog(stage, { stageName, version, afterRun }) {
   dialogFrame(dialog, "rerun-title", `Re-run all files — ${p.name}`, [
     h("div", {}, h("div", { class: "big" }, num(p.files)),
       h("p", { class: "muted", style: { margin: 0 } }, `files re-run ${p.name}: ${num(p.buckets.done)} done, ` +
-        `${num(p.buckets.skipped)} skipped, ${num(p.buckets.disabled)} skipped while the stage was off. Files still waiting are not counted.`)),
+        `${num(p.buckets.skipped)} skipped by the stage, ${num(p.buckets.disabled)} while it was switched off. Files still waiting are not counted.`)),
     h("dl", { class: "kv" },
       h("dt", {}, "Later stages that re-run too"), h("dd", {}, p.downstream_stages.length ? p.downstream_stages.map(stageName).join(", ") : "none"),
       h("dt", {}, `Spent on ${p.name} so far`), h("dd", {}, `${money(p.spent_usd)} (${plural(p.spent_calls, "model call", "model calls")})`),
