@@ -169,7 +169,9 @@ def test_db_stop_refuses_while_another_process_uses_the_database(env):
         lines = refused.stderr.strip().splitlines()
         assert lines[0] == f"refused: 1 other connection to the embedded PostgreSQL in {pgdata} (another ki " \
                            "process is using it):"
-        assert lines[1].startswith(f"  pid {backend} on ki since ")
+        # a client that did not name itself (no application_name): its backend pid
+        assert lines[1].startswith(f"  a client that did not say what it is (PostgreSQL backend pid {backend}), "
+                                   "connected since ")
         assert lines[2] == "stop those processes first, or run `ki db stop --force` (their work stops and " \
                            "resumes with the next `ki insert`)"
         assert _running_postmaster(pgdata) is not None
