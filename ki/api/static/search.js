@@ -69,9 +69,9 @@ export function mountSearch(el, identity) {
       page.notes.map((n) => h("p", { class: "small muted" }, n)),
       state.hits.length
         ? [h("p", { class: "small muted" }, `${num(state.hits.length)} ${state.hits.length === 1 ? "hit" : "hits"}${state.cursor ? " so far" : ""} for `,
-            h("q", {}, query), ` as ${page.principal}`),
+            h("b", {}, query), ` as ${page.principal}`),
           h("ol", { class: "hits" }, state.hits.map(hitItem)), more]
-        : h("p", { class: "empty" }, `Nothing ${page.principal} may see matches `, h("q", {}, query), "."));
+        : h("p", { class: "empty" }, `Nothing ${page.principal} may see matches `, h("b", {}, query), "."));
   }
 
   const form = h("form", { class: "search-form", role: "search", onsubmit: (ev) => {
