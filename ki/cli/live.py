@@ -80,9 +80,11 @@ def duration(seconds: float | None) -> str:
     return f"{s} s"
 
 
-def print_live(report: dict[str, list[dict[str, Any]]]) -> None:
+def print_live(report: dict[str, list[dict[str, Any]]], blocked: dict[str, int] | None = None) -> None:
     """Print the report's lines (nothing for an empty part): one per active run, then the queue and the
-    waiting rows per stage, each under 80 columns where the numbers allow."""
+    waiting rows per stage, each under 80 columns where the numbers allow. ``blocked`` (stage → rows,
+    :func:`ki.store.blocked.blocked_counts`): how many rows waiting on the stage before are blocked by a
+    quarantined stage, said on their line (they will not move without a retry)."""
     for r in report["runs"]:
         eta = f"ETA {duration(r['eta_seconds'])}" if r["eta_seconds"] is not None else "no progress in the last minute"
         out.print(f"run {r['id']} {r['kind']} ({r['provider']}, {r['status']}): {r['processed']:,} executions, "
@@ -91,6 +93,11 @@ def print_live(report: dict[str, list[dict[str, Any]]]) -> None:
         out.print(f"runnable: {q['stage']} {q['runnable']:,} (oldest waits {duration(q['oldest_seconds'])}; "
                   + ", ".join(f"{lane} {duration(age)}" for lane, age in q["lanes"].items()) + ")", highlight=False)
     for w in report["waiting"]:
-        oldest = f" (oldest {duration(w['oldest_seconds'])})" if w["oldest_seconds"] is not None else ""
-        out.print(f"waiting: {w['stage']} {w['rows']:,} {WAIT_WORDS.get(w['reason'], w['reason'])}{oldest}",
+        stuck = (blocked or {}).get(w["stage"], 0) if w["reason"] == "waiting_for_previous_stage" else 0
+        why = "blocked by a quarantined stage" if stuck and stuck >= w["rows"] else \
+            WAIT_WORDS.get(w["reason"], w["reason"])
+        notes = [f"oldest {duration(w['oldest_seconds'])}"] if w["oldest_seconds"] is not None else []
+        if 0 < stuck < w["rows"]:
+            notes.append(f"{stuck:,} blocked")
+        out.print(f"waiting: {w['stage']} {w['rows']:,} {why}" + (f" ({'; '.join(notes)})" if notes else ""),
                   highlight=False)

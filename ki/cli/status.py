@@ -9,7 +9,7 @@ import json
 
 import typer
 
-from ki.cli.common import bucket_counts, open_context, out, print_stage_ids, print_status, shown
+from ki.cli.common import STATUS_WIDTH, bucket_counts, open_context, out, print_stage_ids, print_status, shown
 
 
 def status(as_json: bool = typer.Option(False, "--json", help="machine-readable output"),
@@ -84,7 +84,7 @@ def show_status(ctx, as_json: bool) -> None:
         print_status(counts)
         print_blocked(blocked)
         print_stage_ids()
-        print_live(live)
+        print_live(live, blocked)
         busy = [f"{lane} {n['owed']} owed" + (f" ({n['running']} running)" if n["running"] else "")
                 for lane, n in lanes.items() if n["owed"] or n["running"]]
         if busy:
@@ -93,7 +93,8 @@ def show_status(ctx, as_json: bool) -> None:
         print_budget(budget)
         print_unreadable(unreadable)
         for c in converters:
-            out.print(describe(c), style=None if c.available else "yellow", markup=False)
+            out.print(describe(c), style=None if c.available else "yellow", markup=False,
+                      width=min(out.width, STATUS_WIDTH))
         if watched:
             print_watch(watched)
 
