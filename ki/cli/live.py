@@ -84,7 +84,8 @@ def print_live(report: dict[str, list[dict[str, Any]]], blocked: dict[str, int] 
     """Print the report's lines (nothing for an empty part): one per active run, then the queue and the
     waiting rows per stage, each under 80 columns where the numbers allow. ``blocked`` (stage → rows,
     :func:`ki.store.blocked.blocked_counts`): how many rows waiting on the stage before are blocked by a
-    quarantined stage, said on their line (they will not move without a retry)."""
+    quarantined stage, said on their line (``waiting: index 2 blocked by a quarantined stage`` when all of
+    them are, ``…; 2 blocked)`` when some are: they will not move without a retry)."""
     for r in report["runs"]:
         eta = f"ETA {duration(r['eta_seconds'])}" if r["eta_seconds"] is not None else "no progress in the last minute"
         out.print(f"run {r['id']} {r['kind']} ({r['provider']}, {r['status']}): {r['processed']:,} executions, "
