@@ -28,6 +28,7 @@ import pytest
 from playwright.sync_api import expect
 
 from tests.helpers.console import insert_estate, small_estate, stop_served, wait_healthy
+from tests.helpers.outage import wait_until
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -291,10 +292,7 @@ def test_console_search_runs_and_blocked_rows(served, browser_page, tmp_path):
     def sync_done() -> bool:
         runs = httpx.get(base + "/api/runs?kind=sync", headers=auth, timeout=30).json()["runs"]
         return bool(runs) and runs[0]["status"] == "completed"
-    deadline = time.monotonic() + 180
-    while not sync_done():
-        assert time.monotonic() < deadline, "the sync run did not complete"
-        time.sleep(0.5)
+    assert wait_until(sync_done, 180, step=0.5), "the sync run did not complete"
 
     page.goto(base + "/")
     page.fill("#token", token)
