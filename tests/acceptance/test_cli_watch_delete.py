@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import re
+import signal
 import subprocess
 
 import pytest
@@ -56,8 +57,12 @@ def test_deleted_file_leaves_search_at_once_and_a_mass_deletion_is_marked(ki):
             return all((hits.get(str(estate / n)) or {}).get("missing_since") for n in ("b.txt", "c.txt"))
         assert wait_until(both_marked, 180, step=0.5), "b.txt and c.txt not marked missing"
     finally:
-        watch.terminate()
-        watch.wait(timeout=60)
+        watch.send_signal(signal.SIGINT)  # Ctrl-C, as a user stops it
+        try:
+            watch.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            watch.kill()  # its shutdown is not what this test checks
+            watch.wait(timeout=60)
 
     hits = _paths(ki, "Mietvertrag")
     assert sorted(hits) == [str(estate / "b.txt"), str(estate / "c.txt")]  # searchable until confirmed
