@@ -227,6 +227,7 @@ class ProcessSettings(EnvSettings):
         metrics_port / metrics_addr: ``ki worker``, ``ki insert`` and ``ki watch`` serve Prometheus metrics on this
             port and address when the port is set (:mod:`ki.observability.exposition`; default address 127.0.0.1).
         metrics_open: ``ki serve``'s ``/metrics`` answers without a token (default: a ``read:pipeline`` token).
+        trace_database: with tracing on (``OTEL_*``), a span per database statement too (costly: off by default).
         llm / ocr / opensearch / hatchet / server: the sections (module docstring).
     """
 
@@ -253,6 +254,7 @@ class ProcessSettings(EnvSettings):
     metrics_port: int | None = Field(default=None, ge=1, le=65535)
     metrics_addr: str = "127.0.0.1"
     metrics_open: bool = False
+    trace_database: bool = False
     llm: LlmSettings = Field(default_factory=LlmSettings)
     ocr: OcrSettings = Field(default_factory=OcrSettings)
     opensearch: OpenSearchSettings = Field(default_factory=OpenSearchSettings)

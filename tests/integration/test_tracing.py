@@ -23,7 +23,7 @@ from tests.helpers.gateway_stub import GatewayStub, submit, tool_call
 @pytest.fixture
 def spans(ctx):
     exporter = InMemorySpanExporter()
-    tracing.use_processor(SimpleSpanProcessor(exporter), engines=[ctx.db.engine])
+    tracing.use_processor(SimpleSpanProcessor(exporter), engines=[ctx.db.engine], database=True)
     try:
         yield exporter
     finally:
