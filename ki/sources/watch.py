@@ -223,8 +223,9 @@ class SourceWatcher:
         self.settler.done(rels, synced=ok, now=now)
         if ok:
             self.files_queued += len(rels)
-            for rel in rels:
-                log.info("handed over to a sync: %s", os.path.join(str(self.root), rel))
+            for rel in rels:  # one record per file: ki's stderr filter lets one record per template through a
+                # window (ki.cli.faults._OncePerWindow), so the path is part of the message, not an argument
+                log.info(f"handed over to a sync: {os.path.join(str(self.root), rel)}")
             WATCH_FILES.labels("handed_over").inc(len(rels))
         elif isinstance(outcome.cause, SourceUnavailable):
             log.warning("sync of %s found the source unavailable: %s", self.root, outcome.error)
