@@ -46,7 +46,6 @@ def _options(
     show_version: bool = typer.Option(False, "--version", callback=_print_version, is_eager=True,
                                       help="Print ki's version and exit."),
 ) -> None:
-    os.umask(0o077)  # what ki writes (search index, configuration, exports) is private to its user
     from ki.observability.tracing import configure_from_env
 
     configure_from_env()  # OpenTelemetry traces when the OTEL_* variables ask for them (off by default)
@@ -75,6 +74,7 @@ def main() -> None:  # pragma: no cover - console entry
     """The console entry point (``ki``): runs :data:`app`. Logging goes to ``ki.log`` (warnings also to
     stderr, one line each); any exception a command lets out is reported by :func:`ki.cli.faults.report`
     (one message, what to do, the log's path) and exits with its documented code, never a traceback."""
+    os.umask(0o077)  # what ki writes (search index, configuration, exports) is private to its user
     faults.configure_logging()
     names = {c.name or (c.callback.__name__ if c.callback else "") for c in app.registered_commands}
     names |= {g.name for g in app.registered_groups}
