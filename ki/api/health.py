@@ -1,6 +1,7 @@
 """``GET /healthz``: each configured component with ``ok`` / ``warning`` / ``error`` and the error text.
 
-Spec: insertion-pipeline.md "The console page" (component health): the database, the orchestrator, Docling Serve, the model gateway, OpenSearch and LibreOffice
+Spec: insertion-pipeline.md "The console page" (component health): the database, the orchestrator, Docling
+Serve, the model gateway, OpenSearch and LibreOffice
 (the legacy Office converter; ``warning`` when configured but not installed) — those configured. The
 endpoint is open (no token), so it reveals no path, URL or key: only the component's name, its verdict
 and the error in words. Checks run concurrently with a short timeout each, and the answer is reused for
