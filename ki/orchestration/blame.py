@@ -15,7 +15,7 @@ evidence once its budget is spent.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from datetime import datetime
+from datetime import UTC, datetime
 
 from sqlalchemy.engine import Connection
 
@@ -58,12 +58,13 @@ def _parse(value: object) -> datetime | None:
 
 
 def blame(ctx: PipelineContext, conn: Connection, claim: Claim, exc: BaseException,
-          verdict: ErrorVerdict, *, started: datetime) -> Blame:
+          verdict: ErrorVerdict) -> Blame:
     """Decide whose fault ``exc`` (classified as ``verdict``) on ``claim`` is. A dependency's fault
     is judged by what the dependency answered other files in this process (:data:`ki.served.SERVED`) since
-    the file's fault streak began (``last_error.fault_since``, else ``started``: when this attempt's
-    handler began, UTC); a deadline by the attempt history of the same stage, read on ``conn``
-    (:func:`ki.store.faults.fault_evidence`: others passing it, any process). Only infrastructure
+    the file's fault streak began (``last_error.fault_since``; a streak begins at its first fault, which is
+    never the file's: it goes to the breaker); a deadline by the attempt history of the same stage, read on
+    ``conn`` (:func:`ki.store.faults.fault_evidence`: others passing it, any process, since the attempt
+    that began the streak was claimed). Only infrastructure
     verdicts of a dependency or a deadline are examined; every other verdict is returned as it is
     (database faults, source outages: never the file's)."""
     if verdict.treatment is not Treatment.infrastructure:
@@ -86,10 +87,12 @@ def blame(ctx: PipelineContext, conn: Connection, claim: Claim, exc: BaseExcepti
                                   stages=stages, since=previous)
         began = evidence.since
     else:  # others the dependency answered (this process): ki.served
-        began = _parse(previous) or started
+        began = _parse(previous) or datetime.now(UTC)
         evidence = SERVED.since(dependency, began, claim.source_object_id)
     since = began.isoformat()
-    if not evidence.file_at_fault:
+    # The first fault of a streak is never the file's: others served before it (or while it ran) say
+    # nothing about the dependency after it, and an outage's first faults must reach its breaker.
+    if previous is None or not evidence.file_at_fault:
         if dependency is not None and reason == "poison_suspected":
             SERVED.fault(dependency, claim.source_object_id)
         return Blame(verdict, breaker=dependency, fault_since=since)

@@ -242,7 +242,7 @@ def execute_claim(ctx: PipelineContext, claim: Claim, *, keeper: ClaimKeeper | N
         _release_claim(ctx, claim)
         raise RunAborted(f"{claim.stage} stopped on a configuration error: {exc}") from exc
     except Exception as exc:  # noqa: BLE001 - every failure is classified and recorded on the row
-        return _record_failure(ctx, claim, exc, stage_max_attempts=plan.max_attempts, conn=conn, started=started)
+        return _record_failure(ctx, claim, exc, stage_max_attempts=plan.max_attempts, conn=conn)
     finally:
         if keeper is not None:
             keeper.discard(claim)
@@ -261,7 +261,7 @@ def _expiry(ctx: PipelineContext, claim: Claim, plan: StagePlan, thread_id: int,
         frame = sys._current_frames().get(thread_id)
         stack = "".join(traceback.format_stack(frame))[-TRACEBACK_MAX_CHARS:] if frame is not None else ""
         result = _record_failure(ctx, claim, exc, stage_max_attempts=plan.max_attempts, stack=stack,
-                                 report_lost=False, started=started)
+                                 report_lost=False)
         if result.kind == "claim_lost":
             return  # the handler finished first: its outcome stands
         note_timeout(claim.stage, result.kind, (datetime.now(UTC) - started).total_seconds())
@@ -324,16 +324,15 @@ def _confirm_dependencies(ctx: PipelineContext, stage: str, source_object_id: in
 
 def _record_failure(ctx: PipelineContext, claim: Claim, exc: BaseException, *, stage_max_attempts: int,
                     conn: Connection | None = None, stack: str | None = None,
-                    report_lost: bool = True, started: datetime | None = None) -> ExecutionResult:
+                    report_lost: bool = True) -> ExecutionResult:
     with _recording(ctx, conn) as rec:
         return _record_failure_on(ctx, rec, claim, exc, stage_max_attempts=stage_max_attempts, stack=stack,
-                                  report_lost=report_lost, started=started or datetime.now(UTC))
+                                  report_lost=report_lost)
 
 
 def _record_failure_on(ctx: PipelineContext, rec: Connection, claim: Claim, exc: BaseException, *,
-                       stage_max_attempts: int, stack: str | None, report_lost: bool,
-                       started: datetime) -> ExecutionResult:
-    judged = blame(ctx, rec, claim, exc, classify_error(exc), started=started)
+                       stage_max_attempts: int, stack: str | None, report_lost: bool) -> ExecutionResult:
+    judged = blame(ctx, rec, claim, exc, classify_error(exc))
     verdict = judged.verdict
     base = ctx.config.pipeline.retry_base_seconds
     capabilities = None

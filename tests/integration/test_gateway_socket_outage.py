@@ -50,10 +50,6 @@ def _wait(condition, seconds: float) -> bool:
     return wait_until(condition, seconds, step=0.05)
 
 
-@pytest.mark.xfail(strict=False, reason="flaky since this round (about half the runs): at the outage's onset a "
-                   "fault can be blamed on its file (a request of another file succeeded just before), so it never "
-                   "reaches the breaker and the attempts exceed the requests the episode counted; to be fixed "
-                   "first next session (ki.orchestration.blame at an outage's first faults)")
 def test_a_closed_gateway_socket_is_probed_by_tcp_connects_and_resumes(make_ctx, data_dir, tmp_path,
                                                                        monkeypatch):
     for name in ("KI_BREAKER_FAILURES", "KI_BREAKER_PROBE_SECONDS", "KI_BREAKER_PROBE_MAX_SECONDS",
