@@ -13,7 +13,8 @@ What runs
 * Recall: the words (case-folded, NFKC, letters and digits: ``bench/convert_recall.py``) of a reference
   reader's plain text that ki's text holds — ki's ``text`` plus every textual part (sheets, slides, notes,
   comments, footers …). References are the formats' own libraries: openpyxl (every cell's saved value, read-only,
-  ``data_only``), python-pptx (every shape's text frame and table cell, groups included, and the notes),
+  ``data_only``), python-pptx (every shape's text frame and table cell, groups included, and the notes pages' text but
+  their slide picture, number and date),
   odfpy (the text of every ``text:p``/``text:h`` of the document and its styles, each paragraph once without
   the paragraphs nested in it, an annotation's author and date left out). A file
   the reference cannot read is left out of the recall and named.
@@ -73,6 +74,7 @@ def reference_text(path: Path) -> str:
         return "\n".join(lines)
     if ext == ".pptx":
         from pptx import Presentation
+        from pptx.enum.shapes import PP_PLACEHOLDER
 
         def shape_text(shape) -> list[str]:
             out = []
@@ -90,8 +92,11 @@ def reference_text(path: Path) -> str:
         for slide in deck.slides:
             for shape in slide.shapes:
                 lines += shape_text(shape)
-            if slide.has_notes_slide and slide.notes_slide.notes_text_frame is not None:
-                lines.append(slide.notes_slide.notes_text_frame.text)
+            if slide.has_notes_slide:  # the notes page: notes, header, footer, text boxes (not number/date)
+                for shape in slide.notes_slide.shapes:
+                    if not (shape.is_placeholder and shape.placeholder_format.type in (
+                            PP_PLACEHOLDER.SLIDE_IMAGE, PP_PLACEHOLDER.SLIDE_NUMBER, PP_PLACEHOLDER.DATE)):
+                        lines += shape_text(shape)
         return "\n".join(lines)
     from odf import text
     from odf.namespaces import DCNS, TEXTNS

@@ -14,9 +14,11 @@ textual part, as indexed — against a reference reader that is not ki's code pa
 
 * ``.doc`` ``.dot`` ``.wpd`` ``.wps`` ``.pages``: LibreOffice's own plain-text export (``txt:Text``);
 * ``.ppt``: the text atoms of the ``PowerPoint Document`` stream (``TextCharsAtom`` UTF-16,
-  ``TextBytesAtom`` cp1252; [MS-PPT] 2.9) outside the master slides (their placeholder text is layout),
-  read with olefile — slides and notes; a text block stored twice (the outline and the slide's drawing
-  both hold it) counts once;
+  ``TextBytesAtom`` cp1252; [MS-PPT] 2.9), read with olefile — slides, notes pages (their header and
+  footer too), the masters' own shapes and header/footer placeholders — except the masters' prompt and
+  field placeholders (``Click to edit Master text styles``, ``Second level`` …, date, slide number: layout,
+  which Tika's testMasterFooter asserts absent); a text block stored twice (the outline and the slide's
+  drawing, a notes header on every page) counts once;
 * ``.xls``: every cell value xlrd gives (the library's own reading, not ki's layout);
 * ``.p7m``: the signed content itself (asn1crypto), read as text;
 * ``.dat`` (TNEF): the RTF body read by striprtf plus each attachment's name.
@@ -73,28 +75,54 @@ def _soffice_text(path: Path) -> str:
     return ""
 
 
+#: [MS-PPT] 2.13.21 PlaceholderEnum values whose text is a master's prompt or a field, not content:
+#: MasterTitle, MasterBody, MasterCenterTitle, MasterSubTitle, MasterNotesBody, MasterDate, MasterSlideNumber.
+#: MasterFooter (9) and MasterHeader (10) hold the footer/header text a user typed: counted.
+_PROMPT_PLACEHOLDERS = frozenset({1, 2, 3, 4, 6, 7, 8})
+_TEXT_ATOMS = {0x0FA0: "utf-16-le", 0x0FA8: "cp1252"}  # TextCharsAtom, TextBytesAtom
+
+
 def _ppt_atoms(data: bytes) -> str:
     import olefile
 
     with olefile.OleFileIO(io.BytesIO(data)) as ole:
         stream = ole.openstream("PowerPoint Document").read()
-    out, pos = [], 0
-    masters: list[int] = []  # end offsets of the MainMaster containers around pos (their text is layout)
-    while pos + 8 <= len(stream):
-        masters = [end for end in masters if end > pos]
-        ver_inst, rtype, size = struct.unpack_from("<HHI", stream, pos)
-        if ver_inst & 0x0F == 0x0F:  # a container: its records follow
-            if rtype == 0x03F8:  # RT_MainMaster
-                masters.append(pos + 8 + size)
-            pos += 8
-            continue
-        body = stream[pos + 8 : pos + 8 + size]
-        if not masters and rtype == 0x0FA0:
-            out.append(body.decode("utf-16-le", "replace"))
-        elif not masters and rtype == 0x0FA8:
-            out.append(body.decode("cp1252", "replace"))
-        pos += 8 + size
-    return "\n".join(dict.fromkeys(out))  # a slide's text is stored twice (outline and drawing): once
+    out: list[str] = []
+
+    def walk(pos: int, end: int, shape: list[str] | None) -> None:
+        """Records in [pos, end); ``shape`` collects the text of the shape (OfficeArtSpContainer) around them."""
+        while pos + 8 <= end:
+            ver_inst, rtype, size = struct.unpack_from("<HHI", stream, pos)
+            body_end = min(pos + 8 + size, end)
+            if ver_inst & 0x0F == 0x0F:  # a container: its records follow
+                if rtype == 0xF004:  # one shape: its text counts unless its placeholder is a master prompt
+                    texts: list[str] = []
+                    placeholder = _placeholder(pos + 8, body_end)
+                    walk(pos + 8, body_end, texts)
+                    if placeholder not in _PROMPT_PLACEHOLDERS:
+                        (shape if shape is not None else out).extend(texts)
+                else:
+                    walk(pos + 8, body_end, shape)
+            elif rtype in _TEXT_ATOMS:
+                (shape if shape is not None else out).append(stream[pos + 8 : body_end].decode(_TEXT_ATOMS[rtype],
+                                                                                               "replace"))
+            pos = body_end
+
+    def _placeholder(pos: int, end: int) -> int | None:
+        """The placementId of the OEPlaceholderAtom inside one shape's records (its client data), if any."""
+        while pos + 8 <= end:
+            ver_inst, rtype, size = struct.unpack_from("<HHI", stream, pos)
+            if rtype == 0x0BC3 and size >= 8:
+                return stream[pos + 12]
+            if ver_inst & 0x0F == 0x0F and rtype != 0xF004:  # into containers, not into nested shapes
+                found = _placeholder(pos + 8, min(pos + 8 + size, end))
+                if found is not None:
+                    return found
+            pos += 8 + size
+        return None
+
+    walk(0, len(stream), None)
+    return "\n".join(dict.fromkeys(out))  # a text stored twice (outline and drawing; a notes header per page): once
 
 
 def _xls_values(data: bytes) -> str:

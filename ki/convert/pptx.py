@@ -5,8 +5,12 @@ Spec: insertion-pipeline.md "Parse (convert)". Every slide, in deck order, is a 
 shape in z-order — text frames (one line per paragraph), tables (one line per row, cells joined by
 ``" | "``), the shapes inside groups (at any depth) and the text inside SmartArt-free graphic frames.
 Text the slide masters and used layouts draw on every slide (shapes that are not placeholders) is the
-``textbox:master`` part. A slide's speaker notes are a ``notes:<n>`` part, its comments (classic and
-modern) are comments (``slide<n>:<id>``); hidden slides are read and named in ``metadata["hidden_slides"]``.
+``textbox:master`` part. A slide's speaker notes are a ``notes:<n>`` part; the rest of the notes pages' text —
+their header and footer (placeholders in a deck PowerPoint saved, plain text boxes in one LibreOffice converted
+from ``.ppt``) and any text box on them — and the text of the notes and handout masters (their text boxes, the
+header, footer, date and number typed into them; not their prompts) are the ``notes:pages`` part, each line
+once, without the slide-number and date fields. A slide's comments (classic and modern) are comments
+(``slide<n>:<id>``); hidden slides are read and named in ``metadata["hidden_slides"]``.
 Charts, SmartArt and embedded documents are read from the package as for DOCX (:mod:`ki.convert.ooxml_parts`).
 
 Failure contract (``UnsupportedDocument.reason``): ``empty``, ``password_required`` (an encrypted package),
@@ -17,7 +21,9 @@ from __future__ import annotations
 
 import io
 import posixpath
+import re
 import zipfile
+from collections.abc import Callable
 from typing import Any
 
 from lxml import etree
@@ -32,32 +38,50 @@ from ki.convert.sections import Section, assemble
 from ki.errors import UnsupportedDocument
 
 CONVERTER = "ki.pptx"
-CONVERTER_VERSION = "1"
+CONVERTER_VERSION = "2"
 #: Groups nested deeper than this are not descended into (a hostile deck's recursion).
 MAX_GROUP_DEPTH = 32
+#: Field types (``a:fld/@type`` prefixes) whose text the viewer computes: a slide number, a date.
+DISPLAY_FIELDS = ("slidenum", "datetime")
 
 
 def _squeeze(text: str) -> str:
     return " ".join(text.replace("\v", " ").split())
 
 
-def _frame_lines(frame: Any) -> list[str]:
-    return [t for t in (_squeeze(p.text if hasattr(p, "text") else "") for p in frame.paragraphs) if t]
+def _paragraph_text(paragraph: Any, fields: bool) -> str:
+    """A paragraph's text; with ``fields=False`` without the :data:`DISPLAY_FIELDS` (their text is a cached
+    rendering: ``‹#›``, ``<number>``, a date)."""
+    if fields:
+        return paragraph.text if hasattr(paragraph, "text") else ""
+    out: list[str] = []
+    for child in paragraph._p:
+        name = split_tag(child.tag)[1]
+        if name == "br":
+            out.append("\v")
+        elif name == "r" or (name == "fld" and not (child.get("type") or "").lower().startswith(DISPLAY_FIELDS)):
+            out.append("".join(t.text or "" for t in child if split_tag(t.tag)[1] == "t"))
+    return "".join(out)
 
 
-def shape_lines(shape: Any, depth: int = 0) -> list[str]:
+def _frame_lines(frame: Any, fields: bool = True) -> list[str]:
+    return [t for t in (_squeeze(_paragraph_text(p, fields)) for p in frame.paragraphs) if t]
+
+
+def shape_lines(shape: Any, depth: int = 0, *, fields: bool = True) -> list[str]:
     """The text of one shape: a group's members, a text frame's paragraphs, a table's rows (cells ``" | "``;
-    a merged cell once, the cells it spans are skipped)."""
+    a merged cell once, the cells it spans are skipped). ``fields=False`` leaves the slide-number and date
+    fields out (:data:`DISPLAY_FIELDS`)."""
     if depth > MAX_GROUP_DEPTH:
         return []
     lines: list[str] = []
     members = getattr(shape, "shapes", None)
     if members is not None and _is_group(shape):
         for member in members:
-            lines += shape_lines(member, depth + 1)
+            lines += shape_lines(member, depth + 1, fields=fields)
         return lines
     if getattr(shape, "has_text_frame", False):
-        lines += _frame_lines(shape.text_frame)
+        lines += _frame_lines(shape.text_frame, fields)
     if getattr(shape, "has_table", False):
         for row in shape.table.rows:
             cells = [_squeeze(cell.text) for cell in row.cells if not getattr(cell, "is_spanned", False)]
@@ -88,6 +112,59 @@ def master_text(deck: Any) -> str:
                 if not getattr(shape, "is_placeholder", False):
                     lines += shape_lines(shape)
     return "\n".join(dict.fromkeys(lines))
+
+
+#: The placeholders of a notes or handout master whose typed text is the pages' own (fields dropped).
+_PAGE_PLACEHOLDERS = ("HEADER", "FOOTER", "DATE", "SLIDE_NUMBER")
+#: LibreOffice's stand-in for a field it did not fill (``<date/time>``, ``<number>``, ``<footer>``): no text.
+_STAND_IN = re.compile(r"<[\w/ -]{1,20}>")
+
+
+def _page_lines(shapes: Any, keep: Callable[[Any], bool]) -> list[str]:
+    """The lines of the ``shapes`` that ``keep`` accepts, without display fields and LibreOffice's stand-ins."""
+    lines: list[str] = []
+    for shape in shapes:
+        if keep(shape):
+            lines += [t for t in (_squeeze(_STAND_IN.sub(" ", line)) for line in shape_lines(shape, fields=False))
+                      if t]
+    return lines
+
+
+def notes_page(notes_slide: Any) -> tuple[list[str], list[str]]:
+    """One notes page's text: (the speaker notes — the body placeholder's paragraphs —, every other text on the
+    page: header, footer, text boxes, tables), without the slide picture and the slide-number/date fields."""
+    from pptx.enum.shapes import PP_PLACEHOLDER
+
+    body = notes_slide.notes_placeholder
+    notes = _frame_lines(body.text_frame, fields=False) if body is not None else []
+    rest = _page_lines(notes_slide.shapes, lambda shape: not (
+        (body is not None and shape.shape_id == body.shape_id)
+        or (getattr(shape, "is_placeholder", False) and shape.placeholder_format.type == PP_PLACEHOLDER.SLIDE_IMAGE)))
+    return notes, rest
+
+
+def page_master_lines(deck: Any) -> list[str]:
+    """The text of the notes master and the handout master: their text boxes and what was typed into their
+    header, footer, date and number placeholders (not the notes-body prompt, not the fields)."""
+    from pptx.enum.shapes import PP_PLACEHOLDER
+    from pptx.opc.constants import RELATIONSHIP_TYPE as RT
+    from pptx.oxml import parse_xml
+    from pptx.oxml.ns import qn
+    from pptx.shapes.shapetree import MasterShapes
+
+    wanted = {getattr(PP_PLACEHOLDER, name) for name in _PAGE_PLACEHOLDERS}
+    lines: list[str] = []
+    for rel in deck.part.rels.values():
+        if rel.is_external or rel.reltype not in (RT.NOTES_MASTER, RT.HANDOUT_MASTER):
+            continue
+        part = rel.target_part  # python-pptx has no class for a handout master: parse its XML
+        root = part._element if hasattr(part, "_element") else parse_xml(part.blob)
+        common = root.find(qn("p:cSld"))
+        if common is None or common.find(qn("p:spTree")) is None:
+            continue
+        lines += _page_lines(MasterShapes(common.spTree, None), lambda shape: not getattr(
+            shape, "is_placeholder", False) or shape.placeholder_format.type in wanted)
+    return lines
 
 
 def _authors(pkg: OoxmlPackage) -> dict[str, str]:
@@ -157,6 +234,7 @@ def convert_pptx(data: bytes, filename: str) -> StructuredDocument:
     notes: dict[str, str] = {}
     comments: list[Comment] = []
     hidden: list[int] = []
+    page_lines: list[str] = []  # the notes pages' text outside the speaker notes
     try:
         for number, slide in enumerate(deck.slides, start=1):
             title_shape = slide.shapes.title
@@ -173,13 +251,15 @@ def convert_pptx(data: bytes, filename: str) -> StructuredDocument:
                     continue
                 section.lines += shape_lines(shape)
             sections.append(section)
-            if slide.has_notes_slide and slide.notes_slide.notes_text_frame is not None:
-                text = "\n".join(_frame_lines(slide.notes_slide.notes_text_frame))
-                if text:
-                    notes[f"notes:{number}"] = text
+            if slide.has_notes_slide:
+                speaker, rest = notes_page(slide.notes_slide)
+                if speaker:
+                    notes[f"notes:{number}"] = "\n".join(speaker)
+                page_lines += rest
             comments += _slide_comments(pkg, posixpath.normpath(str(slide.part.partname).lstrip("/")), number,
                                         authors)
         master = master_text(deck)
+        page_lines += page_master_lines(deck)
     except (KeyError, ValueError, TypeError, AttributeError, IndexError, zipfile.BadZipFile, OSError,
             etree.XMLSyntaxError) as exc:
         raise UnsupportedDocument(f"{filename}: a slide is unreadable ({type(exc).__name__}: {exc})",
@@ -187,6 +267,8 @@ def convert_pptx(data: bytes, filename: str) -> StructuredDocument:
     parts: dict[str, str] = {}
     text, body_parts = assemble(sections, parts)
     parts.update(notes)
+    if page_lines:
+        parts["notes:pages"] = "\n".join(dict.fromkeys(page_lines))
     if master:
         parts["textbox:master"] = master
     side, embedded = package_parts(pkg)

@@ -66,6 +66,8 @@ def check_clause(path: Path, clause: str) -> None:  # noqa: C901 - one branch pe
         assert any(quoted(clause) in p.text for p in doc.textual_parts())
     elif clause.startswith("text lacks"):
         assert quoted(clause) not in doc.text
+    elif clause.startswith("searchable lacks"):
+        assert not any(quoted(clause) in p.text for p in doc.textual_parts())
     elif clause == "body empty":
         assert not doc.text.strip()
     elif clause.startswith("part kind"):
@@ -118,7 +120,7 @@ def check_clause(path: Path, clause: str) -> None:  # noqa: C901 - one branch pe
 
 def test_every_clause_is_interpreted() -> None:
     MANIFEST.assert_interpreted(("quarantine:", "message ", "text contains", "text lacks", "searchable contains",
-                                 "body empty", "part ",
+                                 "body empty", "part ", "searchable lacks",
                                  "no part ", "count ", "comment contains", "comment author:", "revision ",
                                  "deleted contains", "title:", "hidden sheet:", "sheet count:", "sheets:",
                                  "pages:", "page ", "embedded:", "child "), min_rows=35)

@@ -80,6 +80,12 @@ def _nesting(path: Path, clause: str, doc: StructuredDocument) -> None:
 CHECKS = {
     "text contains": lambda p, c, d: quoted(c) in d.text or pytest.fail(f"{quoted(c)!r} not in the text"),
     "text lacks": lambda p, c, d: quoted(c) not in d.text or pytest.fail(f"{quoted(c)!r} in the text"),
+    "searchable lacks": lambda p, c, d: not any(quoted(c) in t.text for t in d.textual_parts())
+    or pytest.fail(f"{quoted(c)!r} is searchable"),
+    "part kind": lambda p, c, d: any(quoted(c) in t.text for t in d.textual_parts() if t.kind == c.split()[2])
+    or pytest.fail(f"not in a {c.split()[2]} part: {d.parts}"),
+    "count": lambda p, c, d: d.text.count(quoted(c)) == int(c.rsplit(":", 1)[1])
+    or pytest.fail(f"{d.text.count(quoted(c))} times"),
     "deleted contains": lambda p, c, d: any(quoted(c) in t.text for t in d.textual_parts() if t.kind == "deleted")
     or pytest.fail("not in a deleted part"),
     "comment contains": lambda p, c, d: any(quoted(c) in m.text for m in d.comments) or pytest.fail("no comment"),
