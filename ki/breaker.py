@@ -456,6 +456,17 @@ class Breakers:
         self._mirror(sink, "opened", pause)  # the next probe's time, for ki status and other processes
         return False
 
+    def hand_over_probes(self, holder: int) -> None:
+        """Make the calling thread the prober of every probe thread ``holder`` (a ``threading.get_ident()``)
+        holds: a claim admitted as a probe on one thread whose handler runs on another
+        (:func:`ki.orchestration.execute.run_stage_watched`) sends its request as the probe, instead of
+        failing fast and spending an attempt on every probe of the outage."""
+        me = threading.get_ident()
+        with self._lock:
+            for state in self._open.values():
+                if state.probing and state.prober == holder:
+                    state.prober = me
+
     def end_probe(self, dependency: str) -> None:
         """The probing claim ended without a verdict (it never reached the dependency, or nothing was
         claimable): the next probe may start at once. A verdict already ended it."""

@@ -141,12 +141,14 @@ def run_stage_watched(ctx: PipelineContext, stage: str, source_object_id: int, *
     """
     box: dict[str, object] = {}
     finished = threading.Event()
+    caller = threading.get_ident()
 
     def abandoned(result: ExecutionResult) -> None:
         box.setdefault("result", result)
         finished.set()
 
     def body() -> None:
+        BREAKERS.hand_over_probes(caller)  # a probe the caller was admitted as is this handler's request
         try:
             box.setdefault("result", run_stage_for_object(ctx, stage, source_object_id, run_id=run_id,
                                                           keeper=keeper, on_abandon=abandoned))

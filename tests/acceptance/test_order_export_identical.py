@@ -20,6 +20,7 @@ import random
 import sys
 
 import pytest
+
 from tests.helpers.paths import REPO_ROOT
 
 pytestmark = pytest.mark.timeout(2400)

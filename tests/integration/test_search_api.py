@@ -95,10 +95,10 @@ def test_paging_returns_every_visible_hit_exactly_once(served):
     for principal in PRINCIPALS:
         visible = {contents[o] for o, p in projections.items() if p.visible_to([principal])}
 
-        def fetch(params, h=tokens[principal]):
+        def fetch(params, h=tokens[principal], who=principal):
             r = _get(base, h, **params)
-            assert r.status_code == 200, (SEED, principal, r.text)
-            assert r.json()["principal"] == principal
+            assert r.status_code == 200, (SEED, who, r.text)
+            assert r.json()["principal"] == who
             return r.json()
 
         whole = fetch({"q": WORD, "limit": 200})["hits"]

@@ -25,8 +25,7 @@ FILLER = "Die Parteien verhandeln über die Bedingungen des Vertrags und den Zei
 
 @pytest.fixture(params=["postgres", pytest.param("opensearch", marks=pytest.mark.opensearch)])
 def backend(request, ctx, monkeypatch):
-    for b in backend_on(request, ctx, monkeypatch, lambda: backend_for(ctx.db, ctx.config)):
-        yield b
+    yield from backend_on(request, ctx, monkeypatch, lambda: backend_for(ctx.db, ctx.config))
 
 
 def top(backend, ctx, limit):

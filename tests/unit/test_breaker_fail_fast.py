@@ -125,6 +125,30 @@ def test_a_paused_dependency_refuses_only_where_claims_probe_it(breakers):
         assert node.hits == ["/"]
 
 
+def test_a_probe_taken_on_one_thread_is_sent_by_the_handler_thread_it_is_handed_to(breakers):
+    """A Hatchet task is admitted as the probe on its own thread and runs the handler on another
+    (run_stage_watched): without the hand-over every probe failed fast and spent an attempt."""
+    _open(breakers, breaker.GATEWAY)
+    state = breakers._open[breaker.GATEWAY]
+    state.next_probe = 0.0  # due now; no endpoint located, so no TCP connect precedes it
+    assert breakers.try_probe(breaker.GATEWAY)
+    holder, seen = threading.get_ident(), {}
+
+    def handler(hand_over: bool) -> None:
+        if hand_over:
+            breakers.hand_over_probes(holder)
+        seen[hand_over] = breakers.allows(breaker.GATEWAY)
+        if hand_over:
+            breakers.failed(breaker.GATEWAY, "still down")  # the probe's verdict, from the handler thread
+
+    for hand_over in (False, True):
+        worker = threading.Thread(target=handler, args=(hand_over,))
+        worker.start()
+        worker.join()
+    assert seen == {False: False, True: True}
+    assert (state.probing, state.probes) == (False, 1)  # a failed probe: the next one is rescheduled
+
+
 # --- Retry-After: an overloaded gateway says when to come back ------------------------------------------
 
 
