@@ -29,7 +29,7 @@ from ki.orchestration.runner import PipelineRunner, RunCounters, RunnerStatus
 from ki.sources.scan import ScanReport, ScanScope
 from ki.sources.sync import HandOff, run_sync_body
 from ki.startup import TIMELINE
-from ki.store import runs, sync_lock
+from ki.store import batches, runs, sync_lock
 from ki.workflows.client import hatchet_client
 from ki.workflows.sweeper import sweep_runs
 from ki.workflows.trigger import trigger_insertion, trigger_sync
@@ -248,14 +248,14 @@ def wait_for_run(ctx: PipelineContext, run_id: int, *, on_tick: Callable[[Runner
     deadline = None if timeout_seconds is None else time.monotonic() + timeout_seconds
     sweep_every = ctx.settings.run_sweep_seconds
     last_sweep = time.monotonic()
-    states: list[runs.BatchState] = []
+    states: list[batches.BatchState] = []
     last_states = 0.0
     while True:
         status, counters, error = run_counters(ctx, run_id)
         if on_tick is not None:
             if time.monotonic() - last_states >= 2.0:  # the batch aggregate reads every row of the batch
                 with ctx.db.engine.connect() as conn:
-                    states = runs.batch_states(conn, [run_id])
+                    states = batches.batch_states(conn, [run_id])
                 last_states = time.monotonic()
             tick = RunnerStatus(counters, states[0].running_rows if states else 0)
             if states and states[0].next_retry_at is not None and not states[0].running_rows:

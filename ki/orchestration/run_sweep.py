@@ -21,7 +21,7 @@ import logging
 
 from ki.context import PipelineContext
 from ki.liveness import dead_here
-from ki.store import runs
+from ki.store import batches, runs
 
 log = logging.getLogger(__name__)
 
@@ -47,7 +47,7 @@ def sweep_local_runs(ctx: PipelineContext) -> list[tuple[int, str]]:
                              f"its process ({worker or 'unknown'}) is presumed dead")
                 else:
                     continue
-                if runs.fail_run(conn, run_id, error):
+                if batches.fail_run(conn, run_id, error):
                     failed.append((run_id, error))
         for run_id, error in failed:
             log.warning("run %d failed by the sweeper: %s", run_id, error)

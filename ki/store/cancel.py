@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
-from ki.store.runs import AGGREGATE_SQL, lock_run
+from ki.store.batches import AGGREGATE_SQL, lock_run
 
 STATUS_CANCELLED = "cancelled"
 #: Outcome of a batch member whose DAG the cancellation ended (or never started).

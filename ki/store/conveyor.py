@@ -5,7 +5,7 @@ and the decision "Hatchet DAG shape and pacing" (DESIGN.md): the document concur
 by the batch ledger, not by a workflow-level concurrency key (measured on engine v0.105.0, that key
 doubles the engine's CPU per document). Migration ``0018_conveyor``.
 
-A batch (``pipeline_runs`` + its ``pipeline_run_object`` members, :mod:`ki.store.runs`) records its
+A batch (``pipeline_runs`` + its ``pipeline_run_object`` members, :mod:`ki.store.batches`) records its
 document workflow and its *window* (``workflow_name``, ``document_window``: fixed when the batch is
 triggered, so a run in flight keeps its DAG shape and its pace). A member is
 
@@ -33,7 +33,8 @@ from dataclasses import dataclass
 from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
-from ki.store.runs import ACTIVE_RUN_STATUSES, lock_run
+from ki.store.batches import lock_run
+from ki.store.runs import ACTIVE_RUN_STATUSES
 
 SET_SHAPE_SQL = text("""
 UPDATE pipeline_runs SET workflow_name = :w, document_window = :n, updated_at = now() WHERE id = :r

@@ -1,7 +1,7 @@
 """SQLAlchemy model of batch membership (``pipeline_run_object``, migration ``0007_batches``).
 
 Spec: insertion-pipeline.md "Orchestration" (Hatchet provider, batch reservation, sweeper).
-Written through :mod:`ki.store.runs` by the trigger (reservation, workflow run ids) and the
+Written through :mod:`ki.store.batches` by the trigger (reservation, workflow run ids) and the
 document workflow's final task (``finished_at``/``outcome``); read by the sweeper.
 """
 

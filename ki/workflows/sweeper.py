@@ -13,7 +13,7 @@ Verdicts, in order, for each active run:
    ``processing_state.updated_at`` of its documents; silent for less than
    ``KI_RUN_SILENT_MINUTES`` → not examined.
 2. **completed** — a batch whose documents are all terminal (no pending/running/failed row) is
-   completed by the pipeline's own aggregation (``runs.complete_if_terminal``, the same path
+   completed by the pipeline's own aggregation (``batches.complete_if_terminal``, the same path
    as the final task).
 3. Otherwise Hatchet is asked about the recorded ``workflow_run_id``:
 
@@ -57,7 +57,7 @@ from typing import Literal
 
 from ki.context import PipelineContext
 from ki.orchestration.run_sweep import sweep_local_runs
-from ki.store import runs
+from ki.store import batches, runs
 from ki.store.conveyor import conveyor_states
 from ki.workflows.client import hatchet_client
 
@@ -131,7 +131,7 @@ def _advance(ctx: PipelineContext, run_id: int) -> int:
     return advance_conveyor(ctx, run_id, released_by=None, every_releaser=True)
 
 
-def _stalled(st: runs.BatchState) -> bool:
+def _stalled(st: batches.BatchState) -> bool:
     """Nothing of the batch is claimed and no retry is pending, yet documents are unfinished."""
     now = datetime.now(UTC)
     return (st.kind != runs.KIND_SYNC and st.unfinished_members > 0 and st.running_rows == 0
@@ -156,7 +156,7 @@ def sweep_runs(ctx: PipelineContext, *, run_ids: Sequence[int] | None = None,
     settings = ctx.settings
     with ctx.db.engine.connect() as conn:
         ids = list(run_ids) if run_ids is not None else runs.active_run_ids(conn, provider="hatchet")
-        states = [s for s in runs.batch_states(conn, ids)
+        states = [s for s in batches.batch_states(conn, ids)
                   if s.status in runs.ACTIVE_RUN_STATUSES and s.provider == "hatchet"]
         belts = conveyor_states(conn, [s.run_id for s in states if s.kind != runs.KIND_SYNC])
     out: list[SweepVerdict] = []
@@ -167,7 +167,7 @@ def sweep_runs(ctx: PipelineContext, *, run_ids: Sequence[int] | None = None,
             continue
         if st.kind != runs.KIND_SYNC and st.non_terminal_objects == 0:
             with ctx.db.engine.begin() as conn:
-                status = runs.complete_if_terminal(conn, st.run_id)
+                status = batches.complete_if_terminal(conn, st.run_id)
             if status is not None:
                 out.append(SweepVerdict(st.run_id, st.kind, "completed" if status == "completed" else "failed",
                                         "every document of the batch is terminal", silent))
@@ -198,14 +198,14 @@ def sweep_runs(ctx: PipelineContext, *, run_ids: Sequence[int] | None = None,
                                        f"it running: superseded {n} document DAG(s)", silent)
         if verdict.verdict == "failed":
             with ctx.db.engine.begin() as conn:
-                if not runs.fail_run(conn, st.run_id, verdict.reason):
+                if not batches.fail_run(conn, st.run_id, verdict.reason):
                     continue  # finished meanwhile
             log.warning("sweeper failed run %s: %s", st.run_id, verdict.reason)
         out.append(verdict)
     return out
 
 
-def _ask(st: runs.BatchState, lookup: Lookup, silent: float, abandoned_hours: float
+def _ask(st: batches.BatchState, lookup: Lookup, silent: float, abandoned_hours: float
          ) -> tuple[SweepVerdict, Answer | None]:
     """The orchestrator's verdict on an examined run: (verdict, what the orchestrator answered)."""
     what = "sync run" if st.kind == runs.KIND_SYNC else "batch"
@@ -217,7 +217,7 @@ def _ask(st: runs.BatchState, lookup: Lookup, silent: float, abandoned_hours: fl
     return _verdict(st, answer, detail, silent, abandoned_hours, what), answer
 
 
-def _verdict(st: runs.BatchState, answer: Answer, detail: str, silent: float, abandoned_hours: float,
+def _verdict(st: batches.BatchState, answer: Answer, detail: str, silent: float, abandoned_hours: float,
              what: str) -> SweepVerdict:
     age = (datetime.now(UTC) - st.started_at).total_seconds()
     if answer == "absent" and age < LOOKUP_GRACE_SECONDS:

@@ -53,7 +53,7 @@ from ki.orchestration.execute import run_stage_watched
 from ki.orchestration.heartbeat import ClaimKeeper
 from ki.orchestration.pausing import ClaimGate
 from ki.orchestration.prepare import recover_stale_claims
-from ki.store import conveyor, runs
+from ki.store import batches, conveyor
 from ki.store.cancel import cancel_requested
 from ki.store.status import StageRow, rows_by_stage
 from ki.taxonomies import PIPELINE_STAGE_ORDER, stage_bucket
@@ -254,7 +254,7 @@ def stage_task(stage: str, run_id: int, oid: int, *, final: bool,
     and the release commit together under the per-run lock, the trigger follows the commit, and a
     replay triggers the same successors again, which collide on their idempotency keys).
     After ``convert``, embedded objects the container registered (attachments) join the batch
-    (``runs.adopt_children``) and are released into free slots of its window, as the local runner
+    (``batches.adopt_children``) and are released into free slots of its window, as the local runner
     would run them in the same run."""
     rt = worker_runtime()
     rt.fresh_config()
@@ -262,19 +262,19 @@ def stage_task(stage: str, run_id: int, oid: int, *, final: bool,
     released: list[int] = []
     if stage == "convert":  # embedded objects the container registered join its batch
         with rt.ctx.db.engine.begin() as conn:
-            if runs.adopt_children(conn, run_id, oid):
+            if batches.adopt_children(conn, run_id, oid):
                 released = rt.release(conn, run_id, oid)
     with rt.ctx.db.engine.begin() as conn:
         if final:
-            outcome = runs.document_outcome(conn, oid)
+            outcome = batches.document_outcome(conn, oid)
             # members a later classification re-opened (this one too) are owed a DAG again before the run ends
-            finished = runs.finish_member(conn, run_id, oid, "requeued" if outcome == "unfinished" else outcome,
+            finished = batches.finish_member(conn, run_id, oid, "requeued" if outcome == "unfinished" else outcome,
                                           before_finalize=conveyor.reopen_finished)
             if finished:
                 out["run_status"] = finished
             released = rt.release(conn, run_id, oid)
         else:
-            runs.refresh_progress(conn, run_id, force=False)
+            batches.refresh_progress(conn, run_id, force=False)
     if released:
         out["triggered"] = rt.trigger_released(run_id, released)
     return out
@@ -293,11 +293,11 @@ def failure_hook(run_id: int, oid: int, errors: dict[str, str], *, workflow_run_
     message = "; ".join(f"{k}: {v}" for k, v in sorted(errors.items()))[:1500] or "task failed"
     with rt.ctx.db.engine.begin() as conn:
         if workflow_run_id is not None:
-            current = runs.member_workflow_run(conn, run_id, oid)
+            current = batches.member_workflow_run(conn, run_id, oid)
             if current is not None and current != workflow_run_id:
                 return {"object": oid, "outcome": "superseded"}
-        status = runs.finish_member(conn, run_id, oid, runs.OUTCOME_ORCHESTRATION_FAILED,
+        status = batches.finish_member(conn, run_id, oid, batches.OUTCOME_ORCHESTRATION_FAILED,
                                     error=f"object {oid}: {message}")
         released = rt.release(conn, run_id, oid)
-    return {"object": oid, "outcome": runs.OUTCOME_ORCHESTRATION_FAILED, "run_status": status,
+    return {"object": oid, "outcome": batches.OUTCOME_ORCHESTRATION_FAILED, "run_status": status,
             "triggered": rt.trigger_released(run_id, released)}

@@ -7,7 +7,7 @@ the sweeper), "Failure modes", and the decision "Hatchet DAG shape and pacing" (
 ``ki.launch.launch_insertion`` creates the ledger row and calls :func:`trigger_insertion`, which
 
 1. runs the same prepare steps as the local provider (``run_prepare_steps``);
-2. in one transaction, reserves the batch (:func:`ki.store.runs.reserve_batch`: under a global
+2. in one transaction, reserves the batch (:func:`ki.store.batches.reserve_batch`: under a global
    advisory lock, every non-deleted object with a pending/running/failed row that no other active
    batch owns becomes a member of this run, so two concurrent launches never start a second DAG
    for the same document; a batch of only ``access_only_reindex`` index rows is relabelled
@@ -41,7 +41,7 @@ from ki.context import PipelineContext
 from ki.errors import OrchestratorUnavailable
 from ki.orchestration.prepare import run_prepare_steps
 from ki.sources.scan import ScanScope
-from ki.store import conveyor, runs
+from ki.store import batches, conveyor, runs
 from ki.workflows.client import ensure_registered, hatchet_client
 from ki.workflows.dag import (
     ACCESS_REFRESH_WORKFLOW,
@@ -154,7 +154,7 @@ def trigger_members(ctx: PipelineContext, run_id: int, oids: list[int], *, attem
         for i in range(0, len(members), TRIGGER_CHUNK):
             pairs, any_id = _trigger_chunk(wf, run_id, members[i:i + TRIGGER_CHUNK], attempt=key)
             with ctx.db.engine.begin() as conn:
-                runs.record_workflow_runs(conn, run_id, pairs, first=any_id)
+                batches.record_workflow_runs(conn, run_id, pairs, first=any_id)
             done += len(pairs)
     return done
 
@@ -182,7 +182,7 @@ def trigger_insertion(ctx: PipelineContext, run_id: int) -> TriggerReport:
     run_prepare_steps(ctx)
     window = ctx.settings.hatchet_document_concurrency
     with ctx.db.engine.begin() as conn:
-        reservation = runs.reserve_batch(conn, run_id)
+        reservation = batches.reserve_batch(conn, run_id)
         name = None
         first: list[int] = []
         if reservation.object_ids:
@@ -192,7 +192,7 @@ def trigger_insertion(ctx: PipelineContext, run_id: int) -> TriggerReport:
             first = conveyor.release(conn, run_id, released_by=None, default_window=window)
     if not reservation.object_ids:
         with ctx.db.engine.begin() as conn:
-            runs.complete_if_terminal(conn, run_id)
+            batches.complete_if_terminal(conn, run_id)
         return TriggerReport(run_id, 0, False, 0)
     started = time.perf_counter()
     try:
@@ -202,7 +202,8 @@ def trigger_insertion(ctx: PipelineContext, run_id: int) -> TriggerReport:
         log.error("run %s: trigger of the first %d of %d documents failed: %s", run_id, len(first),
                   len(reservation.object_ids), cause)
         with ctx.db.engine.begin() as conn:
-            runs.fail_run(conn, run_id, f"trigger failed ({len(reservation.object_ids)} documents reserved): {cause}")
+            batches.fail_run(conn, run_id,
+                             f"trigger failed ({len(reservation.object_ids)} documents reserved): {cause}")
         if isinstance(exc, OrchestratorUnavailable):
             raise
         raise OrchestratorUnavailable(f"Hatchet refused the trigger of run {run_id}: {cause}") from exc
@@ -249,7 +250,7 @@ def supersede_stalled(ctx: PipelineContext, run_id: int, *, since: Any) -> int:
                 if x:
                     stalled.setdefault(str(x), status.value)
     with ctx.db.engine.connect() as conn:
-        found = runs.unfinished_members(conn, run_id, list(stalled)) if stalled else []
+        found = batches.unfinished_members(conn, run_id, list(stalled)) if stalled else []
         window = conveyor.shape(conn, run_id).window or ctx.settings.hatchet_document_concurrency
         unlisted = [m for m in conveyor.in_flight_members(conn, run_id) if m[1] not in stalled]
     # every DAG holding a slot (running), and at most one window of queued ones per sweep
@@ -305,7 +306,7 @@ def trigger_sync(ctx: PipelineContext, run_id: int, source_id: int, scope: ScanS
                      additional_metadata={"ki_run_id": str(run_id), "ki_source_id": str(source_id)})
     except Exception as exc:  # noqa: BLE001
         with ctx.db.engine.begin() as conn:
-            runs.fail_run(conn, run_id, f"trigger failed: {type(exc).__name__}: {exc}")
+            batches.fail_run(conn, run_id, f"trigger failed: {type(exc).__name__}: {exc}")
         if isinstance(exc, OrchestratorUnavailable):
             raise
         raise OrchestratorUnavailable(f"Hatchet refused the sync trigger of run {run_id}: {exc}") from exc

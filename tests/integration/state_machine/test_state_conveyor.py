@@ -14,7 +14,7 @@ from collections import Counter
 
 from sqlalchemy import text
 
-from ki.store import conveyor, runs
+from ki.store import batches, conveyor, runs
 from tests.helpers.state import make_source
 
 WINDOW = 3
@@ -25,7 +25,7 @@ def _batch(ctx, src, n: int) -> tuple[int, list[int]]:
     with ctx.db.engine.begin() as conn:
         run_id = runs.create_run(conn, kind=runs.KIND_INSERTION, label="Insertion", provider="hatchet",
                                  status="queued", source_id=None, trigger="test")
-        reservation = runs.reserve_batch(conn, run_id)
+        reservation = batches.reserve_batch(conn, run_id)
         conveyor.set_shape(conn, run_id, "ki-insertion-f-c-i", WINDOW)
     assert list(reservation.object_ids) == sorted(ids)
     return run_id, sorted(ids)
@@ -38,13 +38,13 @@ def _release(ctx, run_id: int, by: int | None, **kw) -> list[int]:
 
 def _record(ctx, run_id: int, oids: list[int]) -> None:
     with ctx.db.engine.begin() as conn:
-        runs.record_workflow_runs(conn, run_id, [(o, f"wf-{o}") for o in oids])
+        batches.record_workflow_runs(conn, run_id, [(o, f"wf-{o}") for o in oids])
 
 
 def _finish(ctx, run_id: int, oid: int) -> list[int]:
     """A final task's commit: the member's end and its release, in one transaction."""
     with ctx.db.engine.begin() as conn:
-        runs.finish_member(conn, run_id, oid, "done")
+        batches.finish_member(conn, run_id, oid, "done")
         return conveyor.release(conn, run_id, released_by=oid, default_window=99)
 
 
@@ -100,7 +100,7 @@ def test_a_stopped_conveyor_and_an_inactive_run(ctx, src):
     _record(ctx, run_id, _release(ctx, run_id, None))
     # a DAG ended without releasing (its worker died after the commit, Hatchet gave up on the task)
     with ctx.db.engine.begin() as conn:
-        runs.finish_member(conn, run_id, ids[0], "done")
+        batches.finish_member(conn, run_id, ids[0], "done")
     s = _state(ctx, run_id)
     assert (s.in_flight, s.waiting, s.stranded, s.stopped) == (2, 3, 0, True)
     # a releaser that died between its commit and the trigger: the sweeper takes every releaser's
@@ -112,8 +112,8 @@ def test_a_stopped_conveyor_and_an_inactive_run(ctx, src):
     assert not _state(ctx, run_id).stopped
     # a run that is no longer active releases nothing
     with ctx.db.engine.begin() as conn:
-        runs.fail_run(conn, run_id, "test")
-        runs.finish_member(conn, run_id, ids[2], "done")
+        batches.fail_run(conn, run_id, "test")
+        batches.finish_member(conn, run_id, ids[2], "done")
     assert _release(ctx, run_id, ids[2]) == []
     assert sql(ctx, "SELECT count(*) FROM pipeline_run_object WHERE run_id = :r AND released_at IS NULL",
                r=run_id)[0][0] == 1
@@ -177,7 +177,7 @@ def test_a_member_reopened_after_its_end_is_owed_a_new_dag(ctx, src):
 
     def end_b() -> tuple[str | None, list[int]]:
         with ctx.db.engine.begin() as conn:
-            status = runs.finish_member(conn, run_id, b, "done", before_finalize=conveyor.reopen_finished)
+            status = batches.finish_member(conn, run_id, b, "done", before_finalize=conveyor.reopen_finished)
             return status, conveyor.release(conn, run_id, released_by=b, default_window=99)
 
     assert end_b() == (None, [a])  # not completed: a is released again, by b's end
@@ -188,5 +188,5 @@ def test_a_member_reopened_after_its_end_is_owed_a_new_dag(ctx, src):
     _record(ctx, run_id, [a])
     with ctx.db.engine.begin() as conn:
         conn.execute(text(sql_done), {"o": [a]})
-        assert runs.finish_member(conn, run_id, a, "done", before_finalize=conveyor.reopen_finished) == "completed"
+        assert batches.finish_member(conn, run_id, a, "done", before_finalize=conveyor.reopen_finished) == "completed"
     assert sql(ctx, "SELECT status FROM pipeline_runs WHERE id = :r", r=run_id) == [("completed",)]
