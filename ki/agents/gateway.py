@@ -33,7 +33,7 @@ import json
 import logging
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -41,95 +41,33 @@ from typing import Any
 import httpx
 
 from ki import breaker
-from ki.config.process import LlmSettings, current
-from ki.cooldown import PROVIDER_COOLDOWNS
-from ki.cooldown import cooldown_seconds as cooldown_seconds_setting
-from ki.errors import (
-    ConfigurationError,
-    GatewayRequestRejected,
-    GatewayUnavailable,
-    ModelOutputInvalid,
-    ProviderPermanentError,
+from ki.agents.gateway_faults import (
+    ENV_API_KEY,
+    ENV_BASE_URL,
+    ENV_MODEL,
+    active_cooldowns,
+    api_root,
+    check_cooldown,
+    error_detail,
+    reset_cooldowns,
+    status_error,
 )
-from ki.retry import INFRASTRUCTURE_HTTP_STATUSES, retry_after_seconds
+from ki.agents.gateway_results import ChatResponse, ToolCall, UsageRecord, UsageSink
+from ki.config.process import LlmSettings, current
+from ki.cooldown import cooldown_seconds as cooldown_seconds_setting
+from ki.errors import ConfigurationError, GatewayRequestRejected, GatewayUnavailable, ModelOutputInvalid
+from ki.retry import INFRASTRUCTURE_HTTP_STATUSES
 
 log = logging.getLogger(__name__)
 
-ENV_BASE_URL = "KI_LLM_BASE_URL"
-ENV_API_KEY = "KI_LLM_API_KEY"
-ENV_MODEL = "KI_LLM_MODEL"
-ENV_COOLDOWN = "KI_PROVIDER_FAULT_COOLDOWN_SECONDS"
+__all__ = ["ENV_API_KEY", "ENV_BASE_URL", "ENV_MODEL", "ChatResponse", "GatewayClient", "ToolCall", "UsageRecord",
+           "UsageSink", "active_cooldowns", "model_for_stage", "reset_cooldowns"]
 
 HEADER_DOC = "X-Ki-Doc"
 HEADER_STAGE = "X-Ki-Stage"
 HEADER_TRACE = "X-Ki-Trace"
 
-#: Statuses that mean the account/key/model is at fault (spec: ProviderPermanentError note).
-PERMANENT_STATUSES = frozenset({401, 403, 404})
-
 DEFAULT_EMBED_BATCH = 64
-
-
-# --- results ---------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class UsageRecord:
-    """Token usage of one gateway call, as handed to ``usage_sink``.
-
-    Attributes:
-        kind: ``chat`` or ``embeddings``.
-        model: the model requested (the ledger key; the gateway may report a resolved name).
-        stage / doc_id / trace_id: the call's trace tags (None when the caller gave none).
-        prompt_tokens / completion_tokens / total_tokens: as reported (0 when absent).
-        latency_ms: wall time of the HTTP exchange in milliseconds.
-        at: when the call finished (UTC).
-    """
-
-    kind: str
-    model: str
-    stage: str | None
-    doc_id: str | None
-    trace_id: str | None
-    prompt_tokens: int
-    completion_tokens: int
-    total_tokens: int
-    latency_ms: int
-    at: datetime
-
-
-UsageSink = Callable[[UsageRecord], None]
-
-
-@dataclass(frozen=True)
-class ToolCall:
-    """One function call the model asked for: ``arguments`` is the raw JSON text it produced."""
-
-    id: str
-    name: str
-    arguments: str
-
-
-@dataclass(frozen=True)
-class ChatResponse:
-    """One chat completion.
-
-    Attributes:
-        content: the assistant's text (None when it only called tools).
-        tool_calls: function calls in the order given.
-        message: the assistant message to append to the conversation verbatim
-            (role, content, tool_calls with ids), so the next turn is well-formed.
-        finish_reason: as reported (``stop``, ``tool_calls``, ``length``, ...).
-        usage: the call's token usage.
-        model: the model the gateway reports having run (falls back to the requested one).
-    """
-
-    content: str | None
-    tool_calls: list[ToolCall]
-    message: dict[str, Any]
-    finish_reason: str | None
-    usage: UsageRecord
-    model: str
 
 
 # --- configuration helpers -------------------------------------------------------------------------
@@ -156,45 +94,6 @@ def model_for_stage(config: Any, stage: str) -> str:
             f"(Models & services) or the default {ENV_MODEL}"
         )
     return model
-
-
-def _api_root(base_url: str) -> str:
-    """``http://gw:4000``, ``http://gw:4000/`` and ``http://gw:4000/v1`` all → ``http://gw:4000``."""
-    root = base_url.strip().rstrip("/")
-    if root.endswith("/v1"):
-        root = root[: -len("/v1")]
-    return root
-
-
-def _key_hint(api_key: str | None) -> str:
-    """A key fingerprint safe for an error message: ``…wxyz`` (never the key)."""
-    if not api_key:
-        return "no key is set"
-    if len(api_key) < 12:
-        return "a short key is set"
-    return f"the key ending …{api_key[-4:]}"
-
-
-# --- provider-fault cooldown (ki.cooldown, key ("gateway", api root, model)) -------------------------
-
-COOLDOWN_PROVIDER = "gateway"
-
-
-def reset_cooldowns(base_url: str | None = None, model: str | None = None) -> int:
-    """Forget gateway provider-fault cooldowns (all, or those matching ``base_url`` and/or ``model``).
-
-    Call it when an operator retries quarantined files after fixing the account (spec: "After the
-    account is fixed, the quarantine retry releases the files"); tests call ``ki.services.reset()``.
-    Returns: how many cooldowns were dropped.
-    """
-    root = _api_root(base_url) if base_url is not None else None
-    return PROVIDER_COOLDOWNS.reset(lambda k: k[0] == COOLDOWN_PROVIDER and (root is None or k[1] == root)
-                                    and (model is None or k[2] == model))
-
-
-def active_cooldowns() -> dict[tuple[str, str], float]:
-    """(api root, model) → seconds of cooldown left, for status displays and tests."""
-    return {(str(k[1]), str(k[2])): left for k, left in PROVIDER_COOLDOWNS.remaining(COOLDOWN_PROVIDER).items()}
 
 
 # --- the client ------------------------------------------------------------------------------------
@@ -255,7 +154,7 @@ class GatewayClient:
     ):
         if not base_url or not base_url.strip():
             raise ConfigurationError(f"the model gateway URL is empty: set {ENV_BASE_URL}")
-        self.base_url = _api_root(base_url)
+        self.base_url = api_root(base_url)
         self.api_key = api_key or None
         self.timeout_seconds = float(timeout_seconds)
         self.transport = transport
@@ -444,7 +343,7 @@ class GatewayClient:
         if response.status_code == 404:
             return None
         if response.status_code >= 300:
-            detail = _error_detail(response)
+            detail = error_detail(response)
             if response.status_code in INFRASTRUCTURE_HTTP_STATUSES:
                 raise GatewayUnavailable(f"model gateway answered HTTP {response.status_code} for {path}: {detail}",
                                          infrastructure=f"gateway answered HTTP {response.status_code}",
@@ -503,58 +402,11 @@ class GatewayClient:
         return data, latency_ms
 
     def _check_cooldown(self, model: str) -> None:
-        active = PROVIDER_COOLDOWNS.active((COOLDOWN_PROVIDER, self.base_url, model))
-        if active is not None:
-            raise ProviderPermanentError(
-                f"{active.message} [failing fast without contacting the gateway: provider-fault cooldown, "
-                f"{active.seconds_left:.0f} s left of {ENV_COOLDOWN}]"
-            )
-
-    def _start_cooldown(self, model: str, message: str) -> None:
-        PROVIDER_COOLDOWNS.start((COOLDOWN_PROVIDER, self.base_url, model), message, self.cooldown_seconds)
+        check_cooldown(self.base_url, model)
 
     def _status_error(self, response: httpx.Response, *, path: str, model: str, stage: str | None) -> Exception:
-        code = response.status_code
-        text = response.text[:4000]
-        detail = _error_detail(response)
-        where = f"model gateway {self.base_url}"
-        stage_hint = (f"pipeline.stages.{stage}.model (Models & services) or {ENV_MODEL}" if stage
-                      else f"the stage's model or {ENV_MODEL}")
-        message: str | None = None
-        if code == 429 and "insufficient_quota" in text:
-            message = (
-                f"The provider account behind {where} has exhausted its quota for model {model} "
-                f"(HTTP 429 insufficient_quota: {detail}). Add credit or raise the account's quota/budget "
-                f"for {_key_hint(self.api_key)} in {ENV_API_KEY}, then retry the quarantined files."
-            )
-        elif code == 401:
-            message = (
-                f"{where} rejected the API key ({_key_hint(self.api_key)} in {ENV_API_KEY}) with HTTP 401 "
-                f"while calling model {model}: {detail}. Put a valid key for this gateway into {ENV_API_KEY}, "
-                f"then retry the quarantined files."
-            )
-        elif code == 403:
-            message = (
-                f"{where} forbids model {model} to {_key_hint(self.api_key)} in {ENV_API_KEY} (HTTP 403): "
-                f"{detail}. Grant this key access to {model} on the gateway/provider account, or assign a model "
-                f"the key may use via {stage_hint}, then retry the quarantined files."
-            )
-        elif code == 404:
-            message = (
-                f"{where} does not serve model {model} (HTTP 404 on {path}): {detail}. Check the model name "
-                f"assigned via {stage_hint} against the gateway's model list; if every model answers 404, "
-                f"{ENV_BASE_URL}={self.base_url} is probably not the gateway root. Then retry the quarantined files."
-            )
-        if message is not None:
-            self._start_cooldown(model, message)
-            return ProviderPermanentError(message)
-        if code in INFRASTRUCTURE_HTTP_STATUSES:  # the gateway, not the document or the account
-            return GatewayUnavailable(
-                f"{where} answered HTTP {code} for {path} (model {model}): {detail}",
-                infrastructure=f"gateway answered HTTP {code}",
-                status=code, retry_after_seconds=retry_after_seconds(response.headers.get("Retry-After")))
-        return GatewayRequestRejected(f"{where} refused {path} for model {model} with HTTP {code}: {detail}",
-                                      status=code)
+        return status_error(response, base_url=self.base_url, api_key=self.api_key, path=path, model=model,
+                            stage=stage, cooldown_seconds=self.cooldown_seconds)
 
     def _usage(self, kind: str, model: str, trace: _Trace, raw: Any, latency_ms: int) -> UsageRecord:
         raw = raw if isinstance(raw, dict) else {}
@@ -577,22 +429,3 @@ class GatewayClient:
                 log.warning("usage of %s call (model %s, trace %s) was not recorded", kind, model, trace.trace_id,
                             exc_info=True)
         return record
-
-
-def _error_detail(response: httpx.Response) -> str:
-    """The gateway's own error message (OpenAI ``{"error": {"message": ...}}`` or the text), short."""
-    try:
-        data = response.json()
-    except (json.JSONDecodeError, UnicodeDecodeError):
-        data = None
-    if isinstance(data, dict):
-        err = data.get("error")
-        if isinstance(err, dict) and err.get("message"):
-            code = err.get("code") or err.get("type")
-            return f"{err['message']}" + (f" [{code}]" if code else "")
-        if isinstance(err, str):
-            return err[:500]
-        if data.get("message"):
-            return str(data["message"])[:500]
-    text = response.text.strip()
-    return text[:500] if text else "(empty body)"

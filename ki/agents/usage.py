@@ -17,7 +17,7 @@ from typing import Any
 
 from sqlalchemy import Engine, text
 
-from ki.agents.gateway import UsageRecord, UsageSink
+from ki.agents.gateway_results import UsageRecord, UsageSink
 from ki.observability.metrics import count_usage
 
 log = logging.getLogger(__name__)
