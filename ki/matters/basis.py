@@ -16,7 +16,7 @@ Protocol, on one advisory lock per project (``classify-project``) and a per-proj
   record this decision's queries; requeue *this* decision when a file classified since it started
   answers one of its queries unseen, and requeue every other decision of the project that this
   file answers unseen. A requeued classification that lands in another matter sends the file's
-  later stages round again (:func:`ki.store.claims.request_rerun_from`, called by the stage).
+  later stages round again (:func:`ki.store.downstream.request_rerun_from`, called by the stage).
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ from ki.matters.evidence import Corpus, CorpusFile, Knowledge
 from ki.matters.references import own_reference
 from ki.matters.store import forget_classifications
 from ki.ontology.terms import fold
-from ki.store.claims import request_rerun
+from ki.store.downstream import request_rerun
 from ki.store.locks import lock_key
 
 STAGE = "classify_matter"

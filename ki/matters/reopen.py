@@ -10,7 +10,7 @@ corpus Classify reads) what they say with the knowledge before and after the imp
 changed (``UNASSIGNED-…`` → the imported matter, a pattern-found reference → the imported matter it is an
 alias of, a client number that now names one matter) has its recorded decision forgotten and its
 ``classify_matter`` row put back to pending, every later stage back to waiting
-(:func:`ki.store.claims.request_rerun_from`, lane ``rerun``); the next run classifies it again as any file.
+(:func:`ki.store.downstream.request_rerun_from`, lane ``rerun``); the next run classifies it again as any file.
 Nothing is updated by hand. Re-importing the same list changes no knowledge, so it re-opens nothing.
 """
 
@@ -27,8 +27,8 @@ from ki.matters.patterns import ReferenceFormats
 from ki.matters.references import KnownReferences, is_placeholder
 from ki.matters.store import forget_classifications, normalise_reference
 from ki.metadata.window import window_text, windowed_body
-from ki.store.claims import request_rerun_from
 from ki.store.db import Database
+from ki.store.downstream import request_rerun_from
 from ki.taxonomies import LANE_RERUN
 
 STAGE = "classify_matter"

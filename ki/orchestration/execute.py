@@ -33,6 +33,7 @@ from ki.served import SERVED, working_on
 from ki.store import claims as q
 from ki.store.attempts import MESSAGE_MAX_CHARS
 from ki.store.claims import Claim
+from ki.store.downstream import skip_downstream
 from ki.store.status import lost_claim
 from ki.taxonomies import (
     DISABLED_BY_CONFIGURATION,
@@ -293,7 +294,7 @@ def _record_outcome(ctx: PipelineContext, claim: Claim, outcome: StageOutcome, p
             committed = q.complete_claim(tx, claim, status=outcome.status, producer_version=version,
                                          last_error=last_error)
             if committed is not None:
-                q.skip_downstream(tx, claim.source_object_id, claim.stage, outcome.reason or "halted")
+                skip_downstream(tx, claim.source_object_id, claim.stage, outcome.reason or "halted")
     else:
         with _recording(ctx, conn) as rec:
             committed = q.complete_claim(rec, claim, status=outcome.status, producer_version=version,

@@ -15,8 +15,7 @@ from ki.context import PipelineContext
 from ki.errors import CAPABILITY_REASONS
 from ki.liveness import dead_here
 from ki.ontology.requeue import requeue_ontology_outdated
-from ki.store import claims as q
-from ki.store import requeue
+from ki.store import requeue, stale_claims
 from ki.taxonomies import PIPELINE_STAGE_ORDER
 
 log = logging.getLogger(__name__)
@@ -39,7 +38,7 @@ def dead_claim_holders(ctx: PipelineContext) -> list[str]:
     """The ``claimed_by`` of running rows whose process is known dead: on this host, gone or its pid
     reused (``ki.liveness``; issue 14 item 2). Other hosts' claims wait for the timeout."""
     with ctx.db.engine.connect() as conn:
-        holders = q.claim_holders(conn)
+        holders = stale_claims.claim_holders(conn)
     return [h.worker for h in holders if h.worker is not None and dead_here(h.worker)]
 
 
@@ -49,7 +48,7 @@ def recover_stale_claims(ctx: PipelineContext) -> int:
     limits = {s: ctx.config.pipeline.stage(s).max_attempts for s in PIPELINE_STAGE_ORDER}
     dead = dead_claim_holders(ctx)
     with ctx.db.engine.begin() as conn:
-        n = q.recover_stale_claims(
+        n = stale_claims.recover_stale_claims(
             conn, timeout_seconds=ctx.config.pipeline.claim_timeout_seconds, max_attempts=limits, dead_workers=dead
         )
     if n:

@@ -32,8 +32,9 @@ from ki.orchestration.prepare import PrepareReport, recover_stale_claims, run_pr
 from ki.startup import FIRST_ROW, TIMELINE
 from ki.store import claims as q
 from ki.store.cancel import cancel_requested
-from ki.store.claims import Claim, ClaimHolder
+from ki.store.claims import Claim
 from ki.store.lanes import LaneSchedule, model_workers
+from ki.store.stale_claims import ClaimHolder, claim_holders
 from ki.store.status import idle_snapshot
 
 log = logging.getLogger(__name__)
@@ -272,7 +273,7 @@ class PipelineRunner:
         """Fill ``status`` with the other processes holding running rows (issue 14 item 2: say what the
         run waits for), and recover at once the rows of any that ended on this host."""
         with self.ctx.db.engine.connect() as conn:
-            holders = [h for h in q.claim_holders(conn) if h.worker != self.ctx.worker_id]
+            holders = [h for h in claim_holders(conn) if h.worker != self.ctx.worker_id]
         if not holders:
             return
         status.waiting_for_running = min(running, sum(h.rows for h in holders))

@@ -32,7 +32,7 @@ from sqlalchemy.engine import Connection
 from ki.matters.corpus import REL_PATH
 from ki.relate.facts import FileFacts
 from ki.relate.wants import Wants
-from ki.store.claims import request_rerun
+from ki.store.downstream import request_rerun
 from ki.store.locks import lock_key
 
 STAGE = "relate"

@@ -37,7 +37,7 @@ from ki.context import PipelineContext
 from ki.errors import SourceReadDenied
 from ki.sources.local import ListedFile, Listing, LocalFolderConnector, SkippedEntry
 from ki.sources.names import display_form
-from ki.store.claims import request_rerun_from
+from ki.store.downstream import request_rerun_from
 from ki.store.requeue import denied_fetches, requeue_from_fetch, retry_now, seed_rows
 from ki.store.unreadable import parked_unreadable, release_unreadable
 from ki.taxonomies import LANE_BACKFILL, LANE_LIVE

@@ -48,7 +48,7 @@ from ki.matters.store import (
 from ki.matters.tools import classify_tools, classify_validators
 from ki.metadata.window import window_text, windowed_body
 from ki.stages.agentic import run_agent
-from ki.store.claims import request_rerun_from
+from ki.store.downstream import request_rerun_from
 
 ABSTAIN_BELOW = 0.5
 TEXT_CHARS = 8000

@@ -4,7 +4,8 @@ Each function runs one statement on a connection the caller owns (so the caller 
 transaction). Spec: insertion-pipeline.md "Processing states and console buckets" (claim query,
 _unlock_next), "Retry policy and quarantine", "Stale claims"; DESIGN.md "Leases with fencing".
 The other state statements are in :mod:`ki.store.requeue` (seeding and every requeue/park/release),
-:mod:`ki.store.status` (the reads) and :mod:`ki.store.runs` (the run ledger).
+:mod:`ki.store.status` (the reads), :mod:`ki.store.downstream` (a document's later stages: skip, rerun),
+:mod:`ki.store.stale_claims` (recovery of silent claims) and :mod:`ki.store.runs` (the run ledger).
 """
 
 from __future__ import annotations
@@ -18,13 +19,11 @@ from typing import Any
 from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
-from ki.store.attempts import INSERT_FROM_COMPLETED, INSERT_FROM_FAILED, INSERT_FROM_STALE, MESSAGE_MAX_CHARS
+from ki.store.attempts import INSERT_FROM_COMPLETED, INSERT_FROM_FAILED, MESSAGE_MAX_CHARS
 from ki.store.lanes import probe_order
-from ki.store.signatures import error_signature, record_signature
+from ki.store.signatures import record_signature
 from ki.taxonomies import (
     DISABLED_BY_CONFIGURATION,
-    LANE_RERUN,
-    PIPELINE_STAGE_ORDER,
     WAITING_FOR_PREVIOUS_STAGE,
 )
 
@@ -429,152 +428,3 @@ WHERE id = :row_id AND claim_token = :token AND status = 'running'
 def release_claim(conn: Connection, claim: Claim) -> bool:
     """Release ``claim`` (pending, attempt given back). False when the claim was no longer held."""
     return conn.execute(RELEASE_SQL, {"row_id": claim.row_id, "token": claim.token}).rowcount > 0
-
-
-# -- name: skip_downstream --
-# A handler verdict that ends the document (e.g. source_object_deleted) skips every later stage.
-SKIP_DOWNSTREAM_SQL = text("""
-UPDATE processing_state
-SET status = 'skipped', last_error = CAST(:last_error AS jsonb), producer_version = NULL,
-    claim_token = NULL, updated_at = now()
-WHERE source_object_id = :source_object_id AND stage = ANY(:stages) AND status <> 'quarantined'
-""")
-
-
-def skip_downstream(conn: Connection, source_object_id: int, stage: str, reason: str) -> None:
-    """Skip every stage after ``stage`` with ``reason`` (quarantined rows stay)."""
-    later = list(PIPELINE_STAGE_ORDER[PIPELINE_STAGE_ORDER.index(stage) + 1 :])
-    if later:
-        conn.execute(
-            SKIP_DOWNSTREAM_SQL,
-            {"source_object_id": source_object_id, "stages": later, "last_error": json.dumps({"reason": reason})},
-        )
-
-
-# -- name: request_rerun --
-# Another file's stage found that these (object, stage) results were computed without something
-# they must read (relate: a file of the matter classified later). Done and running rows go back
-# to pending with a fresh attempt budget; a running claim's token is cleared, so the worker's late
-# completion is refused and the row runs again. Other statuses are left alone (pending, failed
-# and waiting rows will run anyway; quarantined and disabled rows are not reclaimed this way).
-REQUEST_RERUN_SQL = text("""
-UPDATE processing_state
-SET status = 'pending', attempts = 0, last_error = NULL, next_retry_at = NULL, claim_token = NULL,
-    claimed_by = NULL, heartbeat_at = NULL, lane = :lane, updated_at = now()
-WHERE source_object_id = ANY(CAST(:oids AS bigint[])) AND stage = :stage AND status IN ('done', 'running')
-RETURNING id
-""")
-
-
-def request_rerun(conn: Connection, source_object_ids: list[int], stage: str) -> int:
-    """Put ``stage`` of the objects back to pending in lane ``rerun`` (see the statement above); returns
-    how many rows moved."""
-    return len(conn.execute(REQUEST_RERUN_SQL, {"oids": sorted(set(source_object_ids)), "stage": stage,
-                                                "lane": LANE_RERUN}).fetchall())
-
-
-# -- name: request_rerun_from --
-# As request_rerun, and every later stage of those objects waits again (a stage's output is the
-# next stage's input: Classify choosing another matter changes what Relate and Extract metadata
-# derive). Quarantined later rows stay quarantined.
-REQUEST_RERUN_FROM_SQL = text("""
-WITH requeued AS (
-    UPDATE processing_state
-    SET status = 'pending', attempts = 0, last_error = NULL, next_retry_at = NULL, claim_token = NULL,
-        claimed_by = NULL, heartbeat_at = NULL, lane = coalesce(:lane, lane), updated_at = now()
-    WHERE source_object_id = ANY(CAST(:oids AS bigint[])) AND stage = :stage AND status IN ('done', 'running')
-    RETURNING source_object_id
-), parked AS (
-    UPDATE processing_state ps
-    SET status = 'skipped', last_error = CAST(:waiting AS jsonb), producer_version = NULL, next_retry_at = NULL,
-        claim_token = NULL, claimed_by = NULL, heartbeat_at = NULL, updated_at = now()
-    FROM requeued r
-    WHERE ps.source_object_id = r.source_object_id AND ps.stage = ANY(CAST(:later AS text[]))
-      AND ps.status <> 'quarantined' AND NOT (ps.status = 'skipped' AND ps.reason = :waiting_reason)
-    RETURNING ps.id
-)
-SELECT (SELECT count(*) FROM requeued) AS requeued
-""")
-
-
-def request_rerun_from(conn: Connection, source_object_ids: list[int], stage: str, *,
-                       lane: str | None = None) -> int:
-    """Put ``stage`` of the objects back to pending (in ``lane``; None: each row keeps its lane) and every
-    later stage back to waiting; returns how many ``stage`` rows moved (see the statement above)."""
-    later = list(PIPELINE_STAGE_ORDER[PIPELINE_STAGE_ORDER.index(stage) + 1:])
-    return int(conn.execute(REQUEST_RERUN_FROM_SQL, {
-        "oids": sorted(set(source_object_ids)), "stage": stage, "later": later, "waiting": WAITING_JSON,
-        "waiting_reason": WAITING_FOR_PREVIOUS_STAGE, "lane": lane}).scalar_one())
-
-
-# -- name: recover_stale_claims --
-# Running rows silent longer than claim_timeout_seconds, or held by a worker known dead (a process
-# of this host that is gone: ki.liveness), become failed (StaleClaim), due now; a row whose
-# attempts (outage attempts excepted) reached max_attempts is quarantined instead.
-# Each is appended to the history (outcome ``stale``, the silent worker named) in the same statement.
-STALE_CLASS = "StaleClaim"
-STALE_SIGNATURE = error_signature(STALE_CLASS, None, "claim silent (worker presumed dead)")
-RECOVER_STALE_SQL = text(f"""
-WITH limits(stage, max_attempts) AS (SELECT * FROM unnest(CAST(:stages AS text[]), CAST(:limits AS int[]))),
-silent AS (SELECT id, claimed_by FROM processing_state WHERE status = 'running'), recovered AS (
-UPDATE processing_state ps
-SET status = CASE WHEN ps.attempts - coalesce((ps.last_error->>'infrastructure_attempts')::int, 0)
-                        >= l.max_attempts THEN 'quarantined' ELSE 'failed' END,
-    last_error = jsonb_build_object(
-        'infrastructure_attempts', coalesce((ps.last_error->>'infrastructure_attempts')::int, 0),
-        'class', '{STALE_CLASS}', 'signature', '{STALE_SIGNATURE}',
-        'message', CASE WHEN ps.claimed_by = ANY(CAST(:dead AS text[]))
-                        THEN 'worker ' || ps.claimed_by || ' is gone (its process ended): claim recovered at once'
-                        ELSE 'claim silent for more than ' || :timeout || ' s (worker '
-                             || coalesce(ps.claimed_by, '?') || ' presumed dead)' END,
-        'traceback', '', 'deterministic', false, 'infrastructure', NULL,
-        'reason', CASE WHEN ps.attempts - coalesce((ps.last_error->>'infrastructure_attempts')::int, 0)
-                            >= l.max_attempts THEN 'internal_error' END),
-    next_retry_at = CASE WHEN ps.attempts - coalesce((ps.last_error->>'infrastructure_attempts')::int, 0)
-                          >= l.max_attempts THEN NULL ELSE now() END,
-    claim_token = NULL, claimed_by = NULL, heartbeat_at = NULL, updated_at = now()
-FROM limits l, silent
-WHERE l.stage = ps.stage AND silent.id = ps.id AND ps.status = 'running'
-  AND (ps.heartbeat_at < now() - make_interval(secs => :timeout) OR ps.claimed_by = ANY(CAST(:dead AS text[])))
-RETURNING ps.id, ps.source_object_id, ps.stage, ps.attempts, ps.claimed_at, ps.run_id, silent.claimed_by AS worker,
-          ps.last_error, ps.status
-), history AS ({INSERT_FROM_STALE})
-SELECT id, status FROM recovered
-""")
-
-
-def recover_stale_claims(conn: Connection, *, timeout_seconds: float, max_attempts: dict[str, int],
-                         dead_workers: list[str] | tuple[str, ...] = ()) -> int:
-    """Fail (or quarantine at the attempt limit) running rows silent for ``timeout_seconds`` or held
-    by one of ``dead_workers`` (``claimed_by`` values known dead). Returns count."""
-    stages = list(max_attempts)
-    rows = conn.execute(
-        RECOVER_STALE_SQL,
-        {"stages": stages, "limits": [max_attempts[s] for s in stages], "timeout": float(timeout_seconds),
-         "signature": STALE_SIGNATURE, "dead": list(dead_workers)},
-    ).fetchall()
-    return len(rows)
-
-
-# -- name: claim_holders --
-# Who holds the running rows: per claimed_by, how many rows and the oldest heartbeat's age (s).
-CLAIM_HOLDERS_SQL = text("""
-SELECT claimed_by, count(*) AS n, extract(epoch FROM now() - min(heartbeat_at)) AS silent_seconds
-FROM processing_state WHERE status = 'running' GROUP BY claimed_by ORDER BY count(*) DESC
-""")
-
-
-@dataclass(frozen=True)
-class ClaimHolder:
-    """A worker holding running rows: ``worker`` (``claimed_by``), ``rows``, ``silent_seconds``
-    (age of its oldest heartbeat)."""
-
-    worker: str | None
-    rows: int
-    silent_seconds: float
-
-
-def claim_holders(conn: Connection) -> list[ClaimHolder]:
-    """Every worker holding running rows, most rows first."""
-    return [ClaimHolder(r.claimed_by, int(r.n), float(r.silent_seconds or 0.0))
-            for r in conn.execute(CLAIM_HOLDERS_SQL)]

@@ -20,7 +20,8 @@ from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
 from ki.store.archive import archived_bucket_counts
-from ki.store.claims import ELIGIBLE_SQL, STALE_CLASS
+from ki.store.claims import ELIGIBLE_SQL
+from ki.store.stale_claims import STALE_CLASS
 from ki.taxonomies import (
     BUCKETS,
     LANE_RERUN,

@@ -25,6 +25,7 @@ from ki.orchestration.execute import execute_claim
 from ki.sources.scan import register_local_source, scan_source
 from ki.stages import STAGE_HANDLERS
 from ki.store import claims as q
+from ki.store import stale_claims
 from ki.taxonomies import DISABLED_BY_CONFIGURATION, PIPELINE_STAGE_ORDER, WAITING_FOR_PREVIOUS_STAGE
 
 HELPER = Path(__file__).resolve().parents[1] / "helpers" / "run_worker.py"
@@ -268,7 +269,7 @@ def test_late_commit_of_a_recovered_claim_is_refused(ctx, tmp_path, monkeypatch)
     with ctx.db.engine.begin() as conn:  # worker A falls silent
         conn.execute(text("UPDATE processing_state SET heartbeat_at = now() - interval '1 hour' WHERE id = :id"),
                      {"id": first.row_id})
-        assert q.recover_stale_claims(conn, timeout_seconds=60, max_attempts={"fetch": 3}) == 1
+        assert stale_claims.recover_stale_claims(conn, timeout_seconds=60, max_attempts={"fetch": 3}) == 1
     assert row().status == "failed" and row().last_error["class"] == "StaleClaim"
     with ctx.db.engine.begin() as conn:
         second = q.claim_row(conn, oid, "fetch", worker="host-b:2", run_id=None)

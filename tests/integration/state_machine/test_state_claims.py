@@ -16,6 +16,7 @@ from ki.orchestration import prepare
 from ki.orchestration.execute import execute_claim, run_stage_for_object
 from ki.stages import STAGE_HANDLERS
 from ki.store import claims as q
+from ki.store import downstream
 from ki.store.requeue import requeue_from_fetch
 from ki.store.status import lost_claim
 from ki.taxonomies import WAITING_FOR_PREVIOUS_STAGE
@@ -165,7 +166,7 @@ def test_a_refused_completion_says_why(ctx, src, caplog):
 
     # another file's stage asked for this one again: routine
     with ctx.db.engine.begin() as conn:
-        assert q.request_rerun(conn, [oid], "fetch") == 1
+        assert downstream.request_rerun(conn, [oid], "fetch") == 1
     cause, level, message = refused(new)
     assert (cause, level) == ("rerun", logging.INFO) and "asked for it again" in message
     with ctx.db.engine.begin() as conn:  # ... and still routine once another worker runs the rerun

@@ -14,6 +14,7 @@ from ki.orchestration.execute import run_stage_for_object
 from ki.orchestration.quarantine import retry_quarantined
 from ki.stages import STAGE_HANDLERS
 from ki.store import claims as q
+from ki.store import stale_claims
 from ki.store.attempts import history
 from ki.store.signatures import error_signature
 from tests.helpers.state import configure, make_source, raising, rows, run_when_due, sql
@@ -76,10 +77,10 @@ def test_infrastructure_and_skips_and_stale_claims_are_recorded(ctx, src, monkey
         claim = q.claim_row(conn, b, "fetch", worker="ghost-worker", run_id=None)
     sql(ctx, "UPDATE processing_state SET heartbeat_at = now() - interval '1 hour' WHERE id = :id", id=claim.row_id)
     with ctx.db.engine.begin() as conn:
-        assert q.recover_stale_claims(conn, timeout_seconds=60, max_attempts={"fetch": 3}) == 1
+        assert stale_claims.recover_stale_claims(conn, timeout_seconds=60, max_attempts={"fetch": 3}) == 1
     (stale,) = _history(ctx, claim.row_id)
     assert (stale.outcome, stale.worker, stale.error_class, stale.signature) == (
-        "stale", "ghost-worker", "StaleClaim", q.STALE_SIGNATURE)
+        "stale", "ghost-worker", "StaleClaim", stale_claims.STALE_SIGNATURE)
     with ctx.db.engine.connect() as conn:
         n = conn.execute(text("SELECT count(*) FROM work_item_attempt")).scalar_one()
     assert n == 2
