@@ -93,3 +93,16 @@ def parse_ooxml_date(value: str | None) -> datetime | None:
     except ValueError:
         return None
     return parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=UTC)
+
+
+#: Range markers (moves, comments): they open or close a span wherever they stand.
+RANGE_MARKERS = frozenset(
+    {
+        "moveFromRangeStart",
+        "moveFromRangeEnd",
+        "moveToRangeStart",
+        "moveToRangeEnd",
+        "commentRangeStart",
+        "commentRangeEnd",
+    }
+)

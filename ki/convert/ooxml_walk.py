@@ -27,10 +27,11 @@ from collections.abc import Callable
 
 from lxml import etree
 
-from ki.convert.ooxml_blocks import ROW_SEP, Block, Para, PartText, RevisionRecord
+from ki.convert.ooxml_blocks import Block, Para, PartText, RevisionRecord
 from ki.convert.ooxml_ns import (
     M_NS,
     MC_NS,
+    RANGE_MARKERS,
     W_NS,
     node_text,
     parse_ooxml_date,
@@ -39,6 +40,7 @@ from ki.convert.ooxml_ns import (
     w_attr,
     w_children,
 )
+from ki.convert.ooxml_tables import TableWalk
 
 _RUN_WRAPPERS = ("ins", "del", "moveFrom", "moveTo")
 _DELETING = ("del", "moveFrom")
@@ -72,21 +74,9 @@ _SKIP = frozenset(
         "lastRenderedPageBreak",
     }
 )
-_RANGES = frozenset(
-    {
-        "moveFromRangeStart",
-        "moveFromRangeEnd",
-        "moveToRangeStart",
-        "moveToRangeEnd",
-        "commentRangeStart",
-        "commentRangeEnd",
-    }
-)
-
-_SPLIT_CACHE: dict[str, tuple[str, str]] = {}
 
 
-class OoxmlWalker:
+class OoxmlWalker(TableWalk):
     """Walks the parts of one DOCX package, collecting text, revisions and comment anchors.
 
     One instance per package: ``revisions`` accumulates over every walked part in walk order,
@@ -285,7 +275,7 @@ class OoxmlWalker:
                     self._with_container("sdt", child, "sdtContent", self._blocks, block)
                 elif local == "customXml":
                     self._blocks(child, block)
-                elif local in _RANGES:
+                elif local in RANGE_MARKERS:
                     self._range(child, local)
                 elif local == "altChunk":
                     self._alt_chunk_lines(r_id(child) or "", block)
@@ -364,102 +354,6 @@ class OoxmlWalker:
             revs=para.revs,
         )
 
-    def _table(self, tbl: etree._Element, block: Block) -> None:
-        block.flush()
-        for child in tbl:
-            ns, local = split_tag(child.tag)
-            if ns in W_NS:
-                if local == "tr":
-                    self._row(child, block)
-                elif local in ("tblPr", "tblGrid"):
-                    self._props(child, "x", self._loose)
-                elif local in ("sdt", "customXml"):
-                    inner = w_children(child, "sdtContent") if local == "sdt" else [child]
-                    for content in inner:
-                        self._table(content, block)
-                elif local in _RANGES:
-                    self._range(child, local)
-            elif ns == MC_NS and local == "AlternateContent":
-                branch = self._choice(child)
-                if branch is not None:
-                    self._table(branch, block)
-
-    def _row(self, tr: etree._Element, block: Block) -> None:
-        saved = self._para
-        self._para = None
-        revs: list[RevisionRecord] = self._take_loose()
-        marks: set[str] = set()
-        row_revs: list[RevisionRecord] = []
-        cells: list[tuple[str | None, str | None]] = []
-        for child in tr:
-            ns, local = split_tag(child.tag)
-            if ns in W_NS and local == "trPr":
-                start = len(revs)
-                marks |= self._props(child, "tr", revs)
-                row_revs = [r for r in revs[start:] if r.kind in ("row_ins", "row_del")]
-            elif ns in W_NS and local == "tblPrEx":
-                self._props(child, "x", revs)
-        deleting, inserting = "del" in marks, "ins" in marks
-        self._deleted += deleting
-        self._inserted += inserting
-        try:
-            self._cells(tr, cells, revs)
-        finally:
-            self._deleted -= deleting
-            self._inserted -= inserting
-            self._para = saved
-        acc = self._row_text([c[0] for c in cells])
-        orig = self._row_text([c[1] for c in cells])
-        for rev in row_revs:
-            rev.explicit_text = orig if rev.kind == "row_del" else acc
-        block.add_line(None if deleting else acc, None if inserting else orig, revs)
-
-    @staticmethod
-    def _row_text(cells: list[str | None]) -> str:
-        kept = [c for c in cells if c is not None]
-        return ROW_SEP.join(kept) if any(kept) else ""
-
-    def _cells(self, el: etree._Element, cells: list, revs: list[RevisionRecord]) -> None:
-        for child in el:
-            ns, local = split_tag(child.tag)
-            if ns in W_NS:
-                if local == "tc":
-                    cells.append(self._cell(child, revs))
-                elif local in ("sdt", "customXml"):
-                    inner = w_children(child, "sdtContent") if local == "sdt" else [child]
-                    for content in inner:
-                        self._cells(content, cells, revs)
-                elif local in _RANGES:
-                    self._range(child, local)
-            elif ns == MC_NS and local == "AlternateContent":
-                branch = self._choice(child)
-                if branch is not None:
-                    self._cells(branch, cells, revs)
-
-    def _cell(self, tc: etree._Element, revs: list[RevisionRecord]) -> tuple[str | None, str | None]:
-        marks: set[str] = set()
-        cell_revs: list[RevisionRecord] = []
-        for child in tc:
-            ns, local = split_tag(child.tag)
-            if ns in W_NS and local == "tcPr":
-                start = len(revs)
-                marks |= self._props(child, "tc", revs)
-                cell_revs = [r for r in revs[start:] if r.kind in ("cell_ins", "cell_del")]
-        deleting, inserting = "cellDel" in marks, "cellIns" in marks
-        self._deleted += deleting
-        self._inserted += inserting
-        sub = Block()
-        try:
-            self._blocks(tc, sub)
-        finally:
-            self._deleted -= deleting
-            self._inserted -= inserting
-        acc, orig, inner = sub.joined()
-        revs.extend(inner)
-        for rev in cell_revs:
-            rev.explicit_text = orig if rev.kind == "cell_del" else acc
-        return (None if deleting else acc), (None if inserting else orig)
-
     def _text_box(self, txbx: etree._Element) -> None:
         """A text box: its lines go before the anchoring paragraph's line (same container)."""
         para = self._para
@@ -514,7 +408,7 @@ class OoxmlWalker:
                     self._containers.pop()
             elif local == "txbxContent":
                 self._text_box(child)
-            elif local in _RANGES:
+            elif local in RANGE_MARKERS:
                 self._range(child, local)
             elif local in ("t", "delText"):
                 self._text(child, local)
