@@ -4,7 +4,7 @@
   blocks do not, they never run);
 * no SQL that touches ``processing_state``, ``pipeline_runs`` or ``pipeline_run_object`` outside
   ``ki/store/`` (and no use of their ORM models there);
-* no module over 600 lines.
+* no module over 500 lines (DESIGN.md "Layout": one concept per module).
 
 ``KNOWN`` lists what another helper is still changing this round, each with its owner; it must be
 empty once the round ends (a stale entry fails too, so the list cannot outlive its reason).
@@ -19,13 +19,15 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2] / "ki"
-MAX_LINES = 600
+MAX_LINES = 500
 STATE_TABLES = ("processing_state", "pipeline_runs", "pipeline_run_object")
 STATE_MODELS = ("ProcessingState", "PipelineRun", "PipelineRunObject")
 SQL_RE = re.compile(r"\b(?:FROM|JOIN|UPDATE|INTO|TABLE)\s+(?:ONLY\s+)?(" + "|".join(STATE_TABLES) + r")\b", re.I)
 
 #: Exceptions while their owners are still at work: {(rule, what): owner}.
-KNOWN: dict[tuple[str, str], str] = {}
+KNOWN: dict[tuple[str, str], str] = {
+    ("lines", "ki.breaker"): "layout (split once the lead's breaker fix has landed)",
+}
 
 
 def _module_name(path: Path) -> str:
@@ -159,6 +161,11 @@ def state_sql(path: Path) -> list[str]:
     return found
 
 
+def line_count(path: Path) -> int:
+    """The lines of a module as an editor counts them (the last line need not end in a newline)."""
+    return len(path.read_text(encoding="utf-8").splitlines())
+
+
 def _violations() -> dict[tuple[str, str], str]:
     out: dict[tuple[str, str], str] = {}
     for cycle in import_cycles(import_graph()):
@@ -168,9 +175,9 @@ def _violations() -> dict[tuple[str, str], str]:
             hits = state_sql(path)
             if hits:
                 out[("state_sql", module)] = "; ".join(hits)
-        n = len(path.read_text(encoding="utf-8").splitlines())
+        n = line_count(path)
         if n > MAX_LINES:
-            out[("lines", module)] = f"{n} lines"
+            out[("lines", module)] = f"{n} lines (at most {MAX_LINES})"
     return out
 
 
@@ -197,3 +204,12 @@ def test_the_checker_sees_a_cycle_inside_a_function_and_sql_in_a_string(tmp_path
     assert state_sql(mod) == ["3: UPDATE processing_state"]
     fake = ast.parse("def f():\n    from ki.context import StageContext\n")
     assert [n.module for n in _import_nodes(fake)] == ["ki.context"]
+
+
+def test_the_line_limit_counts_every_line(tmp_path: Path) -> None:
+    """A module of MAX_LINES lines passes the limit; one line more does not."""
+    mod = tmp_path / "m.py"
+    mod.write_text("x = 1\n" * MAX_LINES, encoding="utf-8")
+    assert line_count(mod) == MAX_LINES
+    mod.write_text("x = 1\n" * MAX_LINES + "y = 2", encoding="utf-8")
+    assert line_count(mod) == MAX_LINES + 1 > MAX_LINES
