@@ -8,7 +8,7 @@ without contacting the provider; the quarantine retry after the account is fixed
 
 A key is a tuple whose first item names the provider (``("gateway", api_root, model)``,
 ``("docling", base_url)``). :data:`PROVIDER_COOLDOWNS` is the process's registry; ``ki.services.reset``
-clears it. Times are ``time.monotonic()`` seconds.
+clears it. Times are seconds of the registry's clock (``time.monotonic`` unless a test gives another).
 """
 
 from __future__ import annotations
@@ -42,9 +42,14 @@ class ActiveCooldown:
 
 
 class Cooldowns:
-    """Thread-safe registry of cooldowns by key (see the module docstring for keys)."""
+    """Thread-safe registry of cooldowns by key (see the module docstring for keys).
 
-    def __init__(self) -> None:
+    Args:
+        clock: monotonic seconds (default ``time.monotonic``; tests pass a clock they advance).
+    """
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self._clock = clock
         self._lock = threading.Lock()
         self._entries: dict[CooldownKey, tuple[float, float, str]] = {}  # key → (until, seconds, message)
 
@@ -57,11 +62,11 @@ class Cooldowns:
         if length <= 0:
             return
         with self._lock:
-            self._entries[key] = (time.monotonic() + length, length, message)
+            self._entries[key] = (self._clock() + length, length, message)
 
     def active(self, key: CooldownKey) -> ActiveCooldown | None:
         """The cooldown of ``key`` if one is in force (an expired one is dropped)."""
-        now = time.monotonic()
+        now = self._clock()
         with self._lock:
             entry = self._entries.get(key)
             if entry is None:
@@ -74,7 +79,7 @@ class Cooldowns:
 
     def remaining(self, provider: str | None = None) -> dict[CooldownKey, float]:
         """key → seconds left, for every cooldown in force (of ``provider`` only, when given)."""
-        now = time.monotonic()
+        now = self._clock()
         with self._lock:
             return {k: until - now for k, (until, _, _) in self._entries.items()
                     if until > now and (provider is None or k[0] == provider)}

@@ -17,6 +17,7 @@ from ki.convert.model import StructuredDocument
 from ki.convert.router import convert_bytes
 from ki.errors import UnsupportedDocument
 from tests.helpers.manifest import Manifest, document, quoted
+from tests.helpers.outage import wait_until
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "formats" / "legacy"
 pytestmark = pytest.mark.timeout(300)
@@ -129,16 +130,21 @@ def _soffice_pids() -> set[int]:
 
 
 def _wait_gone(pids: set[int], seconds: float = 15.0) -> set[int]:
-    import time
-
+    """The processes of ``pids`` still alive (zombies count as gone) once all ended or ``seconds`` passed."""
     import psutil
 
-    deadline = time.monotonic() + seconds
-    alive = {p for p in pids if psutil.pid_exists(p)}
-    while alive and time.monotonic() < deadline:
-        time.sleep(0.1)
-        alive = {p for p in alive if psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE}
-    return alive
+    def alive() -> set[int]:
+        out = set()
+        for p in pids:
+            try:
+                if psutil.Process(p).status() != psutil.STATUS_ZOMBIE:
+                    out.add(p)
+            except psutil.NoSuchProcess:
+                pass
+        return out
+
+    wait_until(lambda: not alive(), seconds, step=0.1)
+    return alive()
 
 
 def test_libreoffice_past_its_time_is_killed_with_its_group(tmp_path):

@@ -340,10 +340,12 @@ def test_lines_undo_skew() -> None:
 
 
 class FakeEngine:
-    """Stands in for RapidOCR: every call returns one horizontal box after ``delay`` seconds."""
+    """Stands in for RapidOCR: every call returns one horizontal box after working ``delay`` seconds, or at once
+    after :meth:`finish` (a page abandoned on its budget then ends and gives the lane back)."""
 
     def __init__(self, delay: float = 0.0, text: str = "fake text here", score: float = 0.95):
         self.delay, self.text, self.score = delay, text, score
+        self.finished = threading.Event()
         self.calls = 0
         self.active = 0
         self.max_active = 0
@@ -355,12 +357,19 @@ class FakeEngine:
             self.active += 1
             self.max_active = max(self.max_active, self.active)
         try:
-            time.sleep(self.delay)
+            self.finished.wait(self.delay)  # the page's work: ``delay`` s, or less once the test finished it
             box = [[10.0, 10.0], [210.0, 10.0], [210.0, 30.0], [10.0, 30.0]]
             return SimpleNamespace(boxes=[box], txts=(self.text,), scores=(self.score,))
         finally:
             with self.lock:
                 self.active -= 1
+
+    def finish(self, seconds: float = 5.0) -> None:
+        """End the pages still being read and wait (up to ``seconds``) until the OCR lane is free again."""
+        self.finished.set()
+        lane = ocr_engine._current_lane()
+        assert lane.acquire(timeout=seconds), "an abandoned page kept the OCR lane"
+        lane.release()
 
 
 @pytest.fixture
@@ -392,24 +401,24 @@ def test_renew_between_pages_and_claim_lost(fake) -> None:
 
 
 def test_page_budget_is_too_large(fake) -> None:
-    fake(delay=0.5)
+    engine = fake(delay=0.5)
     started = time.monotonic()
     with pytest.raises(UnsupportedDocument) as info:
         ocr_image(_tiff(2), "slow.tif", page_timeout_seconds=0.1)
     assert time.monotonic() - started < 0.45  # the caller is not held by the abandoned page
     assert info.value.reason == "too_large"
     assert "page 1" in str(info.value) and "page budget of 0.1 s" in str(info.value)
-    time.sleep(0.5)  # let the abandoned page release the lane
+    engine.finish()  # the abandoned page ends and releases the lane
 
 
 def test_document_budget_is_too_large(fake) -> None:
-    fake(delay=0.15)
+    engine = fake(delay=0.15)
     with pytest.raises(UnsupportedDocument) as info:
         ocr_image(_tiff(5), "long.tif", page_timeout_seconds=5, doc_timeout_seconds=0.4)
     assert info.value.reason == "too_large"
     assert "document budget of 0.4 s" in str(info.value)
     assert 1 <= info.value.details["pages_done"] < 5
-    time.sleep(0.3)
+    engine.finish()
 
 
 def test_low_confidence_is_dropped_and_orientations_are_tried(fake) -> None:

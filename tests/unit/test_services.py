@@ -6,8 +6,6 @@ DESIGN.md "Layout" (ki/services.py) and "Defaults" (KI_PROVIDER_FAULT_COOLDOWN_S
 
 from __future__ import annotations
 
-import time
-
 import pytest
 
 from ki import services
@@ -104,15 +102,18 @@ def test_a_bad_cooldown_is_rejected_alike_by_gateway_and_docling(monkeypatch, va
 
 
 def test_cooldowns_expire_and_reset_by_key():
-    registry = Cooldowns()
+    now = [1000.0]
+    registry = Cooldowns(clock=lambda: now[0])
     registry.start(("gateway", "http://a", "m1"), "401 from a", seconds=0.15)
     registry.start(("gateway", "http://b", "m1"), "403 from b", seconds=60)
     registry.start(("docling", "http://d"), "401 from d", seconds=60)
     registry.start(("docling", "http://e"), "ignored", seconds=0)  # no cooldown at all
     active = registry.active(("gateway", "http://a", "m1"))
-    assert active is not None and active.message == "401 from a" and 0 < active.seconds_left <= 0.15
+    assert active is not None and active.message == "401 from a" and active.seconds_left == pytest.approx(0.15)
     assert set(registry.remaining("docling")) == {("docling", "http://d")}
-    time.sleep(0.2)
+    now[0] += 0.14
+    assert registry.active(("gateway", "http://a", "m1")).seconds_left == pytest.approx(0.01)
+    now[0] += 0.01
     assert registry.active(("gateway", "http://a", "m1")) is None
     assert registry.reset(lambda k: k[0] == "gateway") == 1
     assert set(registry.remaining()) == {("docling", "http://d")}
