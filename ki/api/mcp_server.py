@@ -180,7 +180,8 @@ def build_server(state: ServerState, *, allowed_hosts: list[str]) -> FastMCP:
         Success means the work was queued, not that it finished. Needs write:work_item."""
         identity = _identity(state, ctx, WRITE_WORK_ITEM)
         wid = _id(id)
-        result = await _in_thread(lambda: actions.retry_work_item(state.ctx, wid, actor=identity.name))
+        result = await _in_thread(lambda: actions.retry_work_item(state.ctx, wid, actor=identity.name,
+                                                                       principal=identity.principal))
         await _launch()
         return result.model_dump(mode="json")
 
@@ -207,7 +208,7 @@ def build_server(state: ServerState, *, allowed_hosts: list[str]) -> FastMCP:
             return preview.model_dump(mode="json")
         result = await _in_thread(lambda: actions.run_bulk(state.ctx, "retry", flt, actor=identity.name,
                                                            token=confirmation_token, limit=limit,
-                                                           all_items=all))
+                                                           all_items=all, principal=identity.principal))
         if result.acted:
             await _launch()
         return result.model_dump(mode="json")
@@ -218,7 +219,8 @@ def build_server(state: ServerState, *, allowed_hosts: list[str]) -> FastMCP:
         cancelled item can be retried. Needs write:work_item."""
         identity = _identity(state, ctx, WRITE_WORK_ITEM)
         wid = _id(id)
-        return (await _in_thread(lambda: actions.cancel_work_item(state.ctx, wid, actor=identity.name))
+        return (await _in_thread(lambda: actions.cancel_work_item(state.ctx, wid, actor=identity.name,
+                                                                        principal=identity.principal))
                 ).model_dump(mode="json")
 
     @mcp.tool(annotations=READ_ONLY)

@@ -90,7 +90,7 @@ def console_page(request: Request) -> Response:
                            status=exc.status)
     state = request.app.state.ki
     initial = {
-        "status": get_status(state=state, _=identity).model_dump(mode="json"),
+        "status": get_status(state=state, identity=identity).model_dump(mode="json"),
         "config": get_config(state=state, _=identity).model_dump(mode="json"),
         "runs": get_runs(state=state, _=identity, kind=list(PAGE_RUN_KINDS), status=None, limit=10,
                          offset=0).model_dump(mode="json"),

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Depends, Path, Query
 
+from ki.access.visibility import visible_objects
 from ki.api import tokens as token_service
 from ki.api.auth import Identity, require_scope
 from ki.api.errors import ApiError, error_responses
@@ -57,11 +58,27 @@ def revoke_token(token_id: int = Path(ge=1, le=2**63 - 1), state: ServerState = 
     return TokenOut(**token_service.token_json(row))
 
 
+def _unnamed(entry: audit.AuditEntry) -> audit.AuditEntry:
+    """An entry about no file as a principal's token sees it: a bulk action's path filter (a folder name the
+    operator typed, perhaps a walled matter's) is left out."""
+    flt = entry.details.get("filter")
+    if isinstance(flt, dict) and "path_prefix" in flt:
+        return entry.model_copy(update={"details": {**entry.details, "filter": {
+            k: v for k, v in flt.items() if k != "path_prefix"} | {"path_prefix": None}}})
+    return entry
+
+
 @router.get("/audit", response_model=AuditPage, responses=error_responses(401, 403))
-def get_audit(state: ServerState = Depends(server_state), _: Identity = Depends(require_scope(READ_PIPELINE)),
+def get_audit(state: ServerState = Depends(server_state),
+              identity: Identity = Depends(require_scope(READ_PIPELINE)),
               action: str | None = Query(None, max_length=100, description="e.g. quarantine_retry, config_update"),
               limit: int = Query(50, ge=1, le=500), offset: int = Query(0, ge=0, le=10_000_000)) -> AuditPage:
-    """Who did what, newest first."""
+    """Who did what, newest first. A token with a principal gets no entry about a file that principal may not
+    see (``hidden`` counts them on this page; their details name the file)."""
     with state.ctx.db.engine.connect() as conn:
         rows, total = audit.recent_audit(conn, limit=limit, offset=offset, action=action)
-    return AuditPage(entries=rows, total=total, limit=limit, offset=offset)
+    about = [r for r in rows if r.source_object_id is not None]
+    seen = visible_objects(state.ctx.db.engine, identity.principal, (r.source_object_id for r in about))
+    shown = [_unnamed(r) if identity.principal else r
+             for r in rows if r.source_object_id is None or r.source_object_id in seen]
+    return AuditPage(entries=shown, total=total, limit=limit, offset=offset, hidden=len(rows) - len(shown))

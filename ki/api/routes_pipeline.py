@@ -13,6 +13,7 @@ from typing import Literal
 
 from fastapi import APIRouter, Depends, Path, Query
 
+from ki.access.visibility import split_visible
 from ki.api.auth import Identity, require_scope
 from ki.api.errors import ApiError, error_responses
 from ki.api.schemas import (
@@ -55,9 +56,10 @@ def run_out(row: RunRow) -> RunOut:
 
 @router.get("/status", response_model=StatusOut, responses=error_responses(401, 403))
 def get_status(state: ServerState = Depends(server_state),
-               _: Identity = Depends(require_scope(READ_PIPELINE))) -> StatusOut:
+               identity: Identity = Depends(require_scope(READ_PIPELINE))) -> StatusOut:
     """Per-stage bucket counts (one query), the active runs with progress and the paused dependencies;
-    starts an opportunistic sweep."""
+    starts an opportunistic sweep. The files ki may not read are listed by path only to a token that may see
+    them (a principal's token gets the others counted in the buckets, never named)."""
     config = state.config()
     snapshot = state.buckets.get()
     counts = snapshot.counts
@@ -69,6 +71,8 @@ def get_status(state: ServerState = Depends(server_state),
                                      path=f.details.get("path") or f.path, mode=f.details.get("mode"),
                                      uid=f.details.get("uid"), gid=f.details.get("gid"))
                       for f in parked_unreadable(conn, limit=200)]
+    unreadable, _hidden = split_visible(state.ctx.db.engine, identity.principal, unreadable,
+                                        lambda f: f.source_object_id)
     state.sweep_soon()
     enabled = {s: config.pipeline.stage(s).enabled for s in PIPELINE_STAGE_ORDER}
     blocked = snapshot.blocked or {}

@@ -100,7 +100,7 @@ def _bulk(action: actions.Action, body: BulkRequest, flt: WorkItemFilter, state:
             return actions.preview_bulk(state.ctx, action, flt, actor=identity.name, limit=body.limit,
                                         all_items=body.all, principal=identity.principal)
         result = actions.run_bulk(state.ctx, action, flt, actor=identity.name, token=body.confirmation_token,
-                                  limit=body.limit, all_items=body.all)
+                                  limit=body.limit, all_items=body.all, principal=identity.principal)
     except WorkItemRefused as exc:
         raise refused(exc) from exc
     if action == "retry" and result.acted:
@@ -145,7 +145,8 @@ def retry_item(work_item_id: str, state: ServerState = Depends(server_state),
     """Reset a failed or cancelled item to runnable (fresh budget, downstream invalidated) and launch a run."""
     state.config()
     try:
-        result = actions.retry_work_item(state.ctx, _work_item_id(work_item_id), actor=identity.name)
+        result = actions.retry_work_item(state.ctx, _work_item_id(work_item_id), actor=identity.name,
+                                         principal=identity.principal)
     except WorkItemRefused as exc:
         raise refused(exc) from exc
     launch_run(state, trigger="work_item_retry")
@@ -158,6 +159,7 @@ def cancel_item(work_item_id: str, state: ServerState = Depends(server_state),
     """Cancel an item (skipped + cancelled, later stages parked); a cancelled item can be retried."""
     state.config()
     try:
-        return actions.cancel_work_item(state.ctx, _work_item_id(work_item_id), actor=identity.name)
+        return actions.cancel_work_item(state.ctx, _work_item_id(work_item_id), actor=identity.name,
+                                        principal=identity.principal)
     except WorkItemRefused as exc:
         raise refused(exc) from exc

@@ -426,12 +426,14 @@ AuditOut = AuditEntry
 
 
 class AuditPage(BaseModel):
-    """``GET /api/audit``: newest first."""
+    """``GET /api/audit``: newest first; ``hidden``: entries of this page about files the token's principal
+    may not see, left out."""
 
     entries: list[AuditOut]
     total: int
     limit: int
     offset: int
+    hidden: int = 0
 
 
 class ComponentHealth(BaseModel):

@@ -75,6 +75,7 @@ class BulkResult(BaseModel):
     next_confirmation_token: str | None
     audit_id: int
     message: str
+    hidden: int = 0
 
 
 def confirmation_token(action: str, flt: WorkItemFilter, count: int, limit: int, actor: str) -> str:
@@ -86,9 +87,12 @@ def confirmation_token(action: str, flt: WorkItemFilter, count: int, limit: int,
     return hashlib.sha256(body.encode()).hexdigest()[:32]
 
 
-def _item(ctx: PipelineContext, conn: Any, work_item_id: uuid.UUID) -> Any:
+def _item(ctx: PipelineContext, conn: Any, work_item_id: uuid.UUID, principal: str | None) -> Any:
+    """The item to act on; one of a file ``principal`` may not see is ``not_found``, like an unknown id."""
+    from ki.access.visibility import visible_objects
+
     row = get_work_item(conn, work_item_id, restore=True)  # an archived item comes back to be retried
-    if row is None:
+    if row is None or not visible_objects(ctx.db.engine, principal, [row.source_object_id]):
         raise WorkItemRefused("not_found", f"no work item has id work_item:{work_item_id}")
     if row.stored_status == "running":
         raise WorkItemRefused("running", f"work_item:{work_item_id} ({row.stage} of {row.path}) is running: "
@@ -96,7 +100,8 @@ def _item(ctx: PipelineContext, conn: Any, work_item_id: uuid.UUID) -> Any:
     return row
 
 
-def retry_work_item(ctx: PipelineContext, work_item_id: uuid.UUID, *, actor: str) -> ItemActionResult:
+def retry_work_item(ctx: PipelineContext, work_item_id: uuid.UUID, *, actor: str,
+                    principal: str | None = None) -> ItemActionResult:
     """Reset a failed, quarantined or cancelled item to runnable (fresh budget, error cleared from the row and
     kept in the history, downstream invalidated), audit it. The caller launches a run.
 
@@ -104,10 +109,11 @@ def retry_work_item(ctx: PipelineContext, work_item_id: uuid.UUID, *, actor: str
     cancelled, that earlier stage is released instead (and this one waits for it), as the quarantine
     retry does; the answer's ``kind`` and message name the stage released.
 
-    Raises: WorkItemRefused ``not_found``, ``running``, ``not_retryable`` (also while an earlier stage of
-    the file is still queued or running: the item runs after it anyway)."""
+    Raises: WorkItemRefused ``not_found`` (also for an item of a file ``principal`` may not see),
+    ``running``, ``not_retryable`` (also while an earlier stage of the file is still queued or running: the
+    item runs after it anyway)."""
     with ctx.db.engine.begin() as conn:
-        row = _item(ctx, conn, work_item_id)
+        row = _item(ctx, conn, work_item_id, principal)
         released = release_rows(conn, [row.row_id], actor=actor)
         mine = [r for r in released if r.source_object_id == row.source_object_id]
         if not mine:
@@ -134,13 +140,15 @@ def retry_work_item(ctx: PipelineContext, work_item_id: uuid.UUID, *, actor: str
                             message=message)
 
 
-def cancel_work_item(ctx: PipelineContext, work_item_id: uuid.UUID, *, actor: str) -> ItemActionResult:
+def cancel_work_item(ctx: PipelineContext, work_item_id: uuid.UUID, *, actor: str,
+                     principal: str | None = None) -> ItemActionResult:
     """Cancel an item that is not running or finished: skipped + ``cancelled``, later stages parked; audited.
     A cancelled item can be retried.
 
-    Raises: WorkItemRefused ``not_found``, ``running``, ``not_cancellable``."""
+    Raises: WorkItemRefused ``not_found`` (also for an item of a file ``principal`` may not see), ``running``,
+    ``not_cancellable``."""
     with ctx.db.engine.begin() as conn:
-        row = _item(ctx, conn, work_item_id)
+        row = _item(ctx, conn, work_item_id, principal)
         if not cancel_rows(conn, [row.row_id], actor=actor):
             raise WorkItemRefused("not_cancellable", f"work_item:{work_item_id} is {row.status}: only runnable, "
                                                      "pending or failed items are cancelled")
@@ -182,9 +190,12 @@ def preview_bulk(ctx: PipelineContext, action: Action, flt: WorkItemFilter, *, a
 
 
 def run_bulk(ctx: PipelineContext, action: Action, flt: WorkItemFilter, *, actor: str, token: str | None,
-             limit: int = DEFAULT_BULK_LIMIT, all_items: bool = False) -> BulkResult:
+             limit: int = DEFAULT_BULK_LIMIT, all_items: bool = False, principal: str | None = None) -> BulkResult:
     """Retry or cancel up to ``limit`` items matching ``flt`` (oldest first) in one transaction, given the
     ``token`` of a dry run of the same action, filter, count and limit; an empty filter needs ``all_items``.
+    A caller with a ``principal`` acts only on items of files that principal may see
+    (:mod:`ki.access.visibility`): the others among the selection are left as they are and counted in
+    ``hidden`` (and not in ``remaining`` when the selection held every match).
 
     Raises: WorkItemRefused ``confirmation_required`` (no token), ``confirmation_mismatch`` (the filter,
         limit or matching count differs from the dry run's) or ``filter_required``; ValueError for a limit
@@ -194,12 +205,17 @@ def run_bulk(ctx: PipelineContext, action: Action, flt: WorkItemFilter, *, actor
     if not token:
         raise WorkItemRefused("confirmation_required", "a bulk action needs the confirmation_token of a dry run "
                                                        "(dry_run=true) of the same filter and limit")
+    from ki.access.visibility import visible_objects
+
     with ctx.db.engine.begin() as conn:
-        count, ids, _sample = select_for_action(conn, flt, action, limit=limit)
+        count, selected, _sample = select_for_action(conn, flt, action, limit=limit)
         if token != confirmation_token(action, flt, count, limit, actor):
             raise WorkItemRefused("confirmation_mismatch", f"the confirmation token does not match this filter "
                                                            f"and limit, or the matching count changed (now {count}): "
                                                            "run the dry run again")
+        seen = visible_objects(ctx.db.engine, principal, (oid for _row, oid in selected))
+        ids = [row for row, oid in selected if oid in seen]
+        hidden = len(selected) - len(ids)
         if action == "retry":
             released = release_rows(conn, ids, actor=actor)
             reset_provider_cooldowns([r.previous_error for r in released])
@@ -207,12 +223,15 @@ def run_bulk(ctx: PipelineContext, action: Action, flt: WorkItemFilter, *, actor
         else:
             acted = len(cancel_rows(conn, ids, actor=actor))
         remaining, _, _ = select_for_action(conn, flt, action, limit=0)
+        if count <= limit:  # the selection held every match: the hidden ones are not the caller's to act on
+            remaining = max(0, remaining - hidden)
         audit_id = record_audit(conn, actor=actor, action=f"work_items_{action}",
                                 details={"filter": flt.canonical(), "count": count, "acted": acted,
-                                         "limit": limit, "remaining": remaining})
+                                         "limit": limit, "remaining": remaining, "hidden": hidden})
     verb = "queued for another attempt (a run picks them up; they have not finished)" if action == "retry" \
         else "cancelled"
     return BulkResult(action=action, filter=flt.canonical(), acted=acted, remaining=remaining,
                       next_confirmation_token=confirmation_token(action, flt, remaining, limit, actor)
                       if remaining else None, audit_id=audit_id,
-                      message=f"{acted} work items {verb}; {remaining} more match")
+                      hidden=hidden, message=f"{acted} work items {verb}; {remaining} more match"
+                      + (f"; {hidden} not acted on: the token's principal may not see them" if hidden else ""))

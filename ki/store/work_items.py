@@ -290,16 +290,17 @@ def failure_groups(conn: Connection, flt: WorkItemFilter, *, limit: int = 100) -
 
 
 def select_for_action(conn: Connection, flt: WorkItemFilter, action: str, *, limit: int
-                      ) -> tuple[int, list[int], list[tuple[int, str]]]:
+                      ) -> tuple[int, list[tuple[int, int]], list[tuple[int, str]]]:
     """What a bulk ``retry``/``cancel`` with ``flt`` would take now: (how many rows match and are eligible,
-    the ids of the first ``limit`` of them (oldest first), up to five of their (source object id, path))."""
+    the (row id, source object id) of the first ``limit`` of them (oldest first), up to five of their
+    (source object id, path))."""
     eligible = RETRYABLE_SQL if action == "retry" else CANCELLABLE_SQL
     where, params = flt.where()
     base = f"FROM processing_state ps JOIN source_object so ON so.id = ps.source_object_id WHERE {where} AND {eligible}"
     count = int(conn.execute(text(f"SELECT count(*) {base}"), params).scalar_one())
     rows = conn.execute(text(f"SELECT ps.id, so.id AS oid, so.path {base} ORDER BY ps.id LIMIT :limit"),
                         {**params, "limit": limit}).fetchall()
-    return count, [int(r.id) for r in rows], [(int(r.oid), r.path) for r in rows[:5]]
+    return count, [(int(r.id), int(r.oid)) for r in rows], [(int(r.oid), r.path) for r in rows[:5]]
 
 
 @dataclass(frozen=True)

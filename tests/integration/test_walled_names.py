@@ -110,3 +110,45 @@ def test_a_principal_never_sees_a_walled_matters_names(walled):
     assert outcomes[0][0] == "ok" and outcomes[0][1]["hidden"] >= 3
     assert outcomes[2][0] == "tool_error" and "not_found" in outcomes[2][1]
     assert outcomes[3][1]["hits"] == []
+
+
+def test_a_principal_acts_only_on_what_it_may_see_and_reads_no_walled_name_in_the_audit(walled):
+    """Writes and the audit log alike: a principal's bulk retry leaves the walled matter's items as they
+    are (counted ``hidden``), its retry of a walled item is an unknown id, and the audit entries about
+    walled files (and the folder an operator typed as a filter) never reach it."""
+    base, h, ctx, ids = walled
+    quarantined = _walled_id(ids, f"{WALLED} kaputt.pdf")
+    with ctx.db.engine.connect() as conn:
+        walled_item = conn.execute(text("SELECT work_item_id FROM processing_state WHERE source_object_id = :o "
+                                        "AND stage = 'convert'"), {"o": quarantined}).scalar_one()
+
+    def bulk(name: str, query: str) -> dict:
+        dry = httpx.post(f"{base}/v1/work-items/retry?{query}", headers=h[name], json={"dry_run": True})
+        assert dry.status_code == 200, dry.text
+        real = httpx.post(f"{base}/v1/work-items/retry?{query}", headers=h[name],
+                          json={"dry_run": False, "confirmation_token": dry.json()["confirmation_token"]})
+        assert real.status_code == 200, real.text
+        return real.json()
+
+    done = bulk("assistant", "kind=convert")
+    assert (done["acted"], done["hidden"], done["remaining"]) == (1, 1, 0), done
+    assert WALLED not in json.dumps(done)
+    with ctx.db.engine.connect() as conn:  # the walled item was not touched
+        assert conn.execute(text("SELECT status FROM processing_state WHERE work_item_id = :w"),
+                            {"w": walled_item}).scalar_one() == "quarantined"
+    for verb in ("retry", "cancel"):
+        r = httpx.post(f"{base}/v1/work-items/work_item:{walled_item}/{verb}", headers=h["assistant"])
+        assert r.status_code == 404 and WALLED not in r.text, r.text
+    mcp = call_tools(f"{base}/mcp/full", h["assistant"], [("retry_work_item", {"id": f"work_item:{walled_item}"})])
+    assert mcp[0][0] == "tool_error" and "not_found" in mcp[0][1] and WALLED not in json.dumps(mcp)
+    # the operator acts on the walled matter: an entry about its file, and a filter naming its folder
+    r = httpx.post(f"{base}/v1/work-items/work_item:{walled_item}/retry", headers=h["operator"])
+    assert r.status_code == 200, r.text
+    bulk("operator", f"path_prefix=Mandat {WALLED}/nothing here")
+    seen = httpx.get(f"{base}/api/audit?limit=500", headers=h["assistant"])
+    assert seen.status_code == 200 and WALLED not in seen.text, seen.text
+    assert seen.json()["hidden"] >= 1
+    assert {"work_items_retry"} <= {e["action"] for e in seen.json()["entries"]}
+    full = httpx.get(f"{base}/api/audit?limit=500", headers=h["operator"]).json()
+    assert full["hidden"] == 0 and WALLED in json.dumps(full)
+    assert any(e["action"] == "work_item_retry" and e["source_object_id"] == quarantined for e in full["entries"])
