@@ -56,7 +56,7 @@ def _orchestrator(ctx: PipelineContext) -> ComponentHealth:
     try:
         from ki.workflows.client import hatchet_client
 
-        hatchet_client(lookup=True)
+        hatchet_client(once=True)
     except Exception as exc:  # noqa: BLE001
         return ComponentHealth(name="orchestrator", status="error", detail=_scrub(str(exc)))
     return ComponentHealth(name="orchestrator", status="ok", detail="hatchet: client configured")

@@ -219,6 +219,11 @@ class ProcessSettings(EnvSettings):
             and the interval of the TCP connect checks while the dependency's port refuses (2 s).
         run_sweep_seconds / run_silent_minutes / run_abandoned_hours: sweeper (issue 7).
         hatchet_document_concurrency / relate_model_concurrency / hatchet_sync_concurrency.
+        hatchet_trigger_timeout_seconds / hatchet_trigger_retry_seconds: one trigger RPC's deadline, and how long
+            a refused or unanswered trigger is retried (backoff with full jitter, capped at 30 s) before its
+            caller gives up and the sweeper's early check takes over (:mod:`ki.workflows.pushback`).
+        hatchet_trigger_check_seconds: the sweeper's early check of acknowledged DAGs the engine may not know,
+            every this many seconds in ``ki worker``, for DAGs silent at least as long (0: off).
         workers: local provider pool size (8: stages wait mostly on commits and I/O, not CPU; bench/insert.py
             measured 32 documents/s with 4 and 58 with 8 on 2 cores).
         worker_slots: concurrent tasks of one ``ki worker`` process (Hatchet slots; ``--slots``).
@@ -247,6 +252,9 @@ class ProcessSettings(EnvSettings):
     hatchet_document_concurrency: int = Field(default=16, ge=1, le=1024)
     relate_model_concurrency: int = Field(default=16, ge=1, le=256)
     hatchet_sync_concurrency: int = Field(default=4, ge=1, le=64)
+    hatchet_trigger_timeout_seconds: float = Field(default=30, gt=0, le=600)
+    hatchet_trigger_retry_seconds: float = Field(default=600, ge=0)
+    hatchet_trigger_check_seconds: float = Field(default=30, ge=0)
     workers: int = Field(default=8, ge=1, le=64)
     worker_slots: int = Field(default=8, ge=1, le=1000)
     insert_wait_retry_seconds: float = Field(default=120, ge=0)

@@ -148,7 +148,7 @@ def adopt_children(conn: Connection, run_id: int, parent_id: int) -> list[int]:
 
 
 RECORD_RUN_IDS_SQL = text("""
-UPDATE pipeline_run_object m SET workflow_run_id = v.wid
+UPDATE pipeline_run_object m SET workflow_run_id = v.wid, acknowledged_at = now(), verified_at = NULL
 FROM unnest(CAST(:oids AS bigint[]), CAST(:wids AS text[])) AS v(oid, wid)
 WHERE m.run_id = :run_id AND m.source_object_id = v.oid
 """)

@@ -37,12 +37,14 @@ from ki.store.batches import lock_run
 from ki.store.runs import ACTIVE_RUN_STATUSES
 
 SET_SHAPE_SQL = text("""
-UPDATE pipeline_runs SET workflow_name = :w, document_window = :n, updated_at = now() WHERE id = :r
+UPDATE pipeline_runs SET workflow_name = :w, document_window = :n, window_limit = :n, window_min = :n,
+    updated_at = now() WHERE id = :r
 """)
 
 
 def set_shape(conn: Connection, run_id: int, workflow_name: str, window: int) -> None:
-    """Record the batch's document workflow and its window (DAGs in flight at once, ≥ 1)."""
+    """Record the batch's document workflow and its window (DAGs in flight at once, ≥ 1; also the ceiling the
+    window regrows to after the engine pushed back, :mod:`ki.store.pushback`)."""
     conn.execute(SET_SHAPE_SQL, {"w": workflow_name, "n": max(1, int(window)), "r": run_id})
 
 

@@ -186,6 +186,13 @@ class PipelineRun(Base):
     #: the document workflow of a Hatchet batch and its window (migration 0018_conveyor)
     workflow_name: Mapped[str | None] = mapped_column(Text)
     document_window: Mapped[int | None] = mapped_column(Integer)
+    #: engine back-pressure (migration 0028_trigger_pushback; ki.store.pushback): the configured window, the
+    #: smallest it shrank to, and the engine's refusals of this run's triggers
+    window_limit: Mapped[int | None] = mapped_column(Integer)
+    window_min: Mapped[int | None] = mapped_column(Integer)
+    trigger_refusals: Mapped[int] = mapped_column(Integer, server_default=sa_text("0"))
+    last_refusal_at: Mapped[datetime | None] = mapped_column(TZ)
+    last_refusal: Mapped[str | None] = mapped_column(Text)
     processed: Mapped[int] = mapped_column(Integer, server_default=sa_text("0"))
     done: Mapped[int] = mapped_column(Integer, server_default=sa_text("0"))
     skipped: Mapped[int] = mapped_column(Integer, server_default=sa_text("0"))

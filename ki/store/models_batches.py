@@ -32,6 +32,9 @@ class PipelineRunObject(Base):
         reopens: how often the member was put back on the conveyor after its DAG ended, because a
             later classification re-opened one of its rows (migration ``0021_member_reopens``,
             :func:`ki.store.conveyor.reopen_finished`); part of its next DAG's idempotency key.
+        acknowledged_at / verified_at: when the engine acknowledged the recorded workflow run (the member
+            counts as released from then on), and when the sweeper's early check found the engine knows it
+            (migration ``0028_trigger_pushback``, :mod:`ki.store.pushback`).
     """
 
     __tablename__ = "pipeline_run_object"
@@ -46,6 +49,8 @@ class PipelineRunObject(Base):
     released_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     released_by: Mapped[int | None] = mapped_column(BigInteger)
     reopens: Mapped[int] = mapped_column(Integer, nullable=False, server_default=sa_text("0"))
+    acknowledged_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    verified_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     __table_args__ = (
         Index("ix_pipeline_run_object_object", "source_object_id"),
         Index("ix_pipeline_run_object_unfinished", "run_id", postgresql_where=sa_text("finished_at IS NULL")),

@@ -21,11 +21,12 @@ _registered: weakref.WeakKeyDictionary[Any, set[str]] = weakref.WeakKeyDictionar
 _registered_lock = threading.Lock()
 
 
-def hatchet_client(*, lookup: bool = False) -> Any:
+def hatchet_client(*, once: bool = False) -> Any:
     """The process's ``hatchet_sdk.Hatchet`` client for the ``HATCHET_CLIENT_*`` environment (``ki.services``).
 
-    ``lookup=True``: a client whose REST calls are attempted once (the sweeper: an unknown run id
-    answers NotFound in milliseconds instead of after ~15 s of retries). Clients are kept per
+    ``once=True``: a client whose REST and gRPC calls are attempted once (the sweeper: an unknown run id
+    answers NotFound in milliseconds instead of after ~15 s of retries; the triggers: every refusal reaches
+    ``ki.workflows.pushback``, which retries with jitter and shrinks the batch's window). Clients are kept per
     environment (token, address, namespace), so a changed environment gets a new client.
 
     Raises:
@@ -36,17 +37,17 @@ def hatchet_client(*, lookup: bool = False) -> Any:
         raise OrchestratorUnavailable(
             "components.orchestrator_provider is 'hatchet' but HATCHET_CLIENT_TOKEN is not set: point ki at "
             "a Hatchet engine (README, section Hatchet) or set KI_COMPONENTS__ORCHESTRATOR_PROVIDER=local")
-    return services.shared("hatchet", ("lookup" if lookup else "trigger", env), lambda: _build(lookup))
+    return services.shared("hatchet", ("once" if once else "default", env), lambda: _build(once))
 
 
-def _build(lookup: bool) -> Any:
+def _build(once: bool) -> Any:
     try:
         from hatchet_sdk import ClientConfig, Hatchet
         from hatchet_sdk.config import TenacityConfig
     except ImportError as exc:  # pragma: no cover - the extra is missing
         raise OrchestratorUnavailable("hatchet-sdk is not installed: pip install 'ki[hatchet]'") from exc
     try:
-        config = ClientConfig(tenacity=TenacityConfig(max_attempts=1)) if lookup else ClientConfig()
+        config = ClientConfig(tenacity=TenacityConfig(max_attempts=1)) if once else ClientConfig()
         return Hatchet(config=config)
     except Exception as exc:  # noqa: BLE001 - a bad token or address: fail closed, saying why
         raise OrchestratorUnavailable(f"Hatchet client configuration refused: {exc}") from exc

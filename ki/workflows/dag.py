@@ -40,7 +40,8 @@ resent item collides on its key instead of starting a second DAG (``create_bulk_
 never reaches the engine at SDK 1.43.1). The row claim stays the real idempotency boundary.
 
 The sync workflow (``ki-sync``): one task, ``scan`` (:func:`ki.workflows.sync.run_sync`), with a
-constant concurrency key ``'sync'`` capped at ``KI_HATCHET_SYNC_CONCURRENCY``.
+constant concurrency key ``'sync'`` capped at ``KI_HATCHET_SYNC_CONCURRENCY`` and the idempotency key
+``input.run_id + ':' + input.attempt`` (a resent trigger returns the existing run).
 
 Nothing here runs at import: :func:`workflow` declares a workflow on a client (cached per client
 and name), so ``ki worker`` (which registers them) and the trigger get the same shapes. The task
@@ -77,6 +78,7 @@ IDEMPOTENCY_FALLBACK_TTL = timedelta(hours=7)
 IDEMPOTENCY_KEY_EXPRESSION = "input.batch_id + ':' + input.doc_id + ':' + input.attempt"
 RELATE_KEY_EXPRESSION = "'relate'"
 SYNC_KEY_EXPRESSION = "'sync'"
+SYNC_IDEMPOTENCY_KEY_EXPRESSION = "input.run_id + ':' + input.attempt"
 
 
 def _code(stage: str) -> str:
@@ -218,9 +220,11 @@ def _document_workflow(hatchet: Hatchet, name: str, settings: ProcessSettings, s
 
 def _sync_workflow(hatchet: Hatchet, settings: ProcessSettings) -> Any:
     """Declare ``ki-sync`` on ``hatchet`` (one ``scan`` task, ≤ KI_HATCHET_SYNC_CONCURRENCY at once)."""
-    from hatchet_sdk import ConcurrencyExpression, ConcurrencyLimitStrategy
+    from hatchet_sdk import ConcurrencyExpression, ConcurrencyLimitStrategy, StatusBasedIdempotencyConfig
 
-    wf = hatchet.workflow(name=SYNC_WORKFLOW, input_validator=SyncInput)
+    wf = hatchet.workflow(name=SYNC_WORKFLOW, input_validator=SyncInput,
+                          idempotency=StatusBasedIdempotencyConfig(key_expression=SYNC_IDEMPOTENCY_KEY_EXPRESSION,
+                                                                   fallback_ttl=IDEMPOTENCY_FALLBACK_TTL))
 
     def scan(inp: SyncInput, ctx) -> dict[str, Any]:
         from ki.workflows.sync import run_sync

@@ -35,10 +35,13 @@ class DocumentInput(BaseModel):
 class SyncInput(BaseModel):
     """Input of a sync run: the pipeline_runs id (kind ``sync``) and the source, as decimal strings, and
     what the scan looks at (``ki.sources.scan.ScanScope``: the watcher's settled paths, what to defer;
-    the defaults: the whole source)."""
+    the defaults: the whole source). ``attempt``: empty for the run's trigger; a fresh token when the sweeper
+    re-triggers a sync whose workflow run the engine lost (its own idempotency key, ``input.run_id + ':' +
+    input.attempt``)."""
 
     run_id: str
     source_id: str
+    attempt: str = ""
     paths: list[str] | None = None
     defer: list[str] = []
     defer_younger_than: float | None = None

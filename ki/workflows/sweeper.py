@@ -38,8 +38,13 @@ Verdicts, in order, for each active run:
    an insertion batch left running although it is silent, with none of its rows claimed and no
    retry pending, is stalled in the engine (measured after an engine restart: a task assigned to a
    worker that never received it, or a DAG whose next task was never created). Its DAGs that
-   Hatchet reports running are superseded (``trigger.supersede_stalled``: a replacement
+   Hatchet reports running are superseded (``recovery.supersede_stalled``: a replacement
    DAG per document, the stalled one cancelled); the run stays running and completes normally.
+
+Long before the silence threshold, ``ki worker``'s timer also runs the early trigger check
+(:func:`ki.workflows.recovery.confirm_triggers`, every ``KI_HATCHET_TRIGGER_CHECK_SECONDS``): acknowledged
+DAGs that never showed a sign of life are looked up by the run ids the engine returned, and the ones it does
+not know are triggered again; so are slots whose trigger was never acknowledged and is overdue.
 
 A failed run keeps its rows and counters (never deleted) and its ``error`` says why; its batch
 is no longer active, so the next launch reserves its unfinished documents again.
@@ -101,7 +106,7 @@ def hatchet_lookup(workflow_run_id: str) -> tuple[Answer, str]:
         from hatchet_sdk.clients.rest.exceptions import NotFoundException
 
 
-        client = hatchet_client(lookup=True)
+        client = hatchet_client(once=True)
         try:
             status = client.runs.get_status(workflow_run_id)
         except NotFoundException:
@@ -120,7 +125,7 @@ def _minutes(seconds: float) -> str:
 
 def _supersede(ctx: PipelineContext, run_id: int, *, since: datetime) -> int:
     # imported here: ``ki status`` sweeps opportunistically and must not pay for the trigger's imports
-    from ki.workflows.trigger import supersede_stalled
+    from ki.workflows.recovery import supersede_stalled
 
     return supersede_stalled(ctx, run_id, since=since)
 
@@ -271,25 +276,42 @@ def sweep_if_due(ctx: PipelineContext) -> list[SweepVerdict]:
 
 
 class SweeperThread(threading.Thread):
-    """``ki worker``'s timer: :func:`sweep_runs` every ``KI_RUN_SWEEP_SECONDS`` (0 disables).
+    """``ki worker``'s timer: :func:`sweep_runs` every ``KI_RUN_SWEEP_SECONDS``, and the early trigger check
+    (:func:`ki.workflows.recovery.confirm_triggers`) every ``KI_HATCHET_TRIGGER_CHECK_SECONDS`` (0 disables
+    either; :attr:`interval` is the shorter non-zero one, 0 when both are off).
 
     Several workers sweeping at once is harmless: every resolution is a conditional update of an
-    active run under its advisory lock.
+    active run under its advisory lock, and a re-trigger collides on its idempotency key.
     """
 
-    def __init__(self, ctx: PipelineContext, interval_seconds: float | None = None):
+    def __init__(self, ctx: PipelineContext, interval_seconds: float | None = None,
+                 check_seconds: float | None = None):
         super().__init__(name="ki-run-sweeper", daemon=True)
         self.ctx = ctx
-        self.interval = ctx.settings.run_sweep_seconds if interval_seconds is None else interval_seconds
+        self.sweep_every = ctx.settings.run_sweep_seconds if interval_seconds is None else interval_seconds
+        self.check_every = ctx.settings.hatchet_trigger_check_seconds if check_seconds is None else check_seconds
+        self.interval = min([x for x in (self.sweep_every, self.check_every) if x] or [0])
         self.stop_event = threading.Event()
         self.verdicts: list[SweepVerdict] = []
 
     def run(self) -> None:
+        last_sweep = last_check = time.monotonic()
         while self.interval and not self.stop_event.wait(self.interval):
-            try:
-                self.verdicts = sweep_runs(self.ctx)
-            except Exception as exc:  # noqa: BLE001 - keep the timer alive through a database blip
-                log.warning("run sweep failed: %s", exc)
+            now = time.monotonic()
+            if self.check_every and now - last_check >= self.check_every - 0.01:
+                last_check = now
+                try:
+                    from ki.workflows.recovery import confirm_triggers  # see _supersede
+
+                    confirm_triggers(self.ctx)
+                except Exception as exc:  # noqa: BLE001 - keep the timer alive through a database blip
+                    log.warning("early trigger check failed: %s", exc)
+            if self.sweep_every and now - last_sweep >= self.sweep_every - 0.01:
+                last_sweep = now
+                try:
+                    self.verdicts = sweep_runs(self.ctx)
+                except Exception as exc:  # noqa: BLE001 - keep the timer alive through a database blip
+                    log.warning("run sweep failed: %s", exc)
 
     def stop(self) -> None:
         self.stop_event.set()

@@ -17,7 +17,9 @@ the sweeper), "Failure modes", and the decision "Hatchet DAG shape and pacing" (
    (:func:`ki.store.conveyor.release`);
 3. triggers those members (:func:`trigger_members`): one workflow run each, in chunks of
    :data:`TRIGGER_CHUNK`, each with the stable idempotency key ``<run>:<object>:`` (the workflow's
-   key expression), and records every document's workflow run id (the run row keeps the first).
+   key expression), and records every document's workflow run id once the engine acknowledged it
+   (the run row keeps the first); a refused chunk is retried with backoff and jitter while the
+   batch's window shrinks (:mod:`ki.workflows.pushback`).
 
 The run then belongs to the workers (``ki worker``): each task drives its row
 (:mod:`ki.workflows.task`), progress is aggregated into the run row, each DAG's final task (or
@@ -33,7 +35,6 @@ from __future__ import annotations
 
 import logging
 import time
-import uuid
 from dataclasses import dataclass
 from typing import Any
 
@@ -51,6 +52,7 @@ from ki.workflows.dag import (
     workflow,
 )
 from ki.workflows.inputs import DocumentInput, SyncInput
+from ki.workflows.pushback import PartialTrigger, send
 
 log = logging.getLogger(__name__)
 
@@ -91,13 +93,15 @@ def _items(wf: Any, run_id: int, oids: list[int], attempt: str) -> list[Any]:
 
 def _trigger_chunk(wf: Any, run_id: int, oids: list[int], *, attempt: str = ""
                    ) -> tuple[list[tuple[int, str]], str | None]:
-    """Trigger one chunk. Returns ((object id, workflow run id) pairs, any run id of the chunk).
+    """Trigger one chunk, one attempt. Returns ((object id, workflow run id) pairs, any run id of the chunk).
 
     A document whose idempotency key collides was triggered before (a resent RPC, a replayed
-    final task): its existing DAG's id is returned, nothing is started twice. The engine does not
-    say which items of a partly colliding chunk collided, so such a chunk is triggered again one
-    item at a time (each then either collides, naming its existing DAG, or was among the started
-    ones and collides too): every pair is known.
+    final task, an attempt whose answer was lost): its existing DAG's id is returned, nothing is
+    started twice. The engine does not say which items of a partly colliding chunk collided, so
+    such a chunk is triggered again one item at a time (each then either collides, naming its
+    existing DAG, or was among the started ones and collides too): every pair is known.
+    Raises: the SDK's error (a refusal), or :class:`ki.workflows.pushback.PartialTrigger` when the
+        engine acknowledged fewer runs than asked (the retry's collisions name the ones it made).
     """
     from hatchet_sdk import BulkTriggerIdempotencyCollisionError
 
@@ -112,7 +116,10 @@ def _trigger_chunk(wf: Any, run_id: int, oids: list[int], *, attempt: str = ""
             return list(zip(oids, known, strict=True)), (known[0] if known else None)
         pairs = [p for oid in oids for p in _trigger_chunk(wf, run_id, [oid], attempt=attempt)[0]]
         return pairs, (pairs[0][1] if pairs else None)
-    pairs = list(zip(oids, [r.workflow_run_id for r in refs], strict=True))
+    ids = [r.workflow_run_id for r in refs]
+    if len(ids) != len(oids) or not all(ids):
+        raise PartialTrigger(f"the engine acknowledged {sum(1 for i in ids if i)} of {len(oids)} workflow runs")
+    pairs = list(zip(oids, ids, strict=True))
     return pairs, (pairs[0][1] if pairs else None)
 
 
@@ -121,25 +128,26 @@ def _document_workflow(ctx: PipelineContext, hatchet: Any, run_id: int) -> Any:
     keeps its DAG), else the one of the current configuration's enabled stages."""
     with ctx.db.engine.connect() as conn:
         name = conveyor.shape(conn, run_id).workflow_name
-    wf = workflow(hatchet, ctx.settings, name or document_workflow_name(document_stages(ctx.config)))
-    ensure_registered(hatchet, wf)
-    return wf
+    return workflow(hatchet, ctx.settings, name or document_workflow_name(document_stages(ctx.config)))
 
 
 def trigger_members(ctx: PipelineContext, run_id: int, oids: list[int], *, attempt: str = "") -> int:
     """Trigger a DAG of the run's document workflow for each member in ``oids`` (released by the
     conveyor) and record their workflow run ids. Returns the number of ids recorded.
 
-    Idempotent: a member triggered before (same run, object and ``attempt``) collides on the
-    idempotency key and gets its existing DAG's id recorded. Without ``attempt`` (the conveyor's
-    triggers) each member's key part is :func:`ki.store.conveyor.attempt_keys` (``reopen<n>`` for a
-    member re-opened after its DAG ended).
-    Raises: OrchestratorUnavailable or the SDK's error (a calling task is retried by Hatchet; its
-        replay triggers the same members again).
+    A member's id is recorded only once the engine acknowledged its run: a refused, unanswered or partly
+    answered chunk is retried with backoff and jitter while the run's window shrinks
+    (:func:`ki.workflows.pushback.send`). Idempotent: a member triggered before (same run, object and
+    ``attempt``) collides on the idempotency key and gets its existing DAG's id recorded. Without
+    ``attempt`` (the conveyor's triggers) each member's key part is :func:`ki.store.conveyor.attempt_keys`
+    (``reopen<n>`` for a member re-opened after its DAG ended).
+    Raises: OrchestratorUnavailable or the SDK's last error once ``KI_HATCHET_TRIGGER_RETRY_SECONDS`` passed
+        (a calling task is retried by Hatchet, its replay triggers the same members again; members left
+        unacknowledged hold their slot until the sweeper's early check triggers them).
     """
     if not oids:
         return 0
-    client = hatchet_client()
+    client = hatchet_client(once=True)
     wf = _document_workflow(ctx, client, run_id)
     if attempt:
         groups = {attempt: list(oids)}
@@ -152,7 +160,13 @@ def trigger_members(ctx: PipelineContext, run_id: int, oids: list[int], *, attem
     done = 0
     for key, members in groups.items():
         for i in range(0, len(members), TRIGGER_CHUNK):
-            pairs, any_id = _trigger_chunk(wf, run_id, members[i:i + TRIGGER_CHUNK], attempt=key)
+            chunk = members[i:i + TRIGGER_CHUNK]
+
+            def attempt_chunk(chunk: list[int] = chunk, key: str = key) -> tuple[list[tuple[int, str]], str | None]:
+                ensure_registered(client, wf)
+                return _trigger_chunk(wf, run_id, chunk, attempt=key)
+
+            pairs, any_id = send(ctx, run_id, attempt_chunk, what=f"{len(chunk)} document DAG(s) of run {run_id}")
             with ctx.db.engine.begin() as conn:
                 batches.record_workflow_runs(conn, run_id, pairs, first=any_id)
             done += len(pairs)
@@ -211,99 +225,38 @@ def trigger_insertion(ctx: PipelineContext, run_id: int) -> TriggerReport:
                          time.perf_counter() - started, name)
 
 
-def supersede_stalled(ctx: PipelineContext, run_id: int, *, since: Any) -> int:
-    """Replace the DAGs of a stalled batch: trigger a replacement per document (a fresh ``attempt``
-    token, so its own idempotency key), record it on the member, then cancel the stalled DAG (its
-    failure hook sees it superseded and records nothing). Replaced: every unfinished document whose
-    DAG Hatchet reports running, plus at most the batch's window of those it reports queued;
-    nothing when no worker of this namespace is active (then the batch waits for a worker rather
-    than being stalled).
-
-    Why: measured on v0.105.0, an engine restart can lose a task assignment (the task stays
-    RUNNING on a live worker that never received it, holding a worker slot until its six-hour
-    execution timeout) or the creation of a DAG's next task after its parent completed (the DAG
-    stays RUNNING forever), and DAGs queued behind them never start. Hatchet's replay refuses
-    running DAGs ("failed preflight check for DAG"). The replacement's tasks find the finished
-    stages done and continue at the first unfinished one. The sweeper calls this only for a batch
-    silent for ``KI_RUN_SILENT_MINUTES`` with nothing claimed and no retry pending. Returns the
-    number of DAGs replaced.
-
-    Also re-triggered (fresh ``attempt``, nothing to cancel): members in flight whose recorded DAG
-    the engine does not know at all (``_lost_dags``), at most a window per sweep.
-    """
-    from hatchet_sdk import V1TaskStatus
-    from hatchet_sdk.features.runs import BulkCancelReplayOpts
-
-    client = hatchet_client()
-    prefix = client.config.namespace or ""
-    workers = client.workers.list().rows or []
-    if not any(w.name.startswith(prefix) and str(w.status).endswith("ACTIVE") for w in workers):
-        return 0  # nobody would run a replacement: the batch is waiting for a worker, not stalled
-    stalled: dict[str, str] = {}
-    for status in (V1TaskStatus.RUNNING, V1TaskStatus.QUEUED):
-        listing = client.runs.list(additional_metadata={"ki_run_id": str(run_id)}, statuses=[status],
-                                   only_tasks=False, since=since, limit=1000)
-        for row in listing.rows or []:
-            if prefix and not (row.display_name or "").startswith(prefix):
-                continue  # another namespace's run with the same ki_run_id
-            for x in (row.workflow_run_external_id, row.metadata.id):
-                if x:
-                    stalled.setdefault(str(x), status.value)
-    with ctx.db.engine.connect() as conn:
-        found = batches.unfinished_members(conn, run_id, list(stalled)) if stalled else []
-        window = conveyor.shape(conn, run_id).window or ctx.settings.hatchet_document_concurrency
-        unlisted = [m for m in conveyor.in_flight_members(conn, run_id) if m[1] not in stalled]
-    # every DAG holding a slot (running), and at most one window of queued ones per sweep
-    running = [m for m in found if stalled.get(m[1]) == V1TaskStatus.RUNNING.value]
-    queued = [m for m in found if stalled.get(m[1]) != V1TaskStatus.RUNNING.value]
-    members = running + queued[:window]
-    lost = _lost_dags(unlisted[:window])
-    if not members and not lost:
-        return 0
-    trigger_members(ctx, run_id, [oid for oid, _ in members + lost], attempt=uuid.uuid4().hex[:8])
-    if members:
-        client.runs.bulk_cancel(BulkCancelReplayOpts(ids=[wid for _, wid in members]))
-    log.warning("run %s: superseded %d stalled document DAG(s), re-triggered %d the engine lost", run_id,
-                len(members), len(lost))
-    return len(members) + len(lost)
-
-
-def _lost_dags(members: list[tuple[int, str]]) -> list[tuple[int, str]]:
-    """Of ``(object id, workflow run id)`` pairs, those whose DAG the engine does not know (REST 404):
-    measured on v0.105.0, a trigger acknowledged just before an engine crash can be lost (the
-    conveyor triggers while a batch runs, so a crash can meet one). Any other answer keeps the pair."""
-    from hatchet_sdk.clients.rest.exceptions import NotFoundException
-
-    lookup = hatchet_client(lookup=True)
-    lost = []
-    for oid, wid in members:
-        try:
-            lookup.runs.get_status(wid)
-        except NotFoundException:
-            lost.append((oid, wid))
-        except Exception:  # noqa: BLE001 - cannot ask: not evidence of a loss
-            continue
-    return lost
-
-
-def trigger_sync(ctx: PipelineContext, run_id: int, source_id: int, scope: ScanScope | None = None) -> None:
+def trigger_sync(ctx: PipelineContext, run_id: int, source_id: int, scope: ScanScope | None = None, *,
+                 attempt: str = "") -> None:
     """Trigger the ``ki-sync`` workflow of a queued ``sync`` run (scanning ``scope``, None: the whole source)
-    and record its workflow run id.
+    and record its workflow run id once the engine acknowledged it.
 
+    Retried like the document triggers (:func:`ki.workflows.pushback.send`, refusals counted on the sync run);
+    the idempotency key ``<run>:<attempt>`` makes a resent trigger return the existing run. ``attempt``: a
+    fresh token when the sweeper re-triggers a sync whose workflow run the engine lost.
     Raises:
-        OrchestratorUnavailable: no client or the engine refused (the run is failed with the cause).
+        OrchestratorUnavailable: no client, or the engine kept refusing (the run is failed with the cause).
     """
-    try:
-        hatchet = hatchet_client()
-        wf = workflow(hatchet, ctx.settings, SYNC_WORKFLOW)
+    from hatchet_sdk import IdempotencyCollisionError
+
+    scope = scope or ScanScope()
+    inp = SyncInput(run_id=str(run_id), source_id=str(source_id), attempt=attempt,
+                    paths=list(scope.paths) if scope.paths is not None else None, defer=sorted(scope.defer),
+                    defer_younger_than=scope.defer_younger_than, gone=list(scope.gone),
+                    delete_at_once_max=scope.delete_at_once_max)
+
+    def attempt_sync() -> str:
         ensure_registered(hatchet, wf)
-        scope = scope or ScanScope()
-        inp = SyncInput(run_id=str(run_id), source_id=str(source_id),
-                        paths=list(scope.paths) if scope.paths is not None else None, defer=sorted(scope.defer),
-                        defer_younger_than=scope.defer_younger_than, gone=list(scope.gone),
-                        delete_at_once_max=scope.delete_at_once_max)
-        ref = wf.run(inp, wait_for_result=False,
-                     additional_metadata={"ki_run_id": str(run_id), "ki_source_id": str(source_id)})
+        try:
+            return wf.run(inp, wait_for_result=False,
+                          additional_metadata={"ki_run_id": str(run_id), "ki_source_id": str(source_id)}
+                          ).workflow_run_id
+        except IdempotencyCollisionError as exc:  # a resent trigger: the engine made the run before
+            return exc.existing_run_external_id
+
+    try:
+        hatchet = hatchet_client(once=True)
+        wf = workflow(hatchet, ctx.settings, SYNC_WORKFLOW)
+        workflow_run_id = send(ctx, run_id, attempt_sync, what=f"sync run {run_id}")
     except Exception as exc:  # noqa: BLE001
         with ctx.db.engine.begin() as conn:
             batches.fail_run(conn, run_id, f"trigger failed: {type(exc).__name__}: {exc}")
@@ -311,4 +264,4 @@ def trigger_sync(ctx: PipelineContext, run_id: int, source_id: int, scope: ScanS
             raise
         raise OrchestratorUnavailable(f"Hatchet refused the sync trigger of run {run_id}: {exc}") from exc
     with ctx.db.engine.begin() as conn:
-        runs.set_workflow_run(conn, run_id, ref.workflow_run_id)
+        runs.set_workflow_run(conn, run_id, workflow_run_id)
