@@ -28,7 +28,7 @@ run (workers, engine, engine's PostgreSQL, ki's PostgreSQL) and of this process 
 PostgreSQL during the local run; database load as commits and rows written (pg_stat_database).
 
 Run: ``.venv/bin/python bench/hatchet.py [--estate DIR] [--workers 2] [--slots 16]
-[--document-concurrency 16,64] [--stages fetch,convert,index] [--sample 40]`` (each concurrency
+[--document-concurrency 16,64] [--stages fetch,convert,index] [--sample 40] [--refuse-every N]`` (each concurrency
 value is one hatchet run on a fresh database and namespace, against the same engine).
 Diagnosis: ``--engine-statements N`` loads pg_stat_statements into the engine's PostgreSQL and
 prints its N costliest statements; ``--engine-env NAME=VALUE`` overrides ki's engine tuning
@@ -74,6 +74,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(ROOT))
 
+import _pushback  # noqa: E402
 from _common import (  # noqa: E402
     DEFAULT_BENCH_STAGES,
     embedded_server,
@@ -236,7 +237,8 @@ def run_local(work: Path, ki_uri: str, ki_pg: Path, estate: Path, stages: list[s
 
 def run_hatchet(work: Path, engine, ki_uri: str, ki_pg: Path, eng_uri: str, eng_pg: Path, estate: Path,
                 stages: list[str], *, tag: str, workers_n: int, slots: int, concurrency: int, sample: int,
-                idle_seconds: float = 10.0, statements: int = 0, timeout: float = 3600.0) -> dict:
+                idle_seconds: float = 10.0, statements: int = 0, timeout: float = 3600.0, refuse_every: int = 0
+                ) -> dict:
     """One hatchet run: a fresh database ``ki_hatchet_<tag>`` and namespace, ``workers_n`` worker
     processes with ``slots`` each and ``KI_HATCHET_DOCUMENT_CONCURRENCY=concurrency``; scan,
     ``launch_insertion``, wait for the run.
@@ -248,6 +250,7 @@ def run_hatchet(work: Path, engine, ki_uri: str, ki_pg: Path, eng_uri: str, eng_
     """
     from ki.launch import launch_insertion, wait_for_run
 
+    proxy = _pushback.start_proxy(engine.grpc_host_port, refuse_every) if refuse_every else None
     os.environ["HATCHET_CLIENT_NAMESPACE"] = f"bench_{tag}_" + uuid.uuid4().hex[:6]
     data_dir = work / f"hatchet-data-{tag}"
     # the window is the launching process's KI_HATCHET_DOCUMENT_CONCURRENCY (recorded on the batch)
@@ -293,7 +296,11 @@ def run_hatchet(work: Path, engine, ki_uri: str, ki_pg: Path, eng_uri: str, eng_
         if statements:
             _print_statements(eng_uri, statements, per_task=docs * len(stages), idle_s=idle_seconds)
         timings = dag_timings(hctx, summary.run_id, sample)
+        refusals = _pushback.report(proxy, hctx, summary.run_id) if proxy else None
     finally:
+        if proxy is not None:
+            proxy.stop()
+            os.environ["HATCHET_CLIENT_HOST_PORT"] = engine.grpc_host_port
         for w in workers:
             try:
                 os.killpg(w.pid, signal.SIGTERM)
@@ -322,7 +329,7 @@ def run_hatchet(work: Path, engine, ki_uri: str, ki_pg: Path, eng_uri: str, eng_
             "per_document": {k: round(v, 2) if isinstance(v, float) else v for k, v in timings.items()},
             "counters": {"processed": counters.processed, "done": counters.done, "skipped": counters.skipped,
                          "retried": counters.retried, "quarantined": counters.quarantined},
-            "_buckets": counts, "load_average": round(os.getloadavg()[0], 1)}
+            "_buckets": counts, "load_average": round(os.getloadavg()[0], 1), "refused_triggers": refusals}
 
 
 def main() -> None:
@@ -355,6 +362,8 @@ def main() -> None:
                     help="engine-database commits/s measured this long before each hatchet run (workers idle)")
     ap.add_argument("--timeout", type=float, default=3600.0, help="seconds to wait for a hatchet run")
     ap.add_argument("--keep", action="store_true")
+    ap.add_argument("--refuse-every", type=int, default=0, metavar="N",
+                    help="a gRPC proxy refuses every N-th bulk trigger, as the engine does under load")
     args = ap.parse_args()
     if args.real_work:
         args.config = [REAL_WORK_CONFIG, *args.config]
@@ -404,7 +413,7 @@ def main() -> None:
                     r = run_hatchet(work, engine, ki_uri, ki_pg, eng_uri, eng_pg, args.estate, stages, tag=str(c),
                                     workers_n=args.workers, slots=args.slots, concurrency=c, sample=args.sample,
                                     idle_seconds=args.idle_seconds, statements=args.engine_statements,
-                                    timeout=args.timeout)
+                                    timeout=args.timeout, refuse_every=args.refuse_every)
                     r["same_buckets_as_local"] = r.pop("_buckets") == local["_buckets"]
                     r["throughput_ratio_over_local"] = round(local["wall_s"] / r["wall_s"], 2)
                     print(f"hatchet (document concurrency {c}): {r['status']} in {r['wall_s']} s "
