@@ -28,7 +28,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import socket
 import statistics
 import subprocess
 import sys
@@ -38,7 +37,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import percentile, temp_workdir  # noqa: E402
+from _common import free_port, percentile, temp_workdir  # noqa: E402
 
 SEED_SQL = """
 INSERT INTO source (project_id, kind, root) VALUES (1, 'local', '/bench/estate');
@@ -94,12 +93,6 @@ FROM generate_series(1, {runs}) g;
 INSERT INTO pipeline_runs (kind, label, provider, status, trigger, processed, done, started_at)
 VALUES ('insertion', 'Insertion', 'local', 'running', 'api', 1200, 1100, now() - interval '2 minutes');
 """
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def seed(docs: int, runs: int) -> dict[str, int]:
@@ -207,7 +200,7 @@ def main() -> None:
         os.environ.pop("KI_DATABASE_URL", None)
         counts = seed(args.docs, args.runs)
         token = counts.pop("_token")
-        port = _free_port()
+        port = free_port()
         env = os.environ | {"KI_DATA_DIR": str(data)}
         server = subprocess.Popen([sys.executable, "-m", "ki.cli", "serve", "--port", str(port), "--log-level",
                                    "warning"], env=env)
