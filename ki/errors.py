@@ -26,7 +26,7 @@ QUARANTINE_REASONS = (
     "empty_text",
     "provider_permanent",
     "source_missing",
-    # ki's additions (issue 14 items 4, 6): every quarantine names one of these reasons
+    # ki's additions: every quarantine names one of these reasons
     "internal_error",  # ki's own fault: its output failed its own schema, an unexplained exception
     "model_output_invalid",  # the model never produced a valid answer within max_attempts
     # faults of a dependency (or a deadline) that only this file meets while other files pass
@@ -84,7 +84,7 @@ class ProviderPermanentError(ValueError, KiError):
 class InternalError(KiError):
     """ki's own output broke ki's own rules (e.g. a policy's result failed its own schema): a bug, never
     the file's fault. Retried up to max_attempts, then quarantined with reason ``internal_error`` and
-    the evidence in ``details`` (issue 14 item 6).
+    the evidence in ``details``.
 
     Attributes:
         details: JSON-serialisable evidence (the schema, the offending field, its size...).
@@ -347,7 +347,7 @@ class TaskCancelled(Exception):  # noqa: N818 - Hatchet's word
 
 
 class WorkItemRefused(KiError):
-    """An operator action on work items was refused (issue 18 item 4); ``code`` names why and ``status`` is
+    """An operator action on work items was refused; ``code`` names why and ``status`` is
     the HTTP status the API answers with: ``not_found`` (404), ``running`` (409: a running item is never
     retried or cancelled), ``not_retryable`` / ``not_cancellable`` (409: nothing to do in its state),
     ``confirmation_required`` / ``confirmation_mismatch`` (409: a bulk action needs the token of a dry run of

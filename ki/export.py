@@ -1,6 +1,6 @@
 """``ki export --json``: one JSON object per live source object — what Classify and Relate concluded.
 
-Spec: issue "Model stages I", item 6. Fields per line:
+Spec: insertion-pipeline.md "Classify" and "Relate" (what the export shows of them). Fields per line:
 
 * ``path``: relative to the source root (an embedded object: its container's path + `` » name``);
   ``source``: the source root; ``object_id``; ``embedded``;

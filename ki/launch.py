@@ -339,7 +339,7 @@ def launch_sync(
     insert: bool = False,
     on_started: Callable[[int], None] | None = None,
 ) -> SyncSummary:
-    """Sync one source as a ``sync`` run with the configured provider (issue 19 item 1).
+    """Sync one source as a ``sync`` run with the configured provider.
 
     ``local``: scan in this process (:func:`ki.sources.sync.run_sync_body`); when the scan brought
     something new and ``pipeline.auto_insert_after_sync`` is on, hand off to :func:`launch_insertion`

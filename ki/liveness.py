@@ -1,4 +1,4 @@
-"""Which process holds a claim or a run, and whether it is still alive (issue 14 items 2-3).
+"""Which process holds a claim or a run, and whether it is still alive.
 
 A claim (``processing_state.claimed_by``) and a local run (``pipeline_runs.worker``) record the
 process that holds them as a **worker identity** ``host:pid:start``: the host name, the process

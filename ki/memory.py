@@ -1,4 +1,4 @@
-"""Giving a process's freed memory back to the operating system after a big step (issue 14 item 7e).
+"""Giving a process's freed memory back to the operating system after a big step.
 
 CPython frees a huge document's strings when their last reference goes, but glibc's allocator keeps the
 pages of its heaps (one per thread arena) for reuse: after a 120 MB text passed through a stage, the

@@ -47,7 +47,7 @@ class ErrorVerdict:
 #: HTTP statuses that mean the provider (gateway, converter), not the document, is at fault; the one list.
 INFRASTRUCTURE_HTTP_STATUSES = frozenset({408, 425, 429, 500, 502, 503, 504})
 
-#: SQLSTATEs whose failure says nothing about the document (issue 14 item 8): serialization failure
+#: SQLSTATEs whose failure says nothing about the document: serialization failure
 #: and deadlock, then by class prefix: 08 connection exception, 53 insufficient resources, 57P0x
 #: operator intervention (admin/crash shutdown, cannot connect now, database dropped, idle timeout).
 INFRASTRUCTURE_SQLSTATES = frozenset({"40001", "40P01"})
@@ -194,7 +194,7 @@ def classify_error(exc: BaseException) -> ErrorVerdict:
        transport errors, connection errors and timeouts, HTTP 408/425/429/5xx, database faults
        by SQLSTATE (40001, 40P01, 08xxx, 53xxx, 57P0x) or a lost connection, OS errors of the
        machine or a share (:data:`INFRASTRUCTURE_ERRNOS`), and the work-queue spec's transient
-       message patterns (:data:`TRANSIENT_MESSAGE_PATTERNS`; issue 14 item 8).
+       message patterns (:data:`TRANSIENT_MESSAGE_PATTERNS`).
     5. ``SourceReadDenied`` (a file the share will not let ki read): parked waiting with reason
        ``source_unreadable`` until a scan sees its permissions change (``ki.store.unreadable``).
        A ``StageTimeout``: infrastructure here; whose fault it is (the dependency's or the file's) is

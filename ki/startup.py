@@ -1,6 +1,6 @@
 """The startup timeline of a ``ki insert`` process: where the seconds before its first finished row go.
 
-Issue 14 "Measure" asks for the recovery time after a ``kill -9`` (the restart until the first stage
+What is measured here is the recovery time after a ``kill -9`` (the restart until the first stage
 row is finished, ≤ 5 s on the same host). A restart spends it in phases: the interpreter and imports,
 opening the context (settings, the embedded PostgreSQL started or attached, the migrations check),
 registering the source, the scan of the (mostly unchanged) estate, the run row (with the sweep of

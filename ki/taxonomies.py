@@ -42,7 +42,7 @@ def stage_label(stage: str) -> str:
     return f"{name} ({stage})"
 
 
-#: Stages that call a model; disabled by default until their issues land.
+#: Stages that call a model.
 MODEL_STAGES: frozenset[str] = frozenset({"classify_matter", "relate", "extract_metadata", "extract_decisions"})
 
 #: Claim lanes (DESIGN.md "Lanes"; spec work-queue.md "Lease-Based Claiming", 1. Poll), in priority

@@ -1,6 +1,6 @@
 """Who is calling, and may they: bearer tokens, the page's session cookie, scopes, same origin.
 
-DESIGN.md "The operator surface is one app"; issue 17 "Server and authentication": every ``/api``
+DESIGN.md "The operator surface is one app": every ``/api``
 request needs ``Authorization: Bearer <token>`` (none or an unknown/revoked token → 401, a token
 without the scope → 403). The page logs in with a token and then carries a server-side session id
 (:func:`ki.api.tokens.open_session`: bound to the token, expiring, ended at sign-out and with the

@@ -8,7 +8,7 @@ active run ends, one more run starts, so work queued meanwhile (a saved re-run, 
 whose rows the running run's prepare steps have not seen) is picked up without anyone asking again.
 With the ``hatchet`` provider a launch triggers the batch and returns (the engine runs it).
 
-A sync (:meth:`RunLauncher.sync`, ``POST /api/actions/sync``; issue 19) goes through ``launch_sync``:
+A sync (:meth:`RunLauncher.sync`, ``POST /api/actions/sync``) goes through ``launch_sync``:
 with ``local`` the scan runs in a thread of its own and hands off to this launcher's insertion run
 (or records the active one, with a follow-up behind it); with ``hatchet`` the ``ki-sync`` workflow is
 triggered and the call returns.

@@ -1,6 +1,6 @@
 """MCP at ``/mcp/full``: the work-items tools, pipeline status and permission-filtered search.
 
-Issue 18 item 6; spec/work-queue.md "Inspect and retry failed work" (``list_work_items``,
+spec/work-queue.md "Inspect and retry failed work" (``list_work_items``,
 ``retry_work_item`` with ``{"id": "work_item:<uuid>"}``); DESIGN.md "The operator surface is one app";
 prior-art.md §8 (MCP lessons). The official ``mcp`` SDK (FastMCP), streamable HTTP, stateless with JSON
 responses, mounted in the ``ki serve`` app: its session manager runs inside the host app's lifespan

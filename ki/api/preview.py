@@ -6,7 +6,7 @@ and what it does not" (the count covers rows in the done, skipped and disabled b
 have not been reached). A bumped ``rerun_token`` requeues the stage and parks every later stage
 (``requeue_outdated_stages``), so each enabled later stage runs again for the same files.
 
-Estimates (issue 17): cost = per stage, billable executions × the ledger's tokens per document ×
+Estimates: cost = per stage, billable executions × the ledger's tokens per document ×
 the price of the model the stage is assigned now (:mod:`ki.api.catalog`); work whose result is
 cached by content hash whatever the version (:data:`CONTENT_CACHED`) costs nothing. Duration =
 stage executions ÷ the stage-execution rate of recent completed runs.

@@ -3,7 +3,7 @@
 Spec: insertion-pipeline.md "The console page" (stage and run settings: GET /api/config → edits →
 PUT /api/config; Save / Save and re-run; the "Re-run all files" dialog), "Configuration" (an
 env-pinned field refuses the edit with 409) and "What save re-runs and what it does not"
-(:mod:`ki.api.config_view`). Issue 17: a stale version → 409, an invalid value → 422 with field
+(:mod:`ki.api.config_view`). A stale version → 409, an invalid value → 422 with field
 errors; nothing is written in either case. A saved edit and its audit entry are one outcome
 (:mod:`ki.config.journal`).
 """

@@ -3,7 +3,7 @@
 Spec: insertion-pipeline.md "The console page" (stage bars and buckets, run banner: GET /api/status,
 polled every 5 s while a run is active, also triggering an opportunistic sweep; recent processing
 runs: GET /api/runs) and "Orchestration" (every trigger goes through ``launch_insertion``; a sync
-through ``launch_sync``, issue 19: a second sync of a source while one runs is refused with 409).
+through ``launch_sync``: a second sync of a source while one runs is refused with 409).
 """
 
 from __future__ import annotations
@@ -63,7 +63,7 @@ def get_status(state: ServerState = Depends(server_state),
     config = state.config()
     snapshot = state.buckets.get()
     counts = snapshot.counts
-    sweep_local_runs(state.ctx)  # a run whose process ended is never shown active (issue 14 item 3)
+    sweep_local_runs(state.ctx)  # a run whose process ended is never shown active
     with state.ctx.db.engine.connect() as conn:
         active = runs.active_runs(conn)
         paused = [PausedDependency(**p) for p in describe_pauses(read_pauses(conn), config)]

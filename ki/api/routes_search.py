@@ -1,12 +1,12 @@
 """``GET /v1/search``: permission-filtered search as the token's principal, paged by offset or cursor.
 
-Issue 15 item 5 ("paging … and in the API"); DESIGN.md "CLI search" (the API always needs a principal) and
-"The operator surface is one app" (scope ``search``). The query means what :mod:`ki.index.query` says (the
-CLI's and the MCP ``search`` tool's semantics); the page is :class:`ki.api.schemas_search.SearchPage`:
-``hits`` best first, ``next_cursor`` (pass it back as ``cursor`` for the next page; None on the last page)
-and ``next_offset``. A cursor belongs to its query, filters, mode and principal: another query's cursor, or
-one not made by ki, is a 422 ``invalid_cursor`` before anything runs. A token without a principal gets 403
-``no_principal``. :func:`search_as` is the one path the HTTP route and the MCP tool share.
+Search results are paged, in the API as on the command line; DESIGN.md "CLI search" (the API always needs a
+principal) and "The operator surface is one app" (scope ``search``). The query means what :mod:`ki.index.query` says
+(the CLI's and the MCP ``search`` tool's semantics); the page is :class:`ki.api.schemas_search.SearchPage`: ``hits``
+best first, ``next_cursor`` (pass it back as ``cursor`` for the next page; None on the last page) and
+``next_offset``. A cursor belongs to its query, filters, mode and principal: another query's cursor, or one not made
+by ki, is a 422 ``invalid_cursor`` before anything runs. A token without a principal gets 403 ``no_principal``.
+:func:`search_as` is the one path the HTTP route and the MCP tool share.
 """
 
 from __future__ import annotations

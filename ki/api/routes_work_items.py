@@ -1,6 +1,6 @@
 """``/v1/work-items``: list, detail with history, failure groups, and retry/cancel (one item or a filter).
 
-Issue 18 items 3-4; spec/work-queue.md "Inspect and retry failed work"; DESIGN.md "Work items" and
+spec/work-queue.md "Inspect and retry failed work"; DESIGN.md "Work items" and
 "The operator surface is one app". ``read:work_item`` to read, ``write:work_item`` to act. A retry
 launches a run (as the quarantine retry does) and says the work was queued, not that it finished.
 A running item → 409; a bulk call without the confirmation token of a matching dry run → 409.

@@ -1,8 +1,8 @@
 """Pydantic models of every body the console API takes or returns.
 
 Spec: insertion-pipeline.md "The console page" (the endpoints and what they carry), "Retry from
-quarantine" (the retry response), "Processing states and console buckets" (bucket names); issue 17
-(the API list). Times are timezone-aware UTC (ISO 8601); durations are seconds; money is USD.
+quarantine" (the retry response), "Processing states and console buckets" (bucket names),
+"The console page" (the API list). Times are timezone-aware UTC (ISO 8601); durations are seconds; money is USD.
 """
 
 from __future__ import annotations
@@ -52,7 +52,7 @@ class ActiveRun(RunRow):
 
 
 class PausedDependency(BaseModel):
-    """An open circuit breaker (issue 14 item 9, :mod:`ki.breaker`): the ``stages`` needing ``dependency``
+    """An open circuit breaker (:mod:`ki.breaker`): the ``stages`` needing ``dependency``
     are not claimed since ``since``; ``message`` reads ``paused: gateway unavailable since …``."""
 
     dependency: str

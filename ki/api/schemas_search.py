@@ -1,6 +1,6 @@
 """Pydantic model of the search API (``GET /v1/search``) and the MCP ``search`` tool.
 
-Issue 15 item 5. A page is :class:`ki.index.search.SearchResponse` (hits best first, ``next_cursor`` /
+A page is :class:`ki.index.search.SearchResponse` (hits best first, ``next_cursor`` /
 ``next_offset`` of the next page, None on the last) plus the principal it was searched as.
 """
 

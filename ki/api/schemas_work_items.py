@@ -1,6 +1,6 @@
 """Pydantic models of the work-items API (``/v1/work-items``) and its MCP tools.
 
-Issue 18 item 3; spec/work-queue.md "Inspect and retry failed work"; DESIGN.md "Work items". Times are
+spec/work-queue.md "Inspect and retry failed work"; DESIGN.md "Work items". Times are
 timezone-aware UTC (ISO 8601), durations seconds.
 """
 
@@ -27,7 +27,7 @@ class Lease(BaseModel):
 
 
 class WorkItem(BaseModel):
-    """One work item (issue 18 item 3): ``id`` = ``work_item:<uuid>``, ``kind`` = stage, ``status`` = the
+    """One work item: ``id`` = ``work_item:<uuid>``, ``kind`` = stage, ``status`` = the
     work-queue status, ``bucket`` = ki's console bucket, ``last_error`` without the traceback."""
 
     id: str

@@ -1,6 +1,6 @@
 """The API's scopes and what each one grants.
 
-DESIGN.md "The operator surface is one app"; issue 17 "Server and authentication":
+DESIGN.md "The operator surface is one app" (tokens with scopes):
 
 ========================  ===================================================================
 ``read:pipeline``         status, configuration, runs, costs, quarantine, model catalog, audit

@@ -1,7 +1,7 @@
 """The bucket counts behind ``GET /api/status``, counted once for every open page.
 
 Spec: insertion-pipeline.md "The console page" (GET /api/status is polled every 5 s while a run is
-active); issue 17 (p95 <= 50 ms with 50,000 documents' rows); prior-art.md §8 (a dashboard must not
+active) (p95 <= 50 ms with 50,000 documents' rows); prior-art.md §8 (a dashboard must not
 overload the database: count-by-state queries at millions of rows are what users of other consoles
 complain about). The one bucket query scans every ``processing_state`` row (an index-only scan: 350,000
 rows at 50,000 documents, tens of milliseconds on a quiet machine, several times that under load). So

@@ -1,6 +1,6 @@
 """The work-items reads, shaped for the API, MCP and ``ki work``: one implementation behind all three.
 
-Issue 18 items 3-6. Each function opens its own connection on ``ctx``; the actions are in
+Each function opens its own connection on ``ctx``; the actions are in
 :mod:`ki.orchestration.work_items`.
 """
 

@@ -32,7 +32,7 @@ def plain(value: object) -> str:
 
 def shown(value: object) -> str:
     """:func:`plain`, with rich markup escaped too: a file named ``Akte [red]2023[/red].txt`` prints as
-    named inside a markup string (issue 21, "Output that cannot be corrupted by names")."""
+    named inside a markup string (output that names cannot corrupt)."""
     return escape(plain(value))
 
 #: Buckets in which a stage row has nothing left to do in this run.

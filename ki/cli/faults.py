@@ -1,6 +1,6 @@
 """Ordinary faults as one readable message and a documented exit code; tracebacks go to ``ki.log``.
 
-Issue 21: an unreachable ``KI_DATABASE_URL``, a bad ``KI_WORKERS``, an unreadable or unusable
+An unreachable ``KI_DATABASE_URL``, a bad ``KI_WORKERS``, an unreadable or unusable
 ``KI_DATA_DIR``, a database that stops during an insert — each is one message saying what is wrong
 and what to do, the exit code below, and the traceback in the rotated log file ``ki.log`` of the data
 directory (or :func:`fallback_log_path` when the data directory itself is the fault), whose path the

@@ -1,6 +1,6 @@
 """``ki insert PATH`` and ``ki sync [SOURCE|PATH]``: a sync run of a source, handing off to an insertion run.
 
-Both go through :func:`ki.launch.launch_sync` (issue 19 item 1). ``ki insert`` registers (or reuses) a
+Both go through :func:`ki.launch.launch_sync`. ``ki insert`` registers (or reuses) a
 local-folder source and always runs the insertion, even when the scan found nothing new (it also
 finishes work an earlier run left owed); ``ki sync`` hands off only when the scan brought something new
 and ``pipeline.auto_insert_after_sync`` is on. Shows a progress bar per stage, then the run summary, the
@@ -43,7 +43,7 @@ def insert(
     read from the share (file owner, group, mode, ACLs) unless the source is --public."""
     from ki.startup import TIMELINE
 
-    TIMELINE.begin()  # the restart's phases, logged once the first row is finished (issue 14 "Measure")
+    TIMELINE.begin()  # the restart's phases, logged once the first row is finished
     from ki.sources.registry import SourceRefused, add_local_source
 
     ctx = open_context()
@@ -284,7 +284,7 @@ def print_run_quarantines(ctx, source_id: int, run_id: int) -> None:
 
 
 def waiting_for_holders(status) -> str:
-    """What the run waits for when only other processes' claims are left (issue 14 item 2): each
+    """What the run waits for when only other processes' claims are left: each
     holder, its rows and its silence, and when a silent one is presumed dead."""
     parts = []
     for h in status.holders[:3]:
@@ -296,7 +296,7 @@ def waiting_for_holders(status) -> str:
 
 
 def print_scan_notes(report) -> None:
-    """What the scan did not take and why (issue 14 item 5), and what it kept safe or released."""
+    """What the scan did not take and why, and what it kept safe or released."""
     if report.skipped:
         by_reason = ", ".join(f"{n} {reason}" for reason, n in report.skipped_by_reason().items())
         console.print(f"[yellow]skipped {len(report.skipped)} entr{'y' if len(report.skipped) == 1 else 'ies'}:[/] "

@@ -1,4 +1,4 @@
-"""``ki matters import FILE`` / ``ki matters list``: the firm's matters from practice management (issue 16 item 1)."""
+"""``ki matters import FILE`` / ``ki matters list``: the firm's matters from practice management."""
 
 from __future__ import annotations
 

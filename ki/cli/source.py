@@ -1,4 +1,4 @@
-"""``ki source list|remove|rescan``: the registered sources (issue 21, "Sources cannot be managed")."""
+"""``ki source list|remove|rescan``: the registered sources."""
 
 from __future__ import annotations
 

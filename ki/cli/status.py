@@ -144,7 +144,7 @@ def print_blocked(blocked: dict[str, int]) -> None:
 
 
 def print_paused(paused: list[dict]) -> None:
-    """One line per open circuit breaker (issue 14 item 9): what is paused, since when, why, the next probe."""
+    """One line per open circuit breaker: what is paused, since when, why, the next probe."""
     from datetime import UTC, datetime
 
     from rich.text import Text
@@ -156,7 +156,7 @@ def print_paused(paused: list[dict]) -> None:
 
 
 def print_watch(watched) -> None:
-    """The watcher health table (issue 19): one row per watched source."""
+    """The watcher health table: one row per watched source."""
     from rich.table import Table
 
     table = Table(title="watched sources")

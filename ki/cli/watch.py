@@ -1,4 +1,4 @@
-"""``ki watch [PATH ...]``: watch local-folder sources and sync what changes (issue 19; ki.sources.watch).
+"""``ki watch [PATH ...]``: watch local-folder sources and sync what changes (ki.sources.watch).
 
 Watches every registered local-folder source, or only the folders given (registered when new). Each
 settled change is synced through ``launch_sync`` and handed off to an insertion run in this process

@@ -1,6 +1,6 @@
 """``ki work list|show|groups|retry|cancel``: failed work you can find, group and retry in bulk.
 
-Issue 18 item 5; the same filters as ``GET /v1/work-items``, written ``NAME=VALUE`` (``status=failed
+The same filters as ``GET /v1/work-items``, written ``NAME=VALUE`` (``status=failed
 kind=convert infrastructure=true since=2026-12-01T08:00``): status (pending, runnable, running, done,
 failed = quarantined, cancelled), bucket (ki's buckets: failed = awaiting a retry), kind (stage), reason,
 error_class, signature, infrastructure (true/false), path_prefix, run_id, since/until (ISO 8601, UTC

@@ -1,7 +1,7 @@
 """Versioned, all-or-nothing edits of the saved configuration (``PUT /api/config``).
 
 Spec: insertion-pipeline.md "Configuration" (an environment-pinned setting refuses console edits
-with a 409 rather than silently losing them). Issue 17: a partial update of several fields is
+with a 409 rather than silently losing them). A partial update of several fields is
 validated as a whole and written atomically or not at all; two concurrent editors cannot
 silently overwrite each other: every edit names the :func:`config_version` it was based on and a
 stale one is refused (409).

@@ -217,7 +217,7 @@ class ProcessSettings(EnvSettings):
             the circuit breaker per dependency (:mod:`ki.breaker`): consecutive infrastructure faults that
             pause the stages needing it (3), the first probe's delay (1 s), doubling up to the cap (10 s),
             and the interval of the TCP connect checks while the dependency's port refuses (2 s).
-        run_sweep_seconds / run_silent_minutes / run_abandoned_hours: sweeper (issue 7).
+        run_sweep_seconds / run_silent_minutes / run_abandoned_hours: sweeper.
         hatchet_document_concurrency / relate_model_concurrency / hatchet_sync_concurrency.
         hatchet_trigger_timeout_seconds / hatchet_trigger_retry_seconds: one trigger RPC's deadline, and how long
             a refused or unanswered trigger is retried (backoff with full jitter, capped at 30 s) before its

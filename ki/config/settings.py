@@ -58,12 +58,12 @@ UNIMPLEMENTED_STAGES: frozenset[str] = MODEL_STAGES - {"classify_matter", "relat
 
 
 def _default_stages() -> dict[str, StageConfig]:
-    # Model stages without a handler are off until their issues land.
+    # A stage without a handler (UNIMPLEMENTED_STAGES) is off.
     return {s: StageConfig(enabled=s not in UNIMPLEMENTED_STAGES) for s in PIPELINE_STAGE_ORDER}
 
 
 class OcrConfig(BaseModel):
-    """``pipeline.ocr.*``: the built-in OCR converter (RapidOCR, offline; issue "Offline OCR").
+    """``pipeline.ocr.*``: the built-in OCR converter (RapidOCR, offline).
 
     Attributes:
         enabled: use built-in OCR for scans and images when the wheel is installed.
@@ -82,7 +82,7 @@ class OcrConfig(BaseModel):
 
 
 class ConvertConfig(BaseModel):
-    """``pipeline.convert.*``: the per-file budget of ki's own converters (issue 14 item 7d).
+    """``pipeline.convert.*``: the per-file budget of ki's own converters.
 
     Attributes:
         isolate: convert in worker processes (``ki.convert.isolation``); off: in the calling process,
@@ -98,7 +98,7 @@ class ConvertConfig(BaseModel):
 
 
 class TextWindowConfig(BaseModel):
-    """``pipeline.text_window.*``: how much of a huge text the reading stages read (issue 14 item 7c).
+    """``pipeline.text_window.*``: how much of a huge text the reading stages read.
 
     Classify, Relate and Extract metadata read the first ``head_chars`` and the last ``tail_chars``
     characters of a longer text (:mod:`ki.metadata.window`) and record the bound in their provenance
@@ -110,7 +110,7 @@ class TextWindowConfig(BaseModel):
 
 
 class WatchConfig(BaseModel):
-    """``pipeline.watch.*``: the folder watcher (``ki watch``, ``ki serve --watch``; issue 19).
+    """``pipeline.watch.*``: the folder watcher (``ki watch``, ``ki serve --watch``).
 
     Attributes:
         settle_seconds: a file is taken only after this long without events and with an unchanged
@@ -270,7 +270,7 @@ class RetrievalConfig(BaseModel):
     ``embedding_batch_size``: texts per embedding call.
     ``large_document_passages``: a document with more passages than this is searched in its own "large
     documents" index (both backends), so its passages never shift the BM25 statistics (document count,
-    document frequencies, average length) other documents are ranked by (issue 15: a 120 MB file changes no
+    document frequencies, average length) other documents are ranked by (a 120 MB file changes no
     other query's top 10). Changing it rebuilds the search index from the record.
     """
 

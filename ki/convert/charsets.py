@@ -1,6 +1,6 @@
 """Charset labels and scripts: the WHATWG Encoding Standard's label table, and which script a text is in.
 
-Issue 20 item 7. A mail or page declares its charset by *label*; Python's codec registry knows
+A mail or page declares its charset by *label*; Python's codec registry knows
 many labels but not the ones mail clients and browsers accept (``iso-8859-8-i``, ``logical`` and
 ``visual`` Hebrew, ``x-cp1251``, ``x-sjis``, ``x-mac-cyrillic``, ``windows-874``, ``dos-874`` …).
 The Encoding Standard's table (https://encoding.spec.whatwg.org/#names-and-labels, vendored as

@@ -1,13 +1,13 @@
 """Documents inside documents: mail attachments, mbox messages, OOXML embedded objects, PDF attachments.
 
-Spec: issue "Parse stage at full breadth" item 2 and issue 20 item 2 — each attachment of an
+Spec: insertion-pipeline.md "Parse (convert)" (embedded documents) — each attachment of an
 ``.eml``/``.msg``, each message of an mbox, each document embedded in a DOCX/PPTX/XLSX
 (``*/embeddings``: a PDF, DOCX, XLSX, text file or OLE package) and each file attached to a PDF
 becomes a document of its own (converted, indexed, with the permissions of its container) linked
 to its container: the convert stage registers what :func:`extract_embedded` returns as child
 source objects (``parent_id``, :mod:`ki.sources.children`).
 
-Inline mail images stay with their mail (issue 14 item 7b): an image the mail's HTML references
+Inline mail images stay with their mail: an image the mail's HTML references
 by ``cid:``, an inline part with a Content-ID, or an image too small or too thin to hold text
 (:mod:`ki.convert.image_floor`) is part of the mail's rendering, not a document — logos, spacers
 and tracking pixels would otherwise be OCR'd and quarantined as ``empty_text``.
@@ -75,7 +75,7 @@ def _cids(msg: Message) -> set[str]:
 
 def inline_image_reason(part: Message, payload: bytes, ctype: str, referenced: set[str]) -> str | None:
     """Why an image part stays with its mail (``cid_referenced``, ``inline``, ``too_small``,
-    ``degenerate_aspect``), or None when it is a document of its own (issue 14 item 7b)."""
+    ``degenerate_aspect``), or None when it is a document of its own."""
     from ki.convert import mime_parts as mp
     from ki.convert.formats import image_kind
     from ki.convert.image_floor import image_size, ocr_skip_reason

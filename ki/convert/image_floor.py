@@ -1,4 +1,4 @@
-"""Which images can hold text worth OCR: a size floor and a degenerate-aspect limit (issue 14 item 7a).
+"""Which images can hold text worth OCR: a size floor and a degenerate-aspect limit.
 
 A spacer GIF of 400×1 pixels took 60 s and 5.2 GB of OCR; icons, bullets and tracking pixels never
 hold a line of text. An image is skipped, with the reason recorded, when its short side is below

@@ -1,6 +1,6 @@
 """Conversions of untrusted formats in worker processes, under a memory and a wall-clock budget per file.
 
-Issue 14 item 7d. A hostile or merely huge file must not take the whole process down or hold a
+A hostile or merely huge file must not take the whole process down or hold a
 worker for ever: ki's own converters (text, mail, mbox, MSG, DOCX, XLSX, PPTX, OpenDocument, PDF, HTML, RTF
 and OCR — PDFium, lxml, openpyxl, python-pptx, striprtf, Pillow and onnxruntime parse untrusted bytes) run
 in a pool of worker processes.
@@ -26,7 +26,7 @@ A worker is a fresh interpreter (``python -m ki.convert.isolation``: no fork of 
 no re-import of the caller's ``__main__``); starting one costs about a second of imports, so a
 worker is reused for :data:`MAX_TASKS_PER_WORKER` files, then replaced: bench/convert_isolation.py measures
 the cost per file of in-process, reused-worker and worker-per-file conversion. A worker is retired early,
-right after the file, when that file made it large (issue 14 item 7e: an idle worker kept ~420 MB after a
+right after the file, when that file made it large (an idle worker kept ~420 MB after a
 120 MB text while the parent indexed it): its peak memory passed half its limit, the file's bytes exceeded
 :data:`RETIRE_INPUT_MB`, or the file raised the worker's peak resident size by more than
 :data:`RETIRE_GROWTH_MB`. After every file the worker also hands its freed heap back to the OS

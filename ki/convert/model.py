@@ -153,8 +153,8 @@ class StructuredDocument(BaseModel):
     )
 
     def textual_parts(self) -> list[TextualPart]:
-        """Every textual part the index stage chunks, the body first (spec: insertion-pipeline.md "Index";
-        issue 20 item 1: everything in a file is findable, the hit says where).
+        """Every textual part the index stage chunks, the body first (spec: insertion-pipeline.md "Index":
+        everything in a file is findable, the hit says where).
 
         Order: ``body`` (when it has text and is not made of ``body_parts``), then ``parts`` in their order,
         comments (with their anchor),

@@ -1,6 +1,6 @@
 """Embedded objects of an OOXML package (``word/embeddings``, ``ppt/embeddings``, ``xl/embeddings``).
 
-Issue 20 item 2: an embedded PDF, DOCX, XLSX, text file or OLE package becomes a child document
+An embedded PDF, DOCX, XLSX, text file or OLE package becomes a child document
 (see :mod:`ki.convert.embedded`). A member is either the embedded file itself (an OOXML package
 such as ``Microsoft_Word_Document.docx``, a PDF) or an OLE object (``oleObject1.bin``) unpacked by
 :mod:`ki.convert.ole`. Media without a document format (sounds, clips) and OLE objects holding no

@@ -1,6 +1,6 @@
 """Text of DrawingML graphic parts in an OOXML package: charts and SmartArt diagrams.
 
-Issue 20 item 2. A chart's text lives in its own part (``word/charts/chart1.xml``,
+A chart's text lives in its own part (``word/charts/chart1.xml``,
 ``ppt/charts/…``, ``xl/charts/…``: ECMA-376 Part 1 §21.2, namespace ``c``), never in the
 document body, so a body walk cannot find it: its title, axis titles, series names, category
 labels and values become a small table (``chart:<n>`` parts). A SmartArt diagram keeps its text in

@@ -1,4 +1,4 @@
-"""Annotations and form fields of a PDF page, as text of their own (issue 20 item 3; ISO 32000-1 §12.5, §12.7).
+"""Annotations and form fields of a PDF page, as text of their own (ISO 32000-1 §12.5, §12.7).
 
 Notes (``Text``), free text, highlights and the other markup annotations carry their text in
 ``/Contents`` (author ``/T``, subject ``/Subj``); a text-markup annotation (highlight, underline,

@@ -1,4 +1,4 @@
-"""The text of one PDF page from PDFium's characters and their positions (issue 20 item 4).
+"""The text of one PDF page from PDFium's characters and their positions.
 
 PDFium already returns right-to-left runs in logical order (its text page applies the bidi
 algorithm to each line) and decomposes Arabic presentation forms, lam-alef included, after

@@ -130,7 +130,7 @@ def converter_for(fmt: str, config: KiConfig) -> Converter:
 
 def run_builtin(config: KiConfig, target: str, data: bytes, filename: str, *, renew: Renew | None = None,
                 **kwargs: object) -> StructuredDocument:
-    """Run a built-in converter under the per-file budget of ``pipeline.convert`` (issue 14 item 7d).
+    """Run a built-in converter under the per-file budget of ``pipeline.convert``.
 
     With ``pipeline.convert.isolate`` the converter runs in a worker process
     (:mod:`ki.convert.isolation`): over its memory or wall-clock budget the file is ``too_large``;
@@ -190,7 +190,7 @@ def convert_bytes(data: bytes, filename: str, config: KiConfig, *, renew: Renew 
     if fmt == "image":
         from ki.convert.image_floor import skip_tiny_image
 
-        skipped = skip_tiny_image(data, filename)  # a spacer or an icon: neither OCR nor Docling (issue 14 item 7a)
+        skipped = skip_tiny_image(data, filename)  # a spacer or an icon: neither OCR nor Docling
         if skipped is not None:
             return skipped
         try:

@@ -21,7 +21,7 @@ def _fit(value: str | None, limit: int) -> str | None:
 class DecisionRulesPolicy:
     """Pairs the body's revisions into entries (no tools needed).
 
-    The answer fits :class:`DecisionResult` whatever the document holds (issue 14 item 6): a locus or a
+    The answer fits :class:`DecisionResult` whatever the document holds: a locus or a
     comment longer than the schema allows is cut (``…``), and the changed points beyond :data:`MAX_ENTRIES`
     are counted in ``entries_omitted`` (and named in the summary).
     """

@@ -19,7 +19,7 @@ from pydantic import BaseModel, Field, field_validator
 from ki.agents.loop import AgentState
 from ki.decisions.taxonomy import rationale_taxonomy
 
-#: Limits of one answer (issue 14 item 6: a redline's every changed point is valid input; the rules policy
+#: Limits of one answer (a redline's every changed point is valid input; the rules policy
 #: cuts its own texts to fit and counts the entries beyond ``MAX_ENTRIES`` in ``entries_omitted``).
 MAX_ENTRIES = 2000
 LOCUS_CHARS = 300

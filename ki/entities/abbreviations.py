@@ -1,8 +1,8 @@
 """Persons written with initials on a matter → the matter's one full-name person of that name.
 
 Spec: insertion-pipeline.md "Extract metadata" (one real party is one entity; the name as written stays on
-the document's party row); issue 16 (``N. Ogilvie`` is ``Nicola Ogilvie`` when the matter has exactly one
-compatible full-name person, see :mod:`ki.entities.persons`); issue 14 item 1 (the result is a function
+the document's party row) (``N. Ogilvie`` is ``Nicola Ogilvie`` when the matter has exactly one
+compatible full-name person, see :mod:`ki.entities.persons`) (the result is a function
 of the matter's documents, never of their order).
 
 A mention ``N. Ogilvie`` resolves by the ordinary rules (:mod:`ki.entities.resolve`) to an entity of its
@@ -15,8 +15,8 @@ for both Nicola and Niamh Ogilvie) back to its home. The link is recorded on the
 holds for this matter only and is decided again whenever the matter's persons change.
 
 A document without a matter key (Classify left it in an ``UNASSIGNED-…`` placeholder, which groups
-unrelated files) is settled in its *folder* instead (:class:`FolderScope`; the placeholder rule of issue
-16 item 4: only files of one folder can be one another's): its initials rows point at the one compatible
+unrelated files) is settled in its *folder* instead (:class:`FolderScope`; the placeholder rule:
+only files of one folder can be one another's): its initials rows point at the one compatible
 full-name person any document of that folder names, whatever that document's matter. Every extraction
 settles its own folder too (under the folder's lock), so a full name arriving after the initials, or
 before them, gives the same rows.

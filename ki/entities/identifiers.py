@@ -2,7 +2,7 @@
 
 Spec: insertion-pipeline.md "Extract metadata" ("a mention links to an entity ... when the two share a
 typed identifier"; "two companies that genuinely share a name are kept apart by a contradicting
-register identifier"); issue 5 (HRB/HRA with court, LEI, VAT id). Pure functions.
+register identifier") (HRB/HRA with court, LEI, VAT id). Pure functions.
 
 Types (``Identifier.type``): ``register_number`` (``HRB 18864`` issued by ``Amtsgericht Düsseldorf``, or
 a foreign registry's number with the registry as issuer), ``vat_id``, ``lei``, ``matter_reference``,

@@ -1,7 +1,7 @@
 """Normalised entity names: legal forms, professional descriptors, salutations, court abbreviations.
 
 Spec: insertion-pipeline.md "Extract metadata" ("their normalized names are identical", "one name
-contains the other token-for-token"); issue 5 (legal-form variants normalised: GmbH/G.m.b.H./
+contains the other token-for-token") (legal-form variants normalised: GmbH/G.m.b.H./
 Gesellschaft mit beschränkter Haftung, AG, SE, KG, Ltd/Limited, LLC, Inc.).
 
 A name becomes a :class:`NameKey`:

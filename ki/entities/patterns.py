@@ -65,7 +65,7 @@ FULL_PERSON = (r"[A-ZÄÖÜ][a-zäöüßéè]+(?:-[A-ZÄÖÜ][a-zäöüßéè]+)
 #: Name particles inside a person's name (``Marloes de Boer``, ``N. van der Berg``).
 PARTICLE = r"(?:van|de|der|den|von|te|ten|ter|du|da|di|la|le)"
 #: A person written as initials and surname: ``N. Ogilvie``, ``N Ogilvie``, ``N.J. Ogilvie``, ``H.-P. Schmidt``,
-#: ``M. de Boer`` (issue 16; resolved to the matter's full-name person by :mod:`ki.entities.abbreviations`).
+#: ``M. de Boer`` (resolved to the matter's full-name person by :mod:`ki.entities.abbreviations`).
 #: Undotted initials (``N Ogilvie``) only where a party label says a name follows.
 _SURNAME_AFTER_INITIALS = rf"(?:{PARTICLE}[ \t]+)*[A-ZÄÖÜ][a-zäöüßéè]+(?:-[A-ZÄÖÜ][a-zäöüßéè]+)?"
 DOTTED_INITIALS_PERSON = rf"(?:[A-ZÄÖÜ]\.(?:-?[A-ZÄÖÜ]\.)*[ \t]*){{1,3}}{_SURNAME_AFTER_INITIALS}"

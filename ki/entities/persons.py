@@ -1,7 +1,7 @@
 """Persons written as initials and surname, and the full-name person they abbreviate (pure).
 
 Spec: insertion-pipeline.md "Extract metadata" (one real party is one entity; anything weaker than the
-resolution rules is not merged); issue 16 (initial + surname persons). ``N. Ogilvie``, ``N Ogilvie``,
+resolution rules is not merged) (initial + surname persons). ``N. Ogilvie``, ``N Ogilvie``,
 ``Ogilvie, N.``, ``Dr. N. Ogilvie``, ``H.-P. Schmidt``, ``Boer, M. de`` are *abbreviated* names; ``Nicola
 Ogilvie``, ``Marloes de Boer``, ``Nicola J. Ogilvie`` are *full* names. An abbreviated name is
 compatible with a full one when the surnames are equal (folded, name particles included) and the

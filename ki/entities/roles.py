@@ -8,7 +8,7 @@ document-level claim."
 Roles: ``client``, ``counterparty``, ``advisor``, ``court``, ``other``. Every claim has a basis, and
 bases rank (:data:`RANKS`). A party's role on a matter is a function of *every* claim the matter's
 documents (and the practice-management import) make — :func:`settle_roles` — never of the order
-they arrive in (issue 14 item 1): the strongest claim wins, a tie between roles goes by
+they arrive in: the strongest claim wins, a tie between roles goes by
 :data:`ROLE_PRIORITY`, an imported client beats everything a document says, and a client claim
 weaker than another party's strongest client claim is ignored (one client per matter unless the
 evidence is as strong). Law firms are advisors and courts are courts by their kind; a company or

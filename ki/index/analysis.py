@@ -1,7 +1,7 @@
 """Text analysis shared by every lexical index and by snippets: one definition of what a word is.
 
-Spec: issue 15 items 2–4 (German/Dutch compounds, file names, one query semantics on both backends) and issue 20
-items 8–9 (text inside ``<…>`` is text; phrases made of stop words match verbatim). Both the embedded index
+Search semantics (German/Dutch compounds, file names, one query semantics on both backends;
+text inside ``<…>`` is text; phrases made of stop words match verbatim). Both the embedded index
 (:mod:`ki.index.lexical`) and OpenSearch (:mod:`ki.index.opensearch_index`) receive the token streams made here
 (whitespace-joined, one position per word), so a word means the same on both, and :mod:`ki.index.snippets`
 highlights exactly what matched.

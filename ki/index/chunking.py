@@ -4,7 +4,7 @@ Spec: insertion-pipeline.md "Index" (retrieval.chunk_chars / chunk_overlap_chars
 
 :func:`chunk_spans` gives the chunks as ``(start, end)`` offsets into the text, so the index stage can
 keep a huge text's ~70,000 chunk positions (a few MB) instead of their texts and slice each batch when it
-is embedded or written (issue 14 item 7e); :func:`chunk_text` is the same chunks as strings.
+is embedded or written; :func:`chunk_text` is the same chunks as strings.
 """
 
 from __future__ import annotations

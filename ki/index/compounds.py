@@ -1,6 +1,6 @@
 """German and Dutch decompounding with a dictionary shipped in the repository (nothing loaded at run time).
 
-Spec: issue 15 item 2 (a query part finds the compounds that contain it, ranked below exact matches, on both
+Search semantics (a query part finds the compounds that contain it, ranked below exact matches, on both
 backends). The lexicons (``ki/index/data/lexicon_{de,nl}.txt.gz``; provenance and licences in
 ``ki/index/data/NOTICE.md``; built by ``scripts/build_compound_lexicon.py``) hold casefolded words: German
 noun lemmas (Wikidata Lexemes, CC0), Dutch words (OpenTaal, BSD-3-Clause).

@@ -1,4 +1,4 @@
-"""The search backend the configuration selects (issue 13 item 5: the factory in its own module).
+"""The search backend the configuration selects (the factory in its own module).
 
 Spec: DESIGN.md "Two deployments" (PostgreSQL + tantivy + pgvector embedded; OpenSearch at scale).
 """

@@ -1,7 +1,7 @@
 """Where the model stages keep a document's matter, type, version and date — if they have run yet.
 
 Spec: insertion-pipeline.md "Classify" (MatterAssignment), "Relate" (Document / DocumentVersion),
-"Extract metadata" (doc_type, doc_type_ancestors, doc_date); issue 6 item 5 (``--matter`` /
+"Extract metadata" (doc_type, doc_type_ancestors, doc_date) (``--matter`` /
 ``--type`` filter once those stages exist, and say so while they do not). Search, the index
 stage's context header and hit hydration read those facts through the SQL fragments built here,
 so they work on a database with or without the tables, detected at run time

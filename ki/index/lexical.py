@@ -1,8 +1,8 @@
 """The embedded lexical index: a tantivy (BM25, block-max WAND) index of the record's rows.
 
-Spec: issue 15 item 1 (exact top-k at any corpus size: the lexical half ranks every matching passage — tantivy
-computes BM25 over all matches and keeps the true top k, skipping blocks that cannot enter it); item 3
-(fields with boosts); item 4 (:mod:`ki.index.query`). Why tantivy and not a PostgreSQL ranking: see
+Spec: insertion-pipeline.md "Index" (exact top-k at any corpus size: the lexical half ranks every matching
+passage — tantivy computes BM25 over all matches and keeps the true top k, skipping blocks that cannot enter
+it); fields with boosts; one query semantics (:mod:`ki.index.query`). Why tantivy and not a PostgreSQL ranking: see
 ``bench/search.py`` and the README ("Search"): ranking every match with ``ts_rank_cd`` costs seconds on a
 common word at 1,000,000 chunks, and ``ts_rank_cd`` is not BM25.
 

@@ -1,6 +1,7 @@
 """The embedded lexical half: exact top-k distinct contents from the tantivy projection, confirmed by the record.
 
-Spec: issue 15 items 1 and 4; DESIGN.md "Duplicates and permissions" (identical content shown once per principal).
+Spec: insertion-pipeline.md "Index"; DESIGN.md "Duplicates and permissions" (identical content shown once per
+principal).
 :func:`search_projection` ranks with :mod:`ki.index.query`'s tiers: it asks the engine for the best rows of tier 1
 under the caller's filter (permissions inside the query), keeps the best row of each content it has not taken yet,
 drops documents an excluded item matches anywhere, and has the record confirm the rest, best first and only as many

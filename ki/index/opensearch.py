@@ -28,7 +28,7 @@ Index: one per ki database, ``ki-chunks-<database name>`` (``KI_OPENSEARCH_INDEX
 identity is recorded in the mapping's ``_meta`` (``embedder``, ``dimension``, ``ki_schema``: an index of an
 older mapping is deleted and written again from the record by the next index write).
 
-**Large documents apart** (issue 15: a 120 MB file changes no other query's top 10): an object of more than
+**Large documents apart** (a 120 MB file changes no other query's top 10): an object of more than
 ``retrieval.large_document_passages`` passages (:func:`ki.index.record.is_large`) has its rows in a second
 index, ``<index>.large`` (same mapping), never in both: a write puts the rows in the index its passage count
 picks and its surplus delete removes the object's rows of other generations from both (a document that grows

@@ -3,7 +3,7 @@
 Spec: insertion-pipeline.md "Index" (permission projection; the model name and dimension recorded on
 the index); notes/opensearch.md §2.3 (index shape: ``dynamic: strict``, keyword permission fields,
 ``knn_vector`` with ``engine: lucene`` — never the faiss default, whose native library is absent) and §2.2
-(the permission filter inside ``knn.filter``, never a post-filter); issue 15 items 2–4.
+(the permission filter inside ``knn.filter``, never a post-filter).
 
 **One analysis for both backends.** The text fields hold the token streams of :mod:`ki.index.analysis`
 (the same words, stems and compound parts the embedded index holds; ``whitespace`` analyzer, one position per

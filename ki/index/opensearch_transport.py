@@ -1,4 +1,4 @@
-"""The opensearch-py transport of ki's client: no request while OpenSearch is paused (issue 14 item 9).
+"""The opensearch-py transport of ki's client: no request while OpenSearch is paused.
 
 Every request of the opensearch-py client (bulk writes, deletes, searches, index management) goes
 through ``Transport.perform_request``. While the ``opensearch`` circuit breaker is open in a process

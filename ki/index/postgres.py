@@ -4,7 +4,7 @@ Spec: insertion-pipeline.md "Index" (chunks diffed by ordinal: replaced, not orp
 projection on every chunk; access-only updates bump ``access_version``; model name and dimension
 recorded on the index); DESIGN.md "Two deployments"; notes/opensearch.md §6 (pgvector HNSW with iterative
 index scans so filtered queries still return k rows; ``allowed_principals && P AND NOT denied_principals
-&& P`` inside the vector half); issue 15 item 1 (the lexical half ranks every match: exact top k).
+&& P`` inside the vector half) (the lexical half ranks every match: exact top k).
 
 The lexical half runs on :mod:`ki.index.lexical` (tantivy, BM25) kept in step with the ``chunk`` rows by
 :mod:`ki.index.projection`: every write here logs the object in ``index_change`` (:mod:`ki.index.record`)

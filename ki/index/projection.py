@@ -1,6 +1,6 @@
 """Keeping the embedded lexical index (:mod:`ki.index.lexical`) in step with the PostgreSQL record.
 
-Spec: issue 15 item 1 (an index beside PostgreSQL, kept in step like the OpenSearch projection; the record
+Spec: insertion-pipeline.md "Index" (an index beside PostgreSQL, kept in step like the OpenSearch projection; the record
 stays PostgreSQL); DESIGN.md "The one rule" (the database is the truth; a crash or a second worker is
 harmless).
 
@@ -9,7 +9,7 @@ Where: ``<data_dir>/search/lexical-<epoch>/`` (``KI_DATA_DIR``; the epoch is the
 files: ``state.json`` (``schema``, ``epoch``, ``large_passages``, ``watermark``: every change logged up to that
 ``seq`` is applied) and ``apply.lock``.
 
-**Three indexes** (issue 15: a 120 MB file changes no other query's top 10): the documents of more than
+**Three indexes** (a 120 MB file changes no other query's top 10): the documents of more than
 ``retrieval.large_document_passages`` passages (:func:`ki.index.record.is_large`) live in a second tantivy
 index, ``large/`` inside the directory, kept by the same log, watermark and lock. tantivy's BM25 takes its
 statistics (document count, document frequencies, average field length) from the whole index it searches,
@@ -18,7 +18,7 @@ nothing. An object's passages are all in one of the two: each apply deletes the 
 adds its current rows to the one its passage count picks (a document that grows or shrinks across the threshold
 moves). A search asks every index and merges by score (:func:`ki.index.lexical_search.search_projection`).
 
-**Profile rows apart** (issue 15 item 3: file names and titles found on every estate): the profile rows
+**Profile rows apart** (file names and titles found on every estate): the profile rows
 (file name, title, folders, type, matter, parties: :data:`ki.index.lexical.PROFILE_KIND`) of the documents not
 in ``large/`` live in a third index, ``profiles/``. tantivy's BM25 divides a field's token count by *every*
 document of the index, where Lucene (OpenSearch) counts only the documents that hold the field; among the

@@ -1,6 +1,6 @@
 """What a search query means — one definition for both backends, the README and ``ki search --explain``.
 
-Spec: issue 15 item 4; issue 20 items 8–9. Syntax (web-search style, as ``websearch_to_tsquery`` reads it):
+One query semantics for both backends. Syntax (web-search style, as ``websearch_to_tsquery`` reads it):
 
 - plain words: ``Kündigung Mieter``;
 - a quoted phrase: ``"Pflichten des Mieters"`` (an unclosed quote runs to the end);

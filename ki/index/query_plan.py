@@ -1,6 +1,6 @@
 """The lexical query both engines run: a small tree made from a :class:`~ki.index.query.ParsedQuery`.
 
-Spec: issue 15 item 4 (one definition for both backends). :func:`tier_node`, :func:`excluded_node` and
+One query semantics, one definition for both backends. :func:`tier_node`, :func:`excluded_node` and
 :func:`filter_nodes` build the tree over the analysed fields both indexes hold (:mod:`ki.index.lexical`:
 ``t_exact`` / ``t_de`` / ``t_en`` / ``t_parts`` for passages, ``f_<field>`` / ``f_<field>_x`` for a
 document's fields, and the filter fields); :func:`ki.index.lexical.to_tantivy` and

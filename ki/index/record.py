@@ -1,8 +1,8 @@
 """Reading the search record: the ``chunk`` rows of objects with the facts the indexes filter on, and the
 change log every projection of the record (the embedded lexical index, OpenSearch) follows.
 
-Spec: insertion-pipeline.md "Index" (PostgreSQL holds the chunk rows; other indexes are synced from them);
-issue 15 item 1 (an index beside PostgreSQL kept in step; the record stays the truth).
+Spec: insertion-pipeline.md "Index" (PostgreSQL holds the chunk rows; other indexes are synced from them;
+an index beside PostgreSQL is kept in step, the record stays the truth).
 
 **The change log** (``index_change``: one row per object, ``seq`` from ``index_change_seq``): every write of
 an object's rows (:class:`ki.index.postgres.PostgresBackend` ``write_document``, ``update_access``, the
@@ -98,7 +98,7 @@ def passage_counts(conn: Connection, source_object_ids: Sequence[int]) -> dict[i
 
 def is_large(passages: int, large_passages: int) -> bool:
     """Whether a document of ``passages`` passages belongs in the "large documents" index: more than
-    ``large_passages`` (``retrieval.large_document_passages``). Issue 15: its passages must not shift the BM25
+    ``large_passages`` (``retrieval.large_document_passages``). Its passages must not shift the BM25
     statistics of the other documents' index."""
     return passages > large_passages
 

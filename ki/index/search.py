@@ -2,8 +2,8 @@
 
 Spec: insertion-pipeline.md "Index" (permission projection; deleted documents disappear with their chunks);
 DESIGN.md "CLI search" (the CLI runs as the local operator unless ``--as`` is given; the API always needs a
-principal) and "Duplicates and permissions" (identical content shown once per principal); issue 15 items
-3–5. Query semantics: :mod:`ki.index.query` (both backends). Ranking: :func:`ki.index.hybrid.hybrid_search`
+principal) and "Duplicates and permissions" (identical content shown once per principal).
+Query semantics: :mod:`ki.index.query` (both backends). Ranking: :func:`ki.index.hybrid.hybrid_search`
 (lexical + vector by RRF, k = 60) on the configured backend; the query is embedded with the embedder the
 *index* records, and the vector half is skipped while the index has none.
 

@@ -1,6 +1,6 @@
 """Snippets: the matched passage with the hit highlighted, and which document fields matched.
 
-Spec: issue 15 item 5 (snippets of the matched passage with the hit highlighted, no added header; a hit says
+What a hit shows (snippets of the matched passage with the hit highlighted, no added header; a hit says
 which field and part matched). Matching uses the same analysis as the indexes (:mod:`ki.index.analysis`), so
 what is highlighted is what matched: an exact word, a stem, a compound containing the query word
 (``Gewerbe«mietvertrag»`` is shown as ``«Gewerbemietvertrag»``), a phrase's words in a row.

@@ -1,6 +1,6 @@
 """The basis of a classification, and classifying again when a file its evidence would have read arrives.
 
-Spec: insertion-pipeline.md "Classify" and issue 14 item 1 (results do not depend on processing
+Spec: insertion-pipeline.md "Classify" (results do not depend on processing
 order). The rules find a file's matter from other files' converted text (the thread, a case
 number, the folder's other files, a party's name — :func:`ki.matters.evidence.infer_reference`);
 a file converted *after* that decision was not read. :class:`RecordingCorpus` records every

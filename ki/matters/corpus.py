@@ -19,7 +19,7 @@ HEAD_CHARS = 6000
 MAX_ROWS = 2000
 #: How much of each file's text :meth:`DbCorpus.files_containing` searches (and the classify basis reads to
 #: decide whether a newly classified file answers such a query): the first 2 million characters. A bound,
-#: so one huge text does not make every query of the project lowercase all of it (issue 14 item 7c).
+#: so one huge text does not make every query of the project lowercase all of it.
 CONTAINING_CHARS = 2_000_000
 
 #: An object's path relative to its source root.

@@ -1,7 +1,7 @@
 """Where a file's matter reference comes from (pure, over a :class:`Corpus`).
 
 Spec: insertion-pipeline.md "Agentic stages: Classify and Relate" ("a null or dangling matter id
-falls back to a reference-number scan"); issue 16 item 1. The scan is order-independent: it reads
+falls back to a reference-number scan"). The scan is order-independent: it reads
 the converted text of other files (never their classification) and the imported matters (fixed
 before insertion), so the answer does not depend on which file a worker classified first.
 

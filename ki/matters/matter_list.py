@@ -1,4 +1,4 @@
-"""Reading a practice-management matter list: CSV with a header row, or JSON lines (issue 16 item 1).
+"""Reading a practice-management matter list: CSV with a header row, or JSON lines.
 
 Columns / keys: ``reference`` (required), ``title``, ``client``, ``client_number``, ``opened``, ``closed``
 (ISO dates, or ``dd.mm.yyyy`` / ``dd-mm-yyyy`` / ``dd/mm/yyyy``), ``practice_area``, ``kind``,

@@ -1,7 +1,7 @@
 """The firm's matter-reference formats (``firm.matter_reference_patterns``) and the contexts that mark a
 number as a reference, in German, English, Dutch and French. Pure.
 
-Issue 16 item 2: reference formats are configuration, not code. A pattern is a template:
+Reference formats are configuration, not code. A pattern is a template:
 
 * ``YYYY`` a year (19xx/20xx), ``YY`` two digits, ``N`` one digit (``NNNN`` four),
 * ``CODE`` two to six capital letters, ``A`` one capital letter,

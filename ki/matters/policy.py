@@ -1,13 +1,12 @@
 """The Classify rules policy: a matter from the references the firm knows, client numbers, the thread, case
 numbers, the folder, client names, and the firm's reference formats.
 
-DESIGN.md "Two deployments"; spec: insertion-pipeline.md "Classify" and "Agentic stages"; issue 16
-items 1–2. The evidence comes from :func:`ki.matters.evidence.infer_reference` (order-independent: it
-reads converted text and the imported matters, never other files' classification); the decision goes
-through the same tools as the model (``search_matters`` to find the matter's id, ``create_matter`` for
-a reference no matter has yet) and is judged by the same validators. No evidence → ``matter_id =
-null`` (the stage then falls back to the reference-number scan and the ``UNASSIGNED-<slug>``
-placeholder).
+DESIGN.md "Two deployments"; spec: insertion-pipeline.md "Classify" and "Agentic stages"; imported matters and
+firm-configurable reference formats. The evidence comes from :func:`ki.matters.evidence.infer_reference`
+(order-independent: it reads converted text and the imported matters, never other files' classification); the
+decision goes through the same tools as the model (``search_matters`` to find the matter's id, ``create_matter`` for
+a reference no matter has yet) and is judged by the same validators. No evidence → ``matter_id = null`` (the stage
+then falls back to the reference-number scan and the ``UNASSIGNED-<slug>`` placeholder).
 """
 
 from __future__ import annotations

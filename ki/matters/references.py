@@ -2,7 +2,7 @@
 
 Spec: insertion-pipeline.md "Agentic stages: Classify and Relate" (the reference-number scan a
 null or dangling matter id falls back to, and the ``UNASSIGNED-<slug>`` placeholder derived from
-the top-level folder); issue 16 items 1–2. Two kinds of knowledge find a file's reference:
+the top-level folder). Two kinds of knowledge find a file's reference:
 
 * the references the firm *knows* (:class:`KnownReferences`: the imported matters' references and
   aliases, client numbers, client names) — exact strings, looked up token by token;

@@ -2,7 +2,7 @@
 
 Spec: insertion-pipeline.md "producer_version semantics" (a stage run again sends every stage derived from
 it round again: "re-running one without invalidating what was derived from it would leave the document
-half-old") and "Classify"; issue 16 item 1 (imported matters are authoritative; ``ki matters import`` after
+half-old") and "Classify" (imported matters are authoritative; ``ki matters import`` after
 ``ki insert``). The import changes what the rules know (:class:`~ki.matters.references.KnownReferences`:
 references, aliases, client numbers, client names). For every classified file, :func:`reopen_after_import`
 asks the rules' evidence (:func:`ki.matters.evidence.infer_reference`, over the same converted text and

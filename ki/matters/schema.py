@@ -9,7 +9,7 @@ from __future__ import annotations
 from pydantic import BaseModel, Field
 
 #: Characters of a created matter's title and of an answer's evidence (the rules policy cuts its own to fit:
-#: the evidence names a folder path, and paths have no such limit — issue 14 item 6).
+#: the evidence names a folder path, and paths have no such limit; ki's own limit is never the file's fault).
 TITLE_CHARS = 300
 EVIDENCE_CHARS = 1000
 

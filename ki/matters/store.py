@@ -84,7 +84,7 @@ def get_or_create_matter(db: Database, *, project_id: int, reference: str, title
                 {"p": project_id, "r": ref, "t": (title or ref)[:500], "f": folder, "ph": placeholder}).one()
             created = True
         elif folder and (row.folder is None or folder < row.folder):
-            # the same folder (and the title it gives) whichever file names the matter first (issue 14 item 1)
+            # the same folder (and the title it gives) whichever file names the matter first
             conn.execute(text("UPDATE matter SET folder = :f, title = CASE WHEN imported THEN title ELSE :t END, "
                               "updated_at = now() WHERE id = :id"),
                          {"f": folder, "t": (title or ref)[:500], "id": row.id})
@@ -263,7 +263,7 @@ def recorded_classification(conn: Connection, content_hash: str, source_object_i
     return row.entry if row and row.entry else None
 
 
-# ------------------------------------------------------------ practice-management import (issue 16 item 1)
+# ------------------------------------------------------------ practice-management import
 UPSERT_IMPORTED_SQL = text("""
 INSERT INTO matter (project_id, reference, title, client_name, client_number, opened, closed, practice_area, kind,
                     responsible, aliases, imported)

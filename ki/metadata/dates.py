@@ -4,7 +4,7 @@
 :func:`ki.metadata.path_dates.dated`.)
 
 Spec: insertion-pipeline.md "Extract metadata" ("doc_date (from content, falling back to file
-mtime)"); issue 16 item 6. The document's own date comes before the dates it cites; strongest first:
+mtime)"). The document's own date comes before the dates it cites; strongest first:
 
 1. an e-mail's ``Date`` header, as the local date of the sender (``… 23:30 +0100`` stays that day);
 2. a labelled date near the top: a draft stamp (``Stand: 06.03.2023``, ``KH Draft (3): 16 June 2022``,

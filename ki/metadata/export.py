@@ -1,7 +1,6 @@
 """The export fields of extract_metadata and extract_decisions (merged into ``ki export --json`` lines).
 
-Spec: issue 4 item 6 ("once the metadata issue lands: doc_type, language, doc_date, title, parties
-(name, role, entity id, identifiers), decisions (before text, after text, kind)"). Per source object:
+Spec: insertion-pipeline.md "Extract metadata" and "Extract decisions" (what each stage records). Per source object:
 
 * ``doc_type`` (node id or None), ``doc_type_ancestors`` (root → node), ``ontology_fingerprint``;
 * ``language``, ``doc_date`` (ISO date), ``doc_date_source`` (where it came from: ``mail``, ``label``, …,

@@ -57,7 +57,7 @@ class MatterContext:
 
     def client_gazetteer(self) -> list[KnownName]:
         """The imported client's name as a known name of every document of the matter: found wherever the
-        text writes it, whether or not another document already made it an entity (issue 14 item 1: the
+        text writes it, whether or not another document already made it an entity (the
         parties are a function of the estate and the imported list, not of the order files came in)."""
         if not (self.imported and self.client_name and self.client_name.strip()):
             return []

@@ -2,7 +2,7 @@
 
 Spec: insertion-pipeline.md "Extract metadata" (resolution by rule; a new entity next to a same-name
 candidate records it on ``provenance.resolution``; roles: the firm is advisor, a role on the matter is
-kept, an imported matter's client outranks document claims). Issue 5: two documents naming the same
+kept, an imported matter's client outranks document claims). Two documents naming the same
 new company at once → one entity row (advisory locks on the normalised names, then the unique
 identity key).
 
@@ -189,7 +189,7 @@ def settle_parties(conn: Connection, parties: list[PartyRow], matter: MatterCont
     """After the document's party rows are written: point initials-only persons of its matter at the
     full-name person they abbreviate (:func:`ki.entities.abbreviations.settle_abbreviations`), settle the
     roles of its matter over every document of the matter, and the names of its entities over every
-    document naming them (issue 14 item 1: functions of the estate, not of the order documents came in).
+    document naming them (functions of the estate, not of the order documents came in).
 
     Args:
         previous_matters: the matter keys the document's replaced party rows were on; a matter the document

@@ -1,6 +1,6 @@
 """The rules reading of one document, and the offline rules policy that submits it through the tools.
 
-Spec: insertion-pipeline.md "Extract metadata"; issue 5 (the offline rules policy "walks the same
+Spec: insertion-pipeline.md "Extract metadata" (the offline rules policy "walks the same
 tools with keyword and synonym matching"); DESIGN.md "Two deployments". :func:`read_document` is pure:
 it reads title, language, date, identifiers, party mentions with their role hints and clause headings
 off a ``structured_json`` body. :class:`MetadataRulesPolicy` then types the document by searching the
@@ -119,7 +119,7 @@ def best_role(m: Mention) -> str | None:
 class MetadataRulesPolicy:
     """Submits a :class:`Reading` through the tools (see module doc).
 
-    The answer fits :class:`MetadataResult` whatever the document names (issue 14 item 6): parties and
+    The answer fits :class:`MetadataResult` whatever the document names: parties and
     identifiers beyond the schema's limits are counted in ``parties_omitted`` / ``identifiers_omitted`` (the
     stage records all of the reading's in any case), names and values are cut to the schema's lengths.
     """

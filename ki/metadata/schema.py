@@ -23,7 +23,8 @@ IdentifierType = Literal["register_number", "vat_id", "lei", "matter_reference",
 PartyKind = Literal["company", "law_firm", "person", "court"]
 Role = Literal["client", "counterparty", "advisor", "court", "other"]
 
-#: Limits of one answer. A document can name more (a shareholder list, a mass claim — issue 14 item 6):
+#: Limits of one answer. A document can name more (a shareholder list, a mass claim; ki's own limit is never
+#: the file's fault):
 #: the rules policy lists the first ones and counts the rest in ``parties_omitted`` / ``identifiers_omitted``;
 #: the stage records every party and identifier of the rules reading in any case.
 MAX_PARTIES = 100

@@ -1,7 +1,7 @@
 """The rules that pick a document type by walking the ontology search tool (pure over a ``search`` callable).
 
 Spec: insertion-pipeline.md "Extract metadata" (only a node that appeared in a tool result and lies in
-the active scope may be submitted); issue 5 ("the offline rules policy, which walks the same tools
+the active scope may be submitted) ("the offline rules policy, which walks the same tools
 with keyword and synonym matching"). Nothing here knows node ids: every decision is a search of the
 active ontology, so an estate's own ontology works the same way.
 

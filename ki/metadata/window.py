@@ -1,4 +1,4 @@
-"""Bounded text windows: what the reading stages read of a huge text (issue 14 item 7c).
+"""Bounded text windows: what the reading stages read of a huge text.
 
 Classify, Relate and Extract metadata read a document by rules (regexes, per-line loops) whose cost
 grows with the text; a 120 MB text took minutes per stage. They read instead a *window*: the first

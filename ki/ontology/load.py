@@ -1,7 +1,7 @@
 """Which ontology is active: the one shipped with ki, or ``pipeline.ontology_file``.
 
 Spec: insertion-pipeline.md "Extract metadata" ("the active document-type ontology") and the
-Ontology page it links to; issue 5 ("Another ontology can replace it through the config key
+Ontology page it links to; ("Another ontology can replace it through the config key
 ``pipeline.ontology_file`` (env ``KI_PIPELINE__ONTOLOGY_FILE``) pointing at a JSON file shaped like
 the ``ontology`` object of ``truth.json``").
 

@@ -1,4 +1,4 @@
-"""Which stages an executor may claim while circuit breakers are open (issue 14 item 9, :mod:`ki.breaker`).
+"""Which stages an executor may claim while circuit breakers are open (:mod:`ki.breaker`).
 
 The local runner's workers claim any eligible row except those of paused stages, and one of them
 takes a dependency's probe when it is due (:meth:`ClaimGate.probe`); a Hatchet task, which drives

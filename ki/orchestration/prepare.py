@@ -36,7 +36,7 @@ class PrepareReport:
 
 def dead_claim_holders(ctx: PipelineContext) -> list[str]:
     """The ``claimed_by`` of running rows whose process is known dead: on this host, gone or its pid
-    reused (``ki.liveness``; issue 14 item 2). Other hosts' claims wait for the timeout."""
+    reused (``ki.liveness``). Other hosts' claims wait for the timeout."""
     with ctx.db.engine.connect() as conn:
         holders = stale_claims.claim_holders(conn)
     return [h.worker for h in holders if h.worker is not None and dead_here(h.worker)]

@@ -1,4 +1,4 @@
-"""The sweeper of local runs: a run whose process is gone never stays ``running`` (issue 14 item 3).
+"""The sweeper of local runs: a run whose process is gone never stays ``running``.
 
 A local run records the process running it (``pipeline_runs.worker``, ``host:pid:start``;
 ``ki.liveness``) and writes its counters about every second (``updated_at`` is its heartbeat).

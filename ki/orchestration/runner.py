@@ -202,7 +202,7 @@ class PipelineRunner:
             self._close_connection(conn)
 
     def _claim(self, conn: Connection, model_first: bool = False) -> list[Claim]:
-        """Claim and execute the next row of a stage whose dependencies are not paused (issue 14 item 9):
+        """Claim and execute the next row of a stage whose dependencies are not paused:
         while a dependency's breaker is open its stages are skipped, except for one probing claim at a
         time when its probe is due (:mod:`ki.orchestration.pausing`). Returns what was claimed."""
         seed = self.ctx.config.pipeline.claim_order_seed
@@ -270,7 +270,7 @@ class PipelineRunner:
             TIMELINE.mark(FIRST_ROW, result.stage)
 
     def _others_holding(self, status: RunnerStatus, running: int) -> None:
-        """Fill ``status`` with the other processes holding running rows (issue 14 item 2: say what the
+        """Fill ``status`` with the other processes holding running rows (say what the
         run waits for), and recover at once the rows of any that ended on this host."""
         with self.ctx.db.engine.connect() as conn:
             holders = [h for h in claim_holders(conn) if h.worker != self.ctx.worker_id]

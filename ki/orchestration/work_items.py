@@ -1,6 +1,6 @@
 """Operator actions on work items: retry and cancel, one item or everything matching a filter.
 
-Issue 18 item 4; spec/work-queue.md "Inspect and retry failed work" (a retry resets a failed item to
+spec/work-queue.md "Inspect and retry failed work" (a retry resets a failed item to
 runnable with a fresh attempt budget, clears its lease and error, and never touches a running item);
 DESIGN.md "Work items". The release is the quarantine retry's (:func:`ki.store.requeue.release_rows`:
 downstream invalidated back to waiting), so both retries behave the same.
@@ -31,7 +31,7 @@ from ki.store.requeue import release_rows
 from ki.store.work_items import WorkItemFilter, cancel_rows, get_work_item, select_for_action
 
 Action = Literal["retry", "cancel"]
-#: Items one bulk call acts on at most, unless the caller asks for fewer (issue 18 item 4).
+#: Items one bulk call acts on at most, unless the caller asks for fewer.
 DEFAULT_BULK_LIMIT = 1000
 MAX_BULK_LIMIT = 10_000
 

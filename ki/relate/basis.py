@@ -2,7 +2,7 @@
 
 Spec: insertion-pipeline.md "Relate" (relate decides over the files of the file's matter; a
 decision about a file that has no matter yet is parked and replayed when that file classifies)
-and issue 14 item 1: the result must not depend on the order files classify in. A relate that
+and order independence: the result must not depend on the order files classify in. A relate that
 ran before a file of its matter classified did not see that file; when the file classifies, every
 earlier decision of the matter that would have read it (:meth:`ki.relate.wants.Wants.reads`) is
 taken again (its relate row goes back to pending), so the final relations, versions and threads

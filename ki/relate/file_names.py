@@ -1,6 +1,6 @@
 """What a file's name says about the document it holds (pure): DMS numbers, versions, copies, compares.
 
-Spec: insertion-pipeline.md "Relate" (identity, version order, redline links); issue 16 item 3.
+Spec: insertion-pipeline.md "Relate" (identity, version order, redline links).
 Conventions of document-management exports and file shares:
 
 * DMS document numbers with a version: ``#4811234v3 - Title.docx``, ``4811234_3.docx``,

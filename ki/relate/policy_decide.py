@@ -60,7 +60,7 @@ def same_document_score(a: FileFacts, b: FileFacts) -> float:
     """The similarity of two files the rules call one document (Jaccard of their bodies, 1.0 for one DMS
     document number), else 0.0.
 
-    Never across matters by accident (issue 16 item 4): the candidates are the file's matter's; in a
+    Never across matters by accident: the candidates are the file's matter's; in a
     placeholder matter (unrelated files grouped as ``UNASSIGNED-…``) only files of the same folder can be
     one document; two different DMS document numbers are two documents unless the texts are nearly equal.
     """
@@ -226,7 +226,7 @@ def decide(x: FileFacts, candidates: list[FileFacts]) -> RelateResult:
     Candidates are the files of ``x``'s matter, the files with ``x``'s bytes, the messages its headers
     name, and ``x``'s own attachments. Returns a :class:`RelateResult` whose refs are candidate refs, within
     the schema's limits: at most :data:`MAX_RELATIONS` relations (in the order found: reply, attachments,
-    annex, citations; the rest counted in ``relations_omitted``), reasoning cut to fit (issue 14 item 6).
+    annex, citations; the rest counted in ``relations_omitted``), reasoning cut to fit.
     """
     pool = [c for c in candidates if c.ref != x.ref]
     twins = [c for c in pool if c.content_hash and c.content_hash == x.content_hash]

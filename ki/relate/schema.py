@@ -17,7 +17,7 @@ from ki.agents.loop import AgentState
 RelationType = Literal["annex_of", "responds_to", "references", "amends"]
 RELATION_TYPES: tuple[str, ...] = ("annex_of", "responds_to", "references", "amends")
 #: Relations one answer may list. A mail relates to each of its attachments, and mails with hundreds of
-#: attachments are valid input (issue 14 item 6: 50 quarantined them); the rules policy keeps the first
+#: attachments are valid input (50 quarantined them); the rules policy keeps the first
 #: ``MAX_RELATIONS`` and counts the rest in ``relations_omitted``.
 MAX_RELATIONS = 1000
 #: Characters of ``reasoning`` (the rules policy cuts its own to fit).

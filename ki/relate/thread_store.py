@@ -76,7 +76,7 @@ def attach_message(conn: Connection, *, oid: int, project_id: int, matter_id: in
 
 
 # A thread is named by its first message (earliest Date, then path) and belongs to that message's
-# matter, whichever message happened to start the thread row (issue 14 item 1).
+# matter, whichever message happened to start the thread row.
 _THREAD_HEAD_SQL = text("""
 UPDATE communication_thread t SET subject = h.subject, matter_id = coalesce(h.matter_id, t.matter_id),
        updated_at = now()

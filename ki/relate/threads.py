@@ -1,14 +1,13 @@
 """E-mail threading cues (pure): subjects, reply prefixes and quoted-reply headers.
 
-Spec: insertion-pipeline.md "Relate" (CommunicationThread membership from Message-ID /
-In-Reply-To / References) and case R01 (bracketed message ids are ids like any other); issue 16
-item 5. A reply that lost its In-Reply-To and References headers is joined to its thread by its
-quoted header — the one-line form ("Am 16.12.2024 um 16:18 schrieb Name <addr>:", "On 5 July 2022,
-at 14:31, Name <addr> wrote:") or the block Outlook writes above the quoted message in English,
-German, Dutch and French (``From:/Sent:/To:/Subject:``, ``Von:/Gesendet:/An:/Betreff:``,
-``Van:/Verzonden:/Aan:/Onderwerp:``, ``De :/Envoyé :/À :/Objet :``) — or, failing that, by its
-normalised subject within the same matter. Subject prefixes of replies and forwards may be stacked
-(``RE: AW: WG:``) and in any of those languages (``Antw:``, ``Doorst:``, ``TR:``, ``Fwd:``…).
+Spec: insertion-pipeline.md "Relate" (CommunicationThread membership from Message-ID / In-Reply-To / References) and
+case R01 (bracketed message ids are ids like any other). A reply that lost its In-Reply-To and References headers is
+joined to its thread by its quoted header — the one-line form ("Am 16.12.2024 um 16:18 schrieb Name <addr>:", "On 5
+July 2022, at 14:31, Name <addr> wrote:") or the block Outlook writes above the quoted message in English, German,
+Dutch and French (``From:/Sent:/To:/Subject:``, ``Von:/Gesendet:/An:/Betreff:``,
+``Van:/Verzonden:/Aan:/Onderwerp:``, ``De :/Envoyé :/À :/Objet :``) — or, failing that, by its normalised subject
+within the same matter. Subject prefixes of replies and forwards may be stacked (``RE: AW: WG:``) and in any of
+those languages (``Antw:``, ``Doorst:``, ``TR:``, ``Fwd:``…).
 """
 
 from __future__ import annotations

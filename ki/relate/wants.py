@@ -1,7 +1,7 @@
 """Which files a relate decision reads: the relate rules' candidate test as data (pure).
 
 Spec: insertion-pipeline.md "Relate" (decisions are made over the files of the matter; relations
-to a file that classifies later are established when it classifies) and issue 14 item 1 (every
+to a file that classifies later are established when it classifies) and order independence (every
 derived fact a function of the estate, not of the order). The rules policy
 (:class:`ki.relate.policy.RelateRulesPolicy`) opens, among the files of the matter, exactly those
 :meth:`Wants.reads` accepts; the same :class:`Wants`, stored when a file's relate starts, lets a

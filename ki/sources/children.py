@@ -136,7 +136,7 @@ WHERE so.id IN (SELECT id FROM tree)
 
 def rename_tree(conn: Connection, source_object_id: int, external_id: str, raw: bytes | None, path: str, *,
                 size: int, mtime_ns: int) -> None:
-    """Move an object to a new external id / path (a rename inside its root, issue 19), with its size and
+    """Move an object to a new external id / path (a rename inside its root), with its size and
     mtime as listed; every object embedded in it keeps its suffix under the new prefix."""
     conn.execute(RENAME_TREE_SQL, {"id": source_object_id, "eid": external_id, "raw": raw, "path": path,
                                    "size": size, "mtime": mtime_ns})

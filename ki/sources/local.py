@@ -2,7 +2,7 @@
 
 Spec: insertion-pipeline.md "Fetch"; DESIGN.md "Outages are not the file's fault" and "Deletion
 confirmations". Editor lock files, temp files and partial uploads are never documents (case
-R09); a missing or unreadable root is :class:`ki.errors.SourceUnavailable`. Issue 14 items 4-5:
+R09); a missing or unreadable root is :class:`ki.errors.SourceUnavailable`. Outages and names:
 
 * a listing says which folders it read (:class:`Listing`): a folder that cannot be read, or an
   entry that cannot be examined, makes every path below it *unsure*, so only a successful listing
@@ -145,7 +145,7 @@ class Listing:
     def reports_missing(self, external_id: str) -> bool:
         """True when this listing proves ``external_id`` absent: the path itself and none of its
         folders is unsure, so a successful listing of its folder (or of the folder where its path
-        ends) did not contain it. DESIGN.md "Deletion confirmations"; issue 14 item 4."""
+        ends) did not contain it. DESIGN.md "Deletion confirmations"."""
         parts = external_id.split("/")
         return not any("/".join(parts[:n]) in self.unsure for n in range(1, len(parts) + 1))
 
@@ -222,7 +222,7 @@ class LocalFolderConnector:
         """Every candidate document below the root (ignored names and hidden folders skipped).
 
         ``under``: list only these OS-given relative paths (``/`` separators; files, and the trees of
-        folders), as the watcher does for the changes it saw (issue 19); the listing's
+        folders), as the watcher does for the changes it saw; the listing's
         :attr:`Listing.scope` then says which known documents it speaks for. None: the whole root.
 
         Raises SourceUnavailable when the root itself is unavailable (before or during the
@@ -336,7 +336,7 @@ class LocalFolderConnector:
         return path
 
     def diagnose(self, external_id: str, raw: bytes | None, exc: OSError) -> Exception:
-        """The classified error for a failed open or read of a file (issue 14 item 4).
+        """The classified error for a failed open or read of a file.
 
         The root and the file's folder are checked again first: either missing or unreadable is an
         outage (SourceUnavailable). Then: permission denied on the file → SourceReadDenied (a

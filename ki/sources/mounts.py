@@ -1,6 +1,6 @@
 """Which watch mode a folder needs: native events, or polling on network file systems.
 
-Issue 19: inotify sees only the changes made through this machine's kernel, so a share mounted over
+Inotify sees only the changes made through this machine's kernel, so a share mounted over
 NFS or SMB (or FUSE, 9p...) changed by another machine fires no events; such a folder is polled. The
 file-system type comes from ``/proc/mounts`` (the longest mount point containing the folder); a
 source's ``watch_mode`` setting (``native`` | ``poll``) overrides the detection.

@@ -10,8 +10,6 @@ relative path (``/`` separators, relative to the source root):
   ``Vertr\\xe4ge/K\\xfcndigung.txt``); this is what ki shows, searches and compares;
 * the **raw form** (``source_object.external_id_raw``, ``bytea``): the exact bytes, only for names
   that are not valid UTF-8 (NULL otherwise), from which the file is opened again.
-
-Issue 14 item 5.
 """
 
 from __future__ import annotations

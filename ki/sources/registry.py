@@ -1,12 +1,12 @@
 """Registering, finding and removing sources as the operator asks (``ki insert``, ``ki source ...``).
 
-Issue 21 "Sources cannot be managed": a folder that does not exist, is a file or cannot be read is
+A folder that does not exist, is a file or cannot be read is
 refused before any row is written; so is a folder inside (or around) an existing source, which would
 otherwise become a second source processing the same files again. ``ki source remove`` tombstones
 every document of a source (rows and history kept; ``source.removed_at``); inserting its folder again
 restores it.
 
-Watcher state hook (for ``ki watch``, issue 19): a callable appended to :data:`WATCHER_STATE`
+Watcher state hook (for ``ki watch``): a callable appended to :data:`WATCHER_STATE`
 ``(conn, source_ids) -> {source_id: "watching since 10:02" | ...}`` adds its text to ``ki source list``
 (column ``watcher``, JSON key ``watcher``); with none registered the column says nothing. The folder
 watcher's health rows (:func:`ki.store.watch.watcher_summaries`) are registered here.

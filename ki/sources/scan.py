@@ -12,7 +12,7 @@ itself changed). An indexed object whose grants alone changed (source configurat
 ``.ki-grants.json`` files, access_grant rows) gets its index row marked
 ``access_only_reindex`` (spec: "Index"; ki.access.refresh.mark_access_changes).
 
-Issue 14 items 4-5: only a successful listing of a file's folder can report it missing (a folder
+Only a successful listing of a file's folder can report it missing (a folder
 that became unreadable counts nothing toward deleting its files); every entry the listing skipped
 is reported with its reason (:attr:`ScanReport.skipped`); names that are not valid UTF-8 are
 stored losslessly (``external_id_raw``); one file whose row cannot be written is reported and the
@@ -126,7 +126,7 @@ def _sha256_file(path: Path) -> str:
 
 @dataclass(frozen=True)
 class ScanScope:
-    """What a scan looks at (issue 19; the defaults: the whole source, everything taken).
+    """What a scan looks at (the defaults: the whole source, everything taken).
 
     Attributes:
         paths: OS-given relative paths to scan (files, and the trees of folders); None: the whole root.
@@ -160,7 +160,7 @@ def scan_source(ctx: PipelineContext, source_id: int, scope: ScanScope | None = 
     """Scan one local source and apply the listing to the database.
 
     ``scope.paths``: scan only these OS-given relative paths (files, and the trees of folders; the watcher's
-    settled changes, issue 19) through the same rules: only the known documents at or below them can
+    settled changes) through the same rules: only the known documents at or below them can
     be new, changed, renamed or missing, and such a scan neither judges an empty listing suspicious
     nor sets the source's ``last_scan_count``. None: the whole source.
 
@@ -354,7 +354,7 @@ def _insert_new(conn: Connection, source_id: int, root: str, files: list[ListedF
 
     One statement for all of them; should it fail, each file is inserted on its own (a savepoint
     each), so one file whose row cannot be written is reported (``not_recorded``) and the rest of
-    the scan goes on (issue 14 item 5)."""
+    the scan goes on."""
     if not files:
         return []
 

@@ -1,4 +1,4 @@
-"""Turning one source's file-system events into settled candidates (issue 19; prior-art.md §8).
+"""Turning one source's file-system events into settled candidates (prior-art.md §8).
 
 A path an event names is *pending* until it has had no events and an unchanged size and mtime for
 ``settle_seconds`` (a scanner writing a file in pieces, a copy in progress: never taken half-written);

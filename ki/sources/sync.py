@@ -1,10 +1,9 @@
 """The body of a sync run, shared by both providers: scan the source, finish the run, hand off.
 
-Spec: insertion-pipeline.md "Orchestration" (a sync run per source scan; ``uq_pipeline_runs_active_sync``
-refuses a second unfinished sync of a source) and "Configuration" (``pipeline.auto_insert_after_sync``: a
-sync that brought something new hands off to an insertion run through ``launch_insertion``); issue 19
-item 1 (the sync run records the insertion run's id, ``insertion_run_id``; null when it handed off
-nothing).
+Spec: insertion-pipeline.md "Orchestration" (a sync run per source scan; ``uq_pipeline_runs_active_sync`` refuses a
+second unfinished sync of a source) and "Configuration" (``pipeline.auto_insert_after_sync``: a sync that brought
+something new hands off to an insertion run through ``launch_insertion``; the sync run records the insertion run's
+id, ``insertion_run_id``; null when it handed off nothing).
 
 The ``local`` provider runs :func:`run_sync_body` in-process (:func:`ki.launch.launch_sync`); the
 ``hatchet`` provider runs it in the ``ki-sync`` workflow's task (:mod:`ki.workflows.sync`). The hand-off

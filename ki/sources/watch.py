@@ -1,6 +1,6 @@
 """The folder watcher: file-system changes of local-folder sources turned into syncs of just what changed.
 
-Issue 19 item 2 (``ki watch``, ``ki serve --watch``); prior-art.md §8 (paperless-ngx's consumer and what
+``ki watch`` and ``ki serve --watch``; prior-art.md §8 (paperless-ngx's consumer and what
 its users hit). Per source, one :class:`SourceWatcher`:
 
 * an **observer** thread runs ``watchfiles`` on the root: native events (inotify) where they work,

@@ -4,7 +4,7 @@ Spec: insertion-pipeline.md "Stages in execution order"; every stage has a handl
 
 A stage's module is imported when its handler is first called, not when this package is: the seven
 modules with their domains take about a second of CPU to import, and a restarted ``ki insert``
-(issue 14 "Measure": recovery after a kill) need only import the stage of the row it claims first
+(recovery after a kill) need only import the stage of the row it claims first
 before finishing it. Tests replace entries of :data:`STAGE_HANDLERS` as before.
 """
 

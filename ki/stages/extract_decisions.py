@@ -79,6 +79,6 @@ def handle(ctx: StageContext) -> StageOutcome:
         record_id, created = write_record(conn, source_object_id=ctx.obj.id, content_hash=content_hash, pair=pair,
                                           result=result, provenance=provenance)
     details = {"decision_record": record_id, "entries": len(result.entries), "created": created}
-    if result.entries_omitted:  # beyond the schema's limit: recorded, never the file's fault (issue 14 item 6)
+    if result.entries_omitted:  # beyond the schema's limit: recorded, never the file's fault
         details["entries_omitted"] = result.entries_omitted
     return StageOutcome(status="done", details=details)

@@ -16,15 +16,15 @@ updates only the permission fields of the object's rows and bumps their ``access
 re-splitting, no embedding. A failed attempt keeps the marker (in ``last_error.details``), so the
 retry is access-only too; a full re-index (new bytes, a new producer version) clears it.
 
-**Every textual part** (issue 20 item 1): :meth:`ki.convert.model.StructuredDocument.textual_parts` — the
+**Every textual part**: :meth:`ki.convert.model.StructuredDocument.textual_parts` — the
 body (the accepted view), comments (with their anchor), footnotes, endnotes, headers, footers, text boxes,
 annotations, form fields, charts, SmartArt, mail headers the body lacks, attachment names and tracked
 deletions (kind ``deleted``: struck text stays findable, marked and filterable) — is chunked, body first;
 each row records its ``kind`` and ``meta`` (the part's key, a comment's anchor and author). The profile row
-(ordinal −1, kind ``profile``) carries the document fields search ranks with boosts (issue 15 item 3:
-:func:`document_fields`); its text (title, type, matter, opening) is what its vector is made from.
+(ordinal −1, kind ``profile``) carries the document fields search ranks with boosts
+(:func:`document_fields`); its text (title, type, matter, opening) is what its vector is made from.
 
-**Streamed** (issue 14 item 7e): the passages are kept as positions in their parts
+**Streamed**: the passages are kept as positions in their parts
 (:class:`ki.stages.index_rows.PassagePlan`); the rows are embedded and then written
 :data:`ki.stages.index_rows.STREAM_ROWS` at a time (:class:`ki.stages.index_rows.DocumentRows`), so a 120 MB
 text's ~70,000 passages, embedding inputs, vectors and rows are never all in memory. The embedding pass
@@ -122,7 +122,7 @@ def _document_facts(conn: Any, source_object_id: int) -> tuple[str | None, str |
 
 def document_fields(ctx: StageContext, title: str | None, doc_type: str | None, matter: str | None,
                     parties: list[str]) -> dict[str, str]:
-    """The profile row's searchable fields (issue 15 item 3): ``title``, ``name`` (the file name; an embedded
+    """The profile row's searchable fields: ``title``, ``name`` (the file name; an embedded
     object's own name), ``folder`` (the folders from the source root down), ``type`` (the document type's
     labels in both languages), ``matter`` (reference and title), ``party`` (names on the document)."""
     from ki.sources.children import SEP
@@ -194,7 +194,7 @@ def stage_embedder(ctx: StageContext) -> Any:
 
 
 def _index(ctx: StageContext, backend: Any) -> StageOutcome:
-    """Chunk, embed and write the object's rows, :data:`STREAM_ROWS` at a time (issue 14 item 7e).
+    """Chunk, embed and write the object's rows, :data:`STREAM_ROWS` at a time.
 
     Two passes over the passages' positions: the embedding pass stores each batch's vectors in the
     embedding cache (committed per batch, no transaction open while the model runs; a retry after a crash

@@ -1,4 +1,4 @@
-"""The index stage's rows of one document, made a batch at a time (issue 14 item 7e: bounded memory).
+"""The index stage's rows of one document, made a batch at a time (bounded memory).
 
 Spec: insertion-pipeline.md "Index" (every textual part chunked, body first; the profile row at ordinal −1;
 each row embedded with the optional context header). A 120 MB text has ~70,000 passages: holding them all as

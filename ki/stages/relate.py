@@ -131,6 +131,6 @@ def handle(ctx: StageContext) -> StageOutcome:
         relations=[(r.type, oid_of(r.target_ref), r.evidence) for r in answer.relations], facts=me,
         provenance={**result.provenance, "reasoning": answer.reasoning[:500], "text_window": me.window})
     summary = materialize(ctx.pipeline, ctx.claim, plan)
-    if answer.relations_omitted:  # beyond the schema's limit: recorded, never the file's fault (issue 14 item 6)
+    if answer.relations_omitted:  # beyond the schema's limit: recorded, never the file's fault
         summary = {**summary, "relations_omitted": answer.relations_omitted}
     return StageOutcome(status="done", details=summary)

@@ -1,6 +1,6 @@
 """The append-only attempt history of every (document, stage): ``work_item_attempt``.
 
-Issue 18 item 1; DESIGN.md "Work items" (every attempt is kept, so a retry never erases a failure).
+DESIGN.md "Work items" (every attempt is kept, so a retry never erases a failure).
 Each outcome writes its history row in the statement that records the outcome (no extra round
 trip on the claim path): :mod:`ki.store.claims` embeds :data:`INSERT_FROM_COMPLETED`,
 :data:`INSERT_FROM_FAILED` and :data:`INSERT_FROM_STALE` as data-modifying CTEs over the rows its

@@ -139,7 +139,7 @@ def reopen_finished(conn: Connection, run_id: int) -> list[int]:
     re-opened (a pending row in lane ``rerun``: ``ki.relate.basis`` re-runs a relate whose basis changed);
     returns their object ids, ascending.
 
-    Issue 14 item 1 on the Hatchet provider: a document's DAG can end before another document's
+    Order independence on the Hatchet provider: a document's DAG can end before another document's
     classification re-opens its relate; without this the run completed with that row pending. Called by
     each DAG's final task before it records its own end (under the per-run lock), so the run is not
     finalised while such a member is owed a DAG; :func:`release` then releases it like any waiting member,

@@ -1,7 +1,7 @@
 """SQLAlchemy models of the health tables: the folder watcher per source (``source_watch``, migration
 ``0017_watch``) and the open circuit breakers (``dependency_pause``, ``0019_dependency_pause``).
 
-Issue 19 "Watcher health": written through :mod:`ki.store.watch` by ``ki watch`` / ``ki serve --watch``
+Written through :mod:`ki.store.watch` by ``ki watch`` / ``ki serve --watch``
 (:mod:`ki.sources.watch`), read by ``ki status`` and the console's status.
 """
 

@@ -1,6 +1,6 @@
 """SQLAlchemy model of the attempt history (``work_item_attempt``, migration ``0012_work_items``).
 
-Issue 18 item 1; DESIGN.md "Work items". Written by :mod:`ki.store.attempts` (in the same statement
+DESIGN.md "Work items". Written by :mod:`ki.store.attempts` (in the same statement
 as each outcome), read by :mod:`ki.store.work_items`. Append-only (a trigger refuses updates).
 """
 

@@ -1,4 +1,4 @@
-"""The open circuit breakers in PostgreSQL (``dependency_pause``; issue 14 item 9, :mod:`ki.breaker`).
+"""The open circuit breakers in PostgreSQL (``dependency_pause``; :mod:`ki.breaker`).
 
 A process running stages records the breakers it opens (:class:`PauseSink`, attached to
 ``ki.breaker.BREAKERS`` by the local runner) and reads the others' (:func:`read_pauses`), so every

@@ -226,7 +226,7 @@ class Released:
     invalidated_stages: list[str]
 
 
-#: Rows an operator retry may release: awaiting a retry, quarantined, or cancelled (issue 18 item 4).
+#: Rows an operator retry may release: awaiting a retry, quarantined, or cancelled.
 #: (A condition over ``processing_state ps``.)
 RETRYABLE_SQL = ("(ps.status IN ('failed', 'quarantined') OR (ps.status = 'skipped' AND ps.reason = "
                  f"'{CANCELLED}'))")
@@ -276,7 +276,7 @@ def release_rows(conn: Connection, row_ids: list[int], *, actor: str) -> list[Re
     Rows that are not retryable (running, done, waiting...) are left alone, and so is an object whose
     earlier stage is still pending or running.
 
-    Spec: insertion-pipeline.md "Retry from quarantine"; issue 18 item 4."""
+    Spec: insertion-pipeline.md "Retry from quarantine"."""
     if not row_ids:
         return []
     rows = conn.execute(RELEASE_ROWS_SQL, {"ids": sorted(set(row_ids)), "order": list(PIPELINE_STAGE_ORDER),
@@ -339,7 +339,7 @@ def mark_access_only_reindex(conn: Connection, ids: list[int]) -> list[int]:
 
 
 # -- name: denied_fetches --
-# Fetch rows of a source waiting out a permission fault (issue 14 item 4): a rescan that finds the
+# Fetch rows of a source waiting out a permission fault: a rescan that finds the
 # file readable makes them due at once.
 DENIED_FETCHES_SQL = text("""
 SELECT ps.id, so.external_id, so.external_id_raw

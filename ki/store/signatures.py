@@ -1,6 +1,6 @@
 """Error signatures: what a failure is, with what it happened to be normalised away.
 
-Issue 18 item 2: a failure's signature is its error class + reason + its message with paths, URLs,
+A failure's signature is its error class + reason + its message with paths, URLs,
 numbers, ids and quoted values replaced by placeholders, so the same fault across thousands of files
 is one signature and a different fault is another. Failures group by (stage, signature)
 (``GET /v1/work-items/groups``). Pure functions: no database, no configuration.

@@ -1,6 +1,6 @@
 """Source rows as the operator manages them: listing with their counts, finding, overlap, removal.
 
-Issue 21 "Sources cannot be managed" (``ki source list|remove|rescan``). The per-source counts read
+``ki source list|remove|rescan``. The per-source counts read
 ``processing_state`` (quarantined rows) and ``pipeline_runs`` (the last run's outcome), which is why
 this lives in ``ki/store/``. A removed source keeps its rows (history) with ``source.removed_at`` set
 and every document tombstoned; registering its folder again clears ``removed_at``.

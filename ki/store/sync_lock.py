@@ -1,6 +1,7 @@
 """The source's sync lock: a session advisory lock a process holds while it runs a local sync of the source.
 
-Issue 19 item 1 (``uq_pipeline_runs_active_sync``: one unfinished sync run per source). The unique index
+Spec: insertion-pipeline.md "Orchestration" (``uq_pipeline_runs_active_sync``: one unfinished sync run per
+source). The unique index
 refuses a second sync run, but a process that dies mid-sync (killed, or its database stopped) leaves its
 run ``running`` for ever; the lock tells a live owner from a dead one, because PostgreSQL drops a
 session's advisory locks with its connection (``ki.launch.launch_sync``).

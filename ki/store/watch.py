@@ -1,6 +1,6 @@
 """The folder watcher's health per source (``source_watch``): written by the watcher, read by ``ki status``.
 
-Issue 19 "Watcher health": mode, state (watching / paused / stopped), why paused, last event, last full
+A watcher's health: mode, state (watching / paused / stopped), why paused, last event, last full
 scan, files seen / queued / ignored (with reasons), observers restarted, and a heartbeat (a watcher that
 died leaves a row whose heartbeat ages: :func:`watch_health` reports it ``stale``). Every function takes a
 connection the caller owns.

@@ -1,6 +1,6 @@
 """Work items: ``processing_state`` rows seen through the work-queue spec's names — reads and cancel.
 
-DESIGN.md "Work items" and the work-queue -> ki table; issue 18 items 3-4; spec/work-queue.md
+DESIGN.md "Work items" and the work-queue -> ki table; spec/work-queue.md
 "Inspect and retry failed work". A work item is one (document, stage) row: id ``work_item:<uuid>``
 (``processing_state.work_item_id``), ``kind`` = stage, ``status`` mapped (:data:`WORK_STATUSES`),
 ``bucket`` = ki's console bucket. Every function runs on a connection the caller owns.
@@ -57,7 +57,7 @@ _BUCKET_SQL = {
     "skipped": f"(ps.status = 'skipped' AND coalesce(ps.reason, '') NOT IN ('{_W}', '{_D}'))",
 }
 assert set(_BUCKET_SQL) == set(BUCKETS)
-#: Rows a cancel may take: not running, not finished (issue 18 item 4: → skipped + cancelled).
+#: Rows a cancel may take: not running, not finished (→ skipped + cancelled).
 CANCELLABLE_SQL = f"(ps.status IN ('pending', 'failed', 'quarantined') OR {_STATUS_SQL['pending']})"
 WORK_ITEM_PREFIX = "work_item:"
 
@@ -80,7 +80,7 @@ def parse_work_item_id(value: str) -> uuid.UUID:
 
 @dataclass(frozen=True)
 class WorkItemFilter:
-    """The filter of the list, the groups and the bulk actions (issue 18 item 3); None = any.
+    """The filter of the list, the groups and the bulk actions; None = any.
 
     Attributes:
         status: a work-queue status (:data:`WORK_STATUSES`); bucket: a console bucket (``BUCKETS``).
@@ -252,7 +252,7 @@ class FailureGroup:
 
 def failure_groups(conn: Connection, flt: WorkItemFilter, *, limit: int = 100) -> list[FailureGroup]:
     """Per (stage, signature) of the failing rows (ki failed or quarantined) that match ``flt``, largest
-    first (issue 18 item 3, ``GET /v1/work-items/groups``). Three statements: the groups over the rows'
+    first (``GET /v1/work-items/groups``). Three statements: the groups over the rows'
     stored ``signature`` (their partial index; error objects read only for each group's newest row), the
     sample paths, the first/last seen from the history. Class, reason, message and whether an outage
     caused them are the newest row's."""
@@ -314,7 +314,7 @@ class Cancelled:
 
 
 # -- name: cancel_rows --
-# Cancel (issue 18 item 4): the cancellable rows among the ids → skipped + cancelled (the actor kept
+# Cancel: the cancellable rows among the ids → skipped + cancelled (the actor kept
 # in last_error), every later stage of their objects parked back to waiting, a ``cancelled`` history
 # entry per row. One statement. A cancelled row can be retried (release_rows).
 CANCEL_ROWS_SQL = text(f"""

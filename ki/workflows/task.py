@@ -28,7 +28,7 @@ How a task treats each state of its row (``drive_stage``):
   it) → that stage is driven first, so the task still ends with its own stage terminal;
 * an earlier stage is quarantined (this one stays ``waiting``) → the document ended: ``halted``;
 * ``done`` / ``skipped`` / ``quarantined`` → return;
-* a row whose stage is paused by an open circuit breaker (issue 14 item 9, :mod:`ki.orchestration.pausing`)
+* a row whose stage is paused by an open circuit breaker (:mod:`ki.orchestration.pausing`)
   → the task waits (the row stays pending, no attempt spent) until the breaker closes, or runs as the
   dependency's one probe when it is due.
 
@@ -189,7 +189,7 @@ def drive_stage(rt: WorkerRuntime, run_id: int, oid: int, stage: str, *,
     upto = PIPELINE_STAGE_ORDER.index(stage)
     executions: list[str] = []
     stale_every = max(0.5, ctx.config.pipeline.claim_timeout_seconds / 3)
-    gate = ClaimGate(ctx)  # circuit breakers: a paused stage waits here (issue 14 item 9)
+    gate = ClaimGate(ctx)  # circuit breakers: a paused stage waits here
     gate.attach()
     budget = BudgetGate(ctx, run_id=run_id)
     while True:

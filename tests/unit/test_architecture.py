@@ -4,7 +4,9 @@
   blocks do not, they never run);
 * no SQL that touches ``processing_state``, ``pipeline_runs`` or ``pipeline_run_object`` outside
   ``ki/store/`` (and no use of their ORM models there);
-* no module over 500 lines (DESIGN.md "Layout": one concept per module).
+* no module over 500 lines (DESIGN.md "Layout": one concept per module);
+* no issue number in a comment or docstring (``issue 14``, ``issue 14 item 7``, ``issue "Title"``): code cites the
+  spec section or says the reason; the history lives in git (migrations included).
 
 ``KNOWN`` lists what another helper is still changing this round, each with its owner; it must be
 empty once the round ends (a stale entry fails too, so the list cannot outlive its reason).
@@ -22,11 +24,13 @@ ROOT = Path(__file__).resolve().parents[2] / "ki"
 MAX_LINES = 500
 STATE_TABLES = ("processing_state", "pipeline_runs", "pipeline_run_object")
 STATE_MODELS = ("ProcessingState", "PipelineRun", "PipelineRunObject")
+ISSUE_RE = re.compile(r'\bissues?\s+(?:#:?\s+)?(?:#?\d+|"[^"\n]+")', re.I)
 SQL_RE = re.compile(r"\b(?:FROM|JOIN|UPDATE|INTO|TABLE)\s+(?:ONLY\s+)?(" + "|".join(STATE_TABLES) + r")\b", re.I)
 
 #: Exceptions while their owners are still at work: {(rule, what): owner}.
 KNOWN: dict[tuple[str, str], str] = {
     ("lines", "ki.breaker"): "layout (split once the lead's breaker fix has landed)",
+    ("issue_ref", "ki.breaker"): "layout (edited once the lead's breaker fix has landed)",
 }
 
 
@@ -161,6 +165,12 @@ def state_sql(path: Path) -> list[str]:
     return found
 
 
+def issue_references(path: Path) -> list[str]:
+    """``line: text`` of every mention of an issue by number or title in a file's source text."""
+    text = path.read_text(encoding="utf-8")
+    return [f"{text.count(chr(10), 0, m.start()) + 1}: {' '.join(m.group(0).split())}" for m in ISSUE_RE.finditer(text)]
+
+
 def line_count(path: Path) -> int:
     """The lines of a module as an editor counts them (the last line need not end in a newline)."""
     return len(path.read_text(encoding="utf-8").splitlines())
@@ -178,13 +188,17 @@ def _violations() -> dict[tuple[str, str], str]:
         n = line_count(path)
         if n > MAX_LINES:
             out[("lines", module)] = f"{n} lines (at most {MAX_LINES})"
+    for path in sorted(ROOT.rglob("*.py")):
+        hits = issue_references(path)
+        if hits:
+            out[("issue_ref", _module_name(path))] = "; ".join(hits)
     return out
 
 
 VIOLATIONS = _violations()
 
 
-@pytest.mark.parametrize("rule", ["cycle", "state_sql", "lines"])
+@pytest.mark.parametrize("rule", ["cycle", "state_sql", "lines", "issue_ref"])
 def test_layout_rule(rule: str) -> None:
     found = {k: v for k, v in VIOLATIONS.items() if k[0] == rule and k not in KNOWN}
     assert not found, "\n".join(f"{k[1]}: {v}" for k, v in sorted(found.items()))
@@ -213,3 +227,12 @@ def test_the_line_limit_counts_every_line(tmp_path: Path) -> None:
     assert line_count(mod) == MAX_LINES
     mod.write_text("x = 1\n" * MAX_LINES + "y = 2", encoding="utf-8")
     assert line_count(mod) == MAX_LINES + 1 > MAX_LINES
+
+
+def test_the_issue_check_sees_numbers_and_titles_not_other_hashes(tmp_path: Path) -> None:
+    """Issue numbers and titles are found in comments and docstrings, also across a line break; ``PKCS #7`` and
+    ``issuer`` are not issues."""
+    mod = tmp_path / "m.py"
+    mod.write_text('"""Spec: issue 15 item 2."""\n# see Issue #4\nx = 1  # issue "Offline OCR"\n'
+                   '# PKCS #7, the issuer 12, issues\n# the rule of issue\n# 16 item 4\n', encoding="utf-8")
+    assert issue_references(mod) == ["1: issue 15", "2: Issue #4", '3: issue "Offline OCR"', "5: issue # 16"]

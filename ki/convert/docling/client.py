@@ -395,7 +395,7 @@ class DoclingClient:
             )
         if 400 <= code < 500 and code not in INFRASTRUCTURE_HTTP_STATUSES:
             # any other 4xx (400, 409, 415, ...) refuses this document: the spec's UnsupportedDocument,
-            # never an outage retried forever (issue 14 item 8)
+            # never an outage retried forever
             raise UnsupportedDocument(
                 f"Docling Serve refused the document (HTTP {code} on {request}): {_quote(detail)}",
                 reason="conversion_failed",

@@ -3,7 +3,7 @@
 Revision ID: 0009_matter_import
 Revises: 0004_matters (the branch of the matter table; ki upgrades to heads)
 
-Issue 16 item 1 (``ki matters import``): an imported matter (``imported`` set) carries what the
+``ki matters import``: an imported matter (``imported`` set) carries what the
 practice-management system knows — ``client_name``, ``client_number``, ``opened`` / ``closed``,
 ``responsible`` and ``aliases`` (other spellings of the reference, found in documents like the
 reference itself). The GIN index serves "which matter has this alias".

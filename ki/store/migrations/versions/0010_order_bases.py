@@ -3,7 +3,7 @@
 Revision ID: 0010_order_bases
 Revises: 0002_usage, 0003_embedded, 0005_search, 0006_metadata, 0008_api_tokens, 0009_matter_import
 
-Spec: insertion-pipeline.md "Classify" and "Relate"; issue 14 item 1 (results do not depend on
+Spec: insertion-pipeline.md "Classify" and "Relate" (results do not depend on
 processing order). See :mod:`ki.matters.basis` and :mod:`ki.relate.basis`:
 
 * ``classify_epoch``: per project, a counter bumped by every classification (under the project's

@@ -3,7 +3,7 @@
 Revision ID: 0012_work_items
 Revises: 0011_source_names
 
-Issue 18; DESIGN.md "Work items" (``work_item:<uuid>``, every attempt kept, a retry never erases a
+DESIGN.md "Work items" (``work_item:<uuid>``, every attempt kept, a retry never erases a
 failure). See :mod:`ki.store.attempts` (the writes, in the same statement as each outcome) and
 :mod:`ki.store.work_items` (the reads and actions):
 

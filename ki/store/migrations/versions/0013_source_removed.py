@@ -3,7 +3,7 @@
 Revision ID: 0013_source_removed
 Revises: 0012_work_items
 
-Issue 21 (``ki source remove PATH|ID``): every document of the source is tombstoned, the source row
+``ki source remove PATH|ID``: every document of the source is tombstoned, the source row
 stays with ``removed_at`` set (not listed, not scanned); registering its folder again clears it.
 """
 

@@ -3,8 +3,7 @@
 Revision ID: 0014_search_parts
 Revises: 0013_source_removed
 
-Spec: insertion-pipeline.md "Index"; issue 15 item 1 (an index beside PostgreSQL kept in step with the record);
-issue 20 items 1 and 8.
+Spec: insertion-pipeline.md "Index" (an index beside PostgreSQL kept in step with the record).
 
 - ``chunk.kind``: the part a row holds (``body``, ``comment``, ``footnote``, ``deleted`` … — see
   ``ki.convert.model.PART_KINDS``; ``profile`` for a document's profile row at ordinal −1);

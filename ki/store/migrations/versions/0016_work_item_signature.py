@@ -3,7 +3,8 @@
 Revision ID: 0016_work_item_signature
 Revises: 0015_run_worker
 
-Issue 18 (``GET /v1/work-items/groups``, the ``signature`` filter): ``signature`` is generated from
+spec/work-queue.md "Inspect and retry failed work" (``GET /v1/work-items/groups``, the ``signature`` filter):
+``signature`` is generated from
 ``last_error->>'signature'`` (as ``reason`` is from ``last_error->>'reason'``), so grouping and
 filtering the failing rows reads the row, never the error object with its traceback. The index holds
 what the groups count (``id``, ``source_object_id``, ``updated_at``) and replaces 0012's expression index.

@@ -3,8 +3,8 @@
 Revision ID: 0017_watch
 Revises: 0016_work_item_signature
 
-Spec: insertion-pipeline.md "Orchestration" (a sync run hands off to an insertion run; issue 19:
-the sync run records the insertion run's id, null when it handed off nothing) and issue 19's
+Spec: insertion-pipeline.md "Orchestration" (a sync run hands off to an insertion run;
+the sync run records the insertion run's id, null when it handed off nothing) and the
 watcher health (per source: mode, last event, last full scan, files seen / queued / ignored with
 reasons, paused and why), written by ``ki watch`` and read by ``ki status`` and the console.
 """
