@@ -20,48 +20,18 @@ from collections import defaultdict
 from collections.abc import Iterator
 from typing import Any
 
-from sqlalchemy import text
-
 from ki.metadata.export import empty_fields, metadata_fields
 from ki.store.db import Database
-
-
-def _rel(alias: str, src: str) -> str:
-    return f"substr({alias}.path, length(rtrim({src}.root, '/')) + 2)"
-
-
-EXPORT_SQL = text(f"""
-SELECT so.id, s.root, {_rel('so', 's')} AS rel, so.parent_id IS NOT NULL AS embedded,
-       m.reference, m.placeholder, dv.document_id, dv.version_order, dv.rendition, dv.is_final,
-       {_rel('d', 'sd')} AS duplicate_of, {_rel('r', 'sr')} AS redline_against, {_rel('p', 'sp')} AS supersedes,
-       tm.thread_id
-FROM source_object so JOIN source s ON s.id = so.source_id
-LEFT JOIN matter_assignment ma ON ma.source_object_id = so.id
-LEFT JOIN matter m ON m.id = ma.matter_id
-LEFT JOIN document_version dv ON dv.source_object_id = so.id
-LEFT JOIN source_object d ON d.id = dv.duplicate_of LEFT JOIN source sd ON sd.id = d.source_id
-LEFT JOIN source_object r ON r.id = dv.redline_against LEFT JOIN source sr ON sr.id = r.source_id
-LEFT JOIN source_object p ON p.id = dv.supersedes LEFT JOIN source sp ON sp.id = p.source_id
-LEFT JOIN communication_thread_member tm ON tm.source_object_id = so.id
-WHERE so.deleted_at IS NULL AND (CAST(:root AS text) IS NULL OR s.root = :root)
-ORDER BY s.id, rel
-""")
-
-RELATIONS_SQL = text(f"""
-SELECT rel.from_object_id, rel.type, {_rel('t', 'st')} AS target
-FROM relation rel JOIN source_object t ON t.id = rel.to_object_id JOIN source st ON st.id = t.source_id
-WHERE t.deleted_at IS NULL
-ORDER BY rel.from_object_id, rel.type, target
-""")
+from ki.store.export import object_rows, relation_rows
 
 
 def export_rows(db: Database, *, root: str | None = None) -> Iterator[dict[str, Any]]:
     """Yield one dict per live source object (of the source at ``root``, or of every source)."""
     with db.engine.connect() as conn:
         relations: dict[int, list[dict[str, str]]] = defaultdict(list)
-        for r in conn.execute(RELATIONS_SQL):
+        for r in relation_rows(conn):
             relations[r.from_object_id].append({"type": r.type, "target": r.target})
-        rows = conn.execute(EXPORT_SQL, {"root": root}).fetchall()
+        rows = object_rows(conn, root)
         metadata = metadata_fields(conn)
     for r in rows:
         yield {

@@ -20,7 +20,6 @@ from concurrent.futures import ThreadPoolExecutor
 import httpx
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
-from sqlalchemy import text
 
 from ki.api.schemas import ComponentHealth, HealthOut
 from ki.context import PipelineContext
@@ -41,8 +40,7 @@ def _scrub(message: str, *secrets: str | None) -> str:
 
 def _database(ctx: PipelineContext) -> ComponentHealth:
     try:
-        with ctx.db.engine.connect() as conn:
-            conn.execute(text("SELECT 1"))
+        ctx.db.ping()
     except Exception as exc:  # noqa: BLE001 - report any failure
         return ComponentHealth(name="database", status="error", detail=_scrub(type(exc).__name__ + ": "
                                                                               + str(exc).splitlines()[0]))

@@ -8,10 +8,9 @@ present root is FileNotFoundError (deterministic).
 
 from __future__ import annotations
 
-from sqlalchemy import text
-
 from ki.context import StageContext, StageOutcome
 from ki.sources import open_source
+from ki.store.objects import record_blob, set_content
 
 
 def handle(ctx: StageContext) -> StageOutcome:
@@ -33,12 +32,6 @@ def handle(ctx: StageContext) -> StageOutcome:
         with connector.fetch(ctx.obj.external_id, ctx.obj.external_id_raw) as stream:
             content_hash, size = ctx.pipeline.blobs.put_stream(stream, max_bytes=max_bytes)
     with ctx.pipeline.db.engine.begin() as conn:
-        conn.execute(
-            text("INSERT INTO blob (content_hash, size) VALUES (:h, :s) ON CONFLICT (content_hash) DO NOTHING"),
-            {"h": content_hash, "s": size},
-        )
-        conn.execute(
-            text("UPDATE source_object SET content_hash = :h, size = :s, updated_at = now() WHERE id = :id"),
-            {"h": content_hash, "s": size, "id": ctx.obj.id},
-        )
+        record_blob(conn, content_hash, size)
+        set_content(conn, ctx.obj.id, content_hash, size)
     return StageOutcome(status="done", details={"content_hash": content_hash, "bytes": size})

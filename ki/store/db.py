@@ -353,6 +353,14 @@ class Database:
         with self._sessions() as session, session.begin():
             yield session
 
+    def ping(self) -> None:
+        """Open a connection and run ``SELECT 1`` (the health check's database probe).
+
+        Raises: whatever the driver raises when the server cannot be reached or refuses the query.
+        """
+        with self.engine.connect() as conn:
+            conn.execute(text("SELECT 1"))
+
     def dispose(self) -> None:
         """Close every pooled connection."""
         self.engine.dispose()
