@@ -126,3 +126,16 @@ def fact_sources(conn: Connection) -> FactSources:
     with _LOCK:
         _CACHE[key] = (now, sources)
     return sources
+
+
+def document_facts(conn: Connection, source_object_id: int) -> tuple[str | None, str | None, list[str]]:
+    """(document type, matter reference + title, party names) once Extract metadata / Classify have written
+    them, else None / None / [] (the index stage's profile row: spec insertion-pipeline.md "Index")."""
+    facts = fact_sources(conn)
+    row = conn.execute(text(f"SELECT {facts.type_value(':o')} AS doc_type, "
+                            f"{facts.matter_value(':o', with_title=True)} AS matter"), {"o": source_object_id}).one()
+    parties: list[str] = []
+    if facts.has("document_party", "source_object_id", "name"):
+        parties = list(conn.execute(text("SELECT DISTINCT name FROM document_party WHERE source_object_id = :o "
+                                         "ORDER BY name"), {"o": source_object_id}).scalars())
+    return row.doc_type, row.matter, parties

@@ -14,6 +14,7 @@ from sqlalchemy import text
 
 from ki.matters.evidence import CorpusFile
 from ki.store.db import Database
+from ki.store.objects import REL_PATH
 
 HEAD_CHARS = 6000
 MAX_ROWS = 2000
@@ -22,8 +23,6 @@ MAX_ROWS = 2000
 #: so one huge text does not make every query of the project lowercase all of it.
 CONTAINING_CHARS = 2_000_000
 
-#: An object's path relative to its source root.
-REL_PATH = "substr(so.path, length(rtrim(s.root, '/')) + 2)"
 
 def _evidence_sql(body_text: str) -> str:
     """The text a file's evidence is read from: the mail subject, every other part (headers, footers,

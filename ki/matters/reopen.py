@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 
 from sqlalchemy import text
 
-from ki.matters.corpus import REL_PATH, DbCorpus, evidence_text
+from ki.matters.corpus import DbCorpus, evidence_text
 from ki.matters.evidence import infer_reference
 from ki.matters.patterns import ReferenceFormats
 from ki.matters.references import KnownReferences, is_placeholder
@@ -29,6 +29,7 @@ from ki.matters.store import forget_classifications, normalise_reference
 from ki.metadata.window import window_text, windowed_body
 from ki.store.db import Database
 from ki.store.downstream import request_rerun_from
+from ki.store.objects import REL_PATH
 from ki.taxonomies import LANE_RERUN
 
 STAGE = "classify_matter"

@@ -47,11 +47,6 @@ def normalise_reference(reference: str) -> str:
     return ref.upper()
 
 
-def project_of_source(conn: Connection, source_id: int) -> int:
-    """The project a source belongs to."""
-    return int(conn.execute(text("SELECT project_id FROM source WHERE id = :s"), {"s": source_id}).scalar_one())
-
-
 def get_or_create_matter(db: Database, *, project_id: int, reference: str, title: str = "",
                          folder: str | None = None, placeholder: bool = False) -> tuple[MatterRow, bool]:
     """Get the matter ``reference`` of the project, creating it if absent; committed before returning.
@@ -407,3 +402,20 @@ def drop_unused_placeholder(conn: Connection, matter_id: int | None) -> bool:
     conn.execute(text("DELETE FROM matter_party WHERE matter_id = :m"), {"m": matter_id})
     conn.execute(text("DELETE FROM matter WHERE id = :m"), {"m": matter_id})
     return True
+
+
+def note_matter_kind(conn: Connection, matter_id: int, *, practice_area: str | None, kind: str | None) -> None:
+    """Fill a created matter's practice area and kind where they are still empty (an imported matter keeps
+    what practice management says)."""
+    conn.execute(text("""UPDATE matter SET practice_area = coalesce(practice_area, :pa),
+                         kind = coalesce(kind, :k), updated_at = now() WHERE id = :id AND NOT imported"""),
+                 {"pa": practice_area, "k": kind, "id": matter_id})
+
+
+def settle_matter_folder(conn: Connection, matter_id: int, folder: str, title: str) -> None:
+    """The matter's folder is the first (by path order) folder that names its reference, whichever file
+    names it first; a created matter's title follows that folder (``title``, ≤ 500 chars)."""
+    conn.execute(text("""UPDATE matter SET folder = :f, updated_at = now(),
+                         title = CASE WHEN imported THEN title ELSE :t END
+                         WHERE id = :id AND (folder IS NULL OR folder > :f)"""),
+                 {"f": folder, "t": title, "id": matter_id})

@@ -17,12 +17,10 @@ import functools
 import json
 from typing import Any
 
-from sqlalchemy import text
-
 from ki.agents.loop import AgentResult
 from ki.context import StageContext, StageOutcome
 from ki.matters import basis
-from ki.matters.corpus import REL_PATH, DbCorpus, evidence_text
+from ki.matters.corpus import DbCorpus, evidence_text
 from ki.matters.evidence import Knowledge, infer_reference
 from ki.matters.neighbourhood import folder_of, neighbourhood
 from ki.matters.policy import ClassifyRulesPolicy, classify_knowledge
@@ -39,16 +37,19 @@ from ki.matters.store import (
     drop_unused_placeholder,
     get_matter,
     get_or_create_matter,
-    project_of_source,
+    note_matter_kind,
     read_assignment,
     record_classification,
     recorded_classification,
+    settle_matter_folder,
     write_assignment,
 )
 from ki.matters.tools import classify_tools, classify_validators
 from ki.metadata.window import window_text, windowed_body
 from ki.stages.agentic import run_agent
 from ki.store.downstream import request_rerun_from
+from ki.store.objects import relative_path, structured_body
+from ki.store.sources import project_of_source
 
 ABSTAIN_BELOW = 0.5
 TEXT_CHARS = 8000
@@ -69,8 +70,7 @@ matter_id null. Finish by calling submit_result; matter_id must be an id a tool 
 
 def _relative_path(ctx: StageContext) -> str:
     with ctx.pipeline.db.engine.connect() as conn:
-        return conn.execute(text(f"SELECT {REL_PATH} FROM source_object so JOIN source s ON s.id = so.source_id "
-                                 "WHERE so.id = :id"), {"id": ctx.obj.id}).scalar_one()
+        return relative_path(conn, ctx.obj.id)
 
 
 def _container_context(ctx: StageContext) -> tuple[str, dict[str, Any] | None]:
@@ -78,14 +78,12 @@ def _container_context(ctx: StageContext) -> tuple[str, dict[str, Any] | None]:
     if ctx.obj.parent_id is None:
         return "", None
     with ctx.pipeline.db.engine.connect() as conn:
-        row = conn.execute(text("""SELECT a.body FROM source_object so JOIN artifact a
-                                   ON a.content_hash = so.content_hash AND a.kind = 'structured_json'
-                                   WHERE so.id = :p"""), {"p": ctx.obj.parent_id}).first()
-    if row is None:
+        container = structured_body(conn, ctx.obj.parent_id)
+    if container is None:
         return "", None
     bound = ctx.config.pipeline.text_window
-    return window_text(row.body.get("text"), head_chars=bound.head_chars, tail_chars=bound.tail_chars)[0], \
-        row.body.get("mail")
+    return window_text(container.get("text"), head_chars=bound.head_chars, tail_chars=bound.tail_chars)[0], \
+        container.get("mail")
 
 
 def build_payload(*, rel_path: str, hood: dict[str, Any], text_: str) -> dict[str, Any]:
@@ -195,17 +193,13 @@ def _commit(ctx: StageContext, project_id: int, matter_id: int, reference: str, 
         record_classification(conn, content_hash=ctx.obj.content_hash, source_object_id=ctx.obj.id,
                               producer_version=decision.get("producer_version", ""), decision=decision)
         if decision.get("practice_area") or decision.get("matter_kind"):
-            conn.execute(text("""UPDATE matter SET practice_area = coalesce(practice_area, :pa),
-                                 kind = coalesce(kind, :k), updated_at = now() WHERE id = :id AND NOT imported"""),
-                         {"pa": decision.get("practice_area"), "k": decision.get("matter_kind"), "id": matter_id})
+            note_matter_kind(conn, matter_id, practice_area=decision.get("practice_area"),
+                             kind=decision.get("matter_kind"))
         if not is_placeholder(reference):
             add_identifiers(conn, matter_id, case_numbers_in((body.get("text") or "")[:TEXT_CHARS]))
             own = path_reference(rel_path, policy.formats if policy else None, policy.known if policy else None)
             if own is not None and own.reference == reference and own.folder:
-                conn.execute(text("""UPDATE matter SET folder = :f, updated_at = now(),
-                                     title = CASE WHEN imported THEN title ELSE :t END
-                                     WHERE id = :id AND (folder IS NULL OR folder > :f)"""),
-                             {"f": own.folder, "t": title_from_folder(own.folder, reference)[:500], "id": matter_id})
+                settle_matter_folder(conn, matter_id, own.folder, title_from_folder(own.folder, reference)[:500])
     replayed = replay_intents(ctx.pipeline, ctx.obj.id)
     return StageOutcome(status="done", details={"matter": reference, "method": decision.get("method"),
                                                 "replayed_intents": replayed, "rerelated": rerelated,

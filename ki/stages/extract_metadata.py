@@ -24,8 +24,6 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from sqlalchemy import text
-
 from ki.context import StageContext, StageOutcome
 from ki.entities.abbreviations import FolderScope
 from ki.entities.identifiers import Identifier, unique
@@ -46,6 +44,7 @@ from ki.ontology.model import Ontology
 from ki.ontology.terms import tokens
 from ki.ontology.tools import ontology_tools
 from ki.stages.agentic import gateway_configured, run_agent
+from ki.store.sources import project_of_source
 
 TEXT_CHARS = 12_000
 
@@ -75,7 +74,7 @@ def _firm_names(ctx: StageContext) -> list[str]:
 
 
 def _project_id(conn, ctx: StageContext) -> int:
-    return int(conn.execute(text("SELECT project_id FROM source WHERE id = :s"), {"s": ctx.obj.source_id}).scalar_one())
+    return project_of_source(conn, ctx.obj.source_id)
 
 
 def _gazetteer(conn, project_id: int, text_: str) -> list[KnownName]:

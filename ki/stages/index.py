@@ -47,8 +47,6 @@ import re
 from pathlib import PurePath, PurePosixPath
 from typing import Any
 
-from sqlalchemy import text
-
 from ki import services
 from ki.access.load import object_projection
 from ki.context import StageContext, StageOutcome
@@ -58,8 +56,9 @@ from ki.index.backend import IndexDocument
 from ki.index.embedding_cache import CachedVectors, embed_rows
 from ki.index.embeddings import context_header, identity_of
 from ki.index.factory import backend_for
-from ki.index.facts import fact_sources
+from ki.index.facts import document_facts
 from ki.stages.index_rows import STREAM_ROWS, DocumentRows, PassagePlan
+from ki.store.chunks import indexed_hashes
 from ki.taxonomies import ACCESS_ONLY_REINDEX, SOURCE_OBJECT_DELETED, has_access_only_marker
 
 PROFILE_OPENING_CHARS = 600
@@ -77,9 +76,8 @@ def handle(ctx: StageContext) -> StageOutcome:
     db = ctx.pipeline.db
     backend = backend_for(db, ctx.config)
     with db.engine.connect() as conn:
-        indexed_hashes = set(conn.execute(text("SELECT DISTINCT content_hash FROM chunk WHERE source_object_id = :o"),
-                                          {"o": ctx.obj.id}).scalars())
-    if has_access_only_marker(ctx.claim.last_error) and indexed_hashes == {ctx.obj.content_hash}:
+        hashes = indexed_hashes(conn, ctx.obj.id)
+    if has_access_only_marker(ctx.claim.last_error) and hashes == {ctx.obj.content_hash}:
         return _refresh_access(ctx, backend)
     return _index(ctx, backend)
 
@@ -105,19 +103,6 @@ def _refresh_access(ctx: StageContext, backend: Any) -> StageOutcome:
         _keep_marker(exc)
         raise
     return StageOutcome(status="done", details={ACCESS_ONLY_REINDEX: True, "access_version": version})
-
-
-def _document_facts(conn: Any, source_object_id: int) -> tuple[str | None, str | None, list[str]]:
-    """(document type, matter reference + title, party names) once Extract metadata / Classify have written
-    them, else None / None / []."""
-    facts = fact_sources(conn)
-    row = conn.execute(text(f"SELECT {facts.type_value(':o')} AS doc_type, "
-                            f"{facts.matter_value(':o', with_title=True)} AS matter"), {"o": source_object_id}).one()
-    parties: list[str] = []
-    if facts.has("document_party", "source_object_id", "name"):
-        parties = list(conn.execute(text("SELECT DISTINCT name FROM document_party WHERE source_object_id = :o "
-                                         "ORDER BY name"), {"o": source_object_id}).scalars())
-    return row.doc_type, row.matter, parties
 
 
 def document_fields(ctx: StageContext, title: str | None, doc_type: str | None, matter: str | None,
@@ -211,7 +196,7 @@ def _index(ctx: StageContext, backend: Any) -> StageOutcome:
     backend.ensure_embedder(identity)  # refuse another model before reading grants or embedding anything
     with db.engine.connect() as conn:
         access = object_projection(conn, ctx.obj.source_id, ctx.obj.id)
-        doc_type, matter, parties = _document_facts(conn, ctx.obj.id)
+        doc_type, matter, parties = document_facts(conn, ctx.obj.id)
     plan = PassagePlan.of(doc.textual_parts(), chunk_chars=retrieval.chunk_chars,
                           overlap_chars=retrieval.chunk_overlap_chars)
     title = doc.title or PurePath(ctx.obj.path).stem

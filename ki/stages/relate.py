@@ -15,13 +15,10 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from sqlalchemy import text
-
 from ki.context import StageContext, StageOutcome
 from ki.errors import RetryableStageError
-from ki.matters.corpus import REL_PATH
 from ki.matters.neighbourhood import neighbourhood
-from ki.matters.store import get_matter, project_of_source, read_assignment
+from ki.matters.store import get_matter, read_assignment
 from ki.relate import basis
 from ki.relate.facts import FileFacts
 from ki.relate.materialize import RelatePlan, materialize
@@ -31,6 +28,8 @@ from ki.relate.threads import parent_ids
 from ki.relate.tools import RelateTools, mail_headers, oid_of, ref_of, tracked_changes_digest
 from ki.relate.wants import Wants
 from ki.stages.agentic import run_agent
+from ki.store.objects import attachments_of, identical_files, messages_of_matter, relative_path
+from ki.store.sources import project_of_source
 
 TEXT_CHARS = 60_000
 
@@ -51,23 +50,10 @@ def _related_paths(ctx: StageContext, mail: dict[str, Any] | None,
     and the content hashes of those files."""
     ids = [i for i in [*(parent_ids(mail) if mail else []), (mail or {}).get("message_id")] if i]
     with ctx.pipeline.db.engine.connect() as conn:
-        same = conn.execute(text(f"""
-            SELECT {REL_PATH} AS rel, so.content_hash FROM source_object so JOIN source s ON s.id = so.source_id
-            WHERE so.content_hash = :h AND so.id <> :o AND so.deleted_at IS NULL
-              AND s.project_id = (SELECT project_id FROM source WHERE id = :s) ORDER BY so.id LIMIT 200"""),
-            {"h": ctx.obj.content_hash, "o": ctx.obj.id, "s": ctx.obj.source_id}).fetchall()
+        same = identical_files(conn, ctx.obj.id, ctx.obj.content_hash, ctx.obj.source_id)
         # messages of the same matter (a thread's copies elsewhere are found by their identical bytes)
-        messages = conn.execute(text(f"""
-            SELECT {REL_PATH} AS rel, so.content_hash FROM matter_assignment ma
-            JOIN source_object so ON so.id = ma.source_object_id JOIN source s ON s.id = so.source_id
-            JOIN artifact a ON a.content_hash = so.content_hash AND a.kind = 'structured_json'
-            WHERE ma.matter_id = :m AND so.id <> :o AND so.deleted_at IS NULL
-              AND a.body->'mail'->>'message_id' = ANY(:ids) ORDER BY so.id LIMIT 200"""),
-            {"o": ctx.obj.id, "ids": ids, "m": matter_id}).fetchall() if ids else []
-        children = conn.execute(text(f"""
-            SELECT {REL_PATH} AS rel, so.content_hash FROM source_object so JOIN source s ON s.id = so.source_id
-            WHERE so.parent_id = :o AND so.deleted_at IS NULL ORDER BY so.embedded_index"""),
-            {"o": ctx.obj.id}).fetchall()
+        messages = messages_of_matter(conn, ctx.obj.id, matter_id, ids) if ids else []
+        children = attachments_of(conn, ctx.obj.id)
     hashes = {r.content_hash for r in [*same, *messages, *children] if r.content_hash}
     return {"identical_files": [r.rel for r in same], "messages_named_in_headers": [r.rel for r in messages],
             "attachments": [r.rel for r in children]}, hashes
@@ -87,8 +73,7 @@ def handle(ctx: StageContext) -> StageOutcome:
     with db.engine.connect() as conn:
         assignment = read_assignment(conn, ctx.obj.id)
         project_id = project_of_source(conn, ctx.obj.source_id)
-        rel_path = conn.execute(text(f"SELECT {REL_PATH} FROM source_object so JOIN source s ON s.id = so.source_id "
-                                     "WHERE so.id = :o"), {"o": ctx.obj.id}).scalar_one()
+        rel_path = relative_path(conn, ctx.obj.id)
         matter = get_matter(conn, assignment.matter_id) if assignment else None
     if assignment is None or matter is None:
         raise RetryableStageError("matter assignment missing: classify_matter has not run for this file yet")

@@ -167,3 +167,8 @@ def open_documents(conn: Connection, source_id: int) -> tuple[int, int]:
         FROM chunk c JOIN source_object so ON so.id = c.source_object_id
         WHERE so.source_id = :sid AND so.deleted_at IS NULL"""), {"sid": source_id}).one()
     return int(row.open), int(row.indexed)
+
+
+def project_of_source(conn: Connection, source_id: int) -> int:
+    """The project a source belongs to (its ``project_id``; raises NoResultFound for an unknown source)."""
+    return int(conn.execute(text("SELECT project_id FROM source WHERE id = :s"), {"s": source_id}).scalar_one())
