@@ -12,7 +12,6 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, Field
-from sqlalchemy import text
 
 from ki.config.loader import ProcessSettings, load_config
 from ki.config.settings import KiConfig, PipelineConfig
@@ -20,8 +19,9 @@ from ki.errors import RetryableStageError
 from ki.liveness import this_worker
 from ki.store.artifacts import STRUCTURED_JSON, get_artifact
 from ki.store.blobs import BlobStore
-from ki.store.claims import OBJECT_COLUMNS, Claim, UnlockPlan, renew_claim
+from ki.store.claims import Claim, UnlockPlan, renew_claim
 from ki.store.db import Database
+from ki.store.objects import object_row
 from ki.taxonomies import PIPELINE_STAGE_ORDER, STAGE_INPUTS
 
 if TYPE_CHECKING:
@@ -165,11 +165,7 @@ class SourceObjectView:
     def load(cls, db: Database, source_object_id: int) -> SourceObjectView:
         """Read the object; raises LookupError when it does not exist."""
         with db.engine.connect() as conn:
-            row = conn.execute(
-                text(f"SELECT {OBJECT_COLUMNS} FROM source_object so JOIN source s ON s.id = so.source_id "
-                     "WHERE so.id = :id"),
-                {"id": source_object_id},
-            ).first()
+            row = object_row(conn, source_object_id)
         if row is None:
             raise LookupError(f"source_object {source_object_id} does not exist")
         return cls(*row)

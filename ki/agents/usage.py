@@ -15,10 +15,11 @@ from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
-from sqlalchemy import Engine, text
+from sqlalchemy import Engine
 
 from ki.agents.gateway_results import UsageRecord, UsageSink
 from ki.observability.metrics import count_usage
+from ki.store.usage import insert_usage
 
 log = logging.getLogger(__name__)
 
@@ -102,16 +103,9 @@ def record_usage(
     cost = cost_usd(model, prompt_tokens, completion_tokens)
     count_usage(stage, model, prompt_tokens, completion_tokens, cost)
     with _engine(db).begin() as conn:
-        return int(conn.execute(
-            text("""INSERT INTO model_usage (at, stage, model, source_object_id, trace_id, prompt_tokens,
-                                             completion_tokens, total_tokens, cost_usd, latency_ms)
-                    VALUES (coalesce(CAST(:at AS timestamptz), now()), :stage, :model, :oid, :trace,
-                            :pt, :ct, :tt, :cost, :lat)
-                    RETURNING id"""),
-            {"at": at, "stage": stage, "model": model, "oid": source_object_id, "trace": trace_id,
-             "pt": prompt_tokens, "ct": completion_tokens, "tt": total,
-             "cost": cost, "lat": latency_ms},
-        ).scalar_one())
+        return insert_usage(conn, at=at, stage=stage, model=model, source_object_id=source_object_id,
+                            trace_id=trace_id, prompt_tokens=prompt_tokens, completion_tokens=completion_tokens,
+                            total_tokens=total, cost=cost, latency_ms=latency_ms)
 
 
 def _object_id(doc_id: str | None) -> int | None:

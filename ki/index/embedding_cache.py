@@ -19,28 +19,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
-from sqlalchemy import text
 
 from ki.errors import RetryableStageError
 from ki.index.embeddings import Embedder, input_sha256
 from ki.index.pgvector import register_vector
+from ki.store.chunks import cached_vector_rows, store_vectors
 from ki.store.db import Database
 from ki.store.locks import session_advisory_lock
-
-# -- name: cached_vectors --
-# Only the asked ordinals: the index stage embeds a huge file's ~70,000 rows a batch at a time.
-CACHED_SQL = text("""
-SELECT ordinal, input_sha256, embedding FROM embedding_cache
-WHERE embedder = :e AND content_hash = :h AND ordinal = ANY(CAST(:ordinals AS int[]))
-""")
-
-# -- name: store_vectors --
-STORE_SQL = text("""
-INSERT INTO embedding_cache (embedder, content_hash, ordinal, input_sha256, embedding)
-SELECT :e, :h, t.ordinal, t.sha, t.emb
-FROM unnest(CAST(:ordinals AS int[]), CAST(:shas AS text[]), CAST(:embs AS vector[])) AS t(ordinal, sha, emb)
-ON CONFLICT (embedder, content_hash, ordinal, input_sha256) DO NOTHING
-""")
 
 
 @dataclass(frozen=True)
@@ -58,7 +43,7 @@ def _cached(db: Database, embedder_name: str, dim: int, content_hash: str, shas:
     """ordinal → cached float32 ``(dim,)`` vector of the exact input whose SHA-256 is ``shas[ordinal]``."""
     with db.engine.connect() as conn:
         register_vector(conn)
-        cached = conn.execute(CACHED_SQL, {"e": embedder_name, "h": content_hash, "ordinals": list(shas)}).fetchall()
+        cached = cached_vector_rows(conn, embedder_name, content_hash, list(shas))
     vectors: dict[int, np.ndarray] = {}
     for r in cached:
         vec = np.asarray(r.embedding.to_numpy() if hasattr(r.embedding, "to_numpy") else r.embedding,
@@ -96,8 +81,8 @@ def embed_rows(db: Database, embedder: Embedder, content_hash: str, inputs: Mapp
                 vectors[o] = vec
             with db.engine.begin() as conn:
                 register_vector(conn)
-                conn.execute(STORE_SQL, {"e": embedder.name, "h": content_hash, "ordinals": missing,
-                                         "shas": [shas[o] for o in missing], "embs": [vectors[o] for o in missing]})
+                store_vectors(conn, embedder.name, content_hash, missing, [shas[o] for o in missing],
+                              [vectors[o] for o in missing])
     return EmbedResult(vectors, len(missing), reused)
 
 

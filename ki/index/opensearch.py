@@ -45,7 +45,7 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from sqlalchemy import Engine, text
+from sqlalchemy import Engine
 
 from ki.access.projection import AccessProjection
 from ki.index.backend import (
@@ -80,6 +80,7 @@ from ki.index.opensearch_index import (
 from ki.index.opensearch_search import OpenSearchSearch
 from ki.index.postgres import PostgresBackend
 from ki.index.record import is_large, object_facts
+from ki.store.chunks import chunk_object_ids, chunk_ordinals
 
 
 class OpenSearchBackend(OpenSearchSearch):
@@ -230,7 +231,7 @@ class OpenSearchBackend(OpenSearchSearch):
     def rebuild_from_record(self, batch: int = 500) -> int:
         """Write every object the record holds to OpenSearch (after its index was made again). Returns objects."""
         with self.engine.connect() as conn:
-            oids = list(conn.execute(text("SELECT DISTINCT source_object_id FROM chunk ORDER BY 1")).scalars())
+            oids = chunk_object_ids(conn)
         for i in range(0, len(oids), batch):
             self.resync_from_record(oids[i:i + batch])
         return len(oids)
@@ -336,8 +337,7 @@ class OpenSearchBackend(OpenSearchSearch):
         if version is None:
             return None
         with self.engine.connect() as conn:
-            ordinals = list(conn.execute(text("SELECT ordinal FROM chunk WHERE source_object_id = :o ORDER BY ordinal"),
-                                         {"o": source_object_id}).scalars())
+            ordinals = chunk_ordinals(conn, source_object_id)
         fields = {"allowed_principals": list(access.allowed), "denied_principals": list(access.denied),
                   "access_version": version}
         index = self.target(sum(o >= 0 for o in ordinals))

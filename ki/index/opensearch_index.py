@@ -23,7 +23,7 @@ import threading
 from typing import Any
 
 import numpy as np
-from sqlalchemy import Engine, text
+from sqlalchemy import Engine
 from sqlalchemy.engine import Connection
 
 from ki import services
@@ -33,6 +33,7 @@ from ki.index.backend import ChunkRow, IndexDocument, SearchFilters
 from ki.index.embeddings import EmbedderIdentity, normalise_rows
 from ki.index.lexical import DOC_FIELDS, LexHit, LexRow, row_source
 from ki.index.query_plan import AllOf, AnyOf, AtLeast, BestOf, Filtered, InSet, Node, Phrase, Term, WithBonus
+from ki.store.chunks import live_chunk_rows
 
 #: ``_meta.ki_schema`` of the mapping below; an index of another schema is rebuilt from the record.
 KI_SCHEMA = 4
@@ -326,10 +327,7 @@ def documents_from_record(conn: Connection, source_object_ids: list[int], identi
     from ki.index.pgvector import register_vector
 
     register_vector(conn)
-    rows = conn.execute(text(
-        "SELECT source_object_id, ordinal, text, title, content_hash, allowed_principals, denied_principals, "
-        "access_version, embedding, kind, meta FROM chunk WHERE source_object_id = ANY(:o) AND NOT is_deleted "
-        "ORDER BY source_object_id, ordinal"), {"o": list(source_object_ids)}).fetchall()
+    rows = live_chunk_rows(conn, list(source_object_ids))
     by_object: dict[int, list[Any]] = {}
     for r in rows:
         by_object.setdefault(r.source_object_id, []).append(r)

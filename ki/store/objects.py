@@ -16,6 +16,8 @@ from typing import Any
 from sqlalchemy import Row, text
 from sqlalchemy.engine import Connection
 
+from ki.store.claims import OBJECT_COLUMNS
+
 #: An object's path relative to its source root, in SQL over ``source_object so JOIN source s``.
 REL_PATH = "substr(so.path, length(rtrim(s.root, '/')) + 2)"
 
@@ -79,3 +81,9 @@ def attachments_of(conn: Connection, source_object_id: int) -> Sequence[Row]:
             SELECT {REL_PATH} AS rel, so.content_hash FROM source_object so JOIN source s ON s.id = so.source_id
             WHERE so.parent_id = :o AND so.deleted_at IS NULL ORDER BY so.embedded_index"""),
             {"o": source_object_id}).fetchall()
+
+
+def object_row(conn: Connection, source_object_id: int) -> Row | None:
+    """The object's :data:`ki.store.claims.OBJECT_COLUMNS` (what a stage is given), or None when it does not exist."""
+    return conn.execute(text(f"SELECT {OBJECT_COLUMNS} FROM source_object so JOIN source s ON s.id = so.source_id "
+                             "WHERE so.id = :id"), {"id": source_object_id}).first()

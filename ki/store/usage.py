@@ -1,9 +1,9 @@
-"""Reads of the usage ledger (``model_usage``): realized spend per stage, model and matter.
+"""The usage ledger (``model_usage``): one row per model call, and realized spend per stage, model and matter.
 
 Spec: insertion-pipeline.md "The console page" (GET /api/costs: realized spend per stage from
 the usage ledger; the re-run dialog shows a stage's spend so far). Rows are written by
-:func:`ki.agents.usage.record_usage`. Costs are USD (``cost_usd`` is NULL for a model without a
-price: such calls are counted in ``unpriced_calls``, never as free).
+:func:`insert_usage` (through :func:`ki.agents.usage.record_usage`). Costs are USD (``cost_usd`` is NULL for a
+model without a price: such calls are counted in ``unpriced_calls``, never as free).
 """
 
 from __future__ import annotations
@@ -66,3 +66,21 @@ SPENT_SINCE_SQL = text("SELECT coalesce(sum(cost_usd), 0) FROM model_usage WHERE
 def spent_since(conn: Connection, since: datetime) -> Decimal:
     """USD the ledger recorded from ``since`` (inclusive) on; unpriced calls count 0 (spec: "Costs")."""
     return Decimal(conn.execute(SPENT_SINCE_SQL, {"since": since}).scalar_one())
+
+
+INSERT_USAGE_SQL = text("""INSERT INTO model_usage (at, stage, model, source_object_id, trace_id, prompt_tokens,
+                                             completion_tokens, total_tokens, cost_usd, latency_ms)
+                    VALUES (coalesce(CAST(:at AS timestamptz), now()), :stage, :model, :oid, :trace,
+                            :pt, :ct, :tt, :cost, :lat)
+                    RETURNING id""")
+
+
+def insert_usage(conn: Connection, *, at: datetime | None, stage: str | None, model: str,
+                 source_object_id: int | None, trace_id: str | None, prompt_tokens: int, completion_tokens: int,
+                 total_tokens: int, cost: Decimal | None, latency_ms: int | None) -> int:
+    """Append one call to the ledger (``at`` None: the database's now(); ``cost`` USD or None: unpriced).
+    Returns the row's id."""
+    return int(conn.execute(INSERT_USAGE_SQL, {
+        "at": at, "stage": stage, "model": model, "oid": source_object_id, "trace": trace_id,
+        "pt": prompt_tokens, "ct": completion_tokens, "tt": total_tokens, "cost": cost, "lat": latency_ms,
+    }).scalar_one())
