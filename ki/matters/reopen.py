@@ -26,11 +26,11 @@ from ki.matters.evidence import infer_reference
 from ki.matters.patterns import ReferenceFormats
 from ki.matters.references import KnownReferences, is_placeholder
 from ki.matters.store import forget_classifications, normalise_reference
-from ki.metadata.window import window_text, windowed_body
 from ki.store.db import Database
 from ki.store.downstream import request_rerun_from
 from ki.store.objects import REL_PATH
 from ki.taxonomies import LANE_RERUN
+from ki.text_window import window_text, windowed_body
 
 STAGE = "classify_matter"
 

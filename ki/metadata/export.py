@@ -9,7 +9,7 @@ Spec: insertion-pipeline.md "Extract metadata" and "Extract decisions" (what eac
 * ``decisions``: ``[{kind, before, after, locus, change_summary, rationale_category, rationale,
   generalizability, author, date}]`` (empty when the version records none);
 * ``text_windows``: ``{stage: {read_chars, total_chars, truncated, head_chars, tail_chars}}`` for every stage
-  that read only a bounded window of a huge text (:mod:`ki.metadata.window`; empty for a normal-sized one).
+  that read only a bounded window of a huge text (:mod:`ki.text_window`; empty for a normal-sized one).
 """
 
 from __future__ import annotations

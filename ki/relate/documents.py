@@ -20,9 +20,9 @@ from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
 from ki.errors import Contended
-from ki.metadata.window import normalised_digest
 from ki.relate.facts import FileFacts
 from ki.store.locks import lock_key
+from ki.text_window import normalised_digest
 
 
 def lock_documents(conn: Connection, doc_ids: set[int]) -> None:

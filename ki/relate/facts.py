@@ -15,9 +15,9 @@ from typing import Any
 
 from ki.config.settings import TextWindowConfig
 from ki.matters.patterns import formats_for
-from ki.metadata.window import TextWindow, normalised_digest, windowed_body
 from ki.relate import file_names
 from ki.relate.dates import dates_in, dates_in_name
+from ki.text_window import TextWindow, normalised_digest, windowed_body
 
 _WINDOW = TextWindowConfig()
 
@@ -113,7 +113,7 @@ class FileFacts:
         reference_patterns: the firm's configured matter-reference formats (``firm.matter_reference_patterns``):
             a name's number they match is the matter's reference, never a DMS document number.
         text_digest: SHA-1 of the whitespace-normalised *whole* text (``text`` may be a window of it).
-        window: the bound applied to ``text`` (:meth:`ki.metadata.window.TextWindow.as_dict`).
+        window: the bound applied to ``text`` (:meth:`ki.text_window.TextWindow.as_dict`).
     """
 
     ref: str
@@ -142,7 +142,7 @@ class FileFacts:
         """Build facts from a ``structured_json`` body (see :class:`ki.convert.model.StructuredDocument`).
 
         The rules read a bounded window of a huge text (``head_chars`` + ``tail_chars``, by default
-        ``pipeline.text_window``'s defaults; :func:`ki.metadata.window.windowed_body`): ``text`` and
+        ``pipeline.text_window``'s defaults; :func:`ki.text_window.windowed_body`): ``text`` and
         ``original_text`` are windows, ``text_digest`` is of the whole text, ``window`` the bound.
         ``windowed``: (bound, whole text's digest) when ``body["text"]`` already is that window
         (:func:`ki.relate.policy.read_whole` of a huge file reads only the window's pages)."""

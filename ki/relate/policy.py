@@ -20,12 +20,12 @@ from typing import Any
 from ki.agents.loop import AgentState, Tool
 from ki.config.settings import TextWindowConfig
 from ki.errors import ToolError
-from ki.metadata.window import TextWindow, window_of_parts
 from ki.relate.facts import FileFacts
 from ki.relate.policy_decide import decide
 from ki.relate.schema import RelateResult
 from ki.relate.tools import DIGEST_FROM_CHARS
 from ki.relate.wants import Wants, listed_facts
+from ki.text_window import TextWindow, window_of_parts
 
 PAGE = 100
 READ_CHARS = 100_000

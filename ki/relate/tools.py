@@ -23,15 +23,15 @@ from ki.context import EnsureReady, PipelineContext
 from ki.errors import ToolError
 from ki.matters.corpus import REL_PATH
 from ki.matters.neighbourhood import list_folder as folder_listing
-from ki.metadata.window import normalised_digest
 from ki.relate.inline_conversion import ensure_source_object_ready
 from ki.relate.wants import search_score
+from ki.text_window import normalised_digest
 
 DIGEST_MAX_ITEMS = 40
 DIGEST_MAX_CHARS = 4000
 OPEN_MAX_CHARS = 100_000
 #: ``open_file`` at offset 0 of a text longer than this (the reading window, ``pipeline.text_window``'s defaults)
-#: also returns ``text_digest``, the whole text's :func:`ki.metadata.window.normalised_digest`.
+#: also returns ``text_digest``, the whole text's :func:`ki.text_window.normalised_digest`.
 DIGEST_FROM_CHARS = TextWindowConfig().head_chars + TextWindowConfig().tail_chars
 
 

@@ -45,11 +45,11 @@ from ki.matters.store import (
     write_assignment,
 )
 from ki.matters.tools import classify_tools, classify_validators
-from ki.metadata.window import window_text, windowed_body
 from ki.stages.agentic import run_agent
 from ki.store.downstream import request_rerun_from
 from ki.store.objects import relative_path, structured_body
 from ki.store.sources import project_of_source
+from ki.text_window import window_text, windowed_body
 
 ABSTAIN_BELOW = 0.5
 TEXT_CHARS = 8000

@@ -7,7 +7,7 @@ ontology; its context is the single document). Steps:
 1. read the structured_json artifact (missing → RetryableStageError) and the active ontology;
 2. read the document by rule (:func:`ki.metadata.policy.read_document`) with the firm's names and the
    aliases of entities the firm already holds that occur in it (its gazetteer) — of a huge text only its
-   bounded window (``pipeline.text_window``, :mod:`ki.metadata.window`; recorded as ``text_window`` in
+   bounded window (``pipeline.text_window``, :mod:`ki.text_window`; recorded as ``text_window`` in
    the Extraction provenance); the date comes from the content, else the file and folder names, else the
    mtime unless the folder's files share one mtime (:func:`ki.metadata.path_dates.dated`);
 3. decide with the model (``chat_agent`` with the ontology tools, ``search_entities`` and — when the
@@ -38,13 +38,13 @@ from ki.metadata.path_dates import uniform_mtimes
 from ki.metadata.policy import MetadataRulesPolicy, Reading, mention_text, read_document
 from ki.metadata.schema import MetadataResult, make_validators
 from ki.metadata.store import MetadataRow, folder_mtimes, write_extraction, write_metadata, write_notable_clauses
-from ki.metadata.window import windowed_body
 from ki.ontology import active_ontology
 from ki.ontology.model import Ontology
 from ki.ontology.terms import tokens
 from ki.ontology.tools import ontology_tools
 from ki.stages.agentic import gateway_configured, run_agent
 from ki.store.sources import project_of_source
+from ki.text_window import windowed_body
 
 TEXT_CHARS = 12_000
 

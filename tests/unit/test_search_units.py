@@ -13,15 +13,10 @@ import pytest
 
 from ki.access.folder_grants import AclReadError, local_grant_levels, parse_grants, write_grants_file
 from ki.access.projection import AccessProjection, GrantLevel, compile_projection, principal_set
+from ki.config.embedding_model import parse_embedding_model
 from ki.config.settings import RetrievalConfig
 from ki.index.backend import RankedChunk
-from ki.index.embeddings import (
-    HashingEmbedder,
-    context_header,
-    embedding_input,
-    make_embedder,
-    parse_embedding_model,
-)
+from ki.index.embeddings import HashingEmbedder, context_header, embedding_input, make_embedder
 from ki.index.hybrid import collapse, fuse, rrf_fuse
 from ki.taxonomies import has_access_only_marker
 

@@ -1,4 +1,4 @@
-"""Bounded text windows (issue 14 item 7c): :mod:`ki.metadata.window` and the stages' bounded helpers."""
+"""Bounded text windows (issue 14 item 7c): :mod:`ki.text_window` and the stages' bounded helpers."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ import pytest
 from ki.config.settings import KiConfig
 from ki.convert.model import StructuredDocument
 from ki.metadata.policy import MAX_IDENTIFIERS, MAX_PARTIES, MetadataRulesPolicy, read_document
-from ki.metadata.window import normalised_digest, window_of_parts, window_text, windowed_body
 from ki.relate.facts import FileFacts
 from ki.stages.index import header_title, profile_text
+from ki.text_window import normalised_digest, window_of_parts, window_text, windowed_body
 
 
 def test_a_short_text_is_read_whole_and_unchanged() -> None:
