@@ -149,6 +149,13 @@ def launch_insertion(
     return RunSummary(run_id, "completed", counters)
 
 
+def hand_off_to_insertion(ctx: PipelineContext, source_id: int, on_started: Callable[[int], None]) -> int:
+    """A sync task's hand-off on the Hatchet worker: launch an insertion run of the source (trigger ``sync``),
+    calling ``on_started(run id)`` once its row exists. Returns the run's id (spec: insertion-pipeline.md
+    "Orchestration": a sync run hands off to an insertion run)."""
+    return launch_insertion(ctx, trigger="sync", source_id=source_id, on_started=on_started).run_id
+
+
 def _await_released(ctx: PipelineContext, run_id: int, source_object_id: int, *, wait: float,
                     poll_seconds: float = 0.5) -> RunSummary:
     """Hatchet: the batch was triggered (the engine runs every pending row); return once the released

@@ -29,13 +29,14 @@ def worker(
     configure_logging(logging.INFO)
     from ki.cli.common import open_context, serve_metrics
     from ki.config.process import ProcessSettings, current
+    from ki.launch import hand_off_to_insertion
     from ki.workflows.worker import run_worker
 
     if current(ProcessSettings).metrics_port is not None:  # only then the database is opened here
         serve_metrics(open_context())
 
     try:
-        run_worker(slots=slots, name=name)
+        run_worker(hand_off=hand_off_to_insertion, slots=slots, name=name)
     except OrchestratorUnavailable as exc:
         what, todo = no_engine(str(exc), configured_provider())
         console.print(f"[red]ki:[/] {shown(what)}", highlight=False)

@@ -32,6 +32,7 @@ import sys
 import threading
 
 from ki.context import PipelineContext
+from ki.workflows.task import HandOff
 
 log = logging.getLogger(__name__)
 
@@ -84,7 +85,7 @@ class WorkflowWatch(threading.Thread):
         self.stop_event.set()
 
 
-def run_worker(*, slots: int | None = None, name: str | None = None, sweep: bool = True) -> None:
+def run_worker(*, hand_off: HandOff, slots: int | None = None, name: str | None = None, sweep: bool = True) -> None:
     """Open ki's database, declare the workflows, start the sweeper and the workflow watch, and run
     the Hatchet worker until SIGTERM/SIGINT.
 
@@ -93,6 +94,9 @@ def run_worker(*, slots: int | None = None, name: str | None = None, sweep: bool
     registers the workflows needed then.
 
     Args:
+        hand_off: how a sync task hands off to an insertion run (``(ctx, source_id, on_started) -> run id``;
+            ``ki worker`` gives :func:`ki.launch.hand_off_to_insertion`): the caller wires it, so the provider
+            never imports the launcher above it.
         slots: concurrent tasks (default ``KI_WORKER_SLOTS``, 8).
         name: worker name shown by Hatchet (default ``ki-<host>``).
         sweep: run the sweeper timer (``KI_RUN_SWEEP_SECONDS``; 0 disables it anyway).
@@ -100,7 +104,6 @@ def run_worker(*, slots: int | None = None, name: str | None = None, sweep: bool
         OrchestratorUnavailable: no Hatchet token / configuration.
         ConfigurationError: ki's database cannot be opened.
     """
-    from ki.launch import launch_insertion
     from ki.orchestration.archive import DailyArchiver
     from ki.workflows.client import hatchet_client
     from ki.workflows.dag import worker_workflows
@@ -112,8 +115,7 @@ def run_worker(*, slots: int | None = None, name: str | None = None, sweep: bool
     rt = worker_runtime(slots)
     # what the task bodies start beyond their own rows (they never import the trigger or the launcher)
     rt.trigger_members = trigger_members
-    rt.hand_off = lambda ctx, source_id, on_started: launch_insertion(ctx, trigger="sync", source_id=source_id,
-                                                                      on_started=on_started).run_id
+    rt.hand_off = hand_off
     n = slots or rt.ctx.settings.worker_slots
     serving = served_workflows(rt.ctx)
     workflows = worker_workflows(hatchet, rt.ctx.settings, serving)

@@ -67,9 +67,10 @@ def main() -> None:
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(process)d %(levelname)s %(name)s: %(message)s")
     _install_faults()
+    from ki.launch import hand_off_to_insertion
     from ki.workflows.worker import run_worker
 
-    run_worker(slots=args.slots, name=args.name)
+    run_worker(hand_off=hand_off_to_insertion, slots=args.slots, name=args.name)
 
 
 if __name__ == "__main__":

@@ -45,7 +45,6 @@ SQL_STILL_OUTSIDE_STORE = frozenset({
 KNOWN_PACKAGE_CYCLES = [
     ["ki.access", "ki.agents", "ki.breaker", "ki.config", "ki.context", "ki.convert", "ki.cooldown", "ki.index",
      "ki.matters", "ki.observability", "ki.ontology", "ki.services", "ki.store"],
-    ["ki.launch", "ki.workflows"],
 ]
 ISSUE_RE = re.compile(r'\bissues?\s+(?:#:?\s+)?(?:#?\d+|"[^"\n]+")', re.I)
 SQL_RE = re.compile(r"\b(?:FROM|JOIN|UPDATE|INTO|TABLE)\s+(?:ONLY\s+)?(" + "|".join(STATE_TABLES) + r")\b", re.I)
