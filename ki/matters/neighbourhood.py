@@ -13,29 +13,11 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import text
-
 from ki.store.db import Database
+from ki.store.objects import folder_entries, object_titles
 
 MAX_FILES_PER_FOLDER = 100
 MAX_FILES_OWN_FOLDER = 300
-
-ENTRIES_SQL = text("""
-SELECT so.id, so.external_id, so.size, m.reference
-FROM source_object so
-LEFT JOIN matter_assignment ma ON ma.source_object_id = so.id
-LEFT JOIN matter m ON m.id = ma.matter_id
-WHERE so.source_id = :s AND so.deleted_at IS NULL AND so.parent_id IS NULL
-  AND (:prefix = '' OR starts_with(so.external_id, :prefix))
-ORDER BY so.external_id
-""")
-
-TITLES_SQL = text("""
-SELECT so.id, a.body->>'title' AS title
-FROM source_object so JOIN artifact a ON a.content_hash = so.content_hash AND a.kind = 'structured_json'
-WHERE so.id = ANY(:ids)
-""")
-
 
 @dataclass(frozen=True)
 class Entry:
@@ -62,7 +44,7 @@ def load_entries(db: Database, source_id: int, folder: str) -> list[Entry]:
     """Every live top-level file below ``folder`` (``""``: the whole source)."""
     prefix = folder.strip("/") + "/" if folder.strip("/") else ""
     with db.engine.connect() as conn:
-        rows = conn.execute(ENTRIES_SQL, {"s": source_id, "prefix": prefix}).fetchall()
+        rows = folder_entries(conn, source_id, prefix)
     return [Entry(r.id, r.external_id, r.size, r.reference) for r in rows]
 
 
@@ -72,7 +54,7 @@ def add_titles(db: Database, views: list[dict[str, Any]]) -> list[str]:
     if not files:
         return []
     with db.engine.connect() as conn:
-        titles = {r.id: r.title for r in conn.execute(TITLES_SQL, {"ids": [f["id"] for f in files]})}
+        titles = object_titles(conn, [f["id"] for f in files])
     for f in files:
         f["title"] = titles.get(f["id"])
     return [t for t in (titles.get(f["id"]) for f in files) if t]

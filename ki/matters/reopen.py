@@ -19,8 +19,6 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from sqlalchemy import text
-
 from ki.matters.corpus import DbCorpus, evidence_text
 from ki.matters.evidence import infer_reference
 from ki.matters.patterns import ReferenceFormats
@@ -28,23 +26,11 @@ from ki.matters.references import KnownReferences, is_placeholder
 from ki.matters.store import forget_classifications, normalise_reference
 from ki.store.db import Database
 from ki.store.downstream import request_rerun_from
-from ki.store.objects import REL_PATH
+from ki.store.objects import classified_objects, structured_body
 from ki.taxonomies import LANE_RERUN
 from ki.text_window import window_text, windowed_body
 
 STAGE = "classify_matter"
-
-_CLASSIFIED_SQL = text(f"""
-SELECT so.id, so.source_id, so.parent_id, {REL_PATH} AS rel, m.reference
-FROM matter_assignment ma JOIN matter m ON m.id = ma.matter_id
-JOIN source_object so ON so.id = ma.source_object_id AND so.deleted_at IS NULL
-JOIN source s ON s.id = so.source_id
-WHERE s.project_id = :p
-ORDER BY so.id
-""")
-_BODY_SQL = text("""SELECT a.body FROM source_object so JOIN artifact a
-                    ON a.content_hash = so.content_hash AND a.kind = 'structured_json' WHERE so.id = :o""")
-
 
 @dataclass
 class ReopenReport:
@@ -67,13 +53,13 @@ def _inputs(db: Database, oid: int, parent_id: int | None, *, head_chars: int, t
             ) -> tuple[str, dict | None] | None:
     """The text and mail headers Classify decides from (its bounded window, the container's after it)."""
     with db.engine.connect() as conn:
-        row = conn.execute(_BODY_SQL, {"o": oid}).first()
-        parent = conn.execute(_BODY_SQL, {"o": parent_id}).first() if parent_id is not None else None
-    if row is None:
+        own_body = structured_body(conn, oid)
+        parent = structured_body(conn, parent_id) if parent_id is not None else None
+    if own_body is None:
         return None
-    body, _ = windowed_body(row.body, head_chars=head_chars, tail_chars=tail_chars)
+    body, _ = windowed_body(own_body, head_chars=head_chars, tail_chars=tail_chars)
     own = evidence_text(body)
-    parent_body = parent.body if parent is not None else {}
+    parent_body = parent if parent is not None else {}
     parent_text = window_text(parent_body.get("text"), head_chars=head_chars, tail_chars=tail_chars)[0] \
         if parent is not None else ""
     return own + ("\n" + parent_text if parent_text else ""), body.get("mail") or parent_body.get("mail")
@@ -98,7 +84,7 @@ def reopen_after_import(db: Database, *, project_id: int, before: KnownReference
                                                                       after.client_names):
         return report  # the import changed nothing the rules read
     with db.engine.connect() as conn:
-        files = conn.execute(_CLASSIFIED_SQL, {"p": project_id}).fetchall()
+        files = classified_objects(conn, project_id)
     stale: list[int] = []
     corpora: dict[int, DbCorpus] = {}
     for i, f in enumerate(files, 1):

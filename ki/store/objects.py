@@ -87,3 +87,46 @@ def object_row(conn: Connection, source_object_id: int) -> Row | None:
     """The object's :data:`ki.store.claims.OBJECT_COLUMNS` (what a stage is given), or None when it does not exist."""
     return conn.execute(text(f"SELECT {OBJECT_COLUMNS} FROM source_object so JOIN source s ON s.id = so.source_id "
                              "WHERE so.id = :id"), {"id": source_object_id}).first()
+
+
+FOLDER_ENTRIES_SQL = text("""
+SELECT so.id, so.external_id, so.size, m.reference
+FROM source_object so
+LEFT JOIN matter_assignment ma ON ma.source_object_id = so.id
+LEFT JOIN matter m ON m.id = ma.matter_id
+WHERE so.source_id = :s AND so.deleted_at IS NULL AND so.parent_id IS NULL
+  AND (:prefix = '' OR starts_with(so.external_id, :prefix))
+ORDER BY so.external_id
+""")
+
+OBJECT_TITLES_SQL = text("""
+SELECT so.id, a.body->>'title' AS title
+FROM source_object so JOIN artifact a ON a.content_hash = so.content_hash AND a.kind = 'structured_json'
+WHERE so.id = ANY(:ids)
+""")
+
+CLASSIFIED_SQL = text(f"""
+SELECT so.id, so.source_id, so.parent_id, {REL_PATH} AS rel, m.reference
+FROM matter_assignment ma JOIN matter m ON m.id = ma.matter_id
+JOIN source_object so ON so.id = ma.source_object_id AND so.deleted_at IS NULL
+JOIN source s ON s.id = so.source_id
+WHERE s.project_id = :p
+ORDER BY so.id
+""")
+
+
+def folder_entries(conn: Connection, source_id: int, prefix: str) -> Sequence[Row]:
+    """``id``, ``external_id``, ``size``, ``reference`` (its matter's, or None) of every live top-level file of
+    the source whose path starts with ``prefix`` (``""``: all), by path."""
+    return conn.execute(FOLDER_ENTRIES_SQL, {"s": source_id, "prefix": prefix}).fetchall()
+
+
+def object_titles(conn: Connection, source_object_ids: list[int]) -> dict[int, str | None]:
+    """object id → the title its conversion found (converted objects only)."""
+    return {r.id: r.title for r in conn.execute(OBJECT_TITLES_SQL, {"ids": source_object_ids})}
+
+
+def classified_objects(conn: Connection, project_id: int) -> Sequence[Row]:
+    """``id``, ``source_id``, ``parent_id``, ``rel``, ``reference`` of every live classified object of the
+    project, by id."""
+    return conn.execute(CLASSIFIED_SQL, {"p": project_id}).fetchall()
