@@ -158,6 +158,27 @@ def attempt_keys(conn: Connection, run_id: int, oids: Sequence[int]) -> dict[int
     return {int(o): keys.get(int(o), "") for o in oids}
 
 
+# The most urgent lane of each member's owed rows (live, retry, backfill, rerun: the order of the Hatchet run
+# priorities, ki.workflows.dag.LANE_PRIORITY).
+MEMBER_LANES_SQL = text("""
+SELECT ps.source_object_id,
+       (ARRAY['live', 'retry', 'backfill', 'rerun'])[min(CASE ps.lane WHEN 'live' THEN 1 WHEN 'retry' THEN 2
+                                                      WHEN 'backfill' THEN 3 ELSE 4 END)] AS lane
+FROM processing_state ps
+WHERE ps.source_object_id = ANY(CAST(:o AS bigint[])) AND ps.status IN ('pending', 'running', 'failed')
+GROUP BY ps.source_object_id
+""")
+
+
+def member_lanes(conn: Connection, oids: Sequence[int]) -> dict[int, str]:
+    """The most urgent lane (``live`` > ``retry`` > ``backfill`` > ``rerun``) among each object's owed rows
+    (pending, running or failed); an object with none owed is absent (DESIGN.md "Lanes")."""
+    if not oids:
+        return {}
+    return {int(r.source_object_id): str(r.lane)
+            for r in conn.execute(MEMBER_LANES_SQL, {"o": [int(o) for o in oids]})}
+
+
 def in_flight_members(conn: Connection, run_id: int) -> list[tuple[int, str]]:
     """``(source_object_id, workflow_run_id)`` of the run's released, unfinished members whose DAG was
     triggered (its id recorded), by object id: at most the window."""

@@ -75,6 +75,10 @@ TASK_BACKOFF_MAX_SECONDS = 60
 TASK_TIMEOUT = timedelta(hours=6)
 #: Keys stay reserved this long after their run ended (status-based idempotency falls back to it).
 IDEMPOTENCY_FALLBACK_TTL = timedelta(hours=7)
+#: Hatchet run priority (1-3, 3 first) of a document DAG by the most urgent lane of its owed rows (DESIGN.md
+#: "Lanes": live > retry > backfill > rerun; Hatchet has three levels, so backfill and rerun share the lowest).
+#: The whole DAG inherits it: each task is queued at its run's priority.
+LANE_PRIORITY: dict[str, int] = {"live": 3, "retry": 2, "backfill": 1, "rerun": 1}
 IDEMPOTENCY_KEY_EXPRESSION = "input.batch_id + ':' + input.doc_id + ':' + input.attempt"
 RELATE_KEY_EXPRESSION = "'relate'"
 SYNC_KEY_EXPRESSION = "'sync'"

@@ -46,6 +46,7 @@ from ki.store import batches, conveyor, runs
 from ki.workflows.client import ensure_registered, hatchet_client
 from ki.workflows.dag import (
     ACCESS_REFRESH_WORKFLOW,
+    LANE_PRIORITY,
     SYNC_WORKFLOW,
     document_stages,
     document_workflow_name,
@@ -83,16 +84,19 @@ class TriggerReport:
     workflow_name: str | None = None
 
 
-def _items(wf: Any, run_id: int, oids: list[int], attempt: str) -> list[Any]:
+def _items(wf: Any, run_id: int, oids: list[int], attempt: str, priorities: dict[int, int]) -> list[Any]:
+    from hatchet_sdk.types.priority import Priority
+
     return [wf.create_bulk_run_item(input=DocumentInput(batch_id=str(run_id), doc_id=str(oid), attempt=attempt),
                                     key=f"{run_id}:{oid}:{attempt}",
+                                    priority=Priority(priorities[oid]) if oid in priorities else None,
                                     additional_metadata={"ki_run_id": str(run_id), "ki_object_id": str(oid),
                                                          "ki_attempt": attempt})
             for oid in oids]
 
 
-def _trigger_chunk(wf: Any, run_id: int, oids: list[int], *, attempt: str = ""
-                   ) -> tuple[list[tuple[int, str]], str | None]:
+def _trigger_chunk(wf: Any, run_id: int, oids: list[int], *, attempt: str = "",
+                   priorities: dict[int, int] | None = None) -> tuple[list[tuple[int, str]], str | None]:
     """Trigger one chunk, one attempt. Returns ((object id, workflow run id) pairs, any run id of the chunk).
 
     A document whose idempotency key collides was triggered before (a resent RPC, a replayed
@@ -100,13 +104,15 @@ def _trigger_chunk(wf: Any, run_id: int, oids: list[int], *, attempt: str = ""
     started twice. The engine does not say which items of a partly colliding chunk collided, so
     such a chunk is triggered again one item at a time (each then either collides, naming its
     existing DAG, or was among the started ones and collides too): every pair is known.
+    ``priorities``: each document's Hatchet run priority (absent: the engine's default, 1).
     Raises: the SDK's error (a refusal), or :class:`ki.workflows.pushback.PartialTrigger` when the
         engine acknowledged fewer runs than asked (the retry's collisions name the ones it made).
     """
+    priorities = priorities or {}
     from hatchet_sdk import BulkTriggerIdempotencyCollisionError
 
     try:
-        refs = wf.run_many(_items(wf, run_id, oids, attempt), wait_for_result=False)
+        refs = wf.run_many(_items(wf, run_id, oids, attempt, priorities), wait_for_result=False)
     except BulkTriggerIdempotencyCollisionError as exc:
         ok, collided = exc.successful_workflow_run_external_ids, exc.collisions
         log.info("run %s: %d of %d documents were already triggered (idempotency key collision)",
@@ -114,7 +120,8 @@ def _trigger_chunk(wf: Any, run_id: int, oids: list[int], *, attempt: str = ""
         if not ok and len(collided) == len(oids):  # the whole chunk was resent: ids come back in order
             known = [c.existing_run_external_id for c in collided]
             return list(zip(oids, known, strict=True)), (known[0] if known else None)
-        pairs = [p for oid in oids for p in _trigger_chunk(wf, run_id, [oid], attempt=attempt)[0]]
+        pairs = [p for oid in oids
+                 for p in _trigger_chunk(wf, run_id, [oid], attempt=attempt, priorities=priorities)[0]]
         return pairs, (pairs[0][1] if pairs else None)
     ids = [r.workflow_run_id for r in refs]
     if len(ids) != len(oids) or not all(ids):
@@ -135,6 +142,8 @@ def trigger_members(ctx: PipelineContext, run_id: int, oids: list[int], *, attem
     """Trigger a DAG of the run's document workflow for each member in ``oids`` (released by the
     conveyor) and record their workflow run ids. Returns the number of ids recorded.
 
+    Each DAG runs at the Hatchet priority of the most urgent lane of its document's owed rows
+    (``ki.workflows.dag.LANE_PRIORITY``: a live change overtakes a backfill's queued DAGs).
     A member's id is recorded only once the engine acknowledged its run: a refused, unanswered or partly
     answered chunk is retried with backoff and jitter while the run's window shrinks
     (:func:`ki.workflows.pushback.send`). Idempotent: a member triggered before (same run, object and
@@ -149,11 +158,12 @@ def trigger_members(ctx: PipelineContext, run_id: int, oids: list[int], *, attem
         return 0
     client = hatchet_client(once=True)
     wf = _document_workflow(ctx, client, run_id)
+    with ctx.db.engine.connect() as conn:
+        priorities = {oid: LANE_PRIORITY[lane] for oid, lane in conveyor.member_lanes(conn, oids).items()}
+        keys = {} if attempt else conveyor.attempt_keys(conn, run_id, oids)
     if attempt:
         groups = {attempt: list(oids)}
     else:  # the conveyor's triggers: a member re-opened after its DAG ended gets a new key per re-opening
-        with ctx.db.engine.connect() as conn:
-            keys = conveyor.attempt_keys(conn, run_id, oids)
         groups = {}
         for oid in oids:
             groups.setdefault(keys[oid], []).append(oid)
@@ -164,7 +174,7 @@ def trigger_members(ctx: PipelineContext, run_id: int, oids: list[int], *, attem
 
             def attempt_chunk(chunk: list[int] = chunk, key: str = key) -> tuple[list[tuple[int, str]], str | None]:
                 ensure_registered(client, wf)
-                return _trigger_chunk(wf, run_id, chunk, attempt=key)
+                return _trigger_chunk(wf, run_id, chunk, attempt=key, priorities=priorities)
 
             pairs, any_id = send(ctx, run_id, attempt_chunk, what=f"{len(chunk)} document DAG(s) of run {run_id}")
             with ctx.db.engine.begin() as conn:
