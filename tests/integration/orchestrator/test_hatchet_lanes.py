@@ -7,8 +7,6 @@ that changes while a backfill's DAGs wait in the engine's queue is run before th
 
 from __future__ import annotations
 
-import time
-
 import pytest
 
 from ki.launch import launch_insertion
@@ -16,6 +14,7 @@ from ki.sources.scan import scan_source
 from ki.store import conveyor
 from ki.workflows.dag import LANE_PRIORITY
 from tests.helpers.hatchet_harness import configure, q, scan, write_docs
+from tests.helpers.outage import wait_until
 
 pytestmark = [pytest.mark.hatchet, pytest.mark.timeout(300)]
 
@@ -39,11 +38,8 @@ def test_a_live_file_runs_before_the_backfills_queued_dags(hx, make_ctx, tmp_pat
     ctx.reload_config()
     backfill = launch_insertion(ctx, trigger="test").run_id
 
-    deadline = time.monotonic() + 180
-    while q(ctx, "SELECT count(*) FROM work_item_attempt WHERE run_id = :r AND stage = 'fetch'",
-            r=backfill)[0][0] < 3:
-        assert time.monotonic() < deadline, hx.diagnostics(ctx)
-        time.sleep(0.1)
+    fetched = "SELECT count(*) FROM work_item_attempt WHERE run_id = :r AND stage = 'fetch'"
+    assert wait_until(lambda: q(ctx, fetched, r=backfill)[0][0] >= 3, 180), hx.diagnostics(ctx)
     (root / "m0" / "doc0000.txt").write_text("Aktennotiz 0, geändert: neue Frist.\n", encoding="utf-8")
     (root / "m0" / "eilig.txt").write_text("Eilige Aktennotiz: Frist morgen.\n", encoding="utf-8")
     scan_source(ctx, sid)
