@@ -7,6 +7,7 @@ LibreOffice is a real component here: CI installs it (``.ci/install_libreoffice.
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 
 import pytest
@@ -16,6 +17,7 @@ from ki.convert.embedded import MAX_NESTING, NESTING_SEP, extract_embedded, may_
 from ki.convert.model import StructuredDocument
 from ki.convert.router import convert_bytes
 from ki.errors import UnsupportedDocument
+from tests.helpers.loopback import LoopbackServer, QuietHandler
 from tests.helpers.manifest import Manifest, document, quoted
 from tests.helpers.outage import wait_until
 
@@ -123,12 +125,6 @@ def test_every_clause_is_interpreted() -> None:
 # ---------------------------------------------------------------------------- LibreOffice's life cycle
 
 
-def _soffice_pids() -> set[int]:
-    import psutil
-
-    return {p.pid for p in psutil.process_iter(["name"]) if (p.info["name"] or "").startswith("soffice")}
-
-
 def _wait_gone(pids: set[int], seconds: float = 15.0) -> set[int]:
     """The processes of ``pids`` still alive (zombies count as gone) once all ended or ``seconds`` passed."""
     import psutil
@@ -147,56 +143,114 @@ def _wait_gone(pids: set[int], seconds: float = 15.0) -> set[int]:
     return alive()
 
 
+class _HeldImages(LoopbackServer):
+    """A loopback server that never answers: each request is held until the server stops; ``asked`` is set at
+    the first one."""
+
+    thread_name = "held-images"
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.asked = threading.Event()
+
+    def handler_class(self) -> type[QuietHandler]:
+        outer = self
+
+        class Handler(QuietHandler):
+            def _hold(self) -> None:
+                outer.asked.set()
+                outer.pause(3600)
+
+            do_GET = do_HEAD = do_OPTIONS = do_PROPFIND = _hold  # noqa: N815 - http.server API
+
+        return Handler
+
+
+def _held_document(url: str, images: int = 12) -> bytes:
+    """A flat ODT whose ``images`` pictures are linked from ``url``. LibreOffice fetches each while loading the
+    document and waits for the answer up to its own network timeout (seconds per picture, a wall-clock wait no
+    machine's speed shortens): it cannot finish converting this file for ``images`` × that timeout, and the
+    server's ``asked`` says when it reached the first fetch."""
+    frames = "".join(
+        f'<text:p>Picture {n} <draw:frame svg:width="2cm" svg:height="2cm" text:anchor-type="as-char">'
+        f'<draw:image xlink:href="{url}/picture{n}.png" xlink:type="simple" xlink:show="embed" '
+        f'xlink:actuate="onLoad"/></draw:frame></text:p>' for n in range(images))
+    return ('<?xml version="1.0" encoding="UTF-8"?>'
+            '<office:document xmlns:office="urn:oasis:names:tc:opendocument:xmlns:office:1.0" '
+            'xmlns:text="urn:oasis:names:tc:opendocument:xmlns:text:1.0" '
+            'xmlns:draw="urn:oasis:names:tc:opendocument:xmlns:drawing:1.0" xmlns:xlink="http://www.w3.org/1999/xlink" '
+            'xmlns:svg="urn:oasis:names:tc:opendocument:xmlns:svg-compatible:1.0" office:version="1.2" '
+            'office:mimetype="application/vnd.oasis.opendocument.text">'
+            f"<office:body><office:text>{frames}</office:text></office:body></office:document>").encode()
+
+
+def _own_soffice() -> set[int]:
+    """The LibreOffice processes below this test process (its workers' children), not other runs' ones."""
+    import psutil
+
+    found = set()
+    for child in psutil.Process().children(recursive=True):
+        try:
+            if child.name().startswith("soffice"):
+                found.add(child.pid)
+        except psutil.NoSuchProcess:
+            continue
+    return found
+
+
 def test_libreoffice_past_its_time_is_killed_with_its_group(tmp_path):
+    """LibreOffice's own limit (0.5 s) ends a conversion that cannot finish (its pictures are held): the process
+    group is killed and nothing half-written is taken for a result."""
     from ki.convert.soffice import convert_file, find_soffice
 
     program = find_soffice("soffice")
     assert program, "LibreOffice is not installed (.ci/install_libreoffice.sh)"
-    before = _soffice_pids()
-    source = tmp_path / "in" / "document.doc"
+    source = tmp_path / "in" / "held.fodt"
     source.parent.mkdir()
-    source.write_bytes((FIXTURES / "tika_testWORD_2006ml.doc").read_bytes())
     (tmp_path / "out").mkdir()
-    with pytest.raises(UnsupportedDocument) as info:
-        convert_file(program, source, "docx", tmp_path / "out", timeout_seconds=0.5)
+    with _HeldImages() as server:
+        source.write_bytes(_held_document(server.url))
+        with pytest.raises(UnsupportedDocument) as info:
+            convert_file(program, source, "docx", tmp_path / "out", timeout_seconds=0.5)
+        assert _own_soffice() == set()  # killed before the call returned, while its pictures were still held
     assert info.value.reason == "too_large" and info.value.details == {"limit_seconds": 0.5}
-    assert _wait_gone(_soffice_pids() - before) == set()
     assert not list((tmp_path / "out").iterdir())  # nothing half-written is taken for a result
 
 
-@pytest.mark.xfail(strict=False, reason="timing: on a quiet machine LibreOffice can finish this file inside the "
-                   "2 s budget, so no worker is killed (failed in the clean-clone run); needs a file or a budget "
-                   "that is slower than LibreOffice whatever the machine's speed")
-def test_a_killed_worker_takes_its_libreoffice_with_it():
-    """The worker's wall-clock budget (2 s) ends before LibreOffice's own limit: the pool kills the worker and
-    PR_SET_PDEATHSIG kills LibreOffice, so no soffice.bin is left behind."""
-    import threading
+def test_a_killed_worker_takes_its_libreoffice_with_it(monkeypatch):
+    """The worker's wall-clock budget (3 s) ends before LibreOffice's own limit: the pool kills the worker and
+    PR_SET_PDEATHSIG kills LibreOffice, so no soffice.bin is left behind.
 
+    Held at a known point, not raced: LibreOffice converts a document whose linked pictures a loopback server
+    never serves, so it cannot finish; the pool asks ``renew`` at once (the claim renewal it calls while it
+    waits for the file), and ``renew`` returns only once LibreOffice has asked for a picture — the budget, long
+    spent by then, kills the worker while LibreOffice is inside that fetch. LibreOffice is then watched die while
+    the server still holds its pictures, so nothing but the worker's death can end it. The worker is started by a
+    first, plain-text file, so no renewal falls into its start-up (the held file is not sent yet then)."""
     from ki.convert import isolation
     from ki.convert.soffice import find_soffice
 
-    before = _soffice_pids()
-    seen: set[int] = set()
-    done = threading.Event()
+    monkeypatch.setattr(isolation, "RENEW_SECONDS", 0.05)
+    held: set[int] = set()
+    with _HeldImages() as server:
 
-    def watch() -> None:
-        while not done.wait(0.05):
-            seen.update(_soffice_pids() - before)
+        def renew() -> bool:
+            assert server.asked.wait(120), "LibreOffice never fetched the linked pictures"
+            held.update(_own_soffice())
+            return True
 
-    watcher = threading.Thread(target=watch, daemon=True)
-    watcher.start()
-    pool = isolation.WorkerPool(isolation.Budget(memory_mb=1536, seconds=2))
-    try:
-        with pytest.raises(UnsupportedDocument) as info:
-            pool.run("ki.convert.legacy:convert_legacy", (FIXTURES / "tika_testWORD_2006ml.doc").read_bytes(),
-                     "slow.doc", soffice=find_soffice("soffice"), timeout_seconds=600)
-    finally:
-        pool.close()
-        done.set()
-        watcher.join()
-    assert info.value.reason == "too_large" and info.value.details["limit_seconds"] == 2
-    assert seen, "LibreOffice never ran: the test proves nothing"
-    assert _wait_gone(seen) == set()
+        pool = isolation.WorkerPool(isolation.Budget(memory_mb=1536, seconds=3))
+        try:
+            assert pool.run("ki.convert.text:convert_text", b"warm", "warm.txt").text == "warm"
+            with pytest.raises(UnsupportedDocument) as info:
+                pool.run("ki.convert.legacy:convert_legacy", _held_document(server.url), "held.fodt", renew=renew,
+                         soffice=find_soffice("soffice"), timeout_seconds=600)
+        finally:
+            pool.close()
+        assert info.value.reason == "too_large" and info.value.details["limit_seconds"] == 3
+        assert held, "no LibreOffice was running at the hold point: the test proves nothing"
+        # while its pictures are still held (it could not end by itself): only the worker's death ends it
+        assert _wait_gone(held) == set()
 
 
 # ---------------------------------------------------------------------------- a zip bomb, built here
