@@ -15,31 +15,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
 from ki.access.folder_grants import connector_grant_levels
 from ki.access.projection import EVERYONE, AccessProjection, GrantLevel, clean_principals, compile_projection
 from ki.access.share_permissions import PUBLIC, permission_model
 from ki.errors import AclReadError
-
-OBJECTS_SQL = text("""
-WITH RECURSIVE chain(id, root_id, depth) AS (
-    SELECT so.id, so.id, 0 FROM source_object so WHERE so.id = ANY(CAST(:ids AS bigint[]))
-    UNION ALL
-    SELECT c.id, p.parent_id, c.depth + 1
-    FROM chain c JOIN source_object p ON p.id = c.root_id
-    WHERE p.parent_id IS NOT NULL
-)
-SELECT c.id, array_agg(c.root_id ORDER BY c.depth) AS lineage
-FROM chain c GROUP BY c.id
-""")
-
-GRANTS_SQL = text("""
-SELECT project_id, source_id, source_object_id, principal, effect FROM access_grant
-WHERE project_id = :project_id OR source_id = :source_id
-   OR source_object_id = ANY(CAST(:object_ids AS bigint[]))
-""")
+from ki.store.grants import external_ids_of, grant_rows, object_lineage, source_row
 
 
 @dataclass
@@ -90,18 +72,15 @@ def load_source_access(conn: Connection, source_id: int, object_ids: Sequence[in
 
     Raises: AclReadError when ``source.config`` holds malformed principals.
     """
-    src = conn.execute(text("SELECT id, project_id, kind, root, config FROM source WHERE id = :id"),
-                       {"id": source_id}).one()
+    src = source_row(conn, source_id)
     config = dict(src.config or {})
-    lineage = {r.id: list(r.lineage) for r in conn.execute(OBJECTS_SQL, {"ids": list(object_ids)})}
+    lineage = object_lineage(conn, list(object_ids))
     all_ids = sorted({i for chain in lineage.values() for i in chain} | set(object_ids))
-    external_ids = dict(conn.execute(
-        text("SELECT id, external_id FROM source_object WHERE id = ANY(CAST(:ids AS bigint[]))"),
-        {"ids": all_ids}).fetchall())
+    external_ids = external_ids_of(conn, all_ids)
     project = ([], [])
     source = ([], [])
     documents: dict[int, tuple[list[str], list[str]]] = {}
-    for g in conn.execute(GRANTS_SQL, {"project_id": src.project_id, "source_id": source_id, "object_ids": all_ids}):
+    for g in grant_rows(conn, src.project_id, source_id, all_ids):
         if g.project_id is not None:
             bucket = project
         elif g.source_id is not None:
