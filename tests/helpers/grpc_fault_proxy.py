@@ -12,8 +12,8 @@ collision's rich status still reaches the SDK). A *fault plan* decides, per trig
 * ``"partial"`` — forward, then answer with the last run id missing (a partial bulk result);
 * ``"hang"`` — forward, then hold the answer for :attr:`GrpcFaultProxy.hang_seconds` (a timeout);
 * ``"phantom"`` — answer with made-up run ids without forwarding (the engine acknowledges runs it never
-  makes, as it does when it sheds load or a workflow is unregistered); only for a first attempt of its items
-  (same object and ``ki_attempt``): a resend of items the engine may have made would collide instead;
+  makes, as it does when it sheds load or a workflow is unregistered); only while the engine never saw its
+  items (same run, object and ``ki_attempt``): a resend of items it may have made would collide instead;
 * ``None`` — forward.
 
 :attr:`GrpcFaultProxy.log` records each trigger call (:class:`TriggerCall`: wall-clock time in epoch seconds,
@@ -64,8 +64,8 @@ class TriggerCall:
     run_ids: list[str] = field(default_factory=list)
 
 
-def _keys(method: str, request: bytes) -> list[tuple[str, str]]:
-    """(ki object id, ki attempt) of each item of a trigger request (its idempotency key, in effect)."""
+def _keys(method: str, request: bytes) -> list[tuple[str, str, str]]:
+    """(ki run id, ki object id, ki attempt) of each item of a trigger request (its idempotency key, in effect)."""
     from hatchet_sdk.contracts import workflows_pb2
 
     if method == "BulkTriggerWorkflow":
@@ -78,7 +78,8 @@ def _keys(method: str, request: bytes) -> list[tuple[str, str]]:
             meta = json.loads(item.additional_metadata or "{}")
         except ValueError:
             meta = {}
-        out.append((str(meta.get("ki_object_id", meta.get("ki_run_id", ""))), str(meta.get("ki_attempt", ""))))
+        out.append((str(meta.get("ki_run_id", "")), str(meta.get("ki_object_id", meta.get("ki_run_id", ""))),
+                    str(meta.get("ki_attempt", ""))))
     return out
 
 
@@ -110,7 +111,7 @@ class GrpcFaultProxy:
         self.hang_seconds = hang_seconds
         self.log: list[TriggerCall] = []
         self._counts: dict[str, int] = {}
-        self._sent: set[tuple[str, str]] = set()
+        self._sent: set[tuple[str, str, str]] = set()
         self._lock = threading.Lock()
         self._methods = _service_methods()
         self._channel = grpc.insecure_channel(upstream, options=[("grpc.max_send_message_length", 8 << 20),
@@ -159,8 +160,9 @@ class GrpcFaultProxy:
             with self._lock:
                 if fault == "phantom" and self._sent & set(keys):
                     fault = None  # a resend: the engine would answer with the runs it made (a collision)
-                self._sent |= set(keys)
-                call = TriggerCall(time.time(), method, fault, [k[0] for k in keys])
+                if fault not in ("refuse", "phantom"):
+                    self._sent |= set(keys)  # the engine sees these items
+                call = TriggerCall(time.time(), method, fault, [k[1] for k in keys])
                 self.log.append(call)
         if fault == "refuse":
             context.abort(grpc.StatusCode.INTERNAL, REFUSAL)

@@ -17,12 +17,13 @@ from collections import Counter
 
 import pytest
 
-from ki.launch import launch_insertion
+from ki.launch import launch_insertion, launch_sync
+from ki.sources.scan import register_local_source
 from ki.store.pushback import pushback
 from ki.workflows.client import hatchet_client
 from ki.workflows.recovery import engine_verdicts
 from tests.helpers.grpc_fault_proxy import GrpcFaultProxy, every_nth
-from tests.helpers.hatchet_harness import configure, dags_per_member, q, scan, write_docs
+from tests.helpers.hatchet_harness import configure, dags_per_member, execute, q, scan, write_docs
 from tests.helpers.outage import wait_until
 
 pytestmark = [pytest.mark.hatchet, pytest.mark.timeout(400)]
@@ -109,3 +110,51 @@ def _run_and_check(hx, make_ctx, tmp_path, monkeypatch, proxy: GrpcFaultProxy) -
     print(f"\nrefused trigger -> first task: median {statistics.median(delays):.1f} s, max {max(delays):.1f} s "
           f"({len(delays)} documents); faults {dict(kinds)}; refusals recorded {pb.refusals}, window "
           f"{pb.window_limit} -> min {pb.window_min}")
+
+
+SYNC_FAULTS = {("TriggerWorkflow", 0): "refuse", ("TriggerWorkflow", 1): "phantom",
+               ("BulkTriggerWorkflow", 0): "refuse", ("BulkTriggerWorkflow", 2): "phantom"}
+
+
+def test_sync_hand_off_and_access_refresh_survive_refused_and_phantom_triggers(hx, make_ctx, tmp_path, monkeypatch):
+    """The sync trigger is refused, then acknowledged with a run id the engine never makes: it is retried, and
+    the worker's early check finds the queued sync's run unknown and triggers it again; the sync's hand-off to
+    an insertion batch is refused once and retried; the access-refresh batch is acknowledged with a phantom
+    run and triggered again by the early check. Everything completes, with runs the engine knows."""
+    proxy = GrpcFaultProxy(hx.engine.grpc_host_port, lambda method, n: SYNC_FAULTS.get((method, n))).start()
+    try:
+        monkeypatch.setenv("HATCHET_CLIENT_HOST_PORT", proxy.address)
+        root = tmp_path / "share"
+        write_docs(root, 6)
+        ctx = make_ctx(hatchet_trigger_timeout_seconds=2, hatchet_trigger_check_seconds=2)
+        configure(ctx.settings.data_dir, "hatchet")
+        hx.start_worker(slots=8, env=PUSHBACK_ENV)
+        sid = register_local_source(ctx, root)
+        ctx.reload_config()
+        sync_id = launch_sync(ctx, sid, trigger="test").run_id
+        hx.wait_run(ctx, sync_id, timeout=240)
+        (insertion,) = [r[0] for r in q(ctx, "SELECT id FROM pipeline_runs WHERE kind = 'insertion'")]
+        hx.wait_run(ctx, insertion, timeout=240)
+        marked = [r[0] for r in q(ctx, "SELECT id FROM source_object ORDER BY id LIMIT 3")]
+        execute(ctx, """UPDATE processing_state SET status = 'pending', attempts = 0, next_retry_at = NULL,
+                        last_error = '{"access_only_reindex": true}'::jsonb, updated_at = now()
+                        WHERE stage = 'index' AND source_object_id = ANY(:ids)""", ids=marked)
+        refresh = launch_insertion(ctx, trigger="test").run_id
+        hx.wait_run(ctx, refresh, timeout=240)
+
+        assert {c.fault for c in proxy.faults()} == {"refuse", "phantom"} and len(proxy.faults()) == 4
+        phantoms = {w for c in proxy.faults("phantom") for w in c.run_ids}
+        runs = {r.id: r for r in q(ctx, "SELECT id, kind, label, done, workflow_run_id, trigger_refusals "
+                                        "FROM pipeline_runs")}
+        assert runs[refresh].kind == "access_refresh" and runs[refresh].done == 3
+        assert runs[sync_id].trigger_refusals == 1 and runs[insertion].trigger_refusals == 1
+        recorded = [(0, runs[sync_id].workflow_run_id)] + [
+            (m.source_object_id, m.workflow_run_id)
+            for m in q(ctx, "SELECT source_object_id, workflow_run_id FROM pipeline_run_object")]
+        assert not phantoms & {w for _, w in recorded}
+        known, lost = engine_verdicts(recorded)
+        assert len(known) == len(recorded) == 10 and not lost, (recorded, known, lost)
+        assert q(ctx, "SELECT count(*), max(completions) FROM processing_state WHERE stage = 'index' "
+                      "AND status = 'done'")[0] == (6, 2)  # the three refreshed once more
+    finally:
+        proxy.stop()
