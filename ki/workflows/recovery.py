@@ -54,6 +54,12 @@ def engine_verdicts(pairs: list[tuple[int, str]]) -> tuple[list[tuple[int, str]]
     return known, lost
 
 
+def lost_attempt(workflow_run_id: str) -> str:
+    """The ``attempt`` key part of the DAG replacing the lost run ``workflow_run_id``: derived from it, so every
+    worker whose check finds the same loss triggers the same idempotency key (one DAG, the others collide)."""
+    return "lost-" + workflow_run_id.replace("-", "")[:12]
+
+
 @dataclass(frozen=True)
 class TriggerCheck:
     """What :func:`confirm_triggers` did for one run.
@@ -108,7 +114,8 @@ def _check_batch(ctx: PipelineContext, run_id: int, grace: float, overdue_after:
     if lost:
         log.warning("run %s: the engine does not know %d acknowledged document DAG(s) (%s); triggering them "
                     "again", run_id, len(lost), ", ".join(w for _, w in lost[:3]))
-        trigger_members(ctx, run_id, [oid for oid, _ in lost], attempt=uuid.uuid4().hex[:8])
+        for oid, wid in lost:  # the key part comes from the lost id: workers checking at once trigger one DAG
+            trigger_members(ctx, run_id, [oid], attempt=lost_attempt(wid))
     return TriggerCheck(run_id, confirmed=len(known), retriggered=len(lost), overdue=triggered)
 
 
@@ -128,7 +135,7 @@ def _check_sync(ctx: PipelineContext, st: batches.BatchState, grace: float) -> T
         return None
     log.warning("sync run %s: the engine does not know its workflow run %s; triggering a scan of the whole "
                 "source again", st.run_id, st.workflow_run_id)
-    trigger_sync(ctx, st.run_id, source_id, attempt=uuid.uuid4().hex[:8])
+    trigger_sync(ctx, st.run_id, source_id, attempt=lost_attempt(st.workflow_run_id))
     return TriggerCheck(st.run_id, retriggered=1)
 
 
