@@ -1,4 +1,4 @@
-"""Circuit breakers per dependency: an outage pauses the stages that need the dependency (issue 14 item 9).
+"""Circuit breakers per dependency: an outage pauses the stages that need the dependency.
 
 Spec: insertion-pipeline.md "Retry policy and quarantine" (infrastructure faults are retried, never
 quarantined) and DESIGN.md "Outages are not the file's fault". Without a breaker every document
@@ -43,7 +43,7 @@ A source root is not behind a breaker: one ki run reads many roots, and a breake
 paused the fetch of every root for one root's outage, and on a flapping share held the run for minutes
 after the share came back (measured: a 2 s outage made a 30-document run take 248 s instead of 5 s).
 A fetch that meets a missing or unreadable root is an outage retried per row with the infrastructure
-backoff (issue 14 item 4), never quarantined.
+backoff, never quarantined.
 
 Which dependency a fault belongs to is the exception's class (:data:`FAULT_DEPENDENCIES`, anywhere in
 the exception chain). A success is reported by the code that reached the dependency: the gateway and
@@ -55,141 +55,67 @@ clears it). A process that runs stages mirrors its transitions into PostgreSQL t
 :class:`BreakerSink` (``ki.store.pauses``), so ``ki status``, the console's ``/api/status`` and the
 other processes see an open breaker. Pausing never touches a row: rows of a paused stage stay
 pending (no attempt is spent), and the faults that opened the breaker were recorded as
-infrastructure failures (never quarantined). Times are ``time.monotonic()`` seconds inside, UTC
-datetimes at the edges.
+infrastructure failures (never quarantined). Times are monotonic seconds inside (``time.monotonic`` unless a
+test gives :class:`Breakers` another clock), UTC datetimes at the edges.
 """
 
 from __future__ import annotations
 
 import logging
 import re
-import socket
 import threading
 import time
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol
-from urllib.parse import urlsplit
 
-from ki import errors
-from ki.config.process import ProcessSettings, current
+from ki.config.process import LlmSettings, ProcessSettings, current
+from ki.dependencies import (
+    CONFIRMED_BY_COMPLETION,
+    DEPENDENCIES,
+    DOCLING,
+    FAULT_DEPENDENCIES,
+    GATEWAY,
+    MODEL_STAGES,
+    OPENSEARCH,
+    SOURCE,
+    Address,
+    dependency_of,
+    endpoint_of,
+    port_accepts,
+    retry_after_of,
+)
+from ki.dependencies import dependency_endpoints as _endpoints
+from ki.dependencies import stage_dependencies as _stage_dependencies
 from ki.served import SERVED
 
 log = logging.getLogger(__name__)
 
-GATEWAY, DOCLING, OPENSEARCH, SOURCE = "gateway", "docling", "opensearch", "source"
-DEPENDENCIES: tuple[str, ...] = (GATEWAY, DOCLING, OPENSEARCH, SOURCE)
-
-#: The exception classes that are a dependency's fault (checked along the exception chain).
-FAULT_DEPENDENCIES: tuple[tuple[type[BaseException], str], ...] = (
-    (errors.GatewayUnavailable, GATEWAY),
-    (errors.DoclingUnavailable, DOCLING),
-    (errors.OpenSearchUnavailable, OPENSEARCH),
-)
-
-#: The model stages (the gateway when one is configured, else their rules policies).
-MODEL_STAGES: tuple[str, ...] = ("classify_matter", "relate", "extract_metadata", "extract_decisions")
-
-#: Dependencies whose success the executor reports when a stage needing them completes (the gateway
-#: and Docling clients report their own, since a model stage may finish without a model call).
-CONFIRMED_BY_COMPLETION: frozenset[str] = frozenset({SOURCE, OPENSEARCH})
+#: The names of :mod:`ki.dependencies` stay importable from here (the breaker's callers use both).
+__all__ = [
+    "GATEWAY", "DOCLING", "OPENSEARCH", "SOURCE", "DEPENDENCIES", "FAULT_DEPENDENCIES", "MODEL_STAGES",
+    "CONFIRMED_BY_COMPLETION", "Address", "dependency_endpoints", "dependency_of", "endpoint_of",
+    "port_accepts", "retry_after_of", "stage_dependencies", "BREAKERS", "BreakerPolicy", "Breakers",
+    "BreakerSink", "Episode", "Pause", "describe_pauses", "succeeded",
+]
 
 
 def stage_dependencies(config: Any, *, gateway_configured: bool | None = None) -> dict[str, frozenset[str]]:
-    """stage → the dependencies it needs under ``config`` (a :class:`ki.config.settings.KiConfig`).
-
-    ``gateway_configured`` defaults to ``KI_LLM_BASE_URL`` being set. Stages needing nothing map to
-    an empty set; every stage of ``PIPELINE_STAGE_ORDER`` is present.
-    """
-    from ki.config.process import LlmSettings
-    from ki.taxonomies import PIPELINE_STAGE_ORDER
-
+    """stage → the dependencies it needs under ``config`` (:func:`ki.dependencies.stage_dependencies`);
+    ``gateway_configured`` defaults to ``KI_LLM_BASE_URL`` being set."""
     if gateway_configured is None:
         gateway_configured = current(LlmSettings).configured
-    needs: dict[str, set[str]] = {s: set() for s in PIPELINE_STAGE_ORDER}
-    if gateway_configured:
-        for s in MODEL_STAGES:
-            needs[s].add(GATEWAY)
-        # ``gateway:<model>`` (ki.index.embeddings.parse_embedding_model, which validated it on load)
-        if (config.retrieval.embedding_model or "").strip().lower().startswith("gateway:"):
-            needs["index"].add(GATEWAY)
-    if config.components.docling_url:
-        needs["convert"].add(DOCLING)
-    if config.components.opensearch_url:
-        needs["index"].add(OPENSEARCH)
-    return {s: frozenset(d) for s, d in needs.items()}
-
-
-#: A host and TCP port (``("127.0.0.1", 4000)``).
-Address = tuple[str, int]
-
-_DEFAULT_PORTS = {"http": 80, "https": 443}
-
-
-def endpoint_of(url: str | None) -> Address | None:
-    """``(host, port)`` of a dependency URL (``http://gw:4000/v1`` → ``("gw", 4000)``; the scheme's
-    default port when none is given); None for an empty URL or one without a host."""
-    if not url or not url.strip():
-        return None
-    try:
-        parts = urlsplit(url.strip())
-        port = parts.port or _DEFAULT_PORTS.get(parts.scheme.lower())
-    except ValueError:  # a port that is not a number
-        return None
-    if not parts.hostname or port is None:
-        return None
-    return parts.hostname, port
+    return _stage_dependencies(config, gateway_configured=gateway_configured)
 
 
 def dependency_endpoints(config: Any, *, gateway_url: str | None = None) -> dict[str, Address]:
-    """dependency → the ``(host, port)`` its probes connect to under ``config`` (a
-    :class:`ki.config.settings.KiConfig`): the gateway's ``KI_LLM_BASE_URL`` (or ``gateway_url``),
-    ``components.docling_url``, ``components.opensearch_url``. Unconfigured ones are absent."""
-    from ki.config.process import LlmSettings
-
+    """dependency → the ``(host, port)`` its probes connect to (:func:`ki.dependencies.dependency_endpoints`);
+    ``gateway_url`` defaults to ``KI_LLM_BASE_URL``."""
     if gateway_url is None:
         gateway_url = current(LlmSettings).base_url
-    urls = {GATEWAY: gateway_url, DOCLING: config.components.docling_url, OPENSEARCH: config.components.opensearch_url}
-    return {d: address for d, url in urls.items() if (address := endpoint_of(url)) is not None}
-
-
-def port_accepts(address: Address, timeout: float) -> bool:
-    """Whether a TCP connection to ``address`` opens within ``timeout`` seconds (closed at once,
-    nothing sent). Refused, reset, unreachable, a DNS failure and a timeout are False; never raises."""
-    try:
-        with socket.create_connection(address, timeout=timeout):
-            return True
-    except (OSError, ValueError):  # ConnectionRefusedError, TimeoutError, socket.gaierror, …
-        return False
-
-
-def retry_after_of(exc: BaseException) -> float | None:
-    """The ``retry_after_seconds`` an infrastructure fault along ``exc``'s chain carries (the dependency's
-    ``Retry-After``, :func:`ki.retry.retry_after_seconds`), or None."""
-    seen: BaseException | None = exc
-    for _ in range(8):
-        if seen is None:
-            return None
-        wait = getattr(seen, "retry_after_seconds", None)
-        if isinstance(wait, int | float):
-            return float(wait)
-        seen = seen.__cause__ or seen.__context__
-    return None
-
-
-def dependency_of(exc: BaseException) -> str | None:
-    """The dependency whose outage ``exc`` (or an exception it was raised from) is, else None."""
-    seen: set[int] = set()
-    cur: BaseException | None = exc
-    while cur is not None and id(cur) not in seen and len(seen) < 8:
-        seen.add(id(cur))
-        for cls, dependency in FAULT_DEPENDENCIES:
-            if isinstance(cur, cls):
-                return dependency
-        cur = cur.__cause__ or (None if cur.__suppress_context__ else cur.__context__)
-    return None
+    return _endpoints(config, gateway_url=gateway_url)
 
 
 @dataclass(frozen=True)
@@ -312,9 +238,16 @@ _REFUSING = re.compile(r"; \S+ refuses TCP connections$")
 
 
 class Breakers:
-    """The breakers of a process, one per dependency (thread-safe). Closed unless listed in ``_open``."""
+    """The breakers of a process, one per dependency (thread-safe). Closed unless listed in ``_open``.
 
-    def __init__(self, policy: BreakerPolicy | None = None) -> None:
+    Args:
+        policy: the thresholds and delays (None: :meth:`BreakerPolicy.from_settings` at each use).
+        clock: monotonic seconds the probe schedule is kept in (default ``time.monotonic``; tests pass a
+            clock they advance, so no test waits for a delay to pass).
+    """
+
+    def __init__(self, policy: BreakerPolicy | None = None, *, clock: Callable[[], float] = time.monotonic) -> None:
+        self._clock = clock
         self._lock = threading.Lock()
         self._policy = policy
         self._faults: dict[str, int] = {}
@@ -364,7 +297,7 @@ class Breakers:
                 if n < policy.failures:
                     return
                 since = datetime.now(UTC)
-                state = _State(since, message[:500], time.monotonic() + max(policy.delay(0), wait),
+                state = _State(since, message[:500], self._clock() + max(policy.delay(0), wait),
                                episode=Episode(dependency, since, faults=n))
                 self._open[dependency] = state
                 log.warning("%s unavailable after %d faults in a row: pausing its stages (%s)",
@@ -372,7 +305,7 @@ class Breakers:
             elif state.probing and state.prober == threading.get_ident():
                 state.probing, state.prober, state.port_open_at = False, None, None
                 state.probes += 1
-                state.next_probe = time.monotonic() + max(policy.delay(state.probes), wait)
+                state.next_probe = self._clock() + max(policy.delay(state.probes), wait)
                 state.episode.faults += 1
                 state.episode.probes += 1
             else:
@@ -388,7 +321,7 @@ class Breakers:
             state = self._open.pop(dependency, None)
             sink = self._sink
             if state is not None:
-                self._closed_at[dependency] = time.monotonic()
+                self._closed_at[dependency] = self._clock()
                 state.episode.ended = datetime.now(UTC)
                 self.episodes.append(state.episode)
         if state is not None:
@@ -424,7 +357,7 @@ class Breakers:
         policy = self.policy
         with self._lock:
             state = self._open.get(dependency)
-            now = time.monotonic()
+            now = self._clock()
             if state is None or state.probing or now < state.next_probe:
                 return False
             state.probing, state.prober = True, threading.get_ident()
@@ -442,11 +375,11 @@ class Breakers:
                 if state.refusing is not None:
                     log.info("%s: %s:%d accepts TCP connections again: probing with a request",
                              dependency, *address)
-                state.port_open_at, state.refusing = time.monotonic(), None
+                state.port_open_at, state.refusing = self._clock(), None
                 return True
             state.episode.connects_refused += 1
             state.probing, state.prober, state.port_open_at = False, None, None
-            state.next_probe = time.monotonic() + policy.connect_probe_seconds
+            state.next_probe = self._clock() + policy.connect_probe_seconds
             first = state.refusing is None
             state.refusing = address
             pause, sink = self._pause(dependency, state), self._sink
@@ -488,7 +421,7 @@ class Breakers:
         (monotonic): when ``shared`` was read; a breaker this process closed since then is not reopened
         from that stale read (seen: a second "answers again" line, 0 requests, after every outage)."""
         shared = {p.dependency: p for p in shared}
-        now_wall, now = datetime.now(UTC), time.monotonic()
+        now_wall, now = datetime.now(UTC), self._clock()
         with self._lock:
             for dependency, pause in shared.items():
                 if read_at is not None and self._closed_at.get(dependency, float("-inf")) >= read_at:
@@ -515,9 +448,8 @@ class Breakers:
 
     # -- internals -----------------------------------------------------------------------------------
 
-    @staticmethod
-    def _pause(dependency: str, state: _State) -> Pause:
-        wait = max(0.0, state.next_probe - time.monotonic())
+    def _pause(self, dependency: str, state: _State) -> Pause:
+        wait = max(0.0, state.next_probe - self._clock())
         return Pause(dependency, state.since, state.shown_reason(), datetime.now(UTC) + timedelta(seconds=wait),
                      state.probes)
 
