@@ -1,4 +1,4 @@
-"""Docling and OpenSearch clients fail fast while their dependency is paused (issue 14 item 9), as the
+"""Docling and OpenSearch clients fail fast while their dependency is paused (``ki.breaker``), as the
 gateway client does (tests/unit/test_breaker_probe.py): the real clients against loopback servers
 (``DoclingStub``; a JSON server answering as an OpenSearch node), every request counted by the server.
 ~3 s."""
@@ -15,6 +15,7 @@ from ki.convert.docling import DoclingClient, canary_docx, reset_cooldown
 from ki.errors import DoclingUnavailable, OpenSearchUnavailable
 from ki.index.opensearch_index import client_for
 from ki.retry import Treatment, classify_error
+from tests.helpers.clock import ManualClock
 from tests.helpers.docling_stub import DoclingStub, Scenario
 from tests.helpers.loopback import JsonServer
 from tests.helpers.outage import wait_until
@@ -54,10 +55,7 @@ def _as_prober(b, dependency: str, call):
     out: list = []
 
     def probe() -> None:
-        deadline = time.monotonic() + 15
-        while not b.try_probe(dependency):
-            assert time.monotonic() < deadline, "the probe never fell due"
-            time.sleep(0.02)
+        assert wait_until(lambda: b.try_probe(dependency), 15, step=0.02), "the probe never fell due"
         try:
             out.append(call())
         except Exception as exc:  # noqa: BLE001 - handed to the test
@@ -183,19 +181,24 @@ def test_a_503_with_retry_after_defers_the_next_probe(breakers):
     wrapped = RuntimeError("stage failed")
     wrapped.__cause__ = err.value
     assert breaker.retry_after_of(wrapped) == 7.0
-    b = breaker.Breakers(breaker.BreakerPolicy(failures=1, probe_seconds=0.05, probe_max_seconds=0.1))
+    clock = ManualClock()
+    b = breaker.Breakers(breaker.BreakerPolicy(failures=1, probe_seconds=0.05, probe_max_seconds=0.1), clock=clock)
     b.failed(breaker.GATEWAY, "gateway answered HTTP 503", retry_after=breaker.retry_after_of(wrapped))
     (pause,) = b.pauses()
     assert 6.5 <= (pause.next_probe_at - pause.since).total_seconds() <= 7.5  # not the 0.05 s backoff
     b.reset()
     b.failed(breaker.GATEWAY, "gateway answered HTTP 503", retry_after=0.6)
-    time.sleep(0.3)
+    clock.advance(0.3)
     assert not b.try_probe(breaker.GATEWAY)  # the backoff (0.05 s) has passed, the Retry-After has not
-    assert wait_until(lambda: b.try_probe(breaker.GATEWAY), 5, step=0.02)
-    probed = time.monotonic()
+    clock.advance(0.29)
+    assert not b.try_probe(breaker.GATEWAY)  # 0.59 s: still not
+    clock.advance(0.02)
+    assert b.try_probe(breaker.GATEWAY)  # 0.61 s: the probe goes
     b.failed(breaker.GATEWAY, "gateway answered HTTP 503", retry_after=0.6)  # the probe failed: ≥ 0.6 s again
-    assert wait_until(lambda: b.try_probe(breaker.GATEWAY), 5, step=0.02)
-    assert time.monotonic() - probed >= 0.55
+    clock.advance(0.59)
+    assert not b.try_probe(breaker.GATEWAY)  # not before the Retry-After (the backoff is 0.1 s)
+    clock.advance(0.02)
+    assert b.try_probe(breaker.GATEWAY)
     b.reset()
 
 

@@ -1,4 +1,4 @@
-"""The breaker's probe begins with a TCP connect, and calls fail fast while paused (issue 14 item 9).
+"""The breaker's probe begins with a TCP connect, and calls fail fast while paused (``ki.breaker``).
 
 Real sockets on 127.0.0.1: a port bound but not listening refuses connections (a gateway process that
 is down), the same socket listening accepts them. While the port refuses, a due probe is a bare TCP
@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import socket
 import threading
-import time
 
 import pytest
 
@@ -21,6 +20,7 @@ from ki.agents.gateway import GatewayClient
 from ki.breaker import BreakerPolicy, Breakers, Pause, dependency_endpoints, endpoint_of, port_accepts
 from ki.config.settings import KiConfig
 from ki.errors import GatewayUnavailable
+from tests.helpers.clock import ManualClock
 from tests.helpers.gateway_stub import GatewayStub, text
 
 POLICY = BreakerPolicy(failures=3, probe_seconds=0.05, probe_max_seconds=0.4, connect_probe_seconds=0.1)
@@ -89,32 +89,33 @@ def test_port_accepts_a_listening_socket_only(port):
 
 
 def test_while_the_port_refuses_probes_are_tcp_connects_then_the_request_goes_at_once(port):
-    b, sink = Breakers(POLICY), Sink()
+    clock = ManualClock()
+    b, sink = Breakers(POLICY, clock=clock), Sink()
     b.attach(sink)
     address = port.getsockname()
     b.locate({"gateway": address})
     _open(b)
     assert not b.try_probe("gateway")  # not due (0.05 s)
-    time.sleep(0.06)
+    clock.advance(0.06)
     assert not b.try_probe("gateway")  # due: the connect is refused, no probe is handed out
     (pause,) = b.pauses()
     assert pause.probes == 0 and pause.reason.endswith(f"{address[0]}:{address[1]} refuses TCP connections")
     recorded = sink.pauses[-1].next_probe_at  # the next connect's time, recorded for ki status
     assert abs((recorded - pause.next_probe_at).total_seconds()) < 0.05
-    time.sleep(0.05)
+    clock.advance(0.05)
     assert not b.try_probe("gateway")  # the next connect waits connect_probe_seconds (0.1 s)
-    time.sleep(0.06)
+    clock.advance(0.06)
     assert not b.try_probe("gateway")  # refused again
     port.listen()
-    time.sleep(0.11)
+    clock.advance(0.11)
     assert b.try_probe("gateway")  # the port accepts: the probe (a request) goes at once
     assert not _in_thread(lambda: b.try_probe("gateway"))  # one probe at a time
     b.failed("gateway", "gateway answered HTTP 503")  # the request failed: HTTP backoff from here
     (pause,) = b.pauses()
     assert pause.probes == 1 and "refuses" not in pause.reason
-    time.sleep(0.06)
+    clock.advance(0.06)
     assert not b.try_probe("gateway")  # delay(1) = 0.1 s
-    time.sleep(0.06)
+    clock.advance(0.06)
     assert b.try_probe("gateway")  # the connect succeeds again, the probe goes
     b.end_probe("gateway")  # nothing to claim: the port was seen open just now, no new connect needed
     assert b.try_probe("gateway")
@@ -127,15 +128,17 @@ def test_while_the_port_refuses_probes_are_tcp_connects_then_the_request_goes_at
 
 
 def test_without_an_address_the_probe_is_the_request():
-    b = Breakers(POLICY)
+    clock = ManualClock()
+    b = Breakers(POLICY, clock=clock)
     _open(b, "docling")
-    time.sleep(0.06)
+    clock.advance(0.06)
     assert b.try_probe("docling")
     assert list(b.episodes) == [] and b.pauses()[0].probes == 0
 
 
 def test_a_paused_call_fails_fast_except_from_the_probing_thread():
-    b = Breakers(POLICY)
+    clock = ManualClock()
+    b = Breakers(POLICY, clock=clock)
     b.attach(Sink(), probed={"gateway"})
     assert b.allows("gateway")
     _open(b)
@@ -143,7 +146,7 @@ def test_a_paused_call_fails_fast_except_from_the_probing_thread():
     b.failed("gateway", "gateway paused")  # the fast-failed call's row is reported: no news
     assert not _in_thread(lambda: b.allows("gateway"))
     b.failed("gateway", "gateway paused")
-    time.sleep(0.06)
+    clock.advance(0.06)
     assert b.try_probe("gateway")  # no address: the probe is the request itself
     assert b.allows("gateway")  # the probing thread may call
     assert not _in_thread(lambda: b.allows("gateway"))  # another worker may not

@@ -1,4 +1,4 @@
-"""The circuit breaker's rules as a table (issue 14 item 9, ``ki.breaker``): pure, no database.
+"""The circuit breaker's rules as a table (``ki.breaker``): pure, no database, a clock moved by hand.
 
 N consecutive faults open a breaker, a success in between resets the count; while open, one probe at a
 time is let through once due, a failed probe doubles the delay up to the cap, any success closes it;
@@ -8,7 +8,6 @@ dependency follows the configuration; a fault's dependency is found along the ex
 
 from __future__ import annotations
 
-import time
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -16,6 +15,7 @@ import pytest
 from ki import errors
 from ki.breaker import BreakerPolicy, Breakers, Pause, dependency_of, describe_pauses, stage_dependencies
 from ki.config.settings import KiConfig
+from tests.helpers.clock import ManualClock
 
 POLICY = BreakerPolicy(failures=3, probe_seconds=0.05, probe_max_seconds=0.2)
 
@@ -48,25 +48,26 @@ def test_consecutive_faults_open_and_a_success_resets_the_count():
 
 
 def test_one_probe_at_a_time_with_doubling_backoff_and_automatic_resume():
-    b, sink = Breakers(POLICY), Sink()
+    clock = ManualClock()
+    b, sink = Breakers(POLICY, clock=clock), Sink()
     b.attach(sink)
     for _ in range(3):
         b.failed("docling", "down")
     assert not b.try_probe("docling")  # not due yet (0.05 s)
-    time.sleep(0.06)
+    clock.advance(0.06)
     assert b.try_probe("docling")
     assert not b.try_probe("docling")  # one at a time
     b.failed("docling", "down")  # the probe failed: next one after 0.1 s
     assert b.pauses()[0].probes == 1
-    time.sleep(0.06)
+    clock.advance(0.06)
     assert not b.try_probe("docling")
-    time.sleep(0.06)
+    clock.advance(0.06)
     assert b.try_probe("docling")
     b.failed("docling", "down")
     b.failed("docling", "down")  # a request in flight, not the probe: no news
     assert b.pauses()[0].probes == 2
     assert POLICY.delay(2) == pytest.approx(0.2) and POLICY.delay(10) == pytest.approx(0.2)  # capped
-    time.sleep(0.21)
+    clock.advance(0.21)
     assert b.try_probe("docling")
     b.end_probe("docling")  # it never reached Docling: the next probe may go at once
     assert b.try_probe("docling")
