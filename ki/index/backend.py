@@ -121,7 +121,8 @@ class SearchFilters:
             the local operator (CLI without ``--as``: all grants). The HTTP API never passes None.
         matter: a matter reference (``2024-0153``) or id, or None.
         doc_type: an ontology node id; matches the document type or any of its ancestors.
-        since: documents dated on or after this day (document date when known, else file mtime).
+        since: documents dated on or after this day (the document date; before Extract metadata has read a
+            document, its file mtime; a document it found undated is left out).
         kinds: search only these parts (``deleted``, ``comment`` …; ``profile`` = the document fields), or
             None for all; not_kinds: never these.
     """

@@ -86,6 +86,15 @@ class FactSources:
                     f"WHERE dv.source_object_id = {oid} LIMIT 1)")
         return None
 
+    def undated(self, oid: str) -> str:
+        """Boolean SQL: Extract metadata has read the object and found no date — not in its content, its names,
+        nor a modification time it trusts (a copy's shared mtime dates nothing: ``ki.metadata.path_dates``).
+        Such a document is not "since" any day; its mtime must not stand in for the date."""
+        if self.has("document_metadata", "source_object_id", "doc_date"):
+            return (f"EXISTS (SELECT 1 FROM document_metadata t WHERE t.source_object_id = {oid} "
+                    f"AND t.doc_date IS NULL)")
+        return "false"
+
     def matter_condition(self, oid: str, param: str = ":matter") -> str | None:
         """EXISTS: the object is assigned to the matter with reference (or id) ``param``."""
         if not self.matter:

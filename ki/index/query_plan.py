@@ -215,7 +215,8 @@ class LexFilters:
 
 def filter_nodes(f: LexFilters) -> tuple[tuple[Node, ...], tuple[Node, ...]]:
     """(must, must_not) filters: permissions (some allowed principal held, no denied one: deny beats allow),
-    parts, matter, type, since (document date on or after, else — undated — the file's mtime), refusals."""
+    parts, matter, type, since (document date on or after; a document Extract metadata has not read yet:
+    its mtime; one it found undated: never), refusals."""
     must: list[Node] = []
     must_not: list[Node] = []
     if f.principals is not None:

@@ -80,7 +80,8 @@ def _facts_sql(conn: Connection) -> str:
                  if facts.has("document_metadata", "source_object_id", "doc_type_ancestors") else "NULL::text[]")
     date_value = facts.date_value("so.id") or "NULL::date"
     return (f"{matter} AS matters, array_remove(array_prepend({type_value}, coalesce({ancestors}, '{{}}')), NULL) "
-            f"AS doc_types, {date_value} AS doc_date")
+            f"AS doc_types, {date_value} AS doc_date, CASE WHEN {facts.undated('so.id')} THEN NULL "
+            f"ELSE so.mtime_ns END AS mtime_ns")
 
 
 def passage_counts(conn: Connection, source_object_ids: Sequence[int]) -> dict[int, int]:
@@ -111,7 +112,7 @@ def lex_rows(conn: Connection, source_object_ids: Sequence[int]) -> Iterator[Lex
         return
     sql = text(f"""
         SELECT c.source_object_id, c.ordinal, c.content_hash, c.kind, c.text, c.meta, c.allowed_principals,
-               c.denied_principals, so.mtime_ns, f.matters, f.doc_types, f.doc_date
+               c.denied_principals, f.mtime_ns, f.matters, f.doc_types, f.doc_date
         FROM source_object so
         CROSS JOIN LATERAL (SELECT {_facts_sql(conn)}) f
         JOIN chunk c ON c.source_object_id = so.id AND NOT c.is_deleted
@@ -193,7 +194,9 @@ def filter_sql(conn: Connection, filters: Any) -> tuple[str, dict[str, Any], Any
         doc_date = facts.date_value("c.source_object_id")
         if doc_date:
             params["since_date"] = filters.since
-            sql.append(f"AND coalesce({doc_date} >= :since_date, so.mtime_ns >= :since_ns)")
+            # an undated document (Extract metadata found no date it trusts) is not "since" any day
+            sql.append(f"AND coalesce({doc_date} >= :since_date, NOT {facts.undated('c.source_object_id')} "
+                       f"AND so.mtime_ns >= :since_ns)")
         else:
             sql.append("AND so.mtime_ns >= :since_ns")
             report.notes.append("--since compares the file's modification date (document dates are not "
@@ -226,7 +229,7 @@ def object_facts(conn: Connection, source_object_ids: Sequence[int]) -> dict[int
     ids = sorted({int(i) for i in source_object_ids})
     if not ids:
         return {}
-    sql = text(f"""SELECT so.id, so.mtime_ns, f.matters, f.doc_types, f.doc_date FROM source_object so
+    sql = text(f"""SELECT so.id, f.mtime_ns, f.matters, f.doc_types, f.doc_date FROM source_object so
                    CROSS JOIN LATERAL (SELECT {_facts_sql(conn)}) f
                    WHERE so.id = ANY(CAST(:ids AS bigint[])) AND so.deleted_at IS NULL""")
     return {int(r.id): (tuple(r.matters or ()), tuple(r.doc_types or ()), r.doc_date, r.mtime_ns)

@@ -1,6 +1,7 @@
 """The repository's sample estate, copied so that every file and folder has one mtime (a ``git clone``, a copy,
 a restore): its three matters are recognised by the default reference formats, and its documents are dated by
-their content or their file names, never by the copy's mtime.
+their content or their file names, never by the copy's mtime — nor does ``ki search --since`` take that mtime
+for the date of a document found undated.
 
 Cost: one ``ki insert`` of the 29-file sample (most of it the built-in OCR of its two scans), 1-3 minutes.
 """
@@ -48,3 +49,12 @@ def test_a_copied_sample_keeps_its_three_matters_and_its_file_name_dates(ki):
     for name, date in NAME_DATED.items():
         assert (by_name[name]["doc_date"], by_name[name]["doc_date_source"]) == (date, "file_name"), name
     assert not [r["path"] for r in rows if r["doc_date_source"] == "mtime" or r["doc_date"] == "2026-01-15"]
+
+    def hits(*args: str) -> list[str]:
+        return [h["path"] for h in json.loads(ki("search", *args, "--json").stdout)["hits"]]
+
+    undated = [r["path"] for r in rows if not r["doc_date"]]
+    assert any(p.endswith("04 Belege/Lieferschein 4711.pdf") for p in undated), undated
+    assert hits("Lieferschein") and hits("Lieferschein", "--since", "2026-01-01") == []  # the copy's day dates nothing
+    dated = hits("Lieferschein", "--since", "2024-01-01")
+    assert dated and not any(p.endswith("04 Belege/Lieferschein 4711.pdf") for p in dated), dated
