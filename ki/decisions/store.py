@@ -17,6 +17,7 @@ from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
 from ki.decisions.schema import DecisionResult
+from ki.store.db import has_table
 
 
 @dataclass(frozen=True)
@@ -28,13 +29,9 @@ class VersionPair:
     redline_against_version_id: int | None = None
 
 
-def _has_table(conn: Connection, name: str) -> bool:
-    return conn.execute(text("SELECT to_regclass(:n) IS NOT NULL"), {"n": name}).scalar_one()
-
-
 def version_pair(conn: Connection, source_object_id: int) -> VersionPair:
     """The object's DocumentVersion and its ``redline_against`` (both optional)."""
-    if not _has_table(conn, "document_version"):
+    if not has_table(conn, "document_version"):
         return VersionPair()
     row = conn.execute(text("""
         SELECT dv.id, dv.redline_against,

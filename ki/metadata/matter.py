@@ -20,7 +20,6 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
 from ki.entities.mentions import KnownName, Mention, find_mentions
@@ -29,6 +28,8 @@ from ki.entities.patterns import SURNAME_FIRST
 from ki.entities.persons import parse_person
 from ki.matters.references import FIRM_REFERENCE, own_reference
 from ki.ontology.terms import fold
+from ki.store.db import has_table
+from ki.store.objects import assigned_matter
 
 VERSUS = re.compile(r"\s+(?:gg\.|vs\.?|v\.|\._\.|\./\.|gegen|against)\s+", re.IGNORECASE)
 SUBJECT_DASH = re.compile(r"\s+[-–]\s+")
@@ -67,17 +68,10 @@ class MatterContext:
         return [KnownName(None, self.client_name.strip(), kind)]
 
 
-def _has_table(conn: Connection, name: str) -> bool:
-    return conn.execute(text("SELECT to_regclass(:n) IS NOT NULL"), {"n": name}).scalar_one()
-
-
 def matter_context(conn: Connection, source_object_id: int, rel_path: str, text_: str) -> MatterContext:
     """The :class:`MatterContext` of a source object (see module doc)."""
-    if _has_table(conn, "matter_assignment"):
-        row = conn.execute(text("""
-            SELECT m.id, m.reference, m.imported, m.placeholder, m.folder, m.client_name
-            FROM matter_assignment ma JOIN matter m ON m.id = ma.matter_id WHERE ma.source_object_id = :so
-        """), {"so": source_object_id}).first()
+    if has_table(conn, "matter_assignment"):
+        row = assigned_matter(conn, source_object_id)
         if row is not None:
             if row.placeholder:
                 return MatterContext()

@@ -21,6 +21,7 @@ from sqlalchemy.engine import Connection
 
 from ki.metadata.parties import PartyRow
 from ki.metadata.path_dates import UNIFORM_MIN_FILES
+from ki.store.db import has_table
 
 NOTABLE_CLAUSES = "notable_clauses"
 
@@ -46,7 +47,7 @@ class MetadataRow:
 
 def document_version_id(conn: Connection, source_object_id: int) -> int | None:
     """The object's DocumentVersion id when Relate's table and row exist, else None."""
-    if not conn.execute(text("SELECT to_regclass('document_version') IS NOT NULL")).scalar_one():
+    if not has_table(conn, "document_version"):
         return None
     return conn.execute(text("SELECT id FROM document_version WHERE source_object_id = :so"),
                         {"so": source_object_id}).scalar()

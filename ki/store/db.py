@@ -273,6 +273,11 @@ def ensure_database(libpq_uri: str, name: str) -> None:
                 pass  # a concurrent ki process created it first (the loser may see either error)
 
 
+def has_table(connection: Connection, name: str) -> bool:
+    """Whether the table ``name`` exists (a stage may run against a schema its migration has not reached yet)."""
+    return bool(connection.execute(text("SELECT to_regclass(:n) IS NOT NULL"), {"n": name}).scalar_one())
+
+
 def schema_is_current(connection: Connection) -> bool:
     """True when ``alembic_version`` already holds every head revision (no Alembic import needed)."""
     from ki.store.migrations import head_revisions

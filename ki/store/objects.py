@@ -130,3 +130,12 @@ def classified_objects(conn: Connection, project_id: int) -> Sequence[Row]:
     """``id``, ``source_id``, ``parent_id``, ``rel``, ``reference`` of every live classified object of the
     project, by id."""
     return conn.execute(CLASSIFIED_SQL, {"p": project_id}).fetchall()
+
+
+def assigned_matter(conn: Connection, source_object_id: int) -> Row | None:
+    """``id``, ``reference``, ``imported``, ``placeholder``, ``folder``, ``client_name`` of the matter Classify
+    assigned the object to, or None."""
+    return conn.execute(text("""
+            SELECT m.id, m.reference, m.imported, m.placeholder, m.folder, m.client_name
+            FROM matter_assignment ma JOIN matter m ON m.id = ma.matter_id WHERE ma.source_object_id = :so
+        """), {"so": source_object_id}).first()
