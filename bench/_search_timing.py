@@ -104,7 +104,7 @@ def timed_run(backend: Any, engine: Any, queries: list[tuple[str, str]], held: l
 
 #: What a search reads from the record per candidate and per hit (:func:`prewarm`).
 PREWARM_RELATIONS = ("chunk", "uq_chunk_object_ordinal", "source_object", "source_object_pkey",
-                     "ix_chunk_profile_content_hash")
+                     "ix_chunk_first_content_hash")
 
 
 def serving_buffers(pgdata: Any) -> str:

@@ -9,8 +9,10 @@ synced from). Hybrid ranking (:mod:`ki.index.hybrid`) is shared: a backend only 
 halves, each with the same permission filter.
 
 Ordinals: ``-1`` is a document's profile row (:data:`PROFILE_ORDINAL`, kind ``profile``: its document
-fields), ``0..n-1`` the passages of its textual parts, body first (each row's ``kind`` says which part:
-``body``, ``comment``, ``footnote``, ``deleted`` … — ``ki.convert.model.PART_KINDS``).
+fields; only the latest final version holds it, :mod:`ki.store.finality`), ``0..n-1`` the passages of its
+textual parts, body first (each row's ``kind`` says which part: ``body``, ``comment``, ``footnote``, ``deleted``
+… — ``ki.convert.model.PART_KINDS``), and from :func:`clause_base` (1000, or the next thousand above the passages
+of a document with more) its clause rows (kind ``clause``), on final versions only.
 """
 
 from __future__ import annotations
@@ -28,6 +30,15 @@ from ki.index.embeddings import EmbedderIdentity
 
 PROFILE_ORDINAL = -1
 PROFILE_KIND = "profile"
+CLAUSE_KIND = "clause"
+#: The first clause ordinal of a document of at most this many passages (the spec's "ordinals 1000+").
+CLAUSE_ORDINAL_BASE = 1000
+
+
+def clause_base(passages: int) -> int:
+    """The first clause ordinal of a document of ``passages`` passages: 1000, or the next multiple of 1000 at or
+    above the passage count (a document of more than 1,000 passages keeps its passage ordinals ``0..n-1``)."""
+    return CLAUSE_ORDINAL_BASE * max(1, -(-passages // CLAUSE_ORDINAL_BASE))
 
 
 class EmbedderMismatch(ConfigurationError):
@@ -55,12 +66,14 @@ class ChunkRow:
     """One row of a document in the index.
 
     Attributes:
-        ordinal: -1 profile, 0..n-1 passages.
+        ordinal: -1 profile, 0..n-1 passages, :func:`clause_base` + i clauses.
         text: the passage (lexical half; snippets); for the profile row the text its vector is made from.
         embedding: float32 ``(dimension,)`` L2-normalised, or None when the index has no vectors.
         kind: the part (``body``, ``comment``, ``footnote``, ``deleted`` …; ``profile`` for ordinal -1).
         meta: JSON facts of the part: ``key`` (its ``parts`` key), ``anchor`` / ``author`` (comments);
-            the profile row's ``fields`` (``title``, ``name``, ``folder``, ``type``, ``matter``, ``party``).
+            the profile row's ``fields`` (``title``, ``name``, ``folder``, ``type``, ``matter``, ``party``, ``date``);
+            a clause row's ``clause_type`` (a clause-facet node or None), ``number``, ``heading`` and ``span``
+            (start and end offsets in the body text).
     """
 
     ordinal: int
@@ -123,8 +136,13 @@ class SearchFilters:
         doc_type: an ontology node id; matches the document type or any of its ancestors.
         since: documents dated on or after this day (the document date; before Extract metadata has read a
             document, its file mtime; a document it found undated is left out).
-        kinds: search only these parts (``deleted``, ``comment`` …; ``profile`` = the document fields), or
-            None for all; not_kinds: never these.
+        kinds: search only these parts (``deleted``, ``comment`` …; ``profile`` = the document fields; ``clause``
+            = clause rows), or None for all; not_kinds: never these.
+        clause_types: clause rows of these clause-facet nodes only (the caller expands a node to its
+            descendants), or None.
+        party_entities: documents naming one of these entities as a party (the caller resolves a name through
+            the entity ledger and its aliases), or None; party: the name asked for (reports only).
+        final: only final/executed versions (:mod:`ki.store.finality`).
     """
 
     principals: tuple[str, ...] | None
@@ -133,6 +151,10 @@ class SearchFilters:
     since: date | None = None
     kinds: tuple[str, ...] | None = None
     not_kinds: tuple[str, ...] = ()
+    clause_types: tuple[str, ...] | None = None
+    party_entities: tuple[int, ...] | None = None
+    party: str | None = None
+    final: bool = False
 
 
 @dataclass(frozen=True)
@@ -189,6 +211,11 @@ class SearchBackend(Protocol):
 
     def delete_object(self, source_object_id: int) -> int:
         """Remove every row of a tombstoned object. Returns rows removed."""
+        ...
+
+    def retire_document_rows(self, source_object_ids: list[int]) -> int:
+        """Remove the profile and clause rows of objects that no longer hold them (a newer final version of
+        their document does: :mod:`ki.store.finality`); their passages stay. Returns rows removed."""
         ...
 
     def update_access(self, source_object_id: int, access: AccessProjection) -> int | None:

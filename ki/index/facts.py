@@ -16,6 +16,7 @@ from __future__ import annotations
 import threading
 import time
 from dataclasses import dataclass
+from typing import Any
 
 from sqlalchemy import text
 from sqlalchemy.engine import Connection
@@ -25,7 +26,8 @@ CACHE_SECONDS = 30.0
 _SCHEMA_SQL = text("""
 SELECT table_name, column_name FROM information_schema.columns
 WHERE table_schema = current_schema()
-  AND table_name IN ('matter', 'matter_assignment', 'document', 'document_version', 'document_metadata')
+  AND table_name IN ('matter', 'matter_assignment', 'document', 'document_version', 'document_metadata',
+                     'document_party', 'entity', 'entity_alias')
 """)
 
 _CACHE: dict[str, tuple[float, FactSources]] = {}
@@ -137,14 +139,20 @@ def fact_sources(conn: Connection) -> FactSources:
     return sources
 
 
-def document_facts(conn: Connection, source_object_id: int) -> tuple[str | None, str | None, list[str]]:
-    """(document type, matter reference + title, party names) once Extract metadata / Classify have written
-    them, else None / None / [] (the index stage's profile row: spec insertion-pipeline.md "Index")."""
+def document_facts(conn: Connection, source_object_id: int) -> tuple[str | None, str | None, list[str], Any]:
+    """(document type, matter reference + title, party names, document date) once Extract metadata / Classify
+    have written them, else None / None / [] / None (the index stage's profile row: spec insertion-pipeline.md
+    "Index"). The date only when the content states it: a date read from a copy's name or mtime would give
+    identical bytes different profiles."""
     facts = fact_sources(conn)
+    date_value = ("(SELECT t.doc_date FROM document_metadata t WHERE t.source_object_id = :o AND "
+                  "t.doc_date_source NOT IN ('file_name', 'folder_name', 'mtime') LIMIT 1)"
+                  if facts.has("document_metadata", "doc_date", "doc_date_source") else "NULL::date")
     row = conn.execute(text(f"SELECT {facts.type_value(':o')} AS doc_type, "
-                            f"{facts.matter_value(':o', with_title=True)} AS matter"), {"o": source_object_id}).one()
+                            f"{facts.matter_value(':o', with_title=True)} AS matter, {date_value} AS doc_date"),
+                       {"o": source_object_id}).one()
     parties: list[str] = []
     if facts.has("document_party", "source_object_id", "name"):
         parties = list(conn.execute(text("SELECT DISTINCT name FROM document_party WHERE source_object_id = :o "
                                          "ORDER BY name"), {"o": source_object_id}).scalars())
-    return row.doc_type, row.matter, parties
+    return row.doc_type, row.matter, parties, row.doc_date

@@ -317,6 +317,14 @@ class OpenSearchBackend(OpenSearchSearch):
         return delete_by_query(self.client, self.both, {"terms": {"source_object_id": list(source_object_ids)}},
                                what="the tombstone delete")
 
+    def retire_document_rows(self, source_object_ids: list[int]) -> int:
+        """Remove the objects' profile and clause rows from the record, then write the objects to OpenSearch as
+        the record now holds them (:meth:`resync_from_record`). Returns the record's rows removed."""
+        n = self.record.retire_document_rows(source_object_ids)
+        if n:
+            self.resync_from_record(sorted(source_object_ids))
+        return n
+
     def delete_object(self, source_object_id: int) -> int:
         """Remove the object's rows from the record and from OpenSearch. Returns the record's rows removed."""
         n = self.record.delete_object(source_object_id)

@@ -32,6 +32,8 @@ from sqlalchemy.engine import Connection
 
 from ki.access.projection import AccessProjection
 from ki.index.backend import (
+    CLAUSE_KIND,
+    PROFILE_KIND,
     EmbedderMismatch,
     FilterReport,
     IndexDocument,
@@ -79,6 +81,12 @@ UPSERT_WITHOUT_VECTORS_SQL = text(_UPSERT.format(emb="NULL", emb_arg="", emb_col
 # -- name: delete_surplus --
 DELETE_SURPLUS_SQL = text("""
 DELETE FROM chunk WHERE source_object_id = :oid AND NOT (ordinal = ANY(CAST(:ordinals AS int[])))
+""")
+
+# -- name: retire_document_rows --
+# The profile and clause rows of objects a newer final version of their document took them from.
+RETIRE_SQL = text("""
+DELETE FROM chunk WHERE source_object_id = ANY(CAST(:oids AS bigint[])) AND kind = ANY(CAST(:kinds AS text[]))
 """)
 
 # -- name: current_rows --
@@ -260,6 +268,20 @@ class PostgresBackend:
         with self.engine.begin() as conn:
             n = delete_object_chunks(conn, source_object_id)
         self._applied()
+        return n
+
+    def retire_document_rows(self, source_object_ids: list[int]) -> int:
+        """Remove the profile and clause rows of the objects (their passages stay), logged for the projections.
+        Returns rows removed."""
+        if not source_object_ids:
+            return 0
+        with self.engine.begin() as conn:
+            n = conn.execute(RETIRE_SQL, {"oids": sorted(source_object_ids), "kinds": [PROFILE_KIND, CLAUSE_KIND]}
+                             ).rowcount
+            if n:
+                log_changes(conn, source_object_ids)
+        if n:
+            self._applied()
         return n
 
     def update_access(self, source_object_id: int, access: AccessProjection) -> int | None:

@@ -227,7 +227,7 @@ ORDER BY h.i
 _ALSO_AT = """
 SELECT c.content_hash, so.path FROM chunk c
 JOIN source_object so ON so.id = c.source_object_id AND so.deleted_at IS NULL
-WHERE c.content_hash = ANY(CAST(:hashes AS text[])) AND c.ordinal = -1 AND NOT c.is_deleted
+WHERE c.content_hash = ANY(CAST(:hashes AS text[])) AND c.ordinal = 0 AND NOT c.is_deleted
   AND NOT (c.source_object_id = ANY(CAST(:oids AS bigint[]))) AND {acl}
 ORDER BY so.path
 """

@@ -32,8 +32,12 @@ commits each batch's vectors to the embedding cache (a retry after a crash embed
 write reads them back per batch inside the backend's one transaction, so the object has its old rows or all
 of its new ones, never half.
 
-Not yet: clause rows need the ``notable_clauses`` artifact of Extract metadata, which this release does not
-produce; the profile row is written for every document (there is no "final version" before Relate runs).
+**Document-level rows** (:mod:`ki.stages.index_clauses`, :mod:`ki.store.finality`): the profile row belongs to
+the latest final version of the object's document (the latest version when none is final; an object Relate has
+not placed is its own document) and names title, type, matter, parties and date; the clause rows (ordinals
+1000+, kind ``clause``) belong to the latest final version only, a draft never has any. An object that is not a
+holder writes neither (its earlier ones are surplus ordinals, deleted); a holder, once written, removes them from
+the document's other files (``retire_document_rows``): a new final version replaces its predecessor's.
 
 Errors: RetryableStageError (no structured_json yet; the embedding cache lost a vector between the passes);
 ClaimLost (the claim was lost while embedding); AclReadError (grants unreadable:
@@ -57,6 +61,7 @@ from ki.index.embedding_cache import CachedVectors, embed_rows
 from ki.index.embeddings import context_header, identity_of
 from ki.index.factory import backend_for
 from ki.index.facts import document_facts
+from ki.stages.index_clauses import clause_rows, document_holders, profile_lines
 from ki.stages.index_rows import STREAM_ROWS, DocumentRows, PassagePlan
 from ki.store.chunks import indexed_hashes
 from ki.taxonomies import ACCESS_ONLY_REINDEX, SOURCE_OBJECT_DELETED, has_access_only_marker
@@ -153,13 +158,15 @@ def header_title(doc: StructuredDocument) -> str | None:
     return " ".join(title.split())[:HEADER_TITLE_MAX_CHARS] or None
 
 
-def profile_text(title: str | None, doc_type: str | None, matter: str | None, text_: str) -> str:
-    """The profile row (ordinal −1): title, type, matter and the opening of the text (≤ 600 chars)."""
+def profile_text(title: str | None, doc_type: str | None, matter: str | None, text_: str,
+                 extra: list[str] | None = None) -> str:
+    """The profile row (ordinal −1): title, type, matter, the ``extra`` lines (parties, date:
+    :func:`ki.stages.index_clauses.profile_lines`) and the opening of the text (≤ 600 chars)."""
     opening = _normalised_opening(text_, PROFILE_OPENING_CHARS + 1)
     if len(opening) > PROFILE_OPENING_CHARS:
         cut = opening.rfind(" ", 0, PROFILE_OPENING_CHARS)
         opening = opening[: cut if cut > PROFILE_OPENING_CHARS // 2 else PROFILE_OPENING_CHARS]
-    return "\n".join(p for p in (title, doc_type, matter, opening) if p)
+    return "\n".join(p for p in (title, doc_type, matter, *(extra or []), opening) if p)
 
 
 def _normalised_opening(text_: str, chars: int) -> str:
@@ -194,11 +201,14 @@ def _index(ctx: StageContext, backend: Any) -> StageOutcome:
     embedder = stage_embedder(ctx)
     identity = identity_of(embedder)
     backend.ensure_embedder(identity)  # refuse another model before reading grants or embedding anything
-    with db.engine.connect() as conn:
-        access = object_projection(conn, ctx.obj.source_id, ctx.obj.id)
-        doc_type, matter, parties = document_facts(conn, ctx.obj.id)
     plan = PassagePlan.of(doc.textual_parts(), chunk_chars=retrieval.chunk_chars,
                           overlap_chars=retrieval.chunk_overlap_chars)
+    with db.engine.connect() as conn:
+        access = object_projection(conn, ctx.obj.source_id, ctx.obj.id)
+        doc_type, matter, parties, doc_date = document_facts(conn, ctx.obj.id)
+        holders = document_holders(conn, ctx.obj.id)
+        clauses = (clause_rows(conn, ctx.config, content_hash, doc.text or "", passages=len(plan),
+                               chunk_chars=retrieval.chunk_chars) if ctx.obj.id in holders.clauses else None)
     title = doc.title or PurePath(ctx.obj.path).stem
     if not len(plan):
         result = backend.write_document(IndexDocument(ctx.obj.id, content_hash, title, [], access, identity))
@@ -212,7 +222,9 @@ def _index(ctx: StageContext, backend: Any) -> StageOutcome:
     # the profile row, which is embedded per (blob, matter).
     header = (context_header(title=htitle, doc_type=doc_type)
               if embedder is not None and retrieval.embedding_context_header else "")
-    rows = DocumentRows(profile_text(htitle, doc_type, matter, opening), {"fields": fields}, plan, header=header)
+    profile = (profile_text(htitle, doc_type, matter, opening, profile_lines(parties, doc_date))
+               if ctx.obj.id in holders.profile else None)
+    rows = DocumentRows(profile, {"fields": fields}, plan, header=header, clauses=clauses)
     del doc, full_text, opening  # the parts' texts stay (the plan points into them); nothing else of the body
     embedded = reused = 0
     if embedder is not None:
@@ -225,5 +237,9 @@ def _index(ctx: StageContext, backend: Any) -> StageOutcome:
     result = backend.write_document(IndexDocument(ctx.obj.id, content_hash, title, rows, access, identity))
     if result.skipped_deleted:
         return StageOutcome(status="skipped", reason=SOURCE_OBJECT_DELETED)
+    retired = 0
+    if ctx.obj.id in holders.profile:  # the document's earlier holders give up their profile and clause rows
+        retired = backend.retire_document_rows(sorted(holders.siblings - holders.profile))
     return StageOutcome(status="done", details={"rows": len(rows), "embedded": embedded, "reused": reused,
-                                                "access_version": result.access_version})
+                                                "clauses": len(clauses or ()), "profile": profile is not None,
+                                                "retired": retired, "access_version": result.access_version})

@@ -1,7 +1,8 @@
 """The index stage's rows of one document, made a batch at a time (bounded memory).
 
-Spec: insertion-pipeline.md "Index" (every textual part chunked, body first; the profile row at ordinal −1;
-each row embedded with the optional context header). A 120 MB text has ~70,000 passages: holding them all as
+Spec: insertion-pipeline.md "Index" (every textual part chunked, body first; the profile row at ordinal −1 for
+the latest final version; clause rows at ordinals 1000+ for final versions; each row embedded with the optional
+context header). A 120 MB text has ~70,000 passages: holding them all as
 strings, then all their embedding inputs, vectors and row objects at once took the ki process to 1.3 GB. Here
 a document's passages are kept as positions in its parts' texts (:class:`PassagePlan`: three integer arrays,
 ~1.7 MB for 70,000 passages) and :class:`DocumentRows` builds the rows of one batch of
@@ -21,7 +22,7 @@ from typing import Any, Protocol, overload
 import numpy as np
 
 from ki.convert.model import TextualPart
-from ki.index.backend import PROFILE_KIND, PROFILE_ORDINAL, ChunkRow
+from ki.index.backend import CLAUSE_KIND, PROFILE_KIND, PROFILE_ORDINAL, ChunkRow
 from ki.index.chunking import chunk_spans
 from ki.index.embeddings import embedding_input
 
@@ -84,42 +85,83 @@ class VectorSource(Protocol):
         ...
 
 
-class DocumentRows(Sequence[ChunkRow]):
-    """Every row of one document, profile first (position 0 = ordinal −1, position ``i`` = ordinal ``i−1``),
-    built on demand: indexing or slicing builds only the rows asked for; iterating builds
-    :data:`STREAM_ROWS` at a time. Passed as :attr:`ki.index.backend.IndexDocument.rows`.
+@dataclass(frozen=True)
+class ClauseRows:
+    """The clause rows of a final version (:mod:`ki.index.clauses`), in ordinal order from ``base``.
 
-    Args:
-        profile_text: the profile row's text (what its vector is made from); profile_meta: its ``meta``.
-        plan: the passages.
-        header: the context header prefixed to each passage's embedding input ("" for none).
-        vectors: where the rows' vectors come from (None: rows without vectors).
+    ``texts``: each clause's text (the row's text); ``meta``: each row's ``meta`` (``clause_type``, ``number``,
+    ``heading``, ``span``); ``chunk_chars``: the part of a clause that is embedded (its opening, heading first).
     """
 
-    def __init__(self, profile_text: str, profile_meta: dict[str, Any], plan: PassagePlan, *, header: str = "",
-                 vectors: VectorSource | None = None):
+    base: int
+    texts: tuple[str, ...]
+    meta: tuple[dict[str, Any], ...]
+    chunk_chars: int
+
+    def __len__(self) -> int:
+        return len(self.texts)
+
+
+class DocumentRows(Sequence[ChunkRow]):
+    """Every row of one document, built on demand: the profile row (ordinal −1) when the object holds it, the
+    passages (``0..n-1``), then the clause rows (``clauses.base + i``) when it holds them. Indexing or slicing
+    builds only the rows asked for; iterating builds :data:`STREAM_ROWS` at a time. Passed as
+    :attr:`ki.index.backend.IndexDocument.rows`.
+
+    Args:
+        profile_text: the profile row's text (what its vector is made from), or None when the object does not
+            hold its document's profile (:mod:`ki.store.finality`); profile_meta: its ``meta``.
+        plan: the passages.
+        header: the context header prefixed to each passage's and clause's embedding input ("" for none).
+        vectors: where the rows' vectors come from (None: rows without vectors).
+        clauses: the clause rows (None: the object holds none).
+    """
+
+    def __init__(self, profile_text: str | None, profile_meta: dict[str, Any], plan: PassagePlan, *,
+                 header: str = "", vectors: VectorSource | None = None, clauses: ClauseRows | None = None):
         self.profile_text, self.profile_meta, self.plan = profile_text, profile_meta, plan
-        self.header, self.vectors = header, vectors
+        self.header, self.vectors, self.clauses = header, vectors, clauses
+        self._head = 0 if profile_text is None else 1
+        self._clause_at = self._head + len(plan)
 
     def with_vectors(self, vectors: VectorSource) -> DocumentRows:
         """The same rows, their vectors read from ``vectors``."""
-        return DocumentRows(self.profile_text, self.profile_meta, self.plan, header=self.header, vectors=vectors)
+        return DocumentRows(self.profile_text, self.profile_meta, self.plan, header=self.header, vectors=vectors,
+                            clauses=self.clauses)
 
     def __len__(self) -> int:
-        return 1 + len(self.plan)
+        return self._clause_at + (len(self.clauses) if self.clauses else 0)
 
-    def ordinals(self) -> range:
-        """The rows' ordinals in order (−1, 0, …, n−1), without building the rows."""
-        return range(PROFILE_ORDINAL, len(self.plan))
+    def ordinal_at(self, pos: int) -> int:
+        """The ordinal of the row at position ``pos``."""
+        if pos < self._head:
+            return PROFILE_ORDINAL
+        if pos < self._clause_at:
+            return pos - self._head
+        assert self.clauses is not None
+        return self.clauses.base + pos - self._clause_at
+
+    def ordinals(self) -> list[int]:
+        """The rows' ordinals in order (−1?, 0, …, n−1, clause ordinals), without building the rows."""
+        out = [PROFILE_ORDINAL] if self._head else []
+        out.extend(range(len(self.plan)))
+        if self.clauses:
+            out.extend(range(self.clauses.base, self.clauses.base + len(self.clauses)))
+        return out
+
+    def _input(self, pos: int) -> str:
+        if pos < self._head:
+            return self.profile_text or ""
+        if pos < self._clause_at:
+            return embedding_input(self.plan.text(pos - self._head), self.header)
+        assert self.clauses is not None
+        clause = self.clauses.texts[pos - self._clause_at]
+        return embedding_input(clause[:self.clauses.chunk_chars], self.header)
 
     def inputs(self, lo: int, hi: int) -> dict[int, str]:
         """ordinal → the exact text embedded for the rows at positions ``lo..hi-1`` (the profile row's text
-        alone; a passage with the header: :func:`ki.index.embeddings.embedding_input`)."""
-        out: dict[int, str] = {}
-        for pos in range(max(lo, 0), min(hi, len(self))):
-            o = pos - 1
-            out[o] = self.profile_text if o == PROFILE_ORDINAL else embedding_input(self.plan.text(o), self.header)
-        return out
+        alone; a passage or a clause's opening with the header: :func:`ki.index.embeddings.embedding_input`)."""
+        return {self.ordinal_at(pos): self._input(pos) for pos in range(max(lo, 0), min(hi, len(self)))}
 
     def input_batches(self, size: int = STREAM_ROWS) -> Iterator[dict[int, str]]:
         """:meth:`inputs` of consecutive batches of ``size`` rows (the embedding pass)."""
@@ -133,12 +175,16 @@ class DocumentRows(Sequence[ChunkRow]):
         vectors = self.vectors.get(self.inputs(lo, hi)) if self.vectors is not None else {}
         rows: list[ChunkRow] = []
         for pos in range(lo, hi):
-            o = pos - 1
-            if o == PROFILE_ORDINAL:
-                rows.append(ChunkRow(o, self.profile_text, vectors.get(o), PROFILE_KIND, self.profile_meta))
-            else:
+            o = self.ordinal_at(pos)
+            if pos < self._head:
+                rows.append(ChunkRow(o, self.profile_text or "", vectors.get(o), PROFILE_KIND, self.profile_meta))
+            elif pos < self._clause_at:
                 kind, text_, meta = self.plan.passage(o)
                 rows.append(ChunkRow(o, text_, vectors.get(o), kind, meta))
+            else:
+                assert self.clauses is not None
+                i = pos - self._clause_at
+                rows.append(ChunkRow(o, self.clauses.texts[i], vectors.get(o), CLAUSE_KIND, self.clauses.meta[i]))
         return rows
 
     @overload

@@ -267,7 +267,7 @@ class Chunk(Base):
         Index("ix_chunk_tsv", "tsv", postgresql_using="gin"),
         Index("ix_chunk_allowed_principals", "allowed_principals", postgresql_using="gin"),
         # migration 0022: the "also at" lookup reads profile rows only
-        Index("ix_chunk_profile_content_hash", "content_hash", postgresql_where=sa_text("ordinal = -1")),
+        Index("ix_chunk_first_content_hash", "content_hash", postgresql_where=sa_text("ordinal = 0")),
     )
 
 
