@@ -50,13 +50,6 @@ def rows_of(ctx, name: str) -> dict[str, list]:
     return out
 
 
-def run(ctx, root: Path) -> None:
-    sid = register_local_source(ctx, root) if not hasattr(run, "sid") else run.sid
-    scan_source(ctx, sid)
-    summary = launch_insertion(ctx, source_id=sid, workers=2, wait_for_retries_seconds=30)
-    assert summary.status == "completed" and summary.counters.quarantined == 0, summary
-
-
 @pytest.fixture
 def lease_root(tmp_path) -> Path:
     return tmp_path / "estate"
@@ -71,7 +64,6 @@ def test_the_signed_lease_holds_the_clauses_and_the_profile_drafts_hold_neither(
     assert signed["clause"] == LEASE_CLAUSES
     assert len(signed["profile"]) == 1
     profile = signed["profile"][0]
-    print(profile)
     assert "lease" in profile.split("\n")[:3] and "2023-03-20" in profile.split("\n")
     assert "Thalbach Immobilien GmbH & Co. KG" in profile.split("\n")[3]
     assert final == {"profile": [], "clause": []}  # a superseded final version
