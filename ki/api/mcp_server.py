@@ -239,16 +239,22 @@ def build_server(state: ServerState, *, allowed_hosts: list[str]) -> FastMCP:
     @mcp.tool(annotations=READ_ONLY)
     async def search(ctx: Context, query: Query, limit: SearchLimit = 10, offset: SearchOffset = 0,
                      cursor: Cursor | None = None,
-                     mode: Literal["hybrid", "lexical", "vector"] = "hybrid") -> dict:
+                     mode: Literal["hybrid", "lexical", "vector"] = "hybrid",
+                     kind: Literal["passage", "clause"] = "passage", clause_type: Text | None = None,
+                     party: Text | None = None, final: bool = False) -> dict:
         """Search the indexed documents as the token's principal: only what that principal may see. Hits
         best first; pass the returned next_cursor as cursor (or next_offset as offset) for the next page
-        (None: the last page). Needs search (and a token made with a principal)."""
+        (None: the last page). kind=clause searches the clauses of final/executed agreements (each hit names
+        clause_type, clause_number, clause_heading; grouped by document); clause_type (a clause-facet node,
+        descendants included) implies it; party keeps documents naming that party (aliases included); final
+        keeps final/executed versions only. Needs search (and a token made with a principal)."""
         identity = _identity(state, ctx, SEARCH)
         from ki.api.routes_search import search_as
 
         try:
             page = await _in_thread(lambda: search_as(state, identity, query, limit=limit, offset=offset,
-                                                      cursor=cursor, mode=mode))
+                                                      cursor=cursor, mode=mode, kind=kind, clause_type=clause_type,
+                                                      party=party, final=final))
         except SearchRefused as exc:
             raise ToolError(f"{exc.code}: {exc.message}") from exc
         return page.model_dump(mode="json")

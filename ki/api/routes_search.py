@@ -26,6 +26,7 @@ from ki.index.search import MAX_LIMIT, MAX_OFFSET
 router = APIRouter(prefix="/v1/search", tags=["search"])
 
 Mode = Literal["hybrid", "lexical", "vector"]
+Kind = Literal["passage", "clause"]
 #: The longest query text accepted (characters).
 MAX_QUERY_CHARS = 1000
 
@@ -41,8 +42,13 @@ class SearchRefused(Exception):
 def search_as(state: ServerState, identity: Identity, query: str, *, limit: int = 10, offset: int = 0,
               cursor: str | None = None, mode: str = "hybrid", matter: str | None = None,
               doc_type: str | None = None, since: date | None = None, parts: list[str] | None = None,
-              not_parts: list[str] | None = None) -> SearchPage:
+              not_parts: list[str] | None = None, kind: str = "passage", clause_type: str | None = None,
+              party: str | None = None, final: bool = False) -> SearchPage:
     """Search as ``identity``'s principal (its permission filter applied; the CLI's semantics).
+
+    ``kind`` ``clause`` searches clause rows only (the page grouped by document; ``clause_type`` — a clause-facet
+    node, descendants included — implies it); ``party`` and ``final`` filter any search
+    (:func:`ki.index.search.search`).
 
     Raises:
         SearchRefused: 403 ``no_principal`` (a token made without ``--principal``); 422 ``invalid_cursor``
@@ -56,7 +62,9 @@ def search_as(state: ServerState, identity: Identity, query: str, *, limit: int 
     try:
         response = search(state.ctx.db, query, principals=[identity.principal], limit=limit, offset=offset,
                           cursor=cursor or None, mode=mode, matter=matter, doc_type=doc_type, since=since,
-                          parts=parts or None, not_parts=not_parts or (), config=state.config())
+                          parts=parts or None, not_parts=not_parts or (), config=state.config(),
+                          clauses=kind == "clause", clause_type=clause_type or None, party=party or None,
+                          final=final)
     except ValueError as exc:
         code = "invalid_cursor" if cursor and "cursor" in str(exc) else "invalid_search"
         raise SearchRefused(422, code, str(exc)) from exc
@@ -74,11 +82,17 @@ def search_route(
     since: date | None = Query(None, description="documents dated on or after (YYYY-MM-DD)"),
     part: list[str] | None = Query(None, description="search only these parts (deleted, comment, fields …)"),
     not_part: list[str] | None = Query(None, description="never these parts"),
+    kind: Kind = Query("passage", description="clause: clause rows of final versions only, grouped by document"),
+    clause_type: str | None = Query(None, max_length=200, description="a clause-facet node (descendants "
+                                    "included); implies kind=clause"),
+    party: str | None = Query(None, max_length=200, description="documents naming this party (aliases included)"),
+    final: bool = Query(False, description="only final/executed versions"),
     state: ServerState = Depends(server_state), identity: Identity = Depends(require_scope(SEARCH)),
 ) -> SearchPage:
     """The hits the token's principal may see, best first; pass ``next_cursor`` back as ``cursor``."""
     try:
         return search_as(state, identity, q, limit=limit, offset=offset, cursor=cursor, mode=mode, matter=matter,
-                         doc_type=type, since=since, parts=part, not_parts=not_part)
+                         doc_type=type, since=since, parts=part, not_parts=not_part, kind=kind,
+                         clause_type=clause_type, party=party, final=final)
     except SearchRefused as exc:
         raise ApiError(exc.status, exc.code, exc.message) from exc

@@ -19,6 +19,12 @@ def search(
     parts: list[str] = typer.Option(None, "--in", help="only these parts (repeat): body, comment, footnote, "
                                     "header, footer, deleted (struck text), fields (file name, title …)"),
     not_parts: list[str] = typer.Option(None, "--not-in", help="never these parts (repeat), e.g. deleted"),
+    clauses: bool = typer.Option(False, "--clauses", help="search the clauses of final/executed agreements, "
+                                 "grouped by document"),
+    clause_type: str = typer.Option(None, "--clause-type", help="only clauses of this clause type (clause-facet "
+                                    "node, descendants included); implies --clauses"),
+    party: str = typer.Option(None, "--party", help="only documents naming this party (entity names and aliases)"),
+    final: bool = typer.Option(False, "--final", help="only final/executed versions"),
     mode: str = typer.Option("hybrid", help="hybrid, lexical or vector"),
     limit: int = typer.Option(10, min=1, max=200),
     offset: int = typer.Option(0, min=0, max=1000, help="skip this many hits (paging)"),
@@ -48,7 +54,8 @@ def search(
         response = run_search(ctx.db, query, principals=as_principal or None, operator=not as_principal,
                               matter=matter, doc_type=doc_type, since=since_day, parts=parts or None,
                               not_parts=not_parts or (), limit=limit, offset=offset, cursor=cursor, mode=mode,
-                              explain=explain, config=ctx.config)
+                              explain=explain, config=ctx.config, clauses=clauses, clause_type=clause_type,
+                              party=party, final=final)
     except ValueError as exc:
         console.print(f"[red]{shown(exc)}[/]", highlight=False)
         raise typer.Exit(2) from exc
@@ -91,6 +98,10 @@ def print_hit(i: int, h) -> None:
     import textwrap
 
     facts = " ".join(f"{k} {v}" for k, v in (("matter", h.matter), ("type", h.doc_type)) if v)
+    if h.part == "clause":
+        clause = " ".join(x for x in (h.clause_number, h.clause_heading) if x) or "clause"
+        facts = f"clause {clause}" + (f" [{h.clause_type}]" if h.clause_type else " [untyped]") + \
+            (f"; {facts}" if facts else "")
     out.print(f"{i:>2}. [bold]{shown(h.path)}[/]  (score {h.score:.2f}; in {shown(hit_where(h))}"
               f"{'; ' + shown(facts) if facts else ''})", highlight=False, soft_wrap=True)
     lines = [f"({h.missing}: tombstoned once the deletion is confirmed)"] if h.missing else []

@@ -25,10 +25,22 @@ from typing import Any
 
 from ki.index.analysis import name_tokens, parts, stem, streams, words
 from ki.index.query import FIELD_WEIGHTS, HEAD_MARK
-from ki.index.query_plan import AllOf, AnyOf, AtLeast, BestOf, Filtered, InSet, Node, Phrase, Term, WithBonus
+from ki.index.query_plan import (
+    CLAUSE_TAG,
+    AllOf,
+    AnyOf,
+    AtLeast,
+    BestOf,
+    Filtered,
+    InSet,
+    Node,
+    Phrase,
+    Term,
+    WithBonus,
+)
 
 #: Bump when the schema or the analysis changes: an index of another version is rebuilt from the record.
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 DOC_FIELDS = tuple(FIELD_WEIGHTS)
 PROFILE_KIND = "profile"
 WRITER_HEAP_BYTES = 64_000_000
@@ -64,6 +76,7 @@ class LexRow:
             document fields (``title``, ``name``, ``folder``, ``type``, ``matter``, ``party`` → text).
         allowed / denied: the permission projection.
         matters: matter reference(s) and id(s); doc_types: type and its ancestors; doc_date; mtime_ns.
+        clause_type: a clause row's clause-facet node (None: not a clause, or untyped).
     """
 
     source_object_id: int
@@ -78,6 +91,12 @@ class LexRow:
     doc_types: tuple[str, ...] = ()
     doc_date: date | None = None
     mtime_ns: int | None = None
+    clause_type: str | None = None
+
+
+def kind_values(row: LexRow) -> str | list[str]:
+    """The ``kind`` field of a row: its part, plus :data:`CLAUSE_TAG` + type for a typed clause row."""
+    return [row.kind, CLAUSE_TAG + row.clause_type] if row.clause_type else row.kind
 
 
 def field_streams(name: str, value: str) -> tuple[str, str]:
@@ -105,7 +124,8 @@ def row_source(row: LexRow) -> dict[str, Any]:
     ``allow``, ``deny``, ``matter``, ``dtype`` (lists for the multi-valued), ``ddate``, ``mtime``, and the text
     streams (``t_*`` for a passage, ``f_*`` for a profile row)."""
     src: dict[str, Any] = {
-        "oid": int(row.source_object_id), "ordinal": int(row.ordinal), "chash": row.content_hash, "kind": row.kind,
+        "oid": int(row.source_object_id), "ordinal": int(row.ordinal), "chash": row.content_hash,
+        "kind": kind_values(row),
         "allow": list(row.allowed), "deny": list(row.denied), "matter": list(row.matters),
         "dtype": list(row.doc_types), "ddate": int(row.doc_date.strftime("%Y%m%d")) if row.doc_date else 0,
         "mtime": int((row.mtime_ns or 0) // 1_000_000_000)}

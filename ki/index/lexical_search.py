@@ -69,6 +69,7 @@ def rank_contents(run: RunRound, any_match: AnyMatch, engine: Engine, parsed: Pa
                 break
             lf = LexFilters(
                 principals=filters.principals, kinds=filters.kinds, not_kinds=filters.not_kinds,
+                clause_types=filters.clause_types,
                 matter=filters.matter if "matter" in engine_facts else None,
                 doc_type=filters.doc_type if "type" in engine_facts else None,
                 since=filters.since if "since" in engine_facts else None,

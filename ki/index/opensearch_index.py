@@ -29,14 +29,26 @@ from sqlalchemy.engine import Connection
 from ki import services
 from ki.access.projection import AccessProjection
 from ki.config.process import OpenSearchSettings, current
-from ki.index.backend import ChunkRow, IndexDocument, SearchFilters
+from ki.index.backend import CLAUSE_KIND, ChunkRow, IndexDocument, SearchFilters
 from ki.index.embeddings import EmbedderIdentity, normalise_rows
 from ki.index.lexical import DOC_FIELDS, LexHit, LexRow, row_source
-from ki.index.query_plan import AllOf, AnyOf, AtLeast, BestOf, Filtered, InSet, Node, Phrase, Term, WithBonus
+from ki.index.query_plan import (
+    CLAUSE_TAG,
+    AllOf,
+    AnyOf,
+    AtLeast,
+    BestOf,
+    Filtered,
+    InSet,
+    Node,
+    Phrase,
+    Term,
+    WithBonus,
+)
 from ki.store.chunks import live_chunk_rows
 
 #: ``_meta.ki_schema`` of the mapping below; an index of another schema is rebuilt from the record.
-KI_SCHEMA = 4
+KI_SCHEMA = 5
 #: The large-documents index of ``<index>`` is ``<index>`` + this (:mod:`ki.index.opensearch`); a generated index
 #: name (:func:`index_name_for`) never holds a dot, so no database's index is another's large one.
 LARGE_SUFFIX = ".large"
@@ -207,6 +219,19 @@ def acl_filter(filters: SearchFilters) -> dict[str, Any] | None:
                      "must_not": [{"terms": {"denied_principals": p}}]}}
 
 
+def part_filter(filters: SearchFilters) -> list[dict[str, Any]]:
+    """The vector half's part filters: ``kind`` in the searched parts, and a clause type among ``clause_types``
+    (:data:`ki.index.lexical.CLAUSE_TAG`); [] when the search takes every part."""
+    out: list[dict[str, Any]] = []
+    if filters.kinds is not None:
+        out.append({"terms": {"kind": list(filters.kinds)}})
+    if filters.clause_types is not None:
+        out.append({"terms": {"kind": [CLAUSE_TAG + t for t in filters.clause_types]}})
+    if filters.not_kinds:
+        out.append({"bool": {"must_not": [{"terms": {"kind": list(filters.not_kinds)}}]}})
+    return out
+
+
 #: What a search reads of each hit, from doc values only: no stored field at all (not even ``_id``), so no
 #: stored-field block is decompressed — the ``_source`` (mostly the row's vector) and its JSON parse cost
 #: more than the hit's own score.
@@ -289,8 +314,11 @@ def vector_body(vector: np.ndarray, filters: SearchFilters, size: int) -> dict[s
     ``knn.filter`` (filtered HNSW / exact pre-filter: ``size`` permitted rows come back)."""
     knn: dict[str, Any] = {"vector": unit(vector, "of the query"), "k": size}
     acl = acl_filter(filters)
-    if acl:
-        knn["filter"] = acl
+    parts = part_filter(filters)
+    if acl and parts:
+        knn["filter"] = {"bool": {"filter": [acl, *parts]}}
+    elif acl or parts:
+        knn["filter"] = acl or {"bool": {"filter": parts}}
     return {"size": size, **_HIT_READ, "query": {"knn": {"embedding": knn}}}
 
 
@@ -307,7 +335,8 @@ def row_actions(index: str, doc: IndexDocument, *, generation: str, access_versi
     for r in doc.rows:
         row = LexRow(doc.source_object_id, r.ordinal, doc.content_hash, r.kind, r.text,
                      dict((r.meta or {}).get("fields") or {}), tuple(doc.access.allowed), tuple(doc.access.denied),
-                     matters, doc_types, doc_date, mtime_ns)
+                     matters, doc_types, doc_date, mtime_ns,
+                     (r.meta or {}).get("clause_type") if r.kind == CLAUSE_KIND else None)
         src = {FIELD_MAP.get(k, k): v for k, v in row_source(row).items()}
         src |= {"generation": generation, "access_version": access_version}
         if doc.embedder is not None:

@@ -44,7 +44,8 @@ class OpenSearchSearch:
 
     @staticmethod
     def _fetch(filters: SearchFilters, k: int) -> int:
-        if filters.matter or filters.doc_type or filters.since:
+        if (filters.matter or filters.doc_type or filters.since or filters.clause_types is not None
+                or filters.party_entities is not None or filters.final):
             return k * FACT_FILTER_OVERFETCH + OVERFETCH_MARGIN
         return k + OVERFETCH_MARGIN
 

@@ -192,6 +192,11 @@ def excluded_node(parsed: ParsedQuery) -> Node | None:
     return AnyOf(tuple(item_node(i) for i in parsed.excluded))
 
 
+#: A clause row's ``kind`` field also holds ``clause:<type>`` (its clause-facet node): what ``--clause-type``
+#: filters on in both engines.
+CLAUSE_TAG = "clause:"
+
+
 @dataclass(frozen=True)
 class LexFilters:
     """What the engines filter on (the record confirms each hit again).
@@ -199,6 +204,7 @@ class LexFilters:
     Attributes:
         principals: the caller's principals (``*`` included), None for the local operator.
         kinds / not_kinds: parts to search only / never (``deleted``, ``comment``, ``profile`` …).
+        clause_types: clause rows of these clause-facet nodes only (``kind`` holds ``clause:<type>``).
         matter / doc_type / since: as :class:`ki.index.backend.SearchFilters`.
         reject_oids / reject_contents: objects / contents already taken or refused.
     """
@@ -211,6 +217,7 @@ class LexFilters:
     since: date | None = None
     reject_oids: tuple[int, ...] = ()
     reject_contents: tuple[str, ...] = ()
+    clause_types: tuple[str, ...] | None = None
 
 
 def filter_nodes(f: LexFilters) -> tuple[tuple[Node, ...], tuple[Node, ...]]:
@@ -226,6 +233,8 @@ def filter_nodes(f: LexFilters) -> tuple[tuple[Node, ...], tuple[Node, ...]]:
         must.append(InSet("kind", tuple(f.kinds)))
     if f.not_kinds:
         must_not.append(InSet("kind", tuple(f.not_kinds)))
+    if f.clause_types is not None:
+        must.append(InSet("kind", tuple(CLAUSE_TAG + t for t in f.clause_types)))
     if f.matter:
         must.append(InSet("matter", (f.matter,)))
     if f.doc_type:

@@ -124,7 +124,7 @@ def lex_rows(conn: Connection, source_object_ids: Sequence[int]) -> Iterator[Lex
         yield LexRow(int(r.source_object_id), int(r.ordinal), r.content_hash, r.kind, r.text,
                      dict(meta.get("fields") or {}), tuple(r.allowed_principals or ()),
                      tuple(r.denied_principals or ()), tuple(r.matters or ()), tuple(r.doc_types or ()),
-                     r.doc_date, r.mtime_ns)
+                     r.doc_date, r.mtime_ns, meta.get("clause_type") if r.kind == "clause" else None)
 
 
 # --- the record's filters and its confirmation of candidates -------------------------------------------------
@@ -202,7 +202,36 @@ def filter_sql(conn: Connection, filters: Any) -> tuple[str, dict[str, Any], Any
             report.notes.append("--since compares the file's modification date (document dates are not "
                                 "extracted yet)")
         report.applied.append("since")
+    _document_filters(facts, filters, sql, params, report)
     return " ".join(sql), params, report
+
+
+def _document_filters(facts: Any, filters: Any, sql: list[str], params: dict[str, Any], report: Any) -> None:
+    """The clause-type, party and finality conditions (:mod:`ki.index.clause_filters`), appended to ``sql``."""
+    from ki.index.clause_filters import party_condition
+    from ki.store.finality import final_condition
+
+    clause_types = getattr(filters, "clause_types", None)
+    if clause_types is not None:
+        sql.append("AND c.kind = 'clause' AND c.meta->>'clause_type' = ANY(CAST(:clause_types AS text[]))")
+        params["clause_types"] = list(clause_types)
+        report.applied.append("clause_type")
+    party_ids = getattr(filters, "party_entities", None)
+    if party_ids is not None:
+        sql.append(f"AND {party_condition('c.source_object_id')}" if facts.has("document_party", "entity_id")
+                   else "AND FALSE")
+        params["party_entities"] = list(party_ids)
+        report.applied.append("party")
+        if not party_ids:
+            report.notes.append(f"--party {getattr(filters, 'party', '') or ''!r}: no entity of that name or alias "
+                                "is known, so nothing matches")
+    if getattr(filters, "final", False):
+        if facts.has("document_version", "rendition", "duplicate_of"):
+            sql.append(f"AND {final_condition('c.source_object_id')}")
+        else:
+            sql.append("AND FALSE")
+            report.notes.append("--final matches nothing: no version is known yet (the relate stage has not run)")
+        report.applied.append("final")
 
 
 def confirm(conn: Connection, candidates: Sequence[tuple[int, int]], filters: Any

@@ -31,7 +31,8 @@ from sqlalchemy import Engine, text
 
 from ki import services
 from ki.access.projection import principal_set
-from ki.index.backend import PROFILE_KIND, SearchBackend, SearchFilters
+from ki.index.backend import CLAUSE_KIND, PROFILE_KIND, SearchBackend, SearchFilters
+from ki.index.clause_filters import clause_types_under, party_entities
 from ki.index.embeddings import Embedder, EmbedderIdentity
 from ki.index.factory import backend_for
 from ki.index.facts import fact_sources
@@ -65,6 +66,8 @@ class SearchHit(BaseModel):
         also_at: paths of identical copies the searcher may also see.
         document_id / version / matter / doc_type: once the model stages have run (else None).
         lexical_rank / vector_rank: the hit's rank in each half (None when absent from it).
+        clause_type / clause_number / clause_heading: a clause hit's (``part`` ``clause``) clause-facet node (None:
+            untyped), number (``§ 4``, ``12.3``) and heading.
         missing_since: when a scan first found the file (or the file holding it) missing from its share;
             None while it is listed. Such a hit stays searchable until ``pipeline.deletion_confirmations``
             scans agree (an unmounted share deletes nothing), and says so in ``missing`` ("missing from the
@@ -92,6 +95,9 @@ class SearchHit(BaseModel):
     vector_rank: int | None = None
     missing_since: datetime | None = None
     missing: str | None = None
+    clause_type: str | None = None
+    clause_number: str | None = None
+    clause_heading: str | None = None
 
 
 class SearchResponse(BaseModel):
@@ -117,7 +123,8 @@ def query_embedder(identity: EmbedderIdentity | None) -> Embedder | None:
 
 def _digest(query: str, filters: SearchFilters, mode: str) -> str:
     blob = json.dumps([query, mode, filters.principals, filters.matter, filters.doc_type,
-                       filters.since.isoformat() if filters.since else None, filters.kinds, list(filters.not_kinds)])
+                       filters.since.isoformat() if filters.since else None, filters.kinds, list(filters.not_kinds),
+                       filters.clause_types, filters.party_entities, filters.final])
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
@@ -142,7 +149,8 @@ def decode_cursor(cursor: str, query: str, filters: SearchFilters, mode: str) ->
 def search(db: Any, query: str, *, principals: Sequence[str] | None, operator: bool = False,
            matter: str | None = None, doc_type: str | None = None, since: date | None = None,
            parts: Sequence[str] | None = None, not_parts: Sequence[str] = (), limit: int = 10, offset: int = 0,
-           cursor: str | None = None, mode: str = "hybrid", explain: bool = False, config: Any = None
+           cursor: str | None = None, mode: str = "hybrid", explain: bool = False, config: Any = None,
+           clauses: bool = False, clause_type: str | None = None, party: str | None = None, final: bool = False
            ) -> SearchResponse:
     """Search the index as ``principals`` (``*`` is always held).
 
@@ -156,26 +164,40 @@ def search(db: Any, query: str, *, principals: Sequence[str] | None, operator: b
         parts / not_parts: search only / never these parts (``deleted``, ``comment``, ``fields`` …).
         limit: hits per page (1..200); offset: hits skipped (0..1000), or ``cursor`` (wins over offset).
         mode: ``hybrid``, ``lexical`` or ``vector``; explain: add how the query was understood.
-    Raises: ValueError when neither principals nor operator are given, for a bad mode/limit/offset/cursor.
+        clauses: search clause rows only (kind ``clause``), the page grouped by document; clause_type: a
+            clause-facet node, descendants included (implies ``clauses``); party: documents naming that party
+            (the entity ledger, aliases included: :mod:`ki.index.clause_filters`); final: final/executed versions
+            only (:mod:`ki.store.finality`).
+    Raises: ValueError when neither principals nor operator are given, for a bad mode/limit/offset/cursor, for a
+        clause type the ontology's clause facet does not hold.
     """
     if principals is None and not operator:
         raise ValueError("search needs the caller's principals (operator=True only for the local operator)")
     if not 1 <= limit <= MAX_LIMIT:
         raise ValueError(f"limit must be between 1 and {MAX_LIMIT}")
-    kinds = tuple(PROFILE_KIND if p == "fields" else p for p in parts) if parts else None
+    clauses = clauses or clause_type is not None
+    kinds = (CLAUSE_KIND,) if clauses else tuple(PROFILE_KIND if p == "fields" else p for p in parts) if parts else None
+    engine = getattr(db, "engine", db)
+    party_ids = None
+    if party is not None:
+        with engine.connect() as conn:
+            party_ids = party_entities(conn, party)
     filters = SearchFilters(principals=None if operator else principal_set(principals or []), matter=matter,
                             doc_type=doc_type, since=since, kinds=kinds,
-                            not_kinds=tuple(PROFILE_KIND if p == "fields" else p for p in not_parts))
+                            not_kinds=tuple(PROFILE_KIND if p == "fields" else p for p in not_parts),
+                            clause_types=clause_types_under(config, clause_type) if clause_type else None,
+                            party_entities=party_ids, party=party, final=final)
     if cursor:
         offset = decode_cursor(cursor, query, filters, mode)
     if not 0 <= offset <= MAX_OFFSET:
         raise ValueError(f"offset must be between 0 and {MAX_OFFSET}")
-    engine = getattr(db, "engine", db)
     backend = backend_for(db, config)
     embedder = query_embedder(backend.index_identity()) if mode != "lexical" else None
     response = search_with_backend(backend, engine, query, filters=filters, limit=limit, offset=offset, mode=mode,
                                    embedder=embedder, explain=explain)
     response.notes = backend.filter_report(filters).notes + response.notes
+    if clauses:
+        response.hits = grouped_by_document(response.hits)
     return response
 
 
@@ -291,8 +313,24 @@ def hydrate(engine: Engine, query: str | ParsedQuery, fused: Sequence[FusedHit],
             score=round(min(1.0, h.score / best), 4), rrf_score=float(h.score), ordinal=r.ordinal,
             content_hash=r.content_hash, also_at=also.get(r.content_hash, []), document_id=r.document_id,
             version=r.version, matter=r.matter, doc_type=r.doc_type, lexical_rank=h.lexical_rank,
-            vector_rank=h.vector_rank, missing_since=r.missing_since, missing=missing_note(r.missing_since)))
+            vector_rank=h.vector_rank, missing_since=r.missing_since, missing=missing_note(r.missing_since),
+            **(clause_fields(meta) if r.kind == CLAUSE_KIND else {})))
     return out
+
+
+def clause_fields(meta: dict[str, Any]) -> dict[str, Any]:
+    """A clause row's ``meta`` as the hit's ``clause_type``, ``clause_number`` and ``clause_heading``."""
+    return {"clause_type": meta.get("clause_type"), "clause_number": meta.get("number") or None,
+            "clause_heading": meta.get("heading") or None}
+
+
+def grouped_by_document(hits: list[SearchHit]) -> list[SearchHit]:
+    """``hits`` with each document's hits together, documents in the order of their best hit (a clause search's
+    page: one agreement's clauses under it)."""
+    order: dict[Any, int] = {}
+    for h in hits:
+        order.setdefault(h.document_id if h.document_id is not None else f"o{h.source_object_id}", len(order))
+    return sorted(hits, key=lambda h: order[h.document_id if h.document_id is not None else f"o{h.source_object_id}"])
 
 
 #: The query :func:`warm` runs: a German compound and an English word, so both lexicons, the stemmers, every

@@ -1,0 +1,65 @@
+"""The clause, party and finality filters of a search, resolved before the backends see them.
+
+Spec: insertion-pipeline.md "Index" (clause rows; the profile row of the latest final version), "Extract
+metadata" (parties resolved by rule through the entity ledger and its aliases). ``--clause-type NODE`` names a
+node of the ontology's clause facet and matches it and its descendants; ``--party NAME`` matches documents whose
+parties resolved to an entity that NAME names — its canonical name or any alias on its ledger, compared as the
+resolver compares names (:func:`ki.entities.names.name_key`: legal form and case aside), or a name whose words
+all occur in one of them ("Thalbach" names "Thalbach Immobilien GmbH & Co. KG").
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import text
+from sqlalchemy.engine import Connection
+
+_ENTITIES = text("""
+SELECT DISTINCT a.entity_id FROM entity_alias a
+WHERE a.alias_key = :key OR (cardinality(CAST(:tokens AS text[])) > 0 AND a.tokens @> CAST(:tokens AS text[]))
+UNION
+SELECT e.id FROM entity e WHERE e.identity_key = :key OR split_part(e.identity_key, '#', 1) = :key
+ORDER BY 1
+""")
+
+
+def clause_types_under(config: Any, node: str) -> tuple[str, ...]:
+    """``node`` and every clause-facet node below it (ids, ``node`` first).
+
+    Raises: ValueError when the clause facet is inactive or has no node ``node`` (the message lists a few).
+    """
+    from ki.ontology.load import active_ontology
+
+    onto = active_ontology(config)
+    table = onto.clauses if onto.clause_facet_active else None
+    if table is None:
+        raise ValueError("--clause-type: the ontology has no clause facet, so no clause is typed")
+    if node not in table.nodes:
+        known = ", ".join(sorted(table.nodes)[:12])
+        raise ValueError(f"--clause-type: {node!r} is not a clause type of the ontology (known: {known}, …)")
+    out, stack = [node], list(table.children_of.get(node, []))
+    while stack:
+        child = stack.pop(0)
+        out.append(child)
+        stack.extend(table.children_of.get(child, []))
+    return tuple(out)
+
+
+def party_entities(conn: Connection, name: str) -> tuple[int, ...]:
+    """The entity ids ``name`` names (see the module docstring); () when none or when the ledger is absent."""
+    from ki.entities.names import name_key
+    from ki.index.facts import fact_sources
+
+    if not fact_sources(conn).has("entity_alias", "alias_key", "tokens"):
+        return ()
+    key = name_key(name)
+    if not key.key:
+        return ()
+    return tuple(int(r[0]) for r in conn.execute(_ENTITIES, {"key": key.key, "tokens": list(key.base)}))
+
+
+def party_condition(oid: str) -> str:
+    """SQL EXISTS: the object ``oid`` names one of ``:party_entities`` as a party."""
+    return (f"EXISTS (SELECT 1 FROM document_party dp WHERE dp.source_object_id = {oid} "
+            f"AND dp.entity_id = ANY(CAST(:party_entities AS bigint[])))")
