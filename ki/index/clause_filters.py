@@ -12,16 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import text
 from sqlalchemy.engine import Connection
-
-_ENTITIES = text("""
-SELECT DISTINCT a.entity_id FROM entity_alias a
-WHERE a.alias_key = :key OR (cardinality(CAST(:tokens AS text[])) > 0 AND a.tokens @> CAST(:tokens AS text[]))
-UNION
-SELECT e.id FROM entity e WHERE e.identity_key = :key OR split_part(e.identity_key, '#', 1) = :key
-ORDER BY 1
-""")
 
 
 def clause_types_under(config: Any, node: str) -> tuple[str, ...]:
@@ -56,10 +47,6 @@ def party_entities(conn: Connection, name: str) -> tuple[int, ...]:
     key = name_key(name)
     if not key.key:
         return ()
-    return tuple(int(r[0]) for r in conn.execute(_ENTITIES, {"key": key.key, "tokens": list(key.base)}))
+    from ki.store.parties import entities_named
 
-
-def party_condition(oid: str) -> str:
-    """SQL EXISTS: the object ``oid`` names one of ``:party_entities`` as a party."""
-    return (f"EXISTS (SELECT 1 FROM document_party dp WHERE dp.source_object_id = {oid} "
-            f"AND dp.entity_id = ANY(CAST(:party_entities AS bigint[])))")
+    return entities_named(conn, key.key, key.base)

@@ -208,8 +208,8 @@ def filter_sql(conn: Connection, filters: Any) -> tuple[str, dict[str, Any], Any
 
 def _document_filters(facts: Any, filters: Any, sql: list[str], params: dict[str, Any], report: Any) -> None:
     """The clause-type, party and finality conditions (:mod:`ki.index.clause_filters`), appended to ``sql``."""
-    from ki.index.clause_filters import party_condition
     from ki.store.finality import final_condition
+    from ki.store.parties import party_condition
 
     clause_types = getattr(filters, "clause_types", None)
     if clause_types is not None:
