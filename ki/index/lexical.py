@@ -24,20 +24,8 @@ from datetime import date
 from typing import Any
 
 from ki.index.analysis import name_tokens, parts, stem, streams, words
-from ki.index.query import FIELD_WEIGHTS, HEAD_MARK
-from ki.index.query_plan import (
-    CLAUSE_TAG,
-    AllOf,
-    AnyOf,
-    AtLeast,
-    BestOf,
-    Filtered,
-    InSet,
-    Node,
-    Phrase,
-    Term,
-    WithBonus,
-)
+from ki.index.query import CLAUSE_TAG, FIELD_WEIGHTS, HEAD_MARK
+from ki.index.query_plan import AllOf, AnyOf, AtLeast, BestOf, Filtered, InSet, Node, Phrase, Term, WithBonus
 
 #: Bump when the schema or the analysis changes: an index of another version is rebuilt from the record.
 SCHEMA_VERSION = 5

@@ -31,20 +31,8 @@ from ki.access.projection import AccessProjection
 from ki.config.process import OpenSearchSettings, current
 from ki.index.backend import CLAUSE_KIND, ChunkRow, IndexDocument, SearchFilters
 from ki.index.embeddings import EmbedderIdentity, normalise_rows
-from ki.index.lexical import DOC_FIELDS, LexHit, LexRow, row_source
-from ki.index.query_plan import (
-    CLAUSE_TAG,
-    AllOf,
-    AnyOf,
-    AtLeast,
-    BestOf,
-    Filtered,
-    InSet,
-    Node,
-    Phrase,
-    Term,
-    WithBonus,
-)
+from ki.index.lexical import CLAUSE_TAG, DOC_FIELDS, LexHit, LexRow, row_source
+from ki.index.query_plan import AllOf, AnyOf, AtLeast, BestOf, Filtered, InSet, Node, Phrase, Term, WithBonus
 from ki.store.chunks import live_chunk_rows
 
 #: ``_meta.ki_schema`` of the mapping below; an index of another schema is rebuilt from the record.

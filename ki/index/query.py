@@ -37,6 +37,9 @@ from dataclasses import dataclass, field
 
 from ki.index.analysis import WordForms, word_forms, words
 
+#: A clause row's ``kind`` field also holds ``clause:<type>`` (its clause-facet node): what ``--clause-type``
+#: filters on in both engines (:mod:`ki.index.query_plan`, :mod:`ki.index.lexical`).
+CLAUSE_TAG = "clause:"
 #: Weights of the passage streams (body text, comments, footnotes … : every textual part).
 STREAM_WEIGHTS = {"exact": 1.0, "de": 0.7, "en": 0.5, "parts": 0.35}
 #: Weight of a quoted phrase's exact match (×) and of its stemmed match.

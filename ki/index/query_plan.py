@@ -16,6 +16,7 @@ from datetime import UTC, date, datetime
 
 from ki.index.analysis import WordForms
 from ki.index.query import (
+    CLAUSE_TAG,
     COMPOUND_HEAD_WEIGHT,
     FIELD_GROUPS,
     FIELD_TIE_BREAKER,
@@ -190,11 +191,6 @@ def excluded_node(parsed: ParsedQuery) -> Node | None:
     if not parsed.excluded:
         return None
     return AnyOf(tuple(item_node(i) for i in parsed.excluded))
-
-
-#: A clause row's ``kind`` field also holds ``clause:<type>`` (its clause-facet node): what ``--clause-type``
-#: filters on in both engines.
-CLAUSE_TAG = "clause:"
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,6 @@ each folder is readable by its owner only. Runs on the embedded backend and on O
 
 from __future__ import annotations
 
-import json
 import shutil
 from pathlib import Path
 
@@ -34,11 +33,6 @@ FILES = {"anna": [f"{THALBACH}/2023-02-20 Mietvertrag Entwurf.docx",
 MODES = ("lexical", "vector", "hybrid")
 
 
-def _set(ctx, key: str, value) -> None:
-    set_config_value(ctx.settings.data_dir, key, value if isinstance(value, str) else json.dumps(value))
-    ctx.reload_config()
-
-
 @pytest.fixture(params=["postgres", pytest.param("opensearch", marks=pytest.mark.opensearch)])
 def backend(request, ctx, monkeypatch):
     yield from backend_on(request, ctx, monkeypatch, lambda: backend_for(ctx.db, ctx.config))
@@ -46,7 +40,8 @@ def backend(request, ctx, monkeypatch):
 
 @pytest.fixture
 def indexed(ctx, shared, tmp_path, backend):
-    _set(ctx, "retrieval.embedding_model", "hashing:64")
+    set_config_value(ctx.settings.data_dir, "retrieval.embedding_model", "hashing:64")
+    ctx.reload_config()
     root = tmp_path / "share"
     for who, rels in FILES.items():
         folder = root / who
