@@ -125,19 +125,23 @@ def accuracy(estate: Path, truth: dict[str, Any]) -> dict[str, Any]:
                 round(1000 * split_seconds / max(1, len(files)), 2), "per_file": per_file}
 
 
-def pipeline(estate: Path, truth: dict[str, Any], per_file: dict[str, list], workers: int) -> dict[str, Any]:
-    """Insert the estate, then recall@10 of "type X in matter Y" clause searches and the index's cost."""
+def pipeline(estate: Path, truth: dict[str, Any], per_file: dict[str, list], workers: int,
+             data: Path | None = None) -> dict[str, Any]:
+    """Insert the estate (into ``data`` when given: a data directory already holding it is searched as it is),
+    then recall@10 of "type X in matter Y" clause searches and the index's cost. The data directory is kept."""
     from bench.quality import firm_env
 
     ki = str(Path(sys.executable).with_name("ki"))
-    data = Path(tempfile.mkdtemp(prefix="ki-clauses-"))
+    reuse = data is not None and data.is_dir() and any(data.iterdir())
+    data = data or Path(tempfile.mkdtemp(prefix="ki-clauses-"))
     env = {k: v for k, v in os.environ.items() if not k.startswith("KI_") or k == "KI_SHARED_DIR"}
     env.update({"KI_DATA_DIR": str(data), "KI_WORKERS": str(workers), "KI_INSERT_WAIT_RETRY_SECONDS": "60",
                 "KI_RETRIEVAL__EMBEDDING_MODEL": "hashing:64", **firm_env(truth)})
     started = time.monotonic()
-    ins = subprocess.run([ki, "insert", str(estate / "estate")], env=env, capture_output=True, text=True)
-    if ins.returncode != 0:
-        raise RuntimeError(f"ki insert failed ({ins.returncode}):\n{ins.stdout[-2000:]}\n{ins.stderr[-2000:]}")
+    if not reuse:
+        ins = subprocess.run([ki, "insert", str(estate / "estate")], env=env, capture_output=True, text=True)
+        if ins.returncode != 0:
+            raise RuntimeError(f"ki insert failed ({ins.returncode}):\n{ins.stdout[-2000:]}\n{ins.stderr[-2000:]}")
     insert_seconds = time.monotonic() - started
     try:
         os.environ.update({k: v for k, v in env.items() if k.startswith("KI_")})
@@ -158,8 +162,7 @@ def pipeline(estate: Path, truth: dict[str, Any], per_file: dict[str, list], wor
                            matter=f["matter_reference"], limit=10)
                 asked += 1
                 paths = [h.path for h in r.hits]
-                hit = any(p == f["path"] for p in paths) or any(
-                    p in paths for p in (f.get("duplicates") or []))
+                hit = any(p.endswith("/" + f["path"]) for p in paths)
                 found += hit
                 if not hit:
                     misses.append(f"{t} in {f['matter_reference']}: {f['path']} not in {paths[:3]}")
@@ -170,7 +173,7 @@ def pipeline(estate: Path, truth: dict[str, Any], per_file: dict[str, list], wor
                                                sum(pg_column_size(c.*)) FILTER (WHERE kind = 'clause') AS clause_bytes
                                         FROM chunk c""")).one()
             objects = conn.execute(text("SELECT count(*) FROM source_object")).scalar_one()
-        return {"insert_seconds": round(insert_seconds, 1), "objects": objects, "recall_at_10": found / max(1, asked),
+        return {"data_dir": str(data), "insert_seconds": round(insert_seconds, 1), "objects": objects, "recall_at_10": found / max(1, asked),
                 "queries": asked, "recall_misses": misses, "rows": cost.rows, "clause_rows": cost.clauses,
                 "profile_rows": cost.profiles, "row_bytes": int(cost.bytes or 0),
                 "clause_row_bytes": int(cost.clause_bytes or 0), "load": os.getloadavg()}
@@ -183,13 +186,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("estate", type=Path, help="folder holding estate/ and truth.json")
     ap.add_argument("--pipeline", action="store_true", help="also insert the estate: recall@10 and index cost")
     ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--data", type=Path, help="a data directory: insert into it, or search it when it holds an estate")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args(argv)
     truth = json.loads((args.estate / "truth.json").read_text(encoding="utf-8"))
     out = accuracy(args.estate, truth)
     per_file = out.pop("per_file")
     if args.pipeline:
-        out["pipeline"] = pipeline(args.estate, truth, per_file, args.workers)
+        out["pipeline"] = pipeline(args.estate, truth, per_file, args.workers, args.data)
     out["load"] = os.getloadavg()
     print(json.dumps(out, indent=2, ensure_ascii=False, default=str))
     return 0
