@@ -173,7 +173,8 @@ def pipeline(estate: Path, truth: dict[str, Any], per_file: dict[str, list], wor
                                                sum(pg_column_size(c.*)) FILTER (WHERE kind = 'clause') AS clause_bytes
                                         FROM chunk c""")).one()
             objects = conn.execute(text("SELECT count(*) FROM source_object")).scalar_one()
-        return {"data_dir": str(data), "insert_seconds": round(insert_seconds, 1), "objects": objects, "recall_at_10": found / max(1, asked),
+        return {"data_dir": str(data), "insert_seconds": round(insert_seconds, 1), "objects": objects,
+                "recall_at_10": found / max(1, asked),
                 "queries": asked, "recall_misses": misses, "rows": cost.rows, "clause_rows": cost.clauses,
                 "profile_rows": cost.profiles, "row_bytes": int(cost.bytes or 0),
                 "clause_row_bytes": int(cost.clause_bytes or 0), "load": os.getloadavg()}

@@ -57,6 +57,7 @@ def search_as(state: ServerState, identity: Identity, query: str, *, limit: int 
     if not identity.principal:
         raise SearchRefused(403, "no_principal", f"the token {identity.name!r} has no principal to search as "
                                                  "(ki token create --principal ...)")
+    from ki.entities.store import party_filter_ids
     from ki.index.search import search
 
     try:
@@ -64,6 +65,7 @@ def search_as(state: ServerState, identity: Identity, query: str, *, limit: int 
                           cursor=cursor or None, mode=mode, matter=matter, doc_type=doc_type, since=since,
                           parts=parts or None, not_parts=not_parts or (), config=state.config(),
                           clauses=kind == "clause", clause_type=clause_type or None, party=party or None,
+                          party_entities=party_filter_ids(state.ctx.db, party or None),
                           final=final)
     except ValueError as exc:
         code = "invalid_cursor" if cursor and "cursor" in str(exc) else "invalid_search"

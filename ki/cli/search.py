@@ -39,6 +39,7 @@ def search(
     """
     from datetime import date
 
+    from ki.entities.store import party_filter_ids
     from ki.index.search import search as run_search
 
     try:
@@ -55,7 +56,7 @@ def search(
                               matter=matter, doc_type=doc_type, since=since_day, parts=parts or None,
                               not_parts=not_parts or (), limit=limit, offset=offset, cursor=cursor, mode=mode,
                               explain=explain, config=ctx.config, clauses=clauses, clause_type=clause_type,
-                              party=party, final=final)
+                              party=party, party_entities=party_filter_ids(ctx.db, party), final=final)
     except ValueError as exc:
         console.print(f"[red]{shown(exc)}[/]", highlight=False)
         raise typer.Exit(2) from exc

@@ -375,3 +375,23 @@ def merge_entities(conn: Connection, into: int, other: int) -> set[str]:
     conn.execute(text("UPDATE matter_party SET entity_id = :i WHERE entity_id = :o"), params)
     conn.execute(text("DELETE FROM entity WHERE id = :o"), params)
     return matters
+
+
+def entities_named_by(conn: Connection, name: str) -> tuple[int, ...]:
+    """The entity ids a search's ``--party NAME`` names: an entity whose identity key or an alias's key is the
+    name's key (:func:`ki.entities.names.name_key`: legal form and case aside), or one of whose aliases holds every
+    distinctive word of the name ("Thalbach" names "Thalbach Immobilien GmbH & Co. KG"); () for none or a name
+    without distinctive words."""
+    from ki.store.parties import entities_named
+
+    key = name_key(name)
+    return entities_named(conn, key.key, key.base) if key.key else ()
+
+
+def party_filter_ids(db: Any, name: str | None) -> tuple[int, ...] | None:
+    """:func:`entities_named_by` on a new connection of ``db`` (a Database or engine); None when ``name`` is None
+    (no party filter)."""
+    if name is None:
+        return None
+    with getattr(db, "engine", db).connect() as conn:
+        return entities_named_by(conn, name)

@@ -1,4 +1,5 @@
-"""The clause, party and finality filters of a search, resolved before the backends see them.
+"""The clause-type filter of a search, resolved before the backends see it (a party's name is resolved by the
+callers, above this layer: :func:`ki.entities.store.entities_named_by`).
 
 Spec: insertion-pipeline.md "Index" (clause rows; the profile row of the latest final version), "Extract
 metadata" (parties resolved by rule through the entity ledger and its aliases). ``--clause-type NODE`` names a
@@ -11,8 +12,6 @@ all occur in one of them ("Thalbach" names "Thalbach Immobilien GmbH & Co. KG").
 from __future__ import annotations
 
 from typing import Any
-
-from sqlalchemy.engine import Connection
 
 
 def clause_types_under(config: Any, node: str) -> tuple[str, ...]:
@@ -35,18 +34,3 @@ def clause_types_under(config: Any, node: str) -> tuple[str, ...]:
         out.append(child)
         stack.extend(table.children_of.get(child, []))
     return tuple(out)
-
-
-def party_entities(conn: Connection, name: str) -> tuple[int, ...]:
-    """The entity ids ``name`` names (see the module docstring); () when none or when the ledger is absent."""
-    from ki.entities.names import name_key
-    from ki.index.facts import fact_sources
-
-    if not fact_sources(conn).has("entity_alias", "alias_key", "tokens"):
-        return ()
-    key = name_key(name)
-    if not key.key:
-        return ()
-    from ki.store.parties import entities_named
-
-    return entities_named(conn, key.key, key.base)

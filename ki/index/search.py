@@ -32,7 +32,7 @@ from sqlalchemy import Engine, text
 from ki import services
 from ki.access.projection import principal_set
 from ki.index.backend import CLAUSE_KIND, PROFILE_KIND, SearchBackend, SearchFilters
-from ki.index.clause_filters import clause_types_under, party_entities
+from ki.index.clause_filters import clause_types_under
 from ki.index.embeddings import Embedder, EmbedderIdentity
 from ki.index.factory import backend_for
 from ki.index.facts import fact_sources
@@ -150,8 +150,8 @@ def search(db: Any, query: str, *, principals: Sequence[str] | None, operator: b
            matter: str | None = None, doc_type: str | None = None, since: date | None = None,
            parts: Sequence[str] | None = None, not_parts: Sequence[str] = (), limit: int = 10, offset: int = 0,
            cursor: str | None = None, mode: str = "hybrid", explain: bool = False, config: Any = None,
-           clauses: bool = False, clause_type: str | None = None, party: str | None = None, final: bool = False
-           ) -> SearchResponse:
+           clauses: bool = False, clause_type: str | None = None, party: str | None = None,
+           party_entities: Sequence[int] | None = None, final: bool = False) -> SearchResponse:
     """Search the index as ``principals`` (``*`` is always held).
 
     Args:
@@ -165,11 +165,12 @@ def search(db: Any, query: str, *, principals: Sequence[str] | None, operator: b
         limit: hits per page (1..200); offset: hits skipped (0..1000), or ``cursor`` (wins over offset).
         mode: ``hybrid``, ``lexical`` or ``vector``; explain: add how the query was understood.
         clauses: search clause rows only (kind ``clause``), the page grouped by document; clause_type: a
-            clause-facet node, descendants included (implies ``clauses``); party: documents naming that party
-            (the entity ledger, aliases included: :mod:`ki.index.clause_filters`); final: final/executed versions
-            only (:mod:`ki.store.finality`).
+            clause-facet node, descendants included (implies ``clauses``); party / party_entities: documents
+            naming one of those entities (the name asked for, and the ids the caller resolved it to through the
+            entity ledger and its aliases: :func:`ki.entities.store.entities_named_by`); final: final/executed
+            versions only (:mod:`ki.store.finality`).
     Raises: ValueError when neither principals nor operator are given, for a bad mode/limit/offset/cursor, for a
-        clause type the ontology's clause facet does not hold.
+        clause type the ontology's clause facet does not hold, for ``party`` without ``party_entities``.
     """
     if principals is None and not operator:
         raise ValueError("search needs the caller's principals (operator=True only for the local operator)")
@@ -178,10 +179,9 @@ def search(db: Any, query: str, *, principals: Sequence[str] | None, operator: b
     clauses = clauses or clause_type is not None
     kinds = (CLAUSE_KIND,) if clauses else tuple(PROFILE_KIND if p == "fields" else p for p in parts) if parts else None
     engine = getattr(db, "engine", db)
-    party_ids = None
-    if party is not None:
-        with engine.connect() as conn:
-            party_ids = party_entities(conn, party)
+    if party is not None and party_entities is None:
+        raise ValueError("party needs the entity ids it names (ki.entities.store.entities_named_by)")
+    party_ids = tuple(party_entities) if party_entities is not None else None
     filters = SearchFilters(principals=None if operator else principal_set(principals or []), matter=matter,
                             doc_type=doc_type, since=since, kinds=kinds,
                             not_kinds=tuple(PROFILE_KIND if p == "fields" else p for p in not_parts),

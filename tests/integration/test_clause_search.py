@@ -17,7 +17,7 @@ from sqlalchemy import text
 from ki.access.folder_grants import write_grants_file
 from ki.config.loader import set_config_value
 from ki.entities.names import name_key
-from ki.entities.store import add_alias
+from ki.entities.store import add_alias, party_filter_ids
 from ki.index.factory import backend_for
 from ki.index.search import search
 from ki.launch import launch_insertion
@@ -58,6 +58,8 @@ def indexed(ctx, shared, tmp_path, backend):
 
 def hits(ctx, query: str, who: str | None, **kw) -> list[tuple[str, str, str | None, str | None]]:
     """(file name, part, clause number, clause type) of every hit."""
+    if "party" in kw:
+        kw["party_entities"] = party_filter_ids(ctx.db, kw["party"])
     response = search(ctx.db, query, principals=[who] if who else None, operator=who is None, config=ctx.config,
                       limit=50, **kw)
     return [(Path(h.path).name, h.part, h.clause_number, h.clause_type) for h in response.hits]
@@ -109,5 +111,6 @@ def test_party_is_resolved_through_the_alias_ledger(indexed):
         assert hits(ctx, "Mieter", "user:bob", party="Pfeiffer Holding Europe", mode=mode) == []
         both = hits(ctx, "Mieter", "user:anna", party="Pfeiffer Holding Europe", final=True, clauses=True, mode=mode)
         assert both and {f for f, *_ in both} == {"2023-03-20 Mietvertrag unterzeichnet.pdf"}
-    response = search(ctx.db, "Mieter", principals=None, operator=True, config=ctx.config, party="Nobody Such GmbH")
+    response = search(ctx.db, "Mieter", principals=None, operator=True, config=ctx.config, party="Nobody Such GmbH",
+                      party_entities=party_filter_ids(ctx.db, "Nobody Such GmbH"))
     assert response.hits == [] and any("no entity of that name" in n for n in response.notes)
