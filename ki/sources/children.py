@@ -10,7 +10,6 @@ requeues changed ones from fetch and tombstones those that are gone.
 
 from __future__ import annotations
 
-from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
 from ki.context import PipelineContext, SourceObjectView
@@ -18,6 +17,8 @@ from ki.convert.embedded import NESTING_SEP, EmbeddedPart, extract_embedded
 from ki.errors import ArtifactTooLarge, UnsupportedDocument
 from ki.index.postgres import delete_object_chunks
 from ki.store.lanes import lane_of
+from ki.store.object_tree import child_rows, insert_child, refresh_child, tombstone_rows
+from ki.store.objects import record_blob
 from ki.store.requeue import requeue_from_fetch, seed_rows
 from ki.taxonomies import LANE_BACKFILL
 
@@ -45,18 +46,10 @@ def register_children(ctx: PipelineContext, parent: SourceObjectView, parts: lis
             stored[part.index] = (None, len(part.data))
     counts = {"new": 0, "changed": 0, "unchanged": 0, "removed": 0}
     with ctx.db.engine.begin() as conn:
-        existing = {
-            r.external_id: r
-            for r in conn.execute(
-                text("SELECT id, external_id, scanned_hash, content_hash, deleted_at FROM source_object "
-                     "WHERE parent_id = :p"),
-                {"p": parent.id},
-            )
-        }
+        existing = {r.external_id: r for r in child_rows(conn, parent.id)}
         for h, size in stored.values():
             if h is not None:
-                conn.execute(text("INSERT INTO blob (content_hash, size) VALUES (:h, :s) ON CONFLICT DO NOTHING"),
-                             {"h": h, "s": size})
+                record_blob(conn, h, size)
         wanted: set[str] = set()
         new_ids, requeue_ids = [], []
         for part in parts:
@@ -65,23 +58,14 @@ def register_children(ctx: PipelineContext, parent: SourceObjectView, parts: lis
             h, size = stored[part.index]
             row = existing.get(eid)
             if row is None:
-                oid = conn.execute(
-                    text("""INSERT INTO source_object (source_id, external_id, path, size, scanned_hash, parent_id,
-                                                       embedded_index, mtime_ns)
-                            VALUES (:sid, :eid, :path, :size, :h, :p, :i, :mtime)
-                            ON CONFLICT (source_id, external_id) DO NOTHING RETURNING id"""),
-                    {"sid": parent.source_id, "eid": eid, "path": f"{parent.path}{SEP}{part.name}", "size": size,
-                     "h": h, "p": parent.id, "i": part.index, "mtime": parent.mtime_ns},
-                ).scalar()
+                oid = insert_child(conn, source_id=parent.source_id, external_id=eid,
+                                   path=f"{parent.path}{SEP}{part.name}", size=size, scanned_hash=h,
+                                   parent_id=parent.id, embedded_index=part.index, mtime_ns=parent.mtime_ns)
                 if oid is not None:
                     new_ids.append(oid)
                     counts["new"] += 1
             elif row.deleted_at is not None or row.scanned_hash != h or (row.content_hash and row.content_hash != h):
-                conn.execute(
-                    text("UPDATE source_object SET scanned_hash = :h, size = :s, deleted_at = NULL, "
-                         "updated_at = now() WHERE id = :id"),
-                    {"h": h, "s": size, "id": row.id},
-                )
+                refresh_child(conn, row.id, scanned_hash=h, size=size)
                 requeue_ids.append(row.id)
                 counts["changed"] += 1
             else:
@@ -96,50 +80,12 @@ def register_children(ctx: PipelineContext, parent: SourceObjectView, parts: lis
     return counts
 
 
-TOMBSTONE_TREE_SQL = text("""
-WITH RECURSIVE tree(id) AS (
-    SELECT CAST(:id AS bigint)
-    UNION ALL
-    SELECT so.id FROM source_object so JOIN tree t ON so.parent_id = t.id
-)
-UPDATE source_object SET deleted_at = now(), updated_at = now()
-WHERE id IN (SELECT id FROM tree) AND deleted_at IS NULL
-RETURNING id
-""")
-
-
 def tombstone_tree(conn: Connection, source_object_id: int) -> list[int]:
     """Tombstone an object and every object embedded in it (recursively); drop their chunks."""
-    ids = [r.id for r in conn.execute(TOMBSTONE_TREE_SQL, {"id": source_object_id})]
+    ids = tombstone_rows(conn, source_object_id)
     for oid in ids:
         delete_object_chunks(conn, oid)
     return ids
-
-
-RENAME_TREE_SQL = text("""
-WITH RECURSIVE tree(id) AS (
-    SELECT CAST(:id AS bigint)
-    UNION ALL
-    SELECT so.id FROM source_object so JOIN tree t ON so.parent_id = t.id
-), old AS (SELECT external_id AS eid, path FROM source_object WHERE id = :id)
-UPDATE source_object so
-SET external_id = :eid || substr(so.external_id, length(old.eid) + 1),
-    path = :path || substr(so.path, length(old.path) + 1),
-    external_id_raw = CASE WHEN so.id = :id THEN :raw ELSE so.external_id_raw END,
-    size = CASE WHEN so.id = :id THEN :size ELSE so.size END,
-    mtime_ns = CASE WHEN so.id = :id THEN :mtime ELSE so.mtime_ns END,
-    missing_scans = 0, missing_since = NULL, updated_at = now()
-FROM old
-WHERE so.id IN (SELECT id FROM tree)
-""")
-
-
-def rename_tree(conn: Connection, source_object_id: int, external_id: str, raw: bytes | None, path: str, *,
-                size: int, mtime_ns: int) -> None:
-    """Move an object to a new external id / path (a rename inside its root), with its size and
-    mtime as listed; every object embedded in it keeps its suffix under the new prefix."""
-    conn.execute(RENAME_TREE_SQL, {"id": source_object_id, "eid": external_id, "raw": raw, "path": path,
-                                   "size": size, "mtime": mtime_ns})
 
 
 def fetch_child(ctx: PipelineContext, obj: SourceObjectView) -> tuple[str, int]:

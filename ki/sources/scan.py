@@ -38,6 +38,7 @@ from ki.errors import SourceReadDenied
 from ki.sources.local import ListedFile, Listing, LocalFolderConnector, SkippedEntry
 from ki.sources.names import display_form
 from ki.store.downstream import request_rerun_from
+from ki.store.object_tree import rename_tree
 from ki.store.requeue import denied_fetches, requeue_from_fetch, retry_now, seed_rows
 from ki.store.unreadable import parked_unreadable, release_unreadable
 from ki.taxonomies import LANE_BACKFILL, LANE_LIVE
@@ -417,12 +418,3 @@ def tombstone_tree(conn: Connection, source_object_id: int) -> list[int]:
     from ki.sources.children import tombstone_tree as _tombstone
 
     return _tombstone(conn, source_object_id)
-
-
-def rename_tree(conn: Connection, source_object_id: int, external_id: str, raw: bytes | None, path: str, *,
-                size: int, mtime_ns: int) -> None:
-    """Give an object a new external id and path (a rename inside the root), and carry the prefix over to
-    everything embedded in it (see ki.sources.children)."""
-    from ki.sources.children import rename_tree as _rename
-
-    _rename(conn, source_object_id, external_id, raw, path, size=size, mtime_ns=mtime_ns)
