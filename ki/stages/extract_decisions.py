@@ -17,9 +17,9 @@ from ki.context import StageContext, StageOutcome
 from ki.decisions.changes import CONTENT_KINDS
 from ki.decisions.policy import DecisionRulesPolicy
 from ki.decisions.schema import DecisionResult, make_validators
-from ki.decisions.store import existing_record, version_pair, write_record
 from ki.decisions.taxonomy import rationale_taxonomy
 from ki.stages.agentic import run_agent
+from ki.store.decisions import existing_record, version_pair, write_record
 
 NO_REVISION_EVIDENCE = "no_revision_evidence"
 NO_DECISION_EVIDENCE = "no_decision_evidence"

@@ -11,13 +11,15 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
-from ki.decisions.schema import DecisionResult
 from ki.store.db import has_table
+
+if TYPE_CHECKING:  # the store reads the answer's fields; it never imports the domain above it
+    from ki.decisions.schema import DecisionResult
 
 
 @dataclass(frozen=True)
@@ -81,17 +83,3 @@ def write_record(conn: Connection, *, source_object_id: int, content_hash: str, 
                "after": e.after or None, "summary": e.change_summary, "cat": e.rationale_category,
                "rtext": e.rationale_text, "gen": e.generalizability, "author": e.author, "at": e.date})
     return record_id, True
-
-
-def decisions_of(conn: Connection, source_object_id: int) -> list[dict[str, Any]]:
-    """The entries recorded for a source object (export shape: kind, before, after, locus, rationale...)."""
-    rows = conn.execute(text("""
-        SELECT e.kind, e.locus, e.before_text, e.after_text, e.change_summary, e.rationale_category,
-               e.rationale_text, e.generalizability, e.author, e.changed_at
-        FROM decision_record r JOIN decision_entry e ON e.decision_record_id = r.id
-        WHERE r.source_object_id = :so ORDER BY r.id, e.ordinal
-    """), {"so": source_object_id})
-    return [{"kind": r.kind, "before": r.before_text or "", "after": r.after_text or "", "locus": r.locus,
-             "change_summary": r.change_summary, "rationale_category": r.rationale_category,
-             "rationale": r.rationale_text, "generalizability": r.generalizability, "author": r.author,
-             "date": r.changed_at.isoformat() if r.changed_at else None} for r in rows]
