@@ -34,15 +34,15 @@ from ki.entities.tools import search_entities_tool
 from ki.metadata.amounts import find_amounts
 from ki.metadata.matter import MatterContext, code_hint, folder_hints, matter_context
 from ki.metadata.parties import resolve_parties, settle_parties
-from ki.metadata.path_dates import uniform_mtimes
+from ki.metadata.path_dates import UNIFORM_MIN_FILES, uniform_mtimes
 from ki.metadata.policy import MetadataRulesPolicy, Reading, mention_text, read_document
 from ki.metadata.schema import MetadataResult, make_validators
-from ki.metadata.store import MetadataRow, folder_mtimes, write_extraction, write_metadata, write_notable_clauses
 from ki.ontology import active_ontology
 from ki.ontology.model import Ontology
 from ki.ontology.terms import tokens
 from ki.ontology.tools import ontology_tools
 from ki.stages.agentic import gateway_configured, run_agent
+from ki.store.metadata import MetadataRow, folder_mtimes, write_extraction, write_metadata, write_notable_clauses
 from ki.store.sources import project_of_source
 from ki.text_window import windowed_body
 
@@ -162,7 +162,8 @@ def handle(ctx: StageContext) -> StageOutcome:
                             date_order=ctx.config.firm.date_order)
     if reading.doc_date_source == "mtime":  # weak evidence: not when the folder's files were written at once
         with db.engine.connect() as conn:
-            copied = uniform_mtimes(folder_mtimes(conn, ctx.obj.source_id, ctx.obj.source_root, ctx.obj.path))
+            copied = uniform_mtimes(folder_mtimes(conn, ctx.obj.source_id, ctx.obj.source_root, ctx.obj.path,
+                                                  min_files=UNIFORM_MIN_FILES))
         if copied:
             reading.doc_date, reading.doc_date_source = None, None
     folder_hints(rel_path, matter.folder, reading.mentions)

@@ -14,14 +14,15 @@ from __future__ import annotations
 import datetime as dt
 import json
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
-from ki.metadata.parties import PartyRow
-from ki.metadata.path_dates import UNIFORM_MIN_FILES
 from ki.store.db import has_table
+
+if TYPE_CHECKING:  # the store reads the rows' fields; it never imports the domain above it
+    from ki.metadata.parties import PartyRow
 
 NOTABLE_CLAUSES = "notable_clauses"
 
@@ -129,10 +130,10 @@ def write_notable_clauses(conn: Connection, content_hash: str, *, clauses: list[
 FOLDER_MTIME_SAMPLE = 200
 
 
-def folder_mtimes(conn: Connection, source_id: int, root: str, path: str) -> list[int]:
+def folder_mtimes(conn: Connection, source_id: int, root: str, path: str, *, min_files: int) -> list[int]:
     """Modification times (ns) of the live top-level files under the folder holding ``path`` (an absolute
-    path under the source's ``root``): the file's own folder, or — while that holds fewer than
-    :data:`~ki.metadata.path_dates.UNIFORM_MIN_FILES` files — the folder above it, up to the source's top;
+    path under the source's ``root``): the file's own folder, or — while that holds fewer than ``min_files``
+    files (:data:`ki.metadata.path_dates.UNIFORM_MIN_FILES`) — the folder above it, up to the source's top;
     at most :data:`FOLDER_MTIME_SAMPLE` values."""
     folder = path.rsplit("/", 1)[0] if "/" in path else ""
     out: list[int] = []
@@ -142,7 +143,7 @@ def folder_mtimes(conn: Connection, source_id: int, root: str, path: str) -> lis
             "SELECT mtime_ns FROM source_object WHERE source_id = :s AND path LIKE :p AND parent_id IS NULL "
             "AND deleted_at IS NULL AND mtime_ns IS NOT NULL LIMIT :n"),
             {"s": source_id, "p": like, "n": FOLDER_MTIME_SAMPLE})]
-        if len(out) >= UNIFORM_MIN_FILES or folder.rstrip("/") == root.rstrip("/") or "/" not in folder:
+        if len(out) >= min_files or folder.rstrip("/") == root.rstrip("/") or "/" not in folder:
             break
         folder = folder.rsplit("/", 1)[0]
     return out
