@@ -46,17 +46,21 @@ class Harness:
         self.workers: list[subprocess.Popen] = []
         self.logs: list[Path] = []
 
-    def start_worker(self, *, slots: int = 8, env: dict[str, str] | None = None) -> subprocess.Popen:
-        """A ``ki worker`` subprocess (own process group) on this test's database and namespace."""
+    def start_worker(self, *, slots: int = 8, env: dict[str, str] | None = None,
+                     host: str | None = None) -> subprocess.Popen:
+        """A ``ki worker`` subprocess (own process group) on this test's database and namespace; with ``host``,
+        in a UTS namespace of its own whose host name is ``host`` (``unshare --uts``, root): another host as
+        far as claim liveness goes (``ki.liveness``: a holder on another host keeps the claim timeout)."""
         e = dict(os.environ)
         e.update({"KI_RUN_SWEEP_SECONDS": "0", "KI_HATCHET_DOCUMENT_CONCURRENCY": "64", "PYTHONPATH": str(REPO)})
         e.update(env or {})
         log = self.tmp_path / f"worker-{len(self.workers)}.log"
         self.logs.append(log)
         with open(log, "wb") as out:
-            proc = subprocess.Popen([sys.executable, str(HELPER), "--slots", str(slots), "--name",
-                                     f"w{len(self.workers)}"], env=e, stdout=out, stderr=subprocess.STDOUT,
-                                    start_new_session=True)
+            cmd = [sys.executable, str(HELPER), "--slots", str(slots), "--name", f"w{len(self.workers)}"]
+            if host:
+                cmd = ["unshare", "--uts", "sh", "-c", 'hostname "$0" && exec "$@"', host, *cmd]
+            proc = subprocess.Popen(cmd, env=e, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
         self.workers.append(proc)
         return proc
 
