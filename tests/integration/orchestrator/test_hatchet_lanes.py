@@ -60,8 +60,11 @@ def test_a_live_file_runs_before_the_backfills_queued_dags(hx, make_ctx, tmp_pat
     ended = dict(q(ctx, "SELECT run_id, max(finished_at) FROM pipeline_run_object GROUP BY 1"))
     (live_oid,) = live
     members = [r[0] for r in q(ctx, "SELECT source_object_id FROM pipeline_run_object WHERE run_id = :r", r=backfill)]
-    waiting = sorted(started[m] for m in members if started[m] > launched_at)
-    assert len(waiting) >= 15, (len(waiting), launched_at)
+    # from the moment the engine acknowledged the live DAG (the launch's prepare steps take a while first)
+    (acknowledged,) = [r[0] for r in q(ctx, "SELECT acknowledged_at FROM pipeline_run_object WHERE run_id = :r",
+                                       r=live_run)]
+    waiting = sorted(started[m] for m in members if started[m] > acknowledged)
+    assert len(waiting) >= 15, (len(waiting), acknowledged)
     ahead = sum(1 for t in waiting if t < started[live_oid])
     assert ahead <= SLOTS, (ahead, len(waiting))  # at most what the slots had taken when it was triggered
     # its later tasks wait in other stages' queues, where Hatchet's priority does not reach across queues
