@@ -24,31 +24,14 @@ before them, gives the same rows.
 
 from __future__ import annotations
 
-import json
 from collections import defaultdict
 from dataclasses import dataclass
 
-from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
 from ki.entities.persons import expansion, parse_person
-from ki.store.locks import lock_key
-
-_PERSON_ROWS_SQL = text("""
-SELECT p.id, p.source_object_id, p.entity_id, p.name, p.resolution->'abbreviation' AS abbreviation
-FROM document_party p JOIN entity e ON e.id = p.entity_id
-WHERE p.matter_key = :m AND e.kind = 'person'
-ORDER BY p.id
-""")
-
-
-_FOLDER_PERSON_ROWS_SQL = text("""
-SELECT p.id, p.source_object_id, p.entity_id, p.name, p.resolution->'abbreviation' AS abbreviation,
-       p.matter_key IS NULL AS unscoped, so.path
-FROM document_party p JOIN entity e ON e.id = p.entity_id JOIN source_object so ON so.id = p.source_object_id
-WHERE so.source_id = :s AND so.path LIKE :prefix ESCAPE '\\' AND e.kind = 'person'
-ORDER BY p.id
-""")
+from ki.store.locks import lock_key, lock_keys_in_order
+from ki.store.parties import folder_person_rows, matter_person_rows, repoint_party
 
 
 @dataclass(frozen=True)
@@ -87,8 +70,7 @@ def lock_matters(conn: Connection, matter_keys: list[str]) -> None:
     order."""
     keys = sorted({lock_key("matter-roles", m) for m in matter_keys if m})
     if keys:
-        conn.execute(text("SELECT count(pg_advisory_xact_lock(k)) FROM (SELECT unnest(CAST(:keys AS bigint[])) AS k "
-                          "ORDER BY 1) AS ordered"), {"keys": keys})
+        lock_keys_in_order(conn, keys)
 
 
 def settle_abbreviations(conn: Connection, matter_key: str) -> set[int]:
@@ -100,7 +82,7 @@ def settle_abbreviations(conn: Connection, matter_key: str) -> set[int]:
     moved (both sides), to be renamed (:func:`ki.entities.store.settle_entity_names`).
     """
     lock_matters(conn, [matter_key])
-    rows = conn.execute(_PERSON_ROWS_SQL, {"m": matter_key}).fetchall()
+    rows = matter_person_rows(conn, matter_key)
     return _settle(conn, rows, rows)
 
 
@@ -114,7 +96,7 @@ def settle_folder_abbreviations(conn: Connection, scope: FolderScope) -> set[int
     """
     lock_matters(conn, [scope.lock_name])
     prefix = scope.folder.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "/%"
-    rows = [r for r in conn.execute(_FOLDER_PERSON_ROWS_SQL, {"s": scope.source_id, "prefix": prefix}).fetchall()
+    rows = [r for r in folder_person_rows(conn, scope.source_id, prefix)
             if folder_of(r.path) == scope.folder]
     return _settle(conn, [r for r in rows if r.unscoped], rows)
 
@@ -147,9 +129,7 @@ def _settle(conn: Connection, rows: list, candidates: list) -> set[int]:
         if target == r.entity_id:
             continue
         note = {"home": home, "expanded": target != home}
-        conn.execute(text("""UPDATE document_party SET entity_id = :e,
-                             resolution = resolution || jsonb_build_object('abbreviation', CAST(:note AS jsonb))
-                             WHERE id = :id"""), {"e": target, "note": json.dumps(note), "id": r.id})
+        repoint_party(conn, r.id, target, note)
         on_document[r.source_object_id].discard(r.entity_id)
         on_document[r.source_object_id].add(target)
         moved.update((r.entity_id, target))

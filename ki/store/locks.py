@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from sqlalchemy import text
+from sqlalchemy.engine import Connection
 
 from ki.store.db import Database
 
@@ -37,3 +38,10 @@ def session_advisory_lock(db: Database, namespace: str, value: str) -> Iterator[
         finally:
             conn.execute(text("SELECT pg_advisory_unlock(:k)"), {"k": key})
             conn.commit()
+
+
+def lock_keys_in_order(conn: Connection, keys: list[int]) -> None:
+    """Take the transaction-level advisory locks ``keys`` in ascending order, in one statement (two
+    transactions that need some of the same keys never deadlock). Held until the caller commits."""
+    conn.execute(text("SELECT count(pg_advisory_xact_lock(k)) FROM (SELECT unnest(CAST(:keys AS bigint[])) AS k "
+                      "ORDER BY 1) AS ordered"), {"keys": sorted(keys)})
