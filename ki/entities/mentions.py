@@ -36,6 +36,7 @@ from ki.entities.patterns import (
     ADDRESS_NOISE,
     COMPANY,
     COURT,
+    DUTCH_PREFIX,
     FORMERLY,
     JUDGE_CONTEXT,
     LABELLED_PERSON,
@@ -45,9 +46,12 @@ from ki.entities.patterns import (
     NOW_CALLED,
     PARTY_LIST_BEFORE,
     PERSON_ADDRESS_BLOCK,
+    PERSON_AFTER_COMPANY,
     PERSON_AND,
     PERSON_OF_ADDRESS,
+    PERSON_RESIDING,
     PERSON_WITH_ADDRESS,
+    POSTCODE_BEFORE,
     REGISTER_CONTEXT_AFTER,
     REGISTER_CONTEXT_BEFORE,
     RUBRUM,
@@ -180,13 +184,14 @@ def _firm_spans(c: _Collector, firm_names: list[str]) -> None:
 def _glue_previous_line(text: str, start: int) -> int:
     """A name broken across lines mid-sentence ("gegen die Weserfeld\\nUmwelttechnik AG"): the start of
     its first part, else ``start``. Only when the name begins a line and the line before ends in
-    one to three capitalised words that follow a lower-case word or a rubrum's "./."."""
+    one to three capitalised words (after a Dutch particle: "tussen Van der Veen\\nInstallatietechniek B.V.") that
+    follow a lower-case word or a rubrum's "./."."""
     line_start = text.rfind("\n", 0, start) + 1
     if text[line_start:start].strip() or line_start == 0:
         return start
     prev = text[text.rfind("\n", 0, line_start - 1) + 1:line_start - 1]
-    m = re.search(r"(?:^|\s)([a-zäöüß][\wäöüß]*|\./\.|gg\.|vs\.?|\._\.)[ \t]+((?:[A-ZÄÖÜ][\wÄÖÜäöüß.\-]*[ \t]*){1,3})$",
-                  prev)
+    m = re.search(r"(?:^|\s)([a-zäöüß][\wäöüß]*|\./\.|gg\.|vs\.?|\._\.)[ \t]+"
+                  rf"((?:{DUTCH_PREFIX})?(?:[A-ZÄÖÜ][\wÄÖÜäöüß.\-]*[ \t]*){{1,3}})$", prev)
     if not m or fold(m.group(2).split()[0]) in LEADING_STOP or m.group(1) in ("am", "an", "im", "in", "on", "upon"):
         return start
     return line_start - 1 - len(prev) + m.start(2)
@@ -241,16 +246,20 @@ def _courts(c: _Collector) -> None:
         before = c.text[max(0, m.start() - 60):m.start()]
         after = c.text[m.end():m.end() + 40]
         if REGISTER_CONTEXT_BEFORE.search(before) or REGISTER_CONTEXT_AFTER.search(after) \
-                or JUDGE_CONTEXT.search(before):
+                or JUDGE_CONTEXT.search(before) or POSTCODE_BEFORE.search(before):
             continue
         c.add(m.group("court"), "court", m.start(), m.end(), source="court")
 
 
 def _persons(c: _Collector) -> None:
-    for pattern in (PERSON_WITH_ADDRESS, PERSON_OF_ADDRESS, PERSON_ADDRESS_BLOCK, LABELLED_PERSON):
+    for pattern in (PERSON_WITH_ADDRESS, PERSON_OF_ADDRESS, PERSON_RESIDING, PERSON_ADDRESS_BLOCK, LABELLED_PERSON):
         for m in pattern.finditer(c.text):
             if not NOT_A_PERSON.search(m.group("name")):
                 c.add(natural_order(m.group("name")), "person", m.start("name"), m.end("name"), source="person")
+    for m in PERSON_AFTER_COMPANY.finditer(c.text):  # "tussen X B.V. en Marloes de Boer": a party list only
+        line = c.text[c.text.rfind("\n", 0, m.start()) + 1:m.start()]
+        if PARTY_LIST_BEFORE.search(line) and not NOT_A_PERSON.search(m.group("name")):
+            c.add(m.group("name"), "person", m.start("name"), m.end("name"), source="party_list")
     for m in RUBRUM.finditer(c.text):
         for side in ("left", "right"):
             value = m.group(side)

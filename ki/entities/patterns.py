@@ -13,9 +13,12 @@ from ki.ontology.terms import fold
 
 #: One capitalised word of a name (also all-caps letterheads, digits, ``Dr.``, ``Nürnberg-Fürth``).
 CAP = r"(?:[A-ZÄÖÜ][\wÄÖÜäöüßéèáàóòíìúùçñ'’.\-]*|\d[\w.\-]*)"
-#: Words that join the parts of a name.
-JOIN = r"(?:&|\+|und|and|u\.|of|de|van|von|du|la|le)"
-NAME = rf"{CAP}(?:[ \t]+(?:{JOIN}[ \t]+)?{CAP}){{0,6}}"
+#: Words that join the parts of a name (Dutch and German two-word particles first: ``Jansen van der Berg``).
+JOIN = r"(?:[Vv]an[ \t]+(?:der|den|de|het|'t)|von[ \t]+der|&|\+|und|and|u\.|of|de|van|von|du|la|le)"
+#: A Dutch surname's particle before a company's first capitalised word: ``Van der Linden Zorg N.V.``,
+#: ``van den Berg Bouw B.V.``, ``Van 't Hek B.V.``, ``In 't Veld B.V.`` (``der``/``den`` alone stay German articles).
+DUTCH_PREFIX = r"(?:(?:[Vv]an|VAN)[ \t]+(?:der|den|de|het|'t|DER|DEN|DE)[ \t]+|(?:In|IN)[ \t]+'t[ \t]+)"
+NAME = rf"(?:{DUTCH_PREFIX})?{CAP}(?:[ \t]+(?:{JOIN}[ \t]+)?{CAP}){{0,6}}"
 
 #: Legal forms as written (the longest alternatives first).
 LEGAL_FORM = (
@@ -23,7 +26,7 @@ LEGAL_FORM = (
     r"Gesellschaft\s+mit\s+beschränkter\s+Haftung|G\.\s?m\.\s?b\.\s?H\.|gGmbH|GmbH|GMBH|mbH|"
     r"Aktiengesellschaft|AKTIENGESELLSCHAFT|KGaA|Kommanditgesellschaft|KG|OHG|UG\s*\(haftungsbeschränkt\)|UG|"
     r"e\.\s?V\.|eG|GbR|AG|SE|Limited|LIMITED|Ltd\.?|LTD\.?|PLC|plc|L\.L\.C\.|LLC|Incorporated|Inc\.?|INC\.?|"
-    r"Corporation|Corp\.?|B\.\s?V\.|BV|N\.\s?V\.|NV|Aktiebolag|AB|A/S|Oy|S\.A\.S\.|SAS|S\.À\s?R\.L\.|S\.A\.|"
+    r"Corporation|Corp\.?|B\.\s?V\.|BV|N\.\s?V\.|NV|Aktiebolag|AB|A/S|Oy|S\.A\.S\.|SAS|S\.À\s?R\.L\.|S\.A\.|SA|"
     r"S\.à\s?r\.l\.|S\.r\.l\.|S\.p\.A\.|LLP|PartG\s+mbB|PartG|Partnerschaftsgesellschaft\s+mbB)"
 )
 #: The legal form stands apart from the name (``LEASE`` is not ``LEA`` + ``SE``, ``HOUSE`` not ``HOU`` + ``SE``),
@@ -35,7 +38,8 @@ COMPANY = re.compile(rf"(?<![\w&])(?P<name>{NAME})(?:[ \t]+\n?[ \t]*|[ \t]*\n[ \
 LAW_FIRM_WORD = (r"(?:Rechtsanwälte|Rechtsanwaltsgesellschaft|Rechtsanwaltskanzlei|Attorneys\s+at\s+Law|Solicitors|"
                  r"Law\s+Firm)")
 LAW_FIRM = re.compile(
-    rf"(?<![\w&])(?:(?P<kanzlei>Kanzlei[ \t]+{NAME})|(?P<named>{NAME})[ \t]*\n?[ \t]*{LAW_FIRM_WORD}|"
+    rf"(?<![\w&])(?:(?P<kanzlei>(?:Kanzlei|Advocatenkantoor|Advocatenpraktijk|Notariskantoor|Cabinet)[ \t]+{NAME})|"
+    rf"(?P<named>{NAME})[ \t]*\n?[ \t]*{LAW_FIRM_WORD}|"
     rf"(?P<kollegen>{CAP}[ \t]+&[ \t]+Kollegen))(?![\w])")
 
 COURT_TYPES = (r"Landgerichts?|Amtsgerichts?|Arbeitsgerichts?|Oberlandesgerichts?|Landesarbeitsgerichts?|"
@@ -54,16 +58,21 @@ COURT = re.compile(rf"(?<![\w])(?P<court>(?:{COURT_TYPES}|LG|ArbG|OLG|LAG|VG|OVG
                    rf"{OTHER_COURTS})(?![\w])")
 #: Context that makes a court the issuer of a register number, not a party (checked around the match).
 REGISTER_CONTEXT_BEFORE = re.compile(r"(?:Handelsregister(?:\s+[AB])?\s+des|Registergericht|eingetragen\s+(?:beim|im"
-                                     r"\s+Handelsregister\s+des)|\(local\s+court\)\s+of|Sitz\s+\w+\s+·?)\s*$",
+                                     r"\s+Handelsregister\s+des)|\(local\s+court\)\s+of|Sitz\s+\w+\s+·?|"
+                                     r"ingeschreven\s+(?:bij|in)(?:\s+(?:het|de))?|registered\s+(?:with|at|in)"
+                                     r"(?:\s+the)?|immatricul[ée]+e?\s+(?:au|auprès\s+du))\s*$",
                                      re.IGNORECASE)
-REGISTER_CONTEXT_AFTER = re.compile(r"^\)?\s*(?:,\s*)?(?:unter\s+)?(?:HRB|HRA|PR|GnR|VR|GsR)\s*\d")
+#: After the court: the register number (``HRB 94824``), also behind ``unter`` / ``onder nummer`` / ``under no.``.
+REGISTER_CONTEXT_AFTER = re.compile(r"^\)?\s*(?:,\s*)?(?:(?:unter|onder|under|sous)\s+(?:(?:het\s+)?(?:nummer|number|"
+                                    r"no\.?|numéro|n°)\s+)?)?(?:HRB|HRA|PR|GnR|VR|GsR)\s*\d")
 
 #: A person: first name(s) and surname, optionally with a salutation or title.
 SALUTATION = r"(?:(?:Frau|Herrn?|Mr\.?|Mrs\.?|Ms\.?)[ \t]+)?(?:(?:Dr\.|Prof\.)[ \t]+)*"
-FULL_PERSON = (r"[A-ZÄÖÜ][a-zäöüßéè]+(?:-[A-ZÄÖÜ][a-zäöüßéè]+)?"
-               r"(?:[ \t]+[A-ZÄÖÜ][a-zäöüßéè]+(?:-[A-ZÄÖÜ][a-zäöüßéè]+)?){1,2}")
 #: Name particles inside a person's name (``Marloes de Boer``, ``N. van der Berg``).
 PARTICLE = r"(?:van|de|der|den|von|te|ten|ter|du|da|di|la|le)"
+#: First name(s) and surname; the surname may carry particles (``Marloes de Boer``, ``Jan van der Berg``).
+FULL_PERSON = (r"[A-ZÄÖÜ][a-zäöüßéè]+(?:-[A-ZÄÖÜ][a-zäöüßéè]+)?"
+               rf"(?:[ \t]+(?:{PARTICLE}[ \t]+){{0,2}}[A-ZÄÖÜ][a-zäöüßéè]+(?:-[A-ZÄÖÜ][a-zäöüßéè]+)?){{1,2}}")
 #: A person written as initials and surname: ``N. Ogilvie``, ``N Ogilvie``, ``N.J. Ogilvie``, ``H.-P. Schmidt``,
 #: ``M. de Boer`` (resolved to the matter's full-name person by :mod:`ki.entities.abbreviations`).
 #: Undotted initials (``N Ogilvie``) only where a party label says a name follows.
@@ -78,6 +87,13 @@ PERSON = rf"(?:{FULL_PERSON}|{DOTTED_INITIALS_PERSON})"
 STREET_LINE = r"[A-ZÄÖÜ][\wäöüß.\- ]{2,40}\s\d+[a-z]?"
 #: "Almut Fehrs, Lahnstraße 171" — a person with an address is a party, not a signatory.
 PERSON_WITH_ADDRESS = re.compile(rf"(?<![\w])(?P<sal>{SALUTATION})(?P<name>{PERSON}),[ \t]+{STREET_LINE}")
+#: "Bas Brouwer, wonende te Arnhem" — a party described by where it lives (nl ``wonende/woonachtig te``,
+#: de ``wohnhaft in``, en ``residing at/in``, fr ``demeurant à``, ``domicilié(e) à``).
+PERSON_RESIDING = re.compile(rf"(?<![\w])(?P<sal>{SALUTATION})(?P<name>{PERSON}),?[ \t]+(?:wonende|wonend|woonachtig|"
+                             r"wohnhaft|residing|resident|demeurant|domicilié|domiciliée)[ \t]+(?:te|in|at|à)(?![\w])")
+#: "tussen De Vries Techniek B.V. en Marloes de Boer" — a person after a company in a party list.
+PERSON_AFTER_COMPANY = re.compile(rf"(?<![\w])(?:{LEGAL_FORM})[ \t]+(?:en|and|und|et)[ \t]+{SALUTATION}"
+                                  rf"(?P<name>{FULL_PERSON})(?=[ \t]*(?:[,.;:(]|\n|$))")
 #: "Niamh Ogilvie of 143 Colmore Row, Reading" — an English party with an address.
 PERSON_OF_ADDRESS = re.compile(rf"(?<![\w])(?P<sal>{SALUTATION})(?P<name>{PERSON})[ \t]+of[ \t]+"
                                r"\d{1,4}[A-Za-z]?[ \t,]+[A-Z]")
@@ -119,6 +135,8 @@ NOT_A_PERSON = re.compile(r"(?:straße|strasse|str\.|weg|allee|platz|ring|damm|k
                           r"^(?:gemarkung|flur|amtsgericht|landgericht|arbeitsgericht)\b", re.IGNORECASE)
 #: Text that is never a name: e-mail addresses and web addresses (``kessler-claussen.example``).
 ADDRESS_NOISE = re.compile(r"[\w.+-]+@[\w.-]+|https?://\S+|www\.\S+|\b[\w-]+\.(?:example|com|de|org|net|eu|uk|io)\b")
+#: Four digits before a two-letter "court": a Dutch post code (``5674 LG Eindhoven``), not the Landgericht.
+POSTCODE_BEFORE = re.compile(r"(?<!\d)\d{4}[ \t]$")
 #: A court named as the place where a judge sits ("Richter am Landgericht X"), not as a party.
 JUDGE_CONTEXT = re.compile(r"(?:Richter(?:in)?|Vorsitzende[rn]?|Präsident(?:in)?)\s+am\s*$")
 

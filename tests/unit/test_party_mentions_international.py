@@ -85,3 +85,57 @@ def test_the_imported_client_is_found_whether_or_not_its_entity_exists_yet():
     company = MatterContext("matter:2", 2, "343952.0001", True, None, "Harbour Crest Retail Limited")
     assert company.client_gazetteer() == [KnownName(None, "Harbour Crest Retail Limited", "company")]
     assert MatterContext("matter:3", 3, "2024-0001", False, None, "Oliver Redgrave").client_gazetteer() == []
+
+
+def test_dutch_company_names_keep_their_particles():
+    """``Van der``, ``van den``, ``Van 't`` begin a company's name; broken over two lines of a PDF too."""
+    assert found("Wij treden op namens Van der Linden Zorg N.V. en reageren.") == [
+        ("Van der Linden Zorg N.V.", "company")]
+    assert found("Geschil met van den Berg Bouw BV over de oplevering") == [("van den Berg Bouw BV", "company")]
+    assert found("VAN DER LINDEN ZORG N.V.\nGedaagde") == [("VAN DER LINDEN ZORG N.V.", "company")]
+    assert found("Jansen van der Berg Holding B.V. verklaart") == [("Jansen van der Berg Holding B.V.", "company")]
+    assert found("de raamovereenkomst tussen Van der Veen\nInstallatietechniek B.V. en u.") == [
+        ("Van der Veen Installatietechniek B.V.", "company")]
+    # a German article stays an article: the Geschäftsführer is no part of the company's name
+    assert found("Der Geschäftsführer der Rheintal GmbH erklärt") == [("Rheintal GmbH", "company")]
+
+
+def test_an_undotted_sa_is_a_legal_form():
+    assert found("De koper, Noordzee International SA, gevestigd te Brussel") == [
+        ("Noordzee International SA", "company")]
+    assert found("NOORDZEE INTERNATIONAL SA\nAvenue Louise 54") == [("NOORDZEE INTERNATIONAL SA", "company")]
+
+
+def test_a_registration_court_in_a_dutch_or_english_register_clause_is_no_party():
+    text = ("Duinrand Europe GmbH, gevestigd te Düsseldorf, ingeschreven bij Amtsgericht Düsseldorf onder nummer "
+            "HRB 94824, hierna: \"Koper\"")
+    assert found(text) == [("Duinrand Europe GmbH", "company")]
+    assert found("Rheintal GmbH, registered with the Amtsgericht Köln under no. HRB 1234") == [
+        ("Rheintal GmbH", "company")]
+    assert found("Klage beim Amtsgericht Düsseldorf eingereicht") == [("Amtsgericht Düsseldorf", "court")]
+
+
+def test_a_dutch_post_code_is_no_landgericht():
+    assert found("Kerkstraat 12\n5674 LG Eindhoven") == []
+    assert found("Urteil des LG Köln vom 3. März") == [("LG Köln", "court")]
+
+
+def test_a_law_firm_named_by_a_dutch_descriptor():
+    assert found("Advocatenkantoor Brouwer\nZuidas 146, 3068 PL Rotterdam") == [
+        ("Advocatenkantoor Brouwer", "law_firm")]
+
+
+def test_a_person_residing_somewhere_is_a_party():
+    text = ("DE ONDERGETEKENDEN:\n1. Van Leeuwen Bouw B.V., statutair gevestigd te Zwolle;\n"
+            "2. Bas Brouwer, wonende te Arnhem, hierna: \"Werknemer\".")
+    assert found(text) == [("Van Leeuwen Bouw B.V.", "company"), ("Bas Brouwer", "person")]
+    assert found("Jan van der Berg, woonachtig te Utrecht") == [("Jan van der Berg", "person")]
+    assert found("Almut Fehrs, wohnhaft in Hamburg") == [("Almut Fehrs", "person")]
+    assert found("Niamh Ogilvie, residing at Reading") == [("Niamh Ogilvie", "person")]
+
+
+def test_a_person_after_a_company_in_a_party_list():
+    assert found("ARBEIDSOVEREENKOMST\ntussen De Vries Techniek B.V. en Marloes de Boer\nDatum: 17 april 2019") == [
+        ("De Vries Techniek B.V.", "company"), ("Marloes de Boer", "person")]
+    # not outside a party list: a company and a signatory's name in running text
+    assert found("Overleg met De Vries Techniek B.V. en Marloes de Boer.") == [("De Vries Techniek B.V.", "company")]
