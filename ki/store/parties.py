@@ -1,4 +1,5 @@
-"""Person party rows an initials-only name is settled against, and the move of a party row to another entity.
+"""Person party rows an initials-only name is settled against, the move of a party row to another entity, and
+the documents a search's ``--party`` names (the entities a name names on the ledger; the SQL condition).
 
 Spec: insertion-pipeline.md "Extract metadata" (parties resolved by rule, one real person one entity); the
 rules are :mod:`ki.entities.abbreviations`'s. Every function takes a connection the caller owns (the
@@ -47,3 +48,25 @@ def repoint_party(conn: Connection, party_id: int, entity_id: int, note: dict[st
     conn.execute(text("""UPDATE document_party SET entity_id = :e,
                          resolution = resolution || jsonb_build_object('abbreviation', CAST(:note AS jsonb))
                          WHERE id = :id"""), {"e": entity_id, "note": json.dumps(note), "id": party_id})
+
+
+_ENTITIES_NAMED = text("""
+SELECT DISTINCT a.entity_id FROM entity_alias a
+WHERE a.alias_key = :key OR (cardinality(CAST(:tokens AS text[])) > 0 AND a.tokens @> CAST(:tokens AS text[]))
+UNION
+SELECT e.id FROM entity e WHERE e.identity_key = :key OR split_part(e.identity_key, '#', 1) = :key
+ORDER BY 1
+""")
+
+
+def entities_named(conn: Connection, key: str, tokens: Sequence[str]) -> tuple[int, ...]:
+    """Entity ids whose identity key or an alias's key is ``key`` (a :class:`ki.entities.names.NameKey` key), or
+    one of whose aliases holds every one of ``tokens`` (its distinctive words): what ``--party`` names."""
+    return tuple(int(r[0]) for r in conn.execute(_ENTITIES_NAMED, {"key": key, "tokens": list(tokens)}))
+
+
+def party_condition(oid: str) -> str:
+    """SQL EXISTS: the object ``oid`` (a SQL expression) names one of ``:party_entities`` as a party."""
+    return (f"EXISTS (SELECT 1 FROM document_party dp WHERE dp.source_object_id = {oid} "
+            f"AND dp.entity_id = ANY(CAST(:party_entities AS bigint[])))")
+
