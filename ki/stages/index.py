@@ -2,8 +2,10 @@
 
 Spec: insertion-pipeline.md "Index": chunks by ``retrieval.chunk_chars`` / ``chunk_overlap_chars``;
 each embedded with ``retrieval.embedding_model`` (with the optional context header: the chunks'
-header names title and type, the profile row at ordinal −1 title, type and matter — so that
-identical bytes filed under two matters still embed their chunks once); the permission projection compiled from project,
+embedded header names title and type; the matter — reference and title — is embedded apart once per (blob,
+matter) and blended into every passage's and clause's vector (:func:`ki.stages.index_rows.blend`), so identical
+bytes filed under two matters still embed their chunks once; the profile row names title, type, matter, parties
+and date); the permission projection compiled from project,
 source, connector (folder grants) and document grants on every row; re-indexing diffs by ordinal
 (new rows written before surplus ones are deleted); the model name and dimension recorded on the
 index, another model refused before any write. DESIGN.md "Duplicates and permissions": vectors
@@ -217,14 +219,16 @@ def _index(ctx: StageContext, backend: Any) -> StageOutcome:
     full_text = doc.text or ""
     opening = full_text if _NON_SPACE.search(full_text) else plan.text(0)
     fields = document_fields(ctx, doc.title or htitle, doc_type, matter, parties)
-    # The chunks' header names title and type only: both belong to the bytes, so every copy of a
-    # blob embeds identically (once). The matter, a property of where a copy is filed, is named by
-    # the profile row, which is embedded per (blob, matter).
+    # The chunks' embedded header names title and type: both belong to the bytes, so every copy of a
+    # blob embeds its passages identically (once). The matter, a property of where a copy is filed, is
+    # embedded apart, once per (blob, matter), and blended into each row's vector (index_rows.blend).
     header = (context_header(title=htitle, doc_type=doc_type)
               if embedder is not None and retrieval.embedding_context_header else "")
     profile = (profile_text(htitle, doc_type, matter, opening, profile_lines(parties, doc_date))
                if ctx.obj.id in holders.profile else None)
-    rows = DocumentRows(profile, {"fields": fields}, plan, header=header, clauses=clauses)
+    matter_header = (context_header(title=None, matter=matter)
+                     if embedder is not None and retrieval.embedding_context_header and matter else "")
+    rows = DocumentRows(profile, {"fields": fields}, plan, header=header, clauses=clauses, matter_header=matter_header)
     del doc, full_text, opening  # the parts' texts stay (the plan points into them); nothing else of the body
     embedded = reused = 0
     if embedder is not None:

@@ -26,6 +26,11 @@ from ki.index.backend import CLAUSE_KIND, PROFILE_KIND, PROFILE_ORDINAL, ChunkRo
 from ki.index.chunking import chunk_spans
 from ki.index.embeddings import embedding_input
 
+#: The embedding cache's pseudo-ordinal of a document's matter header: embedded once per (blob, matter), never as
+#: part of a passage (so every passage of a blob is embedded once, whatever matter its copies are filed under).
+MATTER_ORDINAL = -2
+#: The share of the matter header's vector in a passage's or clause's vector (the sum is re-normalised).
+MATTER_WEIGHT = 0.25
 #: Ordinals per batch of the index stage: embedded (one cache lookup and store) and built for the write
 #: together; the PostgreSQL write's own statements are :data:`ki.index.postgres.WRITE_BATCH_ROWS` rows.
 STREAM_ROWS = 1_000
@@ -85,6 +90,17 @@ class VectorSource(Protocol):
         ...
 
 
+def blend(vector: np.ndarray | None, matter: np.ndarray | None) -> np.ndarray | None:
+    """``vector`` + :data:`MATTER_WEIGHT` × ``matter``, unit length (float32); ``vector`` itself when either is
+    None. A passage's vector so names its matter (spec "Index": the context header names title, type and matter)
+    while the passage itself is embedded once per blob."""
+    if vector is None or matter is None:
+        return vector
+    out = np.asarray(vector, dtype=np.float32) + MATTER_WEIGHT * np.asarray(matter, dtype=np.float32)
+    norm = float(np.linalg.norm(out))
+    return (out / norm).astype(np.float32) if norm else np.asarray(vector, dtype=np.float32)
+
+
 @dataclass(frozen=True)
 class ClauseRows:
     """The clause rows of a final version (:mod:`ki.index.clauses`), in ordinal order from ``base``.
@@ -115,19 +131,24 @@ class DocumentRows(Sequence[ChunkRow]):
         header: the context header prefixed to each passage's and clause's embedding input ("" for none).
         vectors: where the rows' vectors come from (None: rows without vectors).
         clauses: the clause rows (None: the object holds none).
+        matter_header: the matter's part of the context header ("" for none): embedded once, apart
+            (:data:`MATTER_ORDINAL`), and blended into each passage's and clause's vector (:func:`blend`).
     """
 
     def __init__(self, profile_text: str | None, profile_meta: dict[str, Any], plan: PassagePlan, *,
-                 header: str = "", vectors: VectorSource | None = None, clauses: ClauseRows | None = None):
+                 header: str = "", vectors: VectorSource | None = None, clauses: ClauseRows | None = None,
+                 matter_header: str = ""):
         self.profile_text, self.profile_meta, self.plan = profile_text, profile_meta, plan
         self.header, self.vectors, self.clauses = header, vectors, clauses
+        self.matter_header = matter_header
+        self._matter_vector: np.ndarray | None = None
         self._head = 0 if profile_text is None else 1
         self._clause_at = self._head + len(plan)
 
     def with_vectors(self, vectors: VectorSource) -> DocumentRows:
         """The same rows, their vectors read from ``vectors``."""
         return DocumentRows(self.profile_text, self.profile_meta, self.plan, header=self.header, vectors=vectors,
-                            clauses=self.clauses)
+                            clauses=self.clauses, matter_header=self.matter_header)
 
     def __len__(self) -> int:
         return self._clause_at + (len(self.clauses) if self.clauses else 0)
@@ -164,15 +185,26 @@ class DocumentRows(Sequence[ChunkRow]):
         return {self.ordinal_at(pos): self._input(pos) for pos in range(max(lo, 0), min(hi, len(self)))}
 
     def input_batches(self, size: int = STREAM_ROWS) -> Iterator[dict[int, str]]:
-        """:meth:`inputs` of consecutive batches of ``size`` rows (the embedding pass)."""
+        """:meth:`inputs` of consecutive batches of ``size`` rows (the embedding pass); the first also holds the
+        matter header at :data:`MATTER_ORDINAL`."""
         for lo in range(0, len(self), size):
-            yield self.inputs(lo, lo + size)
+            batch = self.inputs(lo, lo + size)
+            if lo == 0 and self.matter_header:
+                batch[MATTER_ORDINAL] = self.matter_header
+            yield batch
+
+    def matter_vector(self) -> np.ndarray | None:
+        """The matter header's vector (read once from :attr:`vectors`), or None without a header or vectors."""
+        if self._matter_vector is None and self.matter_header and self.vectors is not None:
+            self._matter_vector = self.vectors.get({MATTER_ORDINAL: self.matter_header})[MATTER_ORDINAL]
+        return self._matter_vector
 
     def _build(self, lo: int, hi: int) -> list[ChunkRow]:
         lo, hi = max(lo, 0), min(hi, len(self))
         if lo >= hi:
             return []
         vectors = self.vectors.get(self.inputs(lo, hi)) if self.vectors is not None else {}
+        mv = self.matter_vector()
         rows: list[ChunkRow] = []
         for pos in range(lo, hi):
             o = self.ordinal_at(pos)
@@ -180,11 +212,12 @@ class DocumentRows(Sequence[ChunkRow]):
                 rows.append(ChunkRow(o, self.profile_text or "", vectors.get(o), PROFILE_KIND, self.profile_meta))
             elif pos < self._clause_at:
                 kind, text_, meta = self.plan.passage(o)
-                rows.append(ChunkRow(o, text_, vectors.get(o), kind, meta))
+                rows.append(ChunkRow(o, text_, blend(vectors.get(o), mv), kind, meta))
             else:
                 assert self.clauses is not None
                 i = pos - self._clause_at
-                rows.append(ChunkRow(o, self.clauses.texts[i], vectors.get(o), CLAUSE_KIND, self.clauses.meta[i]))
+                rows.append(ChunkRow(o, self.clauses.texts[i], blend(vectors.get(o), mv), CLAUSE_KIND,
+                                     self.clauses.meta[i]))
         return rows
 
     @overload
