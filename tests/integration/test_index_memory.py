@@ -31,7 +31,7 @@ from ki.launch import launch_insertion
 from ki.memory import resident_mb
 from ki.sources.scan import register_local_source, scan_source
 from ki.stages.index import header_title
-from ki.stages.index_rows import STREAM_ROWS
+from ki.stages.index_rows import STREAM_ROWS, blend
 
 SIZE = 12 * 1024 * 1024
 #: The bound on this process's peak resident size above its start, per MB of text, plus a constant.
@@ -117,11 +117,16 @@ def test_the_index_stage_streams_a_big_text_in_batches_within_a_memory_bound(ctx
     assert statements["store"] == math.ceil(len(rows) / STREAM_ROWS), statements
     assert statements["write"] == math.ceil(len(rows) / WRITE_BATCH_ROWS), statements
 
-    # the vectors written are the ones of the exact inputs (header + chunk), spot-checked
+    # the vectors written are the ones of the exact inputs (header + chunk), blended with the matter header's
+    # vector when the file has a matter (ki.stages.index_rows.blend), spot-checked
     embedder = HashingEmbedder()
     header = context_header(title=header_title(doc), doc_type=doc_type)
+    with ctx.db.engine.connect() as conn:
+        matter = conn.execute(text(f"SELECT {fact_sources(conn).matter_value(':o', with_title=True)}"),
+                              {"o": oid}).scalar()
+    mv = embedder.embed_passages([context_header(title=None, matter=matter)])[0] if matter else None
     for r in (rows[1], rows[len(rows) // 2], rows[-1]):
-        want = embedder.embed_passages([embedding_input(r.text, header)])[0]
+        want = blend(embedder.embed_passages([embedding_input(r.text, header)])[0], mv)
         got = np.array([float(x) for x in r.emb.strip("[]").split(",")], dtype=np.float32)
         assert np.allclose(got, want, atol=1e-6), r.ordinal
 
