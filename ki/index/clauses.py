@@ -42,6 +42,10 @@ _SENTENCE_END = re.compile(r"[.;,:]\s*$")
 _CITATION = re.compile(r"^(?:Abs\.|Absatz|Satz|S\.|Nr\.|lit\.|[A-Z][A-Za-z]{1,5}G\b|BGB|HGB|ZPO)")
 #: "Vergütung: Wir rechnen …" — a label and its text on one line: the label is the heading.
 _LABEL = re.compile(r"^(?P<label>[^\W\d_][\w\-]*(?:\s+[\w\-]+){0,3}):\s+\S")
+#: "§ 9 Haftung. Die Haftung …" — a run-in heading: its title ends at the first full stop before a sentence.
+_RUN_IN = re.compile(r"^(?P<head>[^.:;]{2,60}?)\.\s+(?=[A-ZÄÖÜ0-9„\"(])")
+#: A run-in heading's title has at most this many words.
+RUN_IN_MAX_WORDS = 5
 #: A numbered line holds a heading, not a sentence, when its title has at most this many words.
 NUMBERED_MAX_WORDS = 8
 _CAPITAL = re.compile(r"^[A-ZÄÖÜÀ-Ý\"„“(]")
@@ -79,29 +83,40 @@ def _continues(lines: list[str], i: int) -> bool:
     return bool(nxt) and nxt[0].islower()
 
 
-def _heading(line: str) -> tuple[str, str, str] | None:
-    """(kind, number, title) of a heading line — kind ``paragraph`` / ``named`` / ``schedule`` / ``numbered`` /
-    ``preamble`` — or None."""
+def _titled(title: str) -> tuple[str, bool] | None:
+    """The title of a § / named / schedule heading and whether it is run in (its clause's text follows on the same
+    line: ``Haftung. Die Haftung …`` → ``Haftung``), or None when the line is no heading."""
+    run = None if _CITATION.match(title.strip()) else _RUN_IN.match(title.strip())
+    if run and len(run["head"].split()) <= RUN_IN_MAX_WORDS and _title_ok(run["head"], numbered_only=False):
+        return run["head"].strip(), True
+    return (title.strip(), False) if _title_ok(title, numbered_only=False) else None
+
+
+def _heading(line: str) -> tuple[str, str, str, bool] | None:
+    """(kind, number, title, run in) of a heading line — kind ``paragraph`` / ``named`` / ``schedule`` /
+    ``numbered`` / ``preamble``; run in: the clause's text follows the title on the same line — or None."""
     s = line.strip()
-    if not s or len(s) > HEADING_MAX_CHARS:
+    if not s:
         return None
     m = _PARAGRAPH.match(s)
-    if m and _title_ok(m["title"], numbered_only=False):
-        return "paragraph", f"§ {m['no']}", m["title"].strip()
+    if m and (t := _titled(m["title"])):
+        return "paragraph", f"§ {m['no']}", *t
     m = _NAMED.match(s)
-    if m and _title_ok(m["title"], numbered_only=False):
-        return "named", m["no"], m["title"].strip()
+    if m and (t := _titled(m["title"])):
+        return "named", m["no"], *t
     m = _SCHEDULE.match(s)
-    if m and _title_ok(m["title"], numbered_only=False):
-        return "schedule", f"{m['word']} {m['no']}", m["title"].strip()
+    if m and (t := _titled(m["title"])):
+        return "schedule", f"{m['word']} {m['no']}", *t
+    if len(s) > HEADING_MAX_CHARS:
+        return None
     m = _NUMBERED.match(s)
     if m:
         label = _LABEL.match(m["title"])
         title = label["label"] if label else m["title"]
         if _title_ok(title, numbered_only=True) and re.search(_WORD, title):
-            return "numbered", m["no"], title.strip()
+            return "numbered", m["no"], title.strip(), label is not None
     if _PREAMBLE.match(s):
-        return "preamble", "", s.rstrip(":").strip()
+        return "preamble", "", s.rstrip(":").strip(), False
     return None
 
 
@@ -120,9 +135,9 @@ def split_clauses(text: str) -> list[Clause]:
     schedule: str | None = None
     for i, line in enumerate(lines):
         h = _heading(line)
-        if h is None or (h[0] != "schedule" and h[2] and _continues(lines, i)):
+        if h is None or (h[0] != "schedule" and h[2] and not h[3] and _continues(lines, i)):
             continue
-        kind, number, title = h
+        kind, number, title, _run_in = h
         if kind == "schedule":
             schedule = number
         elif kind == "numbered" and schedule is not None:

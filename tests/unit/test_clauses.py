@@ -126,3 +126,18 @@ def test_the_notable_clauses_artifact_wins_over_the_rules(onto):
 def test_clause_ordinals_start_at_1000_or_above_the_passages():
     assert (clause_base(0), clause_base(999), clause_base(1000), clause_base(1001), clause_base(4500)) == (
         1000, 1000, 1000, 2000, 5000)
+
+
+def test_run_in_headings_of_a_pdf_whose_lines_wrap_mid_sentence(onto):
+    """The repository's signed supply agreement: each § heading runs into its clause's text on the same line
+    (``§ 9 Haftung. Die Haftung …``), and the line after it may start with a noun (German capitals)."""
+    path = (Path(__file__).parents[2] / "samples" / "estate" / "Mandate" /
+            "2024-017 Lindqvist Möbel GmbH gg. Nordlicht Logistik AG" / "02 Verträge" /
+            "Rahmenliefervertrag 2022 (unterzeichnet).pdf")
+    text = convert_pdf(path.read_bytes(), path.name).text or ""
+    assert [(n, h) for n, h, _t in typed(text, onto)] == [
+        ("§ 1", "Gegenstand"), ("§ 4", "Liefertermine"), ("§ 9", "Haftung")]
+    assert typed(text, onto)[2][2] == "liability"
+    # a statutory reference is still prose, run in or not
+    cited = split_clauses("§ 3 Abs. 1 des Vertrags gilt. Die Frist läuft.\n§ 4 Zahlung\n§ 5 Haftung\n")
+    assert [c.number for c in cited] == ["§ 4", "§ 5"]
