@@ -63,8 +63,7 @@ def _unnamed(entry: audit.AuditEntry) -> audit.AuditEntry:
     operator typed, perhaps a walled matter's) is left out."""
     flt = entry.details.get("filter")
     if isinstance(flt, dict) and "path_prefix" in flt:
-        return entry.model_copy(update={"details": {**entry.details, "filter": {
-            k: v for k, v in flt.items() if k != "path_prefix"} | {"path_prefix": None}}})
+        return entry.model_copy(update={"details": {**entry.details, "filter": {**flt, "path_prefix": None}}})
     return entry
 
 

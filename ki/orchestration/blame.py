@@ -64,9 +64,9 @@ def blame(ctx: PipelineContext, conn: Connection, claim: Claim, exc: BaseExcepti
     the file's fault streak began (``last_error.fault_since``; a streak begins at its first fault, which is
     never the file's: it goes to the breaker); a deadline by the attempt history of the same stage, read on
     ``conn`` (:func:`ki.store.faults.fault_evidence`: others passing it, any process, since the attempt
-    that began the streak was claimed). Only infrastructure
-    verdicts of a dependency or a deadline are examined; every other verdict is returned as it is
-    (database faults, source outages: never the file's)."""
+    that began the streak was claimed). Only infrastructure verdicts of a dependency or a deadline are
+    examined; every other verdict is returned as it is (database faults, source outages: never the file's).
+    Spec: work-queue.md "Poison messages", "Lifecycle deadline"."""
     if verdict.treatment is not Treatment.infrastructure:
         return Blame(verdict)
     needs = stage_dependencies(ctx.config)

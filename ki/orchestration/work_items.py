@@ -222,16 +222,17 @@ def run_bulk(ctx: PipelineContext, action: Action, flt: WorkItemFilter, *, actor
             acted = len(released)
         else:
             acted = len(cancel_rows(conn, ids, actor=actor))
-        remaining, _, _ = select_for_action(conn, flt, action, limit=0)
-        if count <= limit:  # the selection held every match: the hidden ones are not the caller's to act on
-            remaining = max(0, remaining - hidden)
+        matching, _, _ = select_for_action(conn, flt, action, limit=0)
+        # the next call's dry-run count is ``matching``; when the selection held every match, the hidden ones
+        # among it are not the caller's to act on and are not reported as remaining
+        remaining = max(0, matching - hidden) if count <= limit else matching
         audit_id = record_audit(conn, actor=actor, action=f"work_items_{action}",
                                 details={"filter": flt.canonical(), "count": count, "acted": acted,
                                          "limit": limit, "remaining": remaining, "hidden": hidden})
     verb = "queued for another attempt (a run picks them up; they have not finished)" if action == "retry" \
         else "cancelled"
     return BulkResult(action=action, filter=flt.canonical(), acted=acted, remaining=remaining,
-                      next_confirmation_token=confirmation_token(action, flt, remaining, limit, actor)
+                      next_confirmation_token=confirmation_token(action, flt, matching, limit, actor)
                       if remaining else None, audit_id=audit_id,
                       hidden=hidden, message=f"{acted} work items {verb}; {remaining} more match"
                       + (f"; {hidden} not acted on: the token's principal may not see them" if hidden else ""))
