@@ -6,7 +6,8 @@ firm-configurable reference formats. The evidence comes from :func:`ki.matters.e
 (order-independent: it reads converted text and the imported matters, never other files' classification); the
 decision goes through the same tools as the model (``search_matters`` to find the matter's id, ``create_matter`` for
 a reference no matter has yet) and is judged by the same validators. No evidence → ``matter_id = null`` (the stage
-then falls back to the reference-number scan and the ``UNASSIGNED-<slug>`` placeholder).
+then falls back to the reference-number scan and the ``UNASSIGNED-<slug>`` placeholder). With the ontology's
+Area-of-Law / Service facets active, the practice area and kind by rule (:mod:`ki.matters.facets`).
 """
 
 from __future__ import annotations
@@ -17,9 +18,11 @@ from typing import Any
 
 from ki.agents.loop import AgentState, Tool
 from ki.matters.evidence import Corpus, Evidence, Knowledge, infer_reference
+from ki.matters.facets import evidence_texts, rule_facets
 from ki.matters.patterns import ReferenceFormats, formats_for
 from ki.matters.references import KnownReferences, title_from_folder
 from ki.matters.schema import EVIDENCE_CHARS, TITLE_CHARS, ClassifyResult
+from ki.ontology.model import Ontology
 
 #: Confidence the rules give each kind of evidence (the stage abstains below its threshold).
 CONFIDENCE = {"content_label": 0.95, "path": 0.95, "content": 0.85, "client_number": 0.85, "thread": 0.8,
@@ -38,6 +41,9 @@ class ClassifyRulesPolicy:
         firm_names: the firm's own names (``firm.name`` and ``firm.aliases``), never a client.
         formats: the firm's reference formats (``firm.matter_reference_patterns``; None: the defaults).
         known: the imported matters (None: none imported).
+        ontology: the active ontology; while its Area-of-Law / Service facets are active the answer carries the
+            practice area and matter kind the matter's title, the file's folders or its name name
+            (:func:`ki.matters.facets.rule_facets`, the kind found through ``service_search``).
     """
 
     rel_path: str
@@ -47,6 +53,7 @@ class ClassifyRulesPolicy:
     firm_names: Sequence[str] = ()
     formats: ReferenceFormats | None = None
     known: KnownReferences | None = None
+    ontology: Ontology | None = None
     evidence: Evidence | None = field(default=None, init=False)
     scanned: bool = field(default=False, init=False)
 
@@ -58,20 +65,22 @@ class ClassifyRulesPolicy:
             self.scanned = True
         ev = self.evidence
         if ev is None:
+            area, kind = rule_facets(self.ontology, state, evidence_texts(matter_title=None, rel_path=self.rel_path))
             return ClassifyResult(matter_id=None, confidence=0.0, evidence="no reference, thread, case number, "
-                                  "folder consensus or party points to a matter")
+                                  "folder consensus or party points to a matter", practice_area=area,
+                                  matter_kind=kind)
         found = state.call("search_matters", query=ev.reference, limit=8, offset=0)
         hit = next((r for r in found["results"] if r["reference"] == ev.reference), None)
         if hit is None:
             folder = ev.detail if ev.how in ("path", "folder") else None
-            created = state.call("create_matter", reference_number=ev.reference,
-                                 title=_fit(title_from_folder(folder, ev.reference), TITLE_CHARS))
-            matter_id = created["matter_id"]
-        else:
-            matter_id = hit["matter_id"]
+            hit = state.call("create_matter", reference_number=ev.reference,
+                             title=_fit(title_from_folder(folder, ev.reference), TITLE_CHARS))
+        area, kind = rule_facets(self.ontology, state, evidence_texts(matter_title=hit["title"],
+                                                                      rel_path=self.rel_path))
         detail = f" ({ev.detail})" if ev.detail else ""
-        return ClassifyResult(matter_id=matter_id, confidence=CONFIDENCE.get(ev.how, 0.5),
-                              evidence=_fit(f"{ev.how}: {ev.reference}{detail}", EVIDENCE_CHARS))
+        return ClassifyResult(matter_id=hit["matter_id"], confidence=CONFIDENCE.get(ev.how, 0.5),
+                              evidence=_fit(f"{ev.how}: {ev.reference}{detail}", EVIDENCE_CHARS),
+                              practice_area=area, matter_kind=kind)
 
 
 def _fit(value: str, limit: int) -> str:

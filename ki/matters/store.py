@@ -3,7 +3,8 @@
 Spec: insertion-pipeline.md "Classify (classify_matter)" (MatterAssignment; the Matter created when
 none fits, "with an advisory lock per (project, reference) so parallel workers converge on one
 matter"; Artifact(kind="classification") per content hash) and "Agentic stages: Classify and
-Relate" (``search_matters`` with an exact ``page.total`` and offsets over the full ranking;
+Relate" (``search_matters`` by reference, title and semantic similarity over indexed chunks, with an exact
+``page.total`` and offsets over the full ranking;
 ``peek_matter`` with ``document_count`` and ``document_titles_are_sample``; ``create_matter``
 committed in its own session immediately).
 """
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,9 +23,14 @@ from sqlalchemy.engine import Connection
 from ki.matters.references import KnownReferences
 from ki.store.db import Database
 from ki.store.locks import lock_key
+from ki.store.matter_search import nearest_matters
 
 CLASSIFICATION = "classification"
 PEEK_TITLES = 12
+#: Points of the nearest matter in the vector half of ``search_matters`` (as many as a full-text match).
+SEMANTIC_POINTS = 10.0
+#: How fast the vector half's points fall with the matter's rank (:func:`semantic_points`).
+SEMANTIC_RANK_K = 4
 
 
 @dataclass(frozen=True)
@@ -123,19 +130,37 @@ def _words(value: str) -> list[str]:
     return [w for w in re.findall(r"[0-9a-zäöüß]+", value.casefold()) if len(w) >= 3]
 
 
-def search_matters(conn: Connection, *, project_id: int, query: str, limit: int = 8, offset: int = 0
-                   ) -> dict[str, Any]:
+def semantic_points(rank: int) -> float:
+    """Points of the matter at ``rank`` (1 = nearest) of the vector half: ``SEMANTIC_POINTS`` for the first,
+    falling as ``(k + 1) / (k + rank)`` with ``k`` = ``SEMANTIC_RANK_K`` (rank 2: 8.3, 5: 5.6, 10: 3.6) — by
+    rank, not by the cosine value, whose scale differs from one embedding model to the next."""
+    return SEMANTIC_POINTS * (SEMANTIC_RANK_K + 1) / (SEMANTIC_RANK_K + rank)
+
+
+def search_matters(conn: Connection, *, project_id: int, query: str, limit: int = 8, offset: int = 0,
+                   query_vector: Sequence[float] | None = None) -> dict[str, Any]:
     """Rank every matter of the project for ``query``, then cut the page.
 
     Score: reference named in the query (100), a case number / identifier / alias named (50), the
     client number (30), title and client-name words (up to 20), full-text match over the matter's
-    indexed chunks (up to 10). An empty query lists
-    every matter by reference. Returns ``{"results": [{matter_id, reference, title, score, why}],
-    "page": {offset, limit, total, has_more}}``; ``total`` counts every matter that scored, so an
-    offset walks the same ranking.
+    indexed chunks (up to 10), and — given ``query_vector``, the query embedded with the model the index
+    records — semantic similarity over the indexed chunks (up to 10, :func:`semantic_points`): the matters
+    holding one of the :data:`~ki.store.matter_search.NEAREST_ROWS` rows nearest the query, placeholders aside
+    (:func:`ki.store.matter_search.nearest_matters`). A matter is found by meaning so even when no word of
+    the query occurs in it. An empty query lists every matter by reference.
+
+    Returns: ``{"results": [{matter_id, reference, title, score, why, similarity?}], "page": {offset, limit,
+        total, has_more}}``; ``why`` names the signals (``reference``, ``identifier``, ``client_number``,
+        ``title``, ``text``, ``semantic``), ``similarity`` the cosine similarity of the matter's nearest row
+        (only with ``semantic``). Every candidate is ranked before the page is cut: ``total`` counts every
+        matter that scored, and an offset walks the same ranking (score, then real before placeholder, then
+        reference).
     """
     q = (query or "").strip()
     rows = conn.execute(SEARCH_SQL, {"q": q, "p": project_id}).fetchall()
+    nearest = nearest_matters(conn, project_id=project_id, vector=query_vector) \
+        if q and query_vector is not None else []
+    semantic = {mid: (rank, sim) for rank, (mid, sim) in enumerate(nearest, 1)}
     q_fold = q.casefold()
     q_words = set(_words(q))
     ranked = []
@@ -162,13 +187,17 @@ def search_matters(conn: Connection, *, project_id: int, query: str, limit: int 
             if r.text_rank:
                 score += min(10.0, 10 * float(r.text_rank) + 1)
                 why.append("text")
+            if r.id in semantic:
+                score += semantic_points(semantic[r.id][0])
+                why.append("semantic")
         if score > 0:
             ranked.append((-score, r.placeholder, r.reference, r, why))
     ranked.sort(key=lambda t: t[:3])
     page = ranked[offset: offset + limit]
     return {
         "results": [{"matter_id": r.id, "reference": r.reference, "title": r.title, "score": round(-s, 3),
-                     "why": why} for s, _, _, r, why in page],
+                     "why": why, **({"similarity": round(semantic[r.id][1], 3)} if r.id in semantic else {})}
+                    for s, _, _, r, why in page],
         "page": {"offset": offset, "limit": limit, "total": len(ranked),
                  "has_more": offset + len(page) < len(ranked)},
     }

@@ -10,20 +10,23 @@ Every tool opens its own short database session.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from ki.agents.loop import AgentState, Tool
 from ki.errors import ToolError
+from ki.matters.facets import facet_validators
 from ki.matters.references import is_placeholder
 from ki.matters.schema import ClassifyResult, CreateMatterArgs, ListFolderArgs, PeekMatterArgs, SearchMattersArgs
 from ki.matters.store import get_matter, get_or_create_matter, peek_matter, search_matters
 from ki.store.db import Database
 
 SEARCH_DESCRIPTION = (
-    "Rank the firm's existing matters for a query: reference-number match, title words, and text of documents "
-    "already filed on each matter. Returns {results: [{matter_id, reference, title, score, why}], page: {offset, "
-    "limit, total, has_more}}; the whole ranking is computed before the page is cut, so page.total is exact and "
+    "Rank the firm's existing matters for a query: reference-number match, title words, and the text of documents "
+    "already filed on each matter — by its words, and by meaning when the index holds vectors (a description of "
+    "the subject finds a matter whose files say it in other words). Returns {results: [{matter_id, reference, "
+    "title, score, why, similarity}], page: {offset, limit, total, has_more}}; the whole ranking is computed before "
+    "the page is cut, so page.total is exact and "
     "offset walks the same ranking. A full page with has_more is NOT grounds for creating a new matter: page on "
     "or refine the query — creating a second matter for one case splits its files in two."
 )
@@ -41,13 +44,20 @@ CREATE_DESCRIPTION = (
 )
 
 
-def classify_tools(db: Database, *, project_id: int, neighbourhood: Callable[[], dict[str, Any]]) -> list[Tool]:
-    """The four Classify tools bound to one project and one file's neighbourhood (built on first use)."""
+def classify_tools(db: Database, *, project_id: int, neighbourhood: Callable[[], dict[str, Any]],
+                   embed_query: Callable[[str], Sequence[float]] | None = None) -> list[Tool]:
+    """The four Classify tools bound to one project and one file's neighbourhood (built on first use).
+
+    ``embed_query`` embeds a ``search_matters`` query with the model the index records (None: the index holds no
+    vectors, and the search ranks by reference, title and full text only). Its errors (a gateway embedder's
+    classified errors) end the run like any other infrastructure fault.
+    """
 
     def _search(args: SearchMattersArgs) -> dict[str, Any]:
+        vector = embed_query(args.query) if embed_query is not None and args.query.strip() else None
         with db.engine.connect() as conn:
             return search_matters(conn, project_id=project_id, query=args.query, limit=args.limit,
-                                  offset=args.offset)
+                                  offset=args.offset, query_vector=vector)
 
     def _peek(args: PeekMatterArgs) -> dict[str, Any]:
         with db.engine.connect() as conn:
@@ -75,9 +85,11 @@ def classify_tools(db: Database, *, project_id: int, neighbourhood: Callable[[],
     ]
 
 
-def classify_validators(db: Database, *, practice_areas: list[str] | None = None,
-                        matter_kinds: list[str] | None = None):
-    """The result validators; ``practice_areas`` / ``matter_kinds`` are the active facet menus (None: inactive)."""
+def classify_validators(db: Database, *, practice_areas: Sequence[str] | None = None,
+                        matter_kinds: Sequence[str] | None = None) -> list[Any]:
+    """The result validators: the matter id came from a tool and exists; the facet values
+    (:func:`ki.matters.facets.facet_validators`: ``practice_areas`` / ``matter_kinds`` are the active facets'
+    ids, None while inactive)."""
 
     def matter_id_came_from_a_tool(result: ClassifyResult, state: AgentState) -> str | None:
         """Reject an id no tool returned (or one that no longer exists)."""
@@ -92,24 +104,4 @@ def classify_validators(db: Database, *, practice_areas: list[str] | None = None
                 return f"matter {result.matter_id} no longer exists; search again"
         return None
 
-    def practice_area_on_menu(result: ClassifyResult, state: AgentState) -> str | None:
-        """Reject a practice area off the offered menu (or any, when the facet is off)."""
-        if result.practice_area is None:
-            return None
-        if not practice_areas:
-            return "the Area-of-Law facet is not active: leave practice_area null"
-        if result.practice_area not in practice_areas:
-            return f"practice_area must be one of the offered menu {practice_areas}, not {result.practice_area!r}"
-        return None
-
-    def matter_kind_visited(result: ClassifyResult, state: AgentState) -> str | None:
-        """Reject a matter kind not visited in the active Service facet."""
-        if result.matter_kind is None:
-            return None
-        if not matter_kinds:
-            return "the Service facet is not active: leave matter_kind null"
-        if result.matter_kind not in matter_kinds or not state.appeared(result.matter_kind):
-            return f"matter_kind {result.matter_kind!r} was not visited with the service tools in the active facet"
-        return None
-
-    return [matter_id_came_from_a_tool, practice_area_on_menu, matter_kind_visited]
+    return [matter_id_came_from_a_tool, *facet_validators(practice_areas, matter_kinds)]

@@ -4,7 +4,8 @@ Spec: insertion-pipeline.md "Extract metadata" and "producer_version semantics"
 (``requeue_ontology_outdated``). Modules: :mod:`ki.ontology.model` (nodes, scope, fingerprint,
 search), :mod:`ki.ontology.load` (shipped vs ``pipeline.ontology_file``), :mod:`ki.ontology.tools`
 (``ontology_roots`` / ``ontology_children`` / ``ontology_node`` / ``ontology_search`` /
-``clause_search``), :mod:`ki.ontology.requeue` (the narrow requeue prepare step).
+``clause_search``), :mod:`ki.ontology.service_tools` (Classify's ``service_*`` tools over the Service
+facet), :mod:`ki.ontology.requeue` (the narrow requeue prepare step).
 """
 
 from ki.errors import OntologyError

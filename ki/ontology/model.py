@@ -13,11 +13,14 @@ Shape of an ontology JSON (the ``ontology`` object of an estate's ``truth.json``
                 "synonyms": {"de": ["Gewerbemietvertrag"], "en": ["commercial lease"]},
                 "description": "optional"}],
      "scope": {"include": ["contract"], "exclude": ["term_sheet"]},      # optional
-     "facets": {"clause": {"version": "...", "nodes": [... same node shape ...]}}}  # optional
+     "facets": {"clause": {"version": "...", "nodes": [... same node shape ...]},      # optional
+                "area_of_law": {"nodes": [...]}, "service": {"nodes": [...]}}}       # optional
 
 A node is in scope when it or an ancestor is included (an empty/missing ``include`` includes
-everything) and neither it nor an ancestor is excluded. The clause facet is active when it has
-nodes.
+everything) and neither it nor an ancestor is excluded. A facet is active when it has nodes: the
+clause facet types clauses (Extract metadata, Index); the Area-of-Law facet (``area_of_law``, the
+practice areas) and the Service facet (``service``, the kinds of matter — its ``description`` is the
+node's definition) let Classify set a matter's practice area and kind (insertion-pipeline.md "Classify").
 """
 
 from __future__ import annotations
@@ -171,6 +174,15 @@ class NodeTable:
         return hits
 
 
+def _facet(facets: dict[str, Any], name: str) -> NodeTable | None:
+    """The facet ``name``'s node table, or None when absent or empty. Raises OntologyError when malformed."""
+    facet = facets.get(name) or {}
+    if not isinstance(facet, dict):
+        raise OntologyError(f"facet {name!r} must be an object with a 'nodes' list")
+    nodes = facet.get("nodes") or []
+    return NodeTable.build(nodes, name) if nodes else None
+
+
 def _hit_key(hit: SearchHit, table: NodeTable) -> tuple:
     return (hit.match.start, -hit.match.length, -hit.match.strength, -len(table.ancestors(hit.node.id)),
             hit.node.id)
@@ -184,6 +196,8 @@ class Ontology:
         version: the document's ``version`` string.
         types: the document-type tree.
         clauses: the clause facet (None when inactive).
+        areas: the Area-of-Law facet, the practice areas (None when inactive).
+        services: the Service facet, the kinds of matter (None when inactive).
         include / exclude: the scope roots (see module doc).
         source: where it came from (``package:…`` or a file path).
     """
@@ -191,6 +205,8 @@ class Ontology:
     version: str
     types: NodeTable
     clauses: NodeTable | None = None
+    areas: NodeTable | None = None
+    services: NodeTable | None = None
     include: tuple[str, ...] = ()
     exclude: tuple[str, ...] = ()
     source: str = ""
@@ -211,16 +227,18 @@ class Ontology:
         if not isinstance(doc.get("nodes"), list) or not doc["nodes"]:
             raise OntologyError("the ontology has no 'nodes' list")
         types = NodeTable.build(doc["nodes"], "type")
-        facet = ((doc.get("facets") or {}).get("clause") or {}).get("nodes") or []
-        clauses = NodeTable.build(facet, "clause") if facet else None
+        facets = doc.get("facets") or {}
+        if not isinstance(facets, dict):
+            raise OntologyError("'facets' must be an object of facets ({\"clause\": {\"nodes\": [...]}, ...})")
+        clauses, areas, services = (_facet(facets, name) for name in ("clause", "area_of_law", "service"))
         scope = doc.get("scope") or {}
         include = tuple(scope.get("include") or ())
         exclude = tuple(scope.get("exclude") or ())
         for node_id in (*include, *exclude):
             if node_id not in types.nodes:
                 raise OntologyError(f"the scope names an unknown node {node_id!r}")
-        onto = cls(version=str(doc.get("version") or "unversioned"), types=types, clauses=clauses,
-                   include=include, exclude=exclude, source=source)
+        onto = cls(version=str(doc.get("version") or "unversioned"), types=types, clauses=clauses, areas=areas,
+                   services=services, include=include, exclude=exclude, source=source)
         onto._visible = {nid for nid in types.nodes if onto._in_scope(nid)}
         onto._fingerprint = onto._compute_fingerprint()
         return onto
@@ -303,3 +321,13 @@ class Ontology:
             return []
         assert self.clauses is not None
         return self.clauses.search(query, set(self.clauses.nodes))
+
+    @property
+    def area_facet_active(self) -> bool:
+        """Whether Classify sets a matter's practice area (the Area-of-Law facet has nodes)."""
+        return self.areas is not None and bool(self.areas.nodes)
+
+    @property
+    def service_facet_active(self) -> bool:
+        """Whether Classify sets a matter's kind (the Service facet has nodes)."""
+        return self.services is not None and bool(self.services.nodes)

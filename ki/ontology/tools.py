@@ -52,15 +52,17 @@ class SearchArgs(BaseModel):
     limit: int = Field(default=10, ge=1, le=50)
 
 
-def _summary(onto: Ontology, node_id: str, table: NodeTable | None = None) -> dict[str, Any]:
+def node_summary(onto: Ontology, node_id: str, table: NodeTable | None = None) -> dict[str, Any]:
+    """``NodeSummary`` of a node of ``table`` (the type tree when None)."""
     view = onto.node_view(node_id, table)
     return {"id": view["id"], "label": view["label"], "path": view["path"], "has_children": view["has_children"]}
 
 
-def _hits(onto: Ontology, hits: list[SearchHit], limit: int, table: NodeTable | None = None) -> list[dict]:
+def hit_rows(onto: Ontology, hits: list[SearchHit], limit: int, table: NodeTable | None = None) -> list[dict]:
+    """The first ``limit`` hits as ``Hit`` rows (nodes of ``table``, the type tree when None)."""
     out = []
     for hit in hits[:limit]:
-        row = _summary(onto, hit.node.id, table)
+        row = node_summary(onto, hit.node.id, table)
         row.update({"term": hit.term, "score": hit.score,
                     "match": {"start": hit.match.start, "length": hit.match.length, "kind": hit.match.kind}})
         out.append(row)
@@ -78,11 +80,11 @@ def ontology_tools(onto: Ontology) -> list[Tool]:
     """The navigation tools over ``onto`` (plus ``clause_search`` when the clause facet is active)."""
 
     def roots(_: NoArgs) -> dict:
-        return {"nodes": [_summary(onto, nid) for nid in onto.roots()]}
+        return {"nodes": [node_summary(onto, nid) for nid in onto.roots()]}
 
     def children(args: NodeArgs) -> dict:
         _visible(onto, args.node_id)
-        return {"node_id": args.node_id, "children": [_summary(onto, c) for c in onto.children(args.node_id)]}
+        return {"node_id": args.node_id, "children": [node_summary(onto, c) for c in onto.children(args.node_id)]}
 
     def node(args: NodeArgs) -> dict:
         _visible(onto, args.node_id)
@@ -90,7 +92,7 @@ def ontology_tools(onto: Ontology) -> list[Tool]:
 
     def search(args: SearchArgs) -> dict:
         hits = onto.search(args.query)
-        return {"query": args.query, "results": _hits(onto, hits, args.limit), "total": len(hits)}
+        return {"query": args.query, "results": hit_rows(onto, hits, args.limit), "total": len(hits)}
 
     tools = [
         Tool("ontology_roots", "The top-level document-type families of the active ontology (ids, German and "
@@ -108,7 +110,7 @@ def ontology_tools(onto: Ontology) -> list[Tool]:
 
         def clause_search(args: SearchArgs) -> dict:
             hits = onto.search_clauses(args.query)
-            return {"query": args.query, "results": _hits(onto, hits, args.limit, table), "total": len(hits)}
+            return {"query": args.query, "results": hit_rows(onto, hits, args.limit, table), "total": len(hits)}
 
         tools.append(Tool(CLAUSE_TOOL, "Find clause types (termination, liability, governing law, ...) whose label "
                           "or synonym occurs in the query, e.g. a clause heading.", SearchArgs, clause_search))

@@ -7,7 +7,11 @@ text); of a huge text the rules read only its bounded window (``pipeline.text_wi
 ``text_window`` in the assignment's provenance); decides with the model (``chat_agent``) or the rules
 policy (same tools, same validators); a null, dangling or low-confidence answer falls back to the
 reference-number scan and then to the ``UNASSIGNED-<slug>`` placeholder of the top-level folder.
-Writes the MatterAssignment and the content's ``classification`` artifact, then replays relation
+``search_matters`` ranks by meaning too while the index holds vectors (the query embedded with the model
+the index records). While the active ontology's Area-of-Law / Service facets are active, the payload offers
+the practice-area menu, the ``service_*`` tools walk the Service facet, and the answer's practice area and
+kind fill the matter's empty fields (:mod:`ki.matters.facets`; a placeholder or imported matter is left as
+it is). Writes the MatterAssignment and the content's ``classification`` artifact, then replays relation
 intents other files parked against this one. The model call holds no transaction or lock.
 """
 
@@ -22,6 +26,7 @@ from ki.context import StageContext, StageOutcome
 from ki.matters import basis
 from ki.matters.corpus import DbCorpus, evidence_text
 from ki.matters.evidence import Knowledge, infer_reference
+from ki.matters.facets import matter_kind_ids, practice_area_menu
 from ki.matters.neighbourhood import folder_of, neighbourhood
 from ki.matters.policy import ClassifyRulesPolicy, classify_knowledge
 from ki.matters.references import (
@@ -45,6 +50,8 @@ from ki.matters.store import (
     write_assignment,
 )
 from ki.matters.tools import classify_tools, classify_validators
+from ki.ontology import active_ontology
+from ki.ontology.service_tools import service_tools
 from ki.stages.agentic import run_agent
 from ki.store.downstream import request_rerun_from
 from ki.store.objects import relative_path, structured_body
@@ -86,13 +93,36 @@ def _container_context(ctx: StageContext) -> tuple[str, dict[str, Any] | None]:
         container.get("mail")
 
 
-def build_payload(*, rel_path: str, hood: dict[str, Any], text_: str) -> dict[str, Any]:
-    """The prompt payload (spec: "Classify: what the model is given")."""
-    return {"path": rel_path, "filename": rel_path.rsplit(" » ", 1)[-1].rsplit("/", 1)[-1],
-            "parent_folder": folder_of(rel_path) or "/", "folder_neighbourhood": {k: hood[k] for k in
-                                                                                   ("above", "own", "below")},
-            "known_document_titles": hood.get("titles", [])[:200], "text": text_[:TEXT_CHARS],
-            "text_truncated": len(text_) > TEXT_CHARS}
+FACETS = """
+The matter's practice area and kind, while those facets are offered (the first valid value a matter gets \
+stays; an imported matter keeps its own):
+- practice_area: the id of one entry of the payload's practice_areas menu that fits the matter, else null.
+- matter_kind: a kind of matter found with service_search / service_browse whose definition (service_verify) \
+fits the matter, else null."""
+
+
+def build_payload(*, rel_path: str, hood: dict[str, Any], text_: str,
+                  practice_areas: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    """The prompt payload (spec: "Classify: what the model is given"); ``practice_areas`` is the Area-of-Law
+    facet's menu while it is active (:func:`ki.matters.facets.practice_area_menu`)."""
+    payload = {"path": rel_path, "filename": rel_path.rsplit(" » ", 1)[-1].rsplit("/", 1)[-1],
+               "parent_folder": folder_of(rel_path) or "/", "folder_neighbourhood": {k: hood[k] for k in
+                                                                                      ("above", "own", "below")},
+               "known_document_titles": hood.get("titles", [])[:200], "text": text_[:TEXT_CHARS],
+               "text_truncated": len(text_) > TEXT_CHARS}
+    if practice_areas:
+        payload["practice_areas"] = practice_areas
+    return payload
+
+
+def query_embedding(db: Any) -> Any:
+    """``embed_query`` for ``search_matters``: the query embedder of the model the search record's index records
+    (:func:`ki.index.search.query_embedder`), or None while the index holds no vectors."""
+    from ki.index.postgres import PostgresBackend
+    from ki.index.search import query_embedder
+
+    embedder = query_embedder(PostgresBackend(db, lexical=False).index_identity())
+    return None if embedder is None else embedder.embed_query
 
 
 def handle(ctx: StageContext) -> StageOutcome:
@@ -127,13 +157,20 @@ def handle(ctx: StageContext) -> StageOutcome:
     corpus = basis.RecordingCorpus(DbCorpus(db, project_id=project_id, source_id=ctx.obj.source_id))
     firm = [ctx.config.firm.name, *ctx.config.firm.aliases]
     hood = functools.cache(lambda: neighbourhood(db, ctx.obj.source_id, rel_path))
+    onto = active_ontology(ctx.config)
+    menu, kinds = practice_area_menu(onto), matter_kind_ids(onto)
     policy = ClassifyRulesPolicy(rel_path=rel_path, text=own_text + ("\n" + parent_text if parent_text else ""),
-                                 mail=mail, corpus=corpus, firm_names=firm, formats=kb.formats, known=kb.known)
+                                 mail=mail, corpus=corpus, firm_names=firm, formats=kb.formats, known=kb.known,
+                                 ontology=onto)
     result: AgentResult = run_agent(
-        ctx, system=SYSTEM,
-        user=lambda: json.dumps(build_payload(rel_path=rel_path, hood=hood(), text_=own_text), ensure_ascii=False),
-        tools=classify_tools(db, project_id=project_id, neighbourhood=hood), result_model=ClassifyResult,
-        validators=classify_validators(db), policy=policy)
+        ctx, system=SYSTEM + (FACETS if menu or kinds else ""),
+        user=lambda: json.dumps(build_payload(rel_path=rel_path, hood=hood(), text_=own_text, practice_areas=menu),
+                                ensure_ascii=False),
+        tools=[*classify_tools(db, project_id=project_id, neighbourhood=hood, embed_query=query_embedding(db)),
+               *service_tools(onto)],
+        result_model=ClassifyResult, policy=policy,
+        validators=classify_validators(db, practice_areas=[m["id"] for m in menu] if menu else None,
+                                       matter_kinds=kinds))
     answer: ClassifyResult = result.result  # type: ignore[assignment]
     decision: dict[str, Any] = {"producer_version": version, **result.provenance, "confidence": answer.confidence,
                                 "evidence": answer.evidence, "method": "rules" if result.provenance.get("model")
@@ -192,10 +229,10 @@ def _commit(ctx: StageContext, project_id: int, matter_id: int, reference: str, 
                                     queries=queries, knowledge=knowledge)
         record_classification(conn, content_hash=ctx.obj.content_hash, source_object_id=ctx.obj.id,
                               producer_version=decision.get("producer_version", ""), decision=decision)
-        if decision.get("practice_area") or decision.get("matter_kind"):
-            note_matter_kind(conn, matter_id, practice_area=decision.get("practice_area"),
-                             kind=decision.get("matter_kind"))
         if not is_placeholder(reference):
+            if decision.get("practice_area") or decision.get("matter_kind"):  # first valid value wins
+                note_matter_kind(conn, matter_id, practice_area=decision.get("practice_area"),
+                                 kind=decision.get("matter_kind"))
             add_identifiers(conn, matter_id, case_numbers_in((body.get("text") or "")[:TEXT_CHARS]))
             own = path_reference(rel_path, policy.formats if policy else None, policy.known if policy else None)
             if own is not None and own.reference == reference and own.folder:
