@@ -277,3 +277,17 @@ class GatewayStub(LoopbackServer):
             "usage": self._usage(),
         }
         return reply.status, json.dumps(body).encode()
+
+
+def tool_messages(request: RecordedRequest) -> list[str]:
+    """The ``tool`` messages of a recorded chat request (what the loop fed back: results, errors, rejections)."""
+    return [m["content"] for m in request.body["messages"] if m.get("role") == "tool"]
+
+
+def model_gateway(monkeypatch: Any) -> Any:
+    """A generator for a pytest fixture: a :class:`GatewayStub` that ki's model stages use (``KI_LLM_BASE_URL``
+    on it, ``KI_LLM_MODEL`` = ``stub-model``) — ``yield from model_gateway(monkeypatch)``."""
+    with GatewayStub() as stub:
+        monkeypatch.setenv("KI_LLM_BASE_URL", stub.url)
+        monkeypatch.setenv("KI_LLM_MODEL", "stub-model")
+        yield stub

@@ -15,8 +15,8 @@ from sqlalchemy import text
 
 from ki.matters.store import get_or_create_matter
 from ki.orchestration.execute import run_stage_for_object
-from ki.sources.scan import register_local_source, scan_source
-from tests.helpers.gateway_stub import GatewayStub, submit, tool_call
+from tests.helpers.estate_files import converted_estate
+from tests.helpers.gateway_stub import model_gateway, submit, tool_call, tool_messages
 
 FOLDER = "Mandate/2024-0153 Keller gg. Nordwind"
 BODY = ("§ 1 Die Klägerin liefert Waren aus dem Rahmenliefervertrag. § 2 Die Beklagte schuldet EUR 48.000,00. "
@@ -31,31 +31,12 @@ FILES = {
 
 @pytest.fixture
 def converted(ctx, tmp_path):
-    root = tmp_path / "estate"
-    for rel, body in FILES.items():
-        (root / rel).parent.mkdir(parents=True, exist_ok=True)
-        (root / rel).write_text(body, encoding="utf-8")
-    sid = register_local_source(ctx, root)
-    scan_source(ctx, sid)
-    with ctx.db.engine.connect() as conn:
-        oids = dict(conn.execute(text("SELECT external_id, id FROM source_object")).fetchall())
-        project = conn.execute(text("SELECT id FROM project")).scalar_one()
-    for oid in oids.values():
-        for stage in ("fetch", "convert"):
-            assert run_stage_for_object(ctx, stage, oid).kind == "done"
-    return oids, project
+    return converted_estate(ctx, tmp_path / "estate", FILES)
 
 
 @pytest.fixture
 def stub(monkeypatch):
-    with GatewayStub() as s:
-        monkeypatch.setenv("KI_LLM_BASE_URL", s.url)
-        monkeypatch.setenv("KI_LLM_MODEL", "stub-model")
-        yield s
-
-
-def _tool_messages(request) -> list[str]:
-    return [m["content"] for m in request.body["messages"] if m.get("role") == "tool"]
+    yield from model_gateway(monkeypatch)
 
 
 def test_model_path_classify_corrects_an_invented_matter_id_and_relate_cites_only_opened_files(ctx, converted, stub):
@@ -69,8 +50,8 @@ def test_model_path_classify_corrects_an_invented_matter_id_and_relate_cites_onl
     assert run_stage_for_object(ctx, "classify_matter", v1).kind == "done"
     chats = stub.chat_requests()
     assert len(chats) == 3
-    assert "did not appear in any tool result" in _tool_messages(chats[1])[-1]
-    assert json.loads(_tool_messages(chats[2])[-1])["results"][0]["matter_id"] == matter.id
+    assert "did not appear in any tool result" in tool_messages(chats[1])[-1]
+    assert json.loads(tool_messages(chats[2])[-1])["results"][0]["matter_id"] == matter.id
     traces = {r.trace for r in chats}
     assert len(traces) == 1 and next(iter(traces))[1] == "classify_matter"
     with ctx.db.engine.connect() as conn:
@@ -93,8 +74,8 @@ def test_model_path_classify_corrects_an_invented_matter_id_and_relate_cites_onl
                       "reasoning": "the same statement of claim, second draft"}))
     assert run_stage_for_object(ctx, "relate", v2).kind == "done"
     relate_calls = stub.chat_requests()[before:]
-    assert "did not come from an open_file result" in _tool_messages(relate_calls[1])[-1]
-    opened = json.loads(_tool_messages(relate_calls[2])[-1])
+    assert "did not come from an open_file result" in tool_messages(relate_calls[1])[-1]
+    opened = json.loads(tool_messages(relate_calls[2])[-1])
     assert opened["ref"] == f"F{v1}" and opened["has_more"] is False
     with ctx.db.engine.connect() as conn:
         rows = {r.source_object_id: r for r in conn.execute(text(
@@ -109,7 +90,7 @@ def test_model_null_answer_falls_back_to_the_placeholder(ctx, converted, stub):
     note = oids["Eingang/Notiz.txt"]
     stub.push(tool_call("list_folder", {}), submit({"matter_id": None, "confidence": 0.1, "evidence": "nothing"}))
     assert run_stage_for_object(ctx, "classify_matter", note).kind == "done"
-    listing = json.loads(_tool_messages(stub.chat_requests()[1])[-1])
+    listing = json.loads(tool_messages(stub.chat_requests()[1])[-1])
     assert listing["folder"] == "Eingang" and [f["name"] for f in listing["own"]["files"]] == ["Notiz.txt"]
     with ctx.db.engine.connect() as conn:
         row = conn.execute(text("SELECT m.reference, m.placeholder, ma.method FROM matter_assignment ma "

@@ -18,8 +18,8 @@ from ki.config.loader import set_config_value
 from ki.matters.matter_list import ImportedMatter
 from ki.matters.store import get_or_create_matter, import_matters
 from ki.orchestration.execute import run_stage_for_object
-from ki.sources.scan import register_local_source, scan_source
-from tests.helpers.gateway_stub import GatewayStub, submit, tool_call
+from tests.helpers.estate_files import converted_estate
+from tests.helpers.gateway_stub import model_gateway, submit, tool_call, tool_messages
 
 ONTOLOGY = {
     "version": "facets-test-1",
@@ -63,21 +63,10 @@ def estate(ctx, tmp_path):
     path.write_text(json.dumps(ONTOLOGY), encoding="utf-8")
     set_config_value(ctx.settings.data_dir, "pipeline.ontology_file", str(path))
     ctx.reload_config()
-    root = tmp_path / "estate"
-    for rel, body in FILES.items():
-        (root / rel).parent.mkdir(parents=True, exist_ok=True)
-        (root / rel).write_text(body, encoding="utf-8")
-    sid = register_local_source(ctx, root)
-    scan_source(ctx, sid)
-    with ctx.db.engine.connect() as conn:
-        oids = dict(conn.execute(text("SELECT external_id, id FROM source_object")).fetchall())
-        project = conn.execute(text("SELECT id FROM project WHERE name = 'default'")).scalar_one()
+    oids, project = converted_estate(ctx, tmp_path / "estate", FILES)
     report = import_matters(ctx.db, project_id=project, rows=[
         (2, ImportedMatter(reference="2024-0171", title="Brandauer – Personal", practice_area="Arbeitsrecht (PM)"))])
     assert report.created == 1
-    for oid in oids.values():
-        for stage in ("fetch", "convert"):
-            assert run_stage_for_object(ctx, stage, oid).kind == "done"
     return oids, project
 
 
@@ -112,14 +101,7 @@ def test_rules_set_practice_area_and_kind_first_valid_wins_imported_and_placehol
 
 @pytest.fixture
 def stub(monkeypatch):
-    with GatewayStub() as s:
-        monkeypatch.setenv("KI_LLM_BASE_URL", s.url)
-        monkeypatch.setenv("KI_LLM_MODEL", "stub-model")
-        yield s
-
-
-def _tool_messages(request) -> list[str]:
-    return [m["content"] for m in request.body["messages"] if m.get("role") == "tool"]
+    yield from model_gateway(monkeypatch)
 
 
 def test_model_sets_facets_through_the_service_tools_invalid_values_refused(ctx, estate, stub):
@@ -140,11 +122,11 @@ def test_model_sets_facets_through_the_service_tools_invalid_values_refused(ctx,
                                                                "search_matters"}
     payload = json.loads(next(m["content"] for m in first["messages"] if m["role"] == "user"))
     assert [a["id"] for a in payload["practice_areas"]] == ["litigation", "real_estate", "employment"]
-    assert "no service node 'tenancy'" in _tool_messages(chats[2])[-1]
-    refused = _tool_messages(chats[3])[-1]
+    assert "no service node 'tenancy'" in tool_messages(chats[2])[-1]
+    refused = tool_messages(chats[3])[-1]
     assert "practice_area must be the id of one of the offered practice_areas" in refused and "'tax'" in refused
     assert "matter_kind 'lease' was not returned by service_search" in refused
-    browsed = json.loads(_tool_messages(chats[4])[-1])
+    browsed = json.loads(tool_messages(chats[4])[-1])
     assert [c["id"] for c in browsed["children"]] == ["commercial_lease"]
     assert browsed["children"][0]["definition"] == "A lease of premises used for a business."
     assert _matters(ctx)["2024-0208"] == ("real_estate", "commercial_lease")
@@ -164,16 +146,8 @@ def test_model_sets_facets_through_the_service_tools_invalid_values_refused(ctx,
 
 
 def test_facet_values_refused_while_the_facets_are_inactive(ctx, tmp_path, stub):
-    root = tmp_path / "estate"
-    (root / KELLER).mkdir(parents=True)
-    (root / KELLER / "Klage.txt").write_text("Klage.", encoding="utf-8")
-    sid = register_local_source(ctx, root)
-    scan_source(ctx, sid)
-    with ctx.db.engine.connect() as conn:
-        oid = conn.execute(text("SELECT id FROM source_object")).scalar_one()
-        project = conn.execute(text("SELECT id FROM project WHERE name = 'default'")).scalar_one()
-    for stage in ("fetch", "convert"):
-        assert run_stage_for_object(ctx, stage, oid).kind == "done"
+    oids, project = converted_estate(ctx, tmp_path / "estate", {f"{KELLER}/Klage.txt": "Klage."})
+    oid = oids[f"{KELLER}/Klage.txt"]
     keller, _ = get_or_create_matter(ctx.db, project_id=project, reference="2024-0153", title="Keller")
     stub.push(tool_call("search_matters", {"query": "2024-0153"}),
               tool_call("service_search", {"query": "Klage"}),
@@ -182,7 +156,7 @@ def test_facet_values_refused_while_the_facets_are_inactive(ctx, tmp_path, stub)
     assert run_stage_for_object(ctx, "classify_matter", oid).kind == "done"
     chats = stub.chat_requests()
     assert not {t["function"]["name"] for t in chats[0].body["tools"]} & {"service_search", "service_verify"}
-    assert "unknown tool 'service_search'" in _tool_messages(chats[2])[-1]
-    refused = _tool_messages(chats[3])[-1]
+    assert "unknown tool 'service_search'" in tool_messages(chats[2])[-1]
+    refused = tool_messages(chats[3])[-1]
     assert "the Area-of-Law facet is not active" in refused and "the Service facet is not active" in refused
     assert _matters(ctx)["2024-0153"] == (None, None)
