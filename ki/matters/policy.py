@@ -75,7 +75,7 @@ class ClassifyRulesPolicy:
             folder = ev.detail if ev.how in ("path", "folder") else None
             hit = state.call("create_matter", reference_number=ev.reference,
                              title=_fit(title_from_folder(folder, ev.reference), TITLE_CHARS))
-        area, kind = rule_facets(self.ontology, state, evidence_texts(matter_title=hit["title"],
+        area, kind = rule_facets(self.ontology, state, evidence_texts(matter_title=hit.get("title"),
                                                                       rel_path=self.rel_path))
         detail = f" ({ev.detail})" if ev.detail else ""
         return ClassifyResult(matter_id=hit["matter_id"], confidence=CONFIDENCE.get(ev.how, 0.5),
