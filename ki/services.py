@@ -139,7 +139,8 @@ def docling(components: Any) -> Any:
     from ki.convert.docling import DoclingClient
 
     c = components
-    key = (c.docling_url, c.docling_api_key, c.docling_document_timeout_seconds, c.docling_client_timeout_seconds)
+    key = (c.docling_url, c.docling_api_key, c.docling_document_timeout_seconds, c.docling_client_timeout_seconds,
+           c.allow_link_local_urls)
     return shared("docling", key, lambda: DoclingClient(
         c.docling_url, api_key=c.docling_api_key, document_timeout_seconds=c.docling_document_timeout_seconds,
-        client_timeout_seconds=c.docling_client_timeout_seconds))
+        client_timeout_seconds=c.docling_client_timeout_seconds, allow_link_local=c.allow_link_local_urls))

@@ -14,8 +14,9 @@ from their mode and access ACL): a folder that others cannot enter narrows ``*``
 lets through, and a file's named readers to those the folder lets through too (compared by name: group
 membership is not resolved). The root itself is the operator's choice and is not checked. Files created
 in a folder with a default ACL (``setfacl -d``) get it as their access ACL from the kernel, so default
-ACLs take effect through the files. Unknown ids become ``uid:N`` / ``gid:N``. NFSv4 and CIFS ACLs are not
-read (their mounts show the mapped POSIX mode, which is read).
+ACLs take effect through the files. Unknown ids become ``uid:N`` / ``gid:N``. Where the mount exposes an
+NFSv4 or SMB ACL (``system.nfs4_acl``, ``system.cifs_acl``), that ACL is read instead of the mapped mode,
+with its denies (:mod:`ki.access.network_acls`).
 
 The ACL's extended attribute is parsed here (``struct posix_acl_xattr_header`` + entries, little endian;
 linux/posix_acl_xattr.h): no library, no licence question.
@@ -32,6 +33,7 @@ import struct
 from functools import lru_cache
 from pathlib import Path, PurePosixPath
 
+from ki.access.network_acls import ENTER, READ, network_readers
 from ki.access.projection import EVERYONE, GrantLevel
 from ki.errors import AclReadError
 
@@ -90,11 +92,21 @@ def _acl(path: Path) -> list[tuple[int, int, int]] | None:
     return parse_acl(raw)
 
 
-def holders(path: Path, bit: int) -> frozenset[str]:
-    """Who holds permission ``bit`` (4 read, 1 execute) on ``path``: principals, or ``{"*"}`` for others.
+def holders(path: Path, bit: int, *, unsupported: set[str] | None = None) -> tuple[frozenset[str], frozenset[str]]:
+    """Who holds permission ``bit`` (4 read, 1 execute) on ``path`` and who is denied it: (principals or
+    ``{"*"}`` for others, denied principals). The denies come only from an NFSv4 or SMB ACL.
 
+    Args: ``unsupported``: network-ACL attribute names this file system refused (kept per scan).
     Raises: OSError when the path cannot be stat'ed or its ACL read; ValueError for a malformed ACL."""
     st = os.lstat(path)
+    network = network_readers(str(path), READ if bit == _READ else ENTER, user_principal(st.st_uid),
+                              group_principal(st.st_gid), unsupported=unsupported)
+    if network is not None:
+        return network.allow, network.deny
+    return _posix_holders(path, st, bit), frozenset()
+
+
+def _posix_holders(path: Path, st: os.stat_result, bit: int) -> frozenset[str]:
     mode = stat.S_IMODE(st.st_mode)
     if mode & bit:  # others
         return frozenset({EVERYONE})
@@ -138,13 +150,15 @@ def share_level(root: str | Path, external_id: str, *, cache: dict | None = None
     parts = PurePosixPath(external_id).parts
     target = root_path.joinpath(*parts)
     try:
-        readers = holders(target, _READ)
+        unsupported = cache.setdefault(("share-unsupported", os.stat(root_path).st_dev), set())
+        readers, denied = holders(target, _READ, unsupported=unsupported)
         for depth in range(1, len(parts)):
             key = ("share-x", "/".join(parts[:depth]))
             if key not in cache:
-                cache[key] = holders(root_path.joinpath(*parts[:depth]), _EXEC)
-            readers = _narrow(readers, cache[key])
+                cache[key] = holders(root_path.joinpath(*parts[:depth]), _EXEC, unsupported=unsupported)
+            through, barred = cache[key]
+            readers, denied = _narrow(readers, through), denied | barred
     except (OSError, ValueError) as exc:
         raise AclReadError(f"permissions of {target} cannot be read: {exc}",
                            infrastructure=f"share permissions unreadable: {target}") from exc
-    return GrantLevel("share", f"share permissions of {external_id}", tuple(sorted(readers)))
+    return GrantLevel("share", f"share permissions of {external_id}", tuple(sorted(readers)), tuple(sorted(denied)))

@@ -1,4 +1,5 @@
-"""``GET /api/status``, ``GET /api/runs``, ``POST /api/actions/pipeline``, ``POST /api/actions/sync``.
+"""``GET /api/status``, ``GET /api/sources``, ``GET /api/runs``, ``POST /api/actions/pipeline``,
+``POST /api/actions/sync``.
 
 Spec: insertion-pipeline.md "The console page" (stage bars and buckets, run banner: GET /api/status,
 polled every 5 s while a run is active, also triggering an opportunistic sweep; recent processing
@@ -25,6 +26,7 @@ from ki.api.schemas import (
     RunCancelOut,
     RunOut,
     RunsPage,
+    SourceOut,
     StageStatus,
     StatusOut,
     SyncIn,
@@ -89,6 +91,18 @@ def get_status(state: ServerState = Depends(server_state),
     budget = budget_wait(state.ctx.db.engine, config)
     return StatusOut(stages=stages, runs=out, generated_at=snapshot.at, paused=paused,
                      budget=BudgetWait(**budget) if budget else None, unreadable=unreadable)
+
+
+@router.get("/sources", response_model=list[SourceOut], responses=error_responses(401, 403))
+def get_sources(state: ServerState = Depends(server_state),
+                _: Identity = Depends(require_scope(READ_PIPELINE))) -> list[SourceOut]:
+    """Every live source with its permission model and how many of its indexed documents every principal
+    sees (README "Permissions"). Sources name folders, not files: listed to every ``read:pipeline`` token,
+    as runs are. Reads every chunk of each source (the console asks once a minute)."""
+    from ki.sources.overview import source_overview
+
+    with state.ctx.db.engine.connect() as conn:
+        return [SourceOut(**record) for record in source_overview(conn, open_counts=True)]
 
 
 RUN_KINDS = ("insertion", "access_refresh", "sync")

@@ -91,6 +91,36 @@ class UnreadableFile(BaseModel):
     gid: int | None = None
 
 
+class SourceLastRun(BaseModel):
+    """A source's latest run: id, status and when it finished (None while it runs)."""
+
+    id: int
+    status: str
+    finished_at: datetime | None = None
+
+
+class SourceOut(BaseModel):
+    """``GET /api/sources``: one source (:mod:`ki.sources.overview`): its folder, its permission model
+    (``share``: readers from the share's owner, group, mode and ACLs; ``configured``: the grants of its
+    configuration; ``public``: every principal sees every document) and how many of its indexed documents
+    every principal may see (``open_to_everyone`` of ``indexed``)."""
+
+    id: int
+    kind: str
+    path: str
+    permissions: Literal["share", "configured", "public"]
+    files: int
+    documents: int
+    missing: int
+    unreadable: int
+    quarantined: int
+    indexed: int
+    open_to_everyone: int
+    last_scan_at: datetime | None = None
+    last_run: SourceLastRun | None = None
+    watcher: str | None = None
+
+
 class StatusOut(BaseModel):
     """``GET /api/status``: per-stage buckets (the one bucket query, counted at ``generated_at``:
     shared by every reader, at most about a second old; see :mod:`ki.api.status_cache`), the

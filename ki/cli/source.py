@@ -22,28 +22,14 @@ def source_list(as_json: bool = typer.Option(False, "--json", help="one JSON arr
     """Every source: id, folder, permission model (share, configured, or public: open to everyone), files (and
     how many are missing, and waiting because ki may not read them), last scan, last run's outcome,
     quarantined files, watcher state."""
-    from ki.access.share_permissions import PUBLIC, permission_model
-    from ki.sources.registry import watcher_states
-    from ki.store.sources import list_sources, source_configs
-    from ki.store.unreadable import unreadable_counts
+    from ki.access.share_permissions import PUBLIC
+    from ki.sources.overview import source_overview
 
     ctx = open_context()
     with ctx.db.engine.connect() as conn:
-        rows = list_sources(conn)
-        watchers = watcher_states(conn, [r.id for r in rows])
-        unreadable = unreadable_counts(conn)
-        configs = source_configs(conn, [r.id for r in rows])
-    models = {r.id: permission_model(configs.get(r.id, {})) for r in rows}
+        rows = source_overview(conn)
     if as_json:
-        sys.stdout.write(json.dumps([
-            {"id": r.id, "kind": r.kind, "path": r.root, "permissions": models[r.id], "files": r.files,
-             "documents": r.documents,
-             "missing": r.missing, "unreadable": unreadable.get(r.id, 0), "quarantined": r.quarantined,
-             "last_scan_at": r.last_scan_at.isoformat() if r.last_scan_at else None,
-             "last_run": ({"id": r.last_run_id, "status": r.last_run_status,
-                           "finished_at": r.last_run_finished_at.isoformat() if r.last_run_finished_at else None}
-                          if r.last_run_id else None),
-             "watcher": watchers.get(r.id)} for r in rows], ensure_ascii=False) + "\n")
+        sys.stdout.write(json.dumps(rows, ensure_ascii=False) + "\n")
         return
     if not rows:
         out.print("no sources; add one with `ki insert FOLDER`")
@@ -52,16 +38,18 @@ def source_list(as_json: bool = typer.Option(False, "--json", help="one JSON arr
     for col, justify in (("id", "right"), ("path", "left"), ("permissions", "left"), ("files", "right"),
                          ("last scan", "left"), ("last run", "left"), ("quarantined", "right")):
         table.add_column(col, justify=justify)  # type: ignore[arg-type]
-    if watchers:
+    watching = any(r["watcher"] for r in rows)
+    if watching:
         table.add_column("watcher")
     for r in rows:
-        run = f"{r.last_run_id} {r.last_run_status}" if r.last_run_id else "none"
-        notes = [f"{r.missing} missing"] * bool(r.missing) + \
-            [f"{unreadable.get(r.id, 0)} waiting: ki may not read"] * bool(unreadable.get(r.id))
-        model = "[bold red]public (everyone)[/]" if models[r.id] == PUBLIC else models[r.id]
-        cells = [str(r.id), shown(r.root), model, f"{r.files}" + (f" ({', '.join(notes)})" if notes else ""),
-                 _when(r.last_scan_at), shown(run), str(r.quarantined)]
-        table.add_row(*cells, *([shown(watchers.get(r.id, ""))] if watchers else []))
+        run = f"{r['last_run']['id']} {r['last_run']['status']}" if r["last_run"] else "none"
+        notes = [f"{r['missing']} missing"] * bool(r["missing"]) + \
+            [f"{r['unreadable']} waiting: ki may not read"] * bool(r["unreadable"])
+        model = "[bold red]public (everyone)[/]" if r["permissions"] == PUBLIC else r["permissions"]
+        scanned = r["last_scan_at"][:16].replace("T", " ") if r["last_scan_at"] else "never"
+        cells = [str(r["id"]), shown(r["path"]), model, f"{r['files']}" + (f" ({', '.join(notes)})" if notes else ""),
+                 scanned, shown(run), str(r["quarantined"])]
+        table.add_row(*cells, *([shown(r["watcher"] or "")] if watching else []))
     out.print(table)
 
 

@@ -13,6 +13,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, Field, field_validator, model_validator
 
+from ki.config.addresses import link_local_host
 from ki.taxonomies import CLAIM_LANES, DEFAULT_LANE_WEIGHTS, MODEL_STAGES, PIPELINE_STAGE_ORDER
 
 #: Code versions of each stage (spec: classify_matter mvp-3, relate mvp-10,
@@ -290,34 +291,6 @@ class RetrievalConfig(BaseModel):
 
         parse_embedding_model(value)  # raises ValueError with the accepted forms
         return value
-
-
-#: Host names of cloud metadata services (their addresses are link-local or listed in _METADATA_ADDRESSES).
-_METADATA_HOSTS = frozenset({"metadata", "metadata.google.internal", "instance-data", "instance-data.ec2.internal",
-                             "metadata.azure.com"})
-_METADATA_ADDRESSES = frozenset({"100.100.100.200", "fd00:ec2::254"})
-
-
-def link_local_host(url: str) -> bool:
-    """Whether ``url``'s host is a link-local address (IPv4 169.254.0.0/16 in any spelling ``inet_aton``
-    accepts, IPv6 fe80::/10, IPv4-mapped forms) or a known cloud-metadata name or address. No DNS lookup."""
-    import ipaddress
-    import socket
-    from urllib.parse import urlsplit
-
-    host = (urlsplit(url).hostname or "").rstrip(".").lower()
-    if host in _METADATA_HOSTS:
-        return True
-    try:
-        address = ipaddress.ip_address(host)
-    except ValueError:
-        try:
-            address = ipaddress.ip_address(socket.inet_aton(host))  # 2852039166, 0xa9fea9fe, 169.254.43518
-        except (OSError, ValueError):
-            return False
-    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped:
-        address = address.ipv4_mapped
-    return address.is_link_local or str(address) in _METADATA_ADDRESSES
 
 
 class ComponentsConfig(BaseModel):

@@ -34,4 +34,5 @@ def backend_for(db: Any, config: Any = None) -> SearchBackend:
                                  "pip install 'ki[opensearch]'") from exc
     from ki.index.opensearch import OpenSearchBackend
 
-    return OpenSearchBackend(db, url, large_passages=large)
+    return OpenSearchBackend(db, url, large_passages=large,
+                             allow_link_local=bool(getattr(config.components, "allow_link_local_urls", False)))

@@ -94,6 +94,8 @@ class OpenSearchBackend(OpenSearchSearch):
         client: an opensearch-py client (default :func:`client_for`).
         large_passages: ``retrieval.large_document_passages`` (None: its default): documents of more passages
             live in ``<index>.large`` (see the module docstring).
+        allow_link_local: ``components.allow_link_local_urls`` (the default client refuses connections to
+            link-local and cloud-metadata addresses: ConfigurationError).
 
     Raises (every method): InfrastructureError (unreachable, 5xx, 429 exhausted), IndexReadOnly
     (writes to a blocked index), PostgreSQL errors of the record.
@@ -102,7 +104,7 @@ class OpenSearchBackend(OpenSearchSearch):
     name = "opensearch"
 
     def __init__(self, db: Any, url: str, *, index: str | None = None, bulk: BulkOptions | None = None,
-                 client: Any = None, large_passages: int | None = None):
+                 client: Any = None, large_passages: int | None = None, allow_link_local: bool = False):
         from ki.index.projection import default_large_passages
 
         self.record = PostgresBackend(db, lexical=False)
@@ -112,7 +114,7 @@ class OpenSearchBackend(OpenSearchSearch):
         self.large_index = self.index + LARGE_SUFFIX
         self.large_passages = default_large_passages() if large_passages is None else int(large_passages)
         self.bulk = bulk or BulkOptions()
-        self.client = client if client is not None else client_for(url)
+        self.client = client if client is not None else client_for(url, allow_link_local=allow_link_local)
         self._outdated = False
         self._large_missing = False
 

@@ -39,7 +39,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ki.errors import InfrastructureError, KiError, OpenSearchUnavailable, RetryableStageError
+from ki.errors import ConfigurationError, InfrastructureError, KiError, OpenSearchUnavailable, RetryableStageError
 
 #: Default cap of one bulk request body (serialized NDJSON bytes). Hosted clusters refuse > 10 MiB.
 DEFAULT_MAX_BATCH_BYTES = 5 * 2**20
@@ -148,7 +148,8 @@ def _error_type(exc: Any) -> str:
 def classify_transport_error(exc: BaseException, *, index: str, what: str) -> KiError:
     """Map an opensearch-py exception of a whole request to ki's error classes.
 
-    Returns (for the caller to raise): IndexReadOnly for ``cluster_block_exception``;
+    Returns (for the caller to raise): the ConfigurationError of a connection the address guard refused
+    (:class:`ki.index.opensearch_transport.GuardedConnection`); IndexReadOnly for ``cluster_block_exception``;
     OpenSearchUnavailable (an InfrastructureError) for connection errors, timeouts, 408/429/5xx and other
     transport failures (the breaker's ``opensearch`` faults, :mod:`ki.breaker`); RetryableStageError for
     other statuses (a request ki built wrongly is no outage, but it is not the file's fault either).
@@ -156,6 +157,8 @@ def classify_transport_error(exc: BaseException, *, index: str, what: str) -> Ki
     from opensearchpy.exceptions import ConnectionError as OSConnectionError
     from opensearchpy.exceptions import TransportError
 
+    if isinstance(getattr(exc, "info", None), ConfigurationError):  # a connection the address guard refused
+        return exc.info
     if _error_type(exc) == "cluster_block_exception":
         return IndexReadOnly(index, str(exc)[:300])
     if isinstance(exc, OSConnectionError):  # includes ConnectionTimeout

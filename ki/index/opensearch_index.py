@@ -178,17 +178,20 @@ def _serializer() -> Any:
     return OrjsonSerializer()
 
 
-def client_for(url: str) -> Any:
+def client_for(url: str, *, allow_link_local: bool = False) -> Any:
     """The process's opensearch-py client for ``url`` (pooled; the transport retries 502/503/504 and
     timeouts twice, 30 s per request; orjson serializer; no request while OpenSearch is paused:
-    :class:`~ki.index.opensearch_transport.PausedAwareTransport`)."""
-    from opensearchpy import OpenSearch
+    :class:`~ki.index.opensearch_transport.PausedAwareTransport`; no connection to a link-local or
+    cloud-metadata address unless ``allow_link_local``: :class:`~ki.index.opensearch_transport.GuardedConnection`)."""
+    from opensearchpy import OpenSearch, Urllib3HttpConnection
 
-    from ki.index.opensearch_transport import PausedAwareTransport
+    from ki.index.opensearch_transport import GuardedConnection, PausedAwareTransport
 
-    return services.shared("opensearch", url, lambda: OpenSearch(
+    connection = Urllib3HttpConnection if allow_link_local else GuardedConnection
+    return services.shared("opensearch", (url, allow_link_local), lambda: OpenSearch(
         hosts=[url], timeout=30, max_retries=2, retry_on_timeout=True, retry_on_status=(502, 503, 504),
-        pool_maxsize=16, serializer=_serializer(), transport_class=PausedAwareTransport))
+        pool_maxsize=16, serializer=_serializer(), transport_class=PausedAwareTransport,
+        connection_class=connection))
 
 
 def as_array(value: Any) -> np.ndarray:

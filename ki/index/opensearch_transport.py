@@ -7,15 +7,20 @@ call at once with :class:`~ki.errors.OpenSearchUnavailable` — no connection is
 transport's own retries (``max_retries``) never run against a node known to be down — except on the
 thread holding the probe, whose request goes. The gateway client (``ki.agents.gateway``) and the
 Docling client (``ki.convert.docling.client``) do the same.
+
+:class:`GuardedConnection` is its connection class: a new connection whose peer is a link-local or
+cloud-metadata address is closed before the request is sent (:mod:`ki.config.addresses`), unless
+``components.allow_link_local_urls`` is set.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from opensearchpy import Transport
+from opensearchpy import Transport, Urllib3HttpConnection
 
 from ki import breaker
+from ki.config.addresses import guard_urllib3_pool
 from ki.errors import OpenSearchUnavailable
 
 
@@ -36,3 +41,14 @@ class PausedAwareTransport(Transport):
                 infrastructure="OpenSearch paused (circuit breaker open): failed fast without a request",
             )
         return super().perform_request(method, url, *args, **kwargs)
+
+
+class GuardedConnection(Urllib3HttpConnection):
+    """opensearch-py's urllib3 connection whose sockets may not reach a link-local or cloud-metadata
+    address: such a request fails with a ``ConnectionError`` whose ``info`` is the
+    :class:`~ki.errors.ConfigurationError` (:func:`ki.index.opensearch_bulk.classify_transport_error` raises
+    that one). Arguments as ``Urllib3HttpConnection``."""
+
+    def __init__(self, *args: Any, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        guard_urllib3_pool(self.pool, "components.opensearch_url")

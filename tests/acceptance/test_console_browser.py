@@ -322,6 +322,27 @@ def test_console_search_runs_and_blocked_rows(served, browser_page, tmp_path):
     page.select_option("#q-run-kind", "")
     expect(page.locator('#runs tbody tr[data-kind="sync"]').first).to_be_visible(timeout=30_000)
 
+    # Sources: the folder, who sees it (read from the share) and how many documents everyone may read
+    src = page.locator(f'#sources tbody tr[data-source="{source_id}"]')
+    expect(src).to_be_visible(timeout=30_000)
+    assert src.get_attribute("data-permissions") == "share"
+    assert src.locator("td[data-label='Who sees it']").inner_text().strip() == "From the share"
+    assert src.locator("td[data-label=Folder]").inner_text().strip() == str(root)
+    with ctx.db.engine.connect() as conn:
+        indexed = conn.execute(text("SELECT count(DISTINCT c.source_object_id) FROM chunk c JOIN source_object so "
+                                    "ON so.id = c.source_object_id WHERE so.deleted_at IS NULL")).scalar_one()
+        opened = conn.execute(text("SELECT count(DISTINCT c.source_object_id) FROM chunk c JOIN source_object so "
+                                   "ON so.id = c.source_object_id WHERE so.deleted_at IS NULL "
+                                   "AND '*' = ANY(c.allowed_principals)")).scalar_one()
+    everyone = src.locator("td[data-label=Everyone]").inner_text().strip()
+    if opened:
+        assert re.fullmatch(rf"(all )?{opened:,} of {indexed:,} open to everyone", everyone), everyone
+    else:
+        assert everyone == f"{indexed:,} indexed, none open to everyone", everyone
+    page.locator("#sources").scroll_into_view_if_needed()
+    a11y["sources"] = axe_serious(page)
+    shots("sources", full_page=False)
+
     # the search box: as the token's principal, hits marked, the missing file said so
     assert "user:anna" in page.inner_text(".search-form label")
     page.fill("#search-q", "Aktennotiz Aufhebungsvertrag")

@@ -4,6 +4,7 @@
 import { api, clearMessage, report, showMessage } from "./api.js";
 import { duration, h, lockBadge, num, plural, replace, when } from "./dom.js";
 import { mountSearch } from "./search.js";
+import { mountSources } from "./sources.js";
 import { openRerunDialog, renderQuarantine, renderRuns } from "./tables.js";
 
 const initial = JSON.parse(document.getElementById("initial").textContent);
@@ -454,6 +455,7 @@ window.addEventListener("beforeunload", (ev) => { if (S.pending.size) { ev.preve
 if (!canWrite) showMessage("readonly", "info", "Read-only: this token has no write:pipeline scope, so settings and actions are locked.");
 renderAll();
 mountSearch(document.getElementById("search"), S.identity);
+mountSources(document.getElementById("sources"));
 schedule();
 loadCatalog();
 loadHealth();

@@ -55,6 +55,7 @@ from typing import Any
 import httpx
 
 from ki import breaker
+from ki.config.addresses import guarded_transport
 from ki.convert.docling.canary import CANARY_MARKER, canary_docx
 from ki.convert.docling.cooldown import check_cooldown, start_cooldown
 from ki.convert.docling.formats import detect_format, mime_type
@@ -88,7 +89,10 @@ class DoclingClient:
             every read. Keep it above ``document_timeout_seconds`` so the server reports its own
             timeout (as ``partial_success``/``timeout``) before the client gives up.
         poll_wait_seconds: ``wait`` of each long poll (s), capped by the time left.
-        transport: an httpx transport (tests); default: a normal HTTP connection pool.
+        transport: an httpx transport (tests); default: a normal HTTP connection pool whose connections may
+            not reach a link-local or cloud-metadata address (:mod:`ki.config.addresses`; a request that
+            would raises ConfigurationError).
+        allow_link_local: ``components.allow_link_local_urls``: lift that check.
 
     Thread-safe: one instance may serve every worker thread (httpx.Client is thread-safe).
     """
@@ -102,6 +106,7 @@ class DoclingClient:
         client_timeout_seconds: float = 270,
         poll_wait_seconds: float = 5,
         transport: httpx.BaseTransport | None = None,
+        allow_link_local: bool = False,
     ):
         if not base_url:
             raise ConfigurationError("components.docling_url is empty")
@@ -113,6 +118,8 @@ class DoclingClient:
         headers = {"Accept": "application/json"}
         if self.api_key:
             headers["X-Api-Key"] = self.api_key
+        if transport is None and not allow_link_local:
+            transport = guarded_transport("components.docling_url")
         self._http = httpx.Client(base_url=self.base_url, headers=headers, transport=transport,
                                   timeout=httpx.Timeout(self.client_timeout_seconds))
         self._version_lock = threading.Lock()
@@ -226,7 +233,8 @@ class DoclingClient:
         return build_document(result, from_format, upload_name, task_id, versions)
 
     def health(self) -> bool:
-        """``GET /health`` → True when it answers HTTP 200 ``{"status": "ok"}``; never raises.
+        """``GET /health`` → True when it answers HTTP 200 ``{"status": "ok"}``. Raises only
+        ConfigurationError: the URL's host reached a link-local or cloud-metadata address.
 
         Liveness only: a healthy server may still be unable to convert (models missing,
         conversion.md section 4); use :meth:`canary` at startup.
