@@ -56,14 +56,14 @@ STAGE_ANSWERS: dict[str, dict] = {
 }
 
 
-def gateway_refusing(ctx, shown: list) -> Callable[[], bool]:
-    """A :func:`wait_until` condition: the recorded gateway pause says its port refuses TCP connections
-    (``ki.breaker``'s connect probe); ``shown`` receives the gateway's pauses at each check."""
+def gateway_refusing(ctx, shown: list, dependency: str = "gateway") -> Callable[[], bool]:
+    """A :func:`wait_until` condition: the recorded pause of ``dependency`` (the gateway unless told) says its
+    port refuses TCP connections (``ki.breaker``'s connect probe); ``shown`` receives its pauses at each check."""
     from ki.store.pauses import read_pauses
 
     def refusing() -> bool:
         with ctx.db.engine.connect() as conn:
-            shown[:] = [p for p in read_pauses(conn) if p.dependency == "gateway"]
+            shown[:] = [p for p in read_pauses(conn) if p.dependency == dependency]
         return bool(shown) and "refuses TCP connections" in shown[0].reason
 
     return refusing
