@@ -47,10 +47,12 @@ class Harness:
         self.logs: list[Path] = []
 
     def start_worker(self, *, slots: int = 8, env: dict[str, str] | None = None,
-                     host: str | None = None) -> subprocess.Popen:
+                     host: str | None = None, network=None) -> subprocess.Popen:
         """A ``ki worker`` subprocess (own process group) on this test's database and namespace; with ``host``,
         in a UTS namespace of its own whose host name is ``host`` (``unshare --uts``, root): another host as
-        far as claim liveness goes (``ki.liveness``: a holder on another host keeps the claim timeout)."""
+        far as claim liveness goes (``ki.liveness``: a holder on another host keeps the claim timeout). With
+        ``network`` (a :class:`tests.helpers.netns.NetworkHosts` naming ``host``) also in that host's network
+        namespace, reaching the engine, PostgreSQL and OpenSearch over its veth (``env``: :func:`network_env`)."""
         e = dict(os.environ)
         e.update({"KI_RUN_SWEEP_SECONDS": "0", "KI_HATCHET_DOCUMENT_CONCURRENCY": "64", "PYTHONPATH": str(REPO)})
         e.update(env or {})
@@ -58,7 +60,9 @@ class Harness:
         self.logs.append(log)
         with open(log, "wb") as out:
             cmd = [sys.executable, str(HELPER), "--slots", str(slots), "--name", f"w{len(self.workers)}"]
-            if host:
+            if network is not None:
+                cmd = network.command(host, cmd)
+            elif host:
                 cmd = ["unshare", "--uts", "sh", "-c", 'hostname "$0" && exec "$@"', host, *cmd]
             proc = subprocess.Popen(cmd, env=e, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
         self.workers.append(proc)
@@ -137,6 +141,18 @@ def new_harness(engine, tmp_path: Path, monkeypatch) -> Harness:
         monkeypatch.setenv(key, value)
     monkeypatch.setenv("HATCHET_CLIENT_NAMESPACE", namespace)
     return Harness(engine, namespace, tmp_path)
+
+
+def network_env(network, engine, database_url: str, opensearch_url: str | None = None) -> dict[str, str]:
+    """The environment of a worker in one of ``network``'s namespaces (:class:`tests.helpers.netns.NetworkHosts`):
+    the engine's gRPC and REST ports, the database and the OpenSearch node (pinned over the saved
+    configuration: ``KI_COMPONENTS__OPENSEARCH_URL``) as reached through relays on the bridge."""
+    env = {"HATCHET_CLIENT_HOST_PORT": network.expose(("127.0.0.1", engine.ports["grpc"])),
+           "HATCHET_CLIENT_SERVER_URL": network.expose_url(engine.api_url),
+           "KI_DATABASE_URL": network.expose_database(database_url)}
+    if opensearch_url:
+        env["KI_COMPONENTS__OPENSEARCH_URL"] = network.expose_url(opensearch_url)
+    return env
 
 
 def configure(data_dir: Path, provider_name: str, *, stages: list[str] | None = None, **pipeline) -> None:
