@@ -155,6 +155,28 @@ def network_env(network, engine, database_url: str, opensearch_url: str | None =
     return env
 
 
+def opensearch_index(ctx: PipelineContext, url: str):
+    """Point ``ctx``'s saved configuration at the OpenSearch node ``url`` and return its search backend, with
+    this test's index (one per database) dropped: the workers index into it."""
+    from ki.index.factory import backend_for
+
+    set_config_value(ctx.settings.data_dir, "components.opensearch_url", url)
+    ctx.reload_config()
+    backend = backend_for(ctx.db, ctx.config)
+    assert backend.name == "opensearch"
+    backend.drop_index()
+    return backend
+
+
+def indexed_and_recorded(ctx: PipelineContext, backend) -> tuple[int, int]:
+    """``(documents in the OpenSearch index, chunk rows not deleted)`` after a refresh; the index is dropped."""
+    chunks = q(ctx, "SELECT count(*) FROM chunk WHERE NOT is_deleted")[0][0]
+    backend.client.indices.refresh(index=backend.index)
+    indexed = backend.client.count(index=backend.index)["count"]
+    backend.drop_index()
+    return indexed, chunks
+
+
 def configure(data_dir: Path, provider_name: str, *, stages: list[str] | None = None, **pipeline) -> None:
     """Save the provider and the stage set (default: model stages off) into ``data_dir``'s configuration."""
     enabled = ENABLED_STAGES if stages is None else stages

@@ -28,11 +28,9 @@ from collections import Counter
 
 import pytest
 
-from ki.config.loader import set_config_value
-from ki.index.factory import backend_for
 from ki.launch import launch_insertion
 from ki.store.pauses import read_pauses
-from tests.helpers.hatchet_harness import configure, engine_run, q, scan
+from tests.helpers.hatchet_harness import configure, engine_run, indexed_and_recorded, opensearch_index, q, scan
 from tests.helpers.outage import gateway_refusing, note_estate, wait_until
 
 pytestmark = [pytest.mark.hatchet, pytest.mark.opensearch, pytest.mark.timeout(600)]
@@ -58,11 +56,7 @@ def test_an_opensearch_outage_pauses_the_hatchet_index_tasks_and_the_run_complet
                        text="Notiz {i}: Rückruf des Mandanten wegen Rechnung 7{i:03d}; Frist bis Monatsende.")
     ctx = make_ctx()
     configure(data_dir, "hatchet", retry_base_seconds=0.2)
-    set_config_value(data_dir, "components.opensearch_url", opensearch_node.url)
-    ctx.reload_config()
-    backend = backend_for(ctx.db, ctx.config)
-    assert backend.name == "opensearch"
-    backend.drop_index()
+    backend = opensearch_index(ctx, opensearch_node.url)
     hx.start_worker(slots=SLOTS, env={"KI_TEST_SLOW": "index:1.0"})
     scan(ctx, root)
     run_id = launch_insertion(ctx, trigger="test").run_id
@@ -110,9 +104,7 @@ def test_an_opensearch_outage_pauses_the_hatchet_index_tasks_and_the_run_complet
         assert read_pauses(conn) == []
     run = q(ctx, "SELECT status, quarantined FROM pipeline_runs WHERE id = :r", r=run_id)[0]
     assert run.status == "completed" and run.quarantined == 0
-    chunks = q(ctx, "SELECT count(*) FROM chunk WHERE NOT is_deleted")[0][0]
-    backend.client.indices.refresh(index=backend.index)
-    assert backend.client.count(index=backend.index)["count"] == chunks > 0
-    backend.drop_index()
+    indexed, chunks = indexed_and_recorded(ctx, backend)
+    assert indexed == chunks > 0, (indexed, chunks)
     print(f"\npaused {paused_at - stopped_at:.1f} s after the stop; resumed {resume_seconds:.1f} s after the "
           f"node answered; attempts {Counter(r.attempts for r in rows)}")

@@ -17,10 +17,16 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from ki.config.loader import set_config_value
-from ki.index.factory import backend_for
 from ki.launch import launch_insertion
-from tests.helpers.hatchet_harness import configure, network_env, q, scan, write_docs
+from tests.helpers.hatchet_harness import (
+    configure,
+    indexed_and_recorded,
+    network_env,
+    opensearch_index,
+    q,
+    scan,
+    write_docs,
+)
 from tests.helpers.netns import NetworkHosts
 from tests.helpers.outage import wait_until
 
@@ -40,11 +46,7 @@ def test_a_killed_hosts_claims_are_recovered_by_the_other_host(hx, make_ctx, tmp
     write_docs(root, DOCS)
     ctx = make_ctx(hatchet_document_concurrency=16)
     configure(ctx.settings.data_dir, "hatchet", claim_timeout_seconds=CLAIM_TIMEOUT)
-    set_config_value(ctx.settings.data_dir, "components.opensearch_url", opensearch_node.url)
-    ctx.reload_config()
-    backend = backend_for(ctx.db, ctx.config)
-    assert backend.name == "opensearch"
-    backend.drop_index()
+    backend = opensearch_index(ctx, opensearch_node.url)
     slow = {"KI_TEST_SLOW": "convert:2"}
     with NetworkHosts(["host-a", "host-b"]) as network:
         try:
@@ -89,9 +91,7 @@ def test_a_killed_hosts_claims_are_recovered_by_the_other_host(hx, make_ctx, tmp
         assert ("stale", "host-b") in mine and mine[-1] == ("done", "host-a"), (row_id, mine)
     assert q(ctx, "SELECT count(*) FROM pipeline_run_object WHERE run_id = :r AND outcome = 'done'",
              r=run_id)[0][0] == DOCS
-    chunks = q(ctx, "SELECT count(*) FROM chunk WHERE NOT is_deleted")[0][0]
-    backend.client.indices.refresh(index=backend.index)
-    assert backend.client.count(index=backend.index)["count"] == chunks > 0
-    backend.drop_index()
+    indexed, chunks = indexed_and_recorded(ctx, backend)
+    assert indexed == chunks > 0, (indexed, chunks)
     print(f"\nhost-b killed holding {len(held)} claim(s); recovered by host-a after {min(recovered):.1f}-"
           f"{max(recovered):.1f} s (claim timeout {CLAIM_TIMEOUT} s); connections relayed {relayed}")
