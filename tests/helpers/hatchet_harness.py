@@ -147,12 +147,8 @@ def network_env(network, engine, database_url: str, opensearch_url: str | None =
     """The environment of a worker in one of ``network``'s namespaces (:class:`tests.helpers.netns.NetworkHosts`):
     the engine's gRPC and REST ports, the database and the OpenSearch node (pinned over the saved
     configuration: ``KI_COMPONENTS__OPENSEARCH_URL``) as reached through relays on the bridge."""
-    env = {"HATCHET_CLIENT_HOST_PORT": network.expose(("127.0.0.1", engine.ports["grpc"])),
-           "HATCHET_CLIENT_SERVER_URL": network.expose_url(engine.api_url),
-           "KI_DATABASE_URL": network.expose_database(database_url)}
-    if opensearch_url:
-        env["KI_COMPONENTS__OPENSEARCH_URL"] = network.expose_url(opensearch_url)
-    return env
+    return network.relay_env({**engine.env(), "KI_DATABASE_URL": database_url,
+                              "KI_COMPONENTS__OPENSEARCH_URL": opensearch_url or ""})
 
 
 def opensearch_index(ctx: PipelineContext, url: str):

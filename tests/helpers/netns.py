@@ -128,6 +128,22 @@ class NetworkHosts:
         query = {k: v for k, v in url.query.items() if k not in ("host", "port")}
         return url.set(host=host, port=int(relay_port), query=query).render_as_string(hide_password=False)
 
+    def relay_env(self, env: dict[str, str]) -> dict[str, str]:
+        """What a ki worker in one of the namespaces needs instead of ``env``'s service addresses: each of
+        ``HATCHET_CLIENT_HOST_PORT`` (the engine's gRPC), ``HATCHET_CLIENT_SERVER_URL`` (its REST API),
+        ``KI_DATABASE_URL`` and ``KI_COMPONENTS__OPENSEARCH_URL`` (pinned over the saved configuration) present
+        in ``env``, reached through a relay of its own on the bridge. Returns only those variables."""
+        out: dict[str, str] = {}
+        if env.get("HATCHET_CLIENT_HOST_PORT"):
+            host, _, port = env["HATCHET_CLIENT_HOST_PORT"].rpartition(":")
+            out["HATCHET_CLIENT_HOST_PORT"] = self.expose((host, int(port)))
+        for name in ("HATCHET_CLIENT_SERVER_URL", "KI_COMPONENTS__OPENSEARCH_URL"):
+            if env.get(name):
+                out[name] = self.expose_url(env[name])
+        if env.get("KI_DATABASE_URL"):
+            out["KI_DATABASE_URL"] = self.expose_database(env["KI_DATABASE_URL"])
+        return out
+
     def reaches(self, name: str, address: str, timeout: float = 3.0) -> bool:
         """Whether a TCP connect from host ``name``'s namespace to ``host:port`` succeeds."""
         host, _, port = address.rpartition(":")
