@@ -17,6 +17,8 @@ flight keeps the DAG it was triggered with (the name is recorded on its run row,
     idempotency: key input.batch_id + ':' + input.doc_id + ':' + input.attempt (status based)  document,
     every task: 6 retries, backoff factor 5 capped at 60 s, 6 h schedule and execution timeouts releases the
     on failure: the document is recorded as orchestration_failed and the next member released  next member
+    with a model stage: model tasks prefer workers labelled ki-pool=model, the others require ki-pool=general
+    (the model-stage capacity reserve, :mod:`ki.workflows.pools`)
 
 No workflow-level concurrency: ``KI_HATCHET_DOCUMENT_CONCURRENCY`` is enforced by the batch ledger
 (the conveyor, :mod:`ki.store.conveyor`: a batch triggers at most that many DAGs at once and each
@@ -58,6 +60,7 @@ from typing import TYPE_CHECKING, Any
 
 from ki.taxonomies import PIPELINE_STAGE_ORDER
 from ki.workflows.inputs import DocumentInput, SyncInput
+from ki.workflows.pools import task_labels
 
 if TYPE_CHECKING:
     from hatchet_sdk import Hatchet
@@ -215,7 +218,7 @@ def _document_workflow(hatchet: Hatchet, name: str, settings: ProcessSettings, s
                                                  limit_strategy=ConcurrencyLimitStrategy.GROUP_ROUND_ROBIN)]
         fn = _stage_fn(stage, final=stage == stages[-1])
         parent = wf.task(name=stage, parents=[parent] if parent is not None else None, concurrency=concurrency,
-                         **_task_options(config, stage))(fn)
+                         desired_worker_labels=task_labels(stage, stages), **_task_options(config, stage))(fn)
     wf.on_failure_task(name="record_failure", retries=TASK_RETRIES, backoff_factor=TASK_BACKOFF_FACTOR,
                        backoff_max_seconds=TASK_BACKOFF_MAX_SECONDS, schedule_timeout=TASK_TIMEOUT,
                        execution_timeout=timedelta(minutes=5))(_failure_fn)

@@ -97,7 +97,9 @@ def run_worker(*, hand_off: HandOff, slots: int | None = None, name: str | None 
         hand_off: how a sync task hands off to an insertion run (``(ctx, source_id, on_started) -> run id``;
             ``ki worker`` gives :func:`ki.launch.hand_off_to_insertion`): the caller wires it, so the provider
             never imports the launcher above it.
-        slots: concurrent tasks (default ``KI_WORKER_SLOTS``, 8).
+        slots: concurrent tasks (default ``KI_WORKER_SLOTS``, 8). With a model stage enabled, a ``general`` worker
+            (``KI_WORKER_POOL``, :mod:`ki.workflows.pools`) keeps ``pipeline.lanes.model_workers`` of them (default
+            a quarter) for the model stages, in a reserve worker process it starts and stops.
         name: worker name shown by Hatchet (default ``ki-<host>``).
         sweep: run the sweeper timer (``KI_RUN_SWEEP_SECONDS``; 0 disables it anyway).
     Raises:
@@ -106,28 +108,38 @@ def run_worker(*, hand_off: HandOff, slots: int | None = None, name: str | None 
     """
     from ki.orchestration.archive import DailyArchiver
     from ki.workflows.client import hatchet_client
-    from ki.workflows.dag import worker_workflows
+    from ki.workflows.dag import document_stages, worker_workflows
+    from ki.workflows.pools import GENERAL, MODEL, POOL_LABEL, POOL_SLOTS_ENV, ReserveWorker, reserve_slots, worker_pool
     from ki.workflows.sweeper import SweeperThread
     from ki.workflows.task import worker_runtime
     from ki.workflows.trigger import trigger_members
 
     hatchet = hatchet_client()
+    pool = worker_pool()
+    if pool == MODEL and os.environ.get(POOL_SLOTS_ENV):  # the reserve worker a general worker started
+        slots = int(os.environ[POOL_SLOTS_ENV])
     rt = worker_runtime(slots)
     # what the task bodies start beyond their own rows (they never import the trigger or the launcher)
     rt.trigger_members = trigger_members
     rt.hand_off = hand_off
     n = slots or rt.ctx.settings.worker_slots
+    reserve = reserve_slots(n, document_stages(rt.ctx.config), rt.ctx.config.pipeline.lanes.model_workers) \
+        if pool == GENERAL else 0
     serving = served_workflows(rt.ctx)
     workflows = worker_workflows(hatchet, rt.ctx.settings, serving)
-    sweeper = SweeperThread(rt.ctx) if sweep else None
+    general = pool == GENERAL  # the sweeper and the archive run beside the general worker only
+    sweeper = SweeperThread(rt.ctx) if sweep and general else None
     if sweeper is not None and sweeper.interval:
         sweeper.start()
     watch = WorkflowWatch(rt.ctx, serving)
     watch.start()
-    archiver = DailyArchiver(rt.ctx)  # cold history: one pass a day
-    archiver.start()
-    worker = hatchet.worker(name or f"ki-{socket.gethostname()}", slots=n, workflows=workflows)
-    log.info("ki worker: %d slots, workflows %s", n, ", ".join(w.name for w in workflows))
+    archiver = DailyArchiver(rt.ctx) if general else None  # cold history: one pass a day
+    if archiver is not None:
+        archiver.start()
+    worker = hatchet.worker(f"{name or f'ki-{socket.gethostname()}'}{'' if general else '-model'}", slots=n - reserve,
+                            labels={POOL_LABEL: pool}, workflows=workflows)
+    log.info("ki worker (%s pool): %d slots, workflows %s", pool, n - reserve, ", ".join(w.name for w in workflows))
+    reserved = ReserveWorker(reserve).start() if reserve else None
     try:
         worker.start()
     except SystemExit:
@@ -135,7 +147,10 @@ def run_worker(*, hand_off: HandOff, slots: int | None = None, name: str | None 
             raise
     finally:
         watch.stop()
-        archiver.stop()
+        if reserved is not None:
+            reserved.stop()
+        if archiver is not None:
+            archiver.stop()
         if sweeper is not None:
             sweeper.stop()
         rt.keeper.stop()

@@ -91,6 +91,40 @@ def test_access_refresh_and_sync_workflows(declare):
     assert [(c.expression, c.max_runs) for c in sync.tasks[0].concurrency] == [("'sync'", 3)]
 
 
+def _labels(task) -> dict[str, tuple[str, bool, int]]:
+    return {k: (v.str_value, v.required, v.weight) for k, v in task.worker_labels.items()}
+
+
+def test_the_model_stage_reserve_is_worker_labels(declare):
+    """With a model stage, model tasks prefer ``ki-pool=model`` workers and every other task requires a
+    ``ki-pool=general`` one (ki.workflows.pools); DAGs without a model stage carry no labels."""
+    proto = declare(FULL).to_proto()
+    for task in proto.tasks:
+        if task.readable_id in ("classify_matter", "relate", "extract_metadata", "extract_decisions"):
+            assert _labels(task) == {"ki-pool": ("model", False, 1)}, task.readable_id
+        else:
+            assert _labels(task) == {"ki-pool": ("general", True, 0)}, task.readable_id
+    for name in ("ki-insertion-f-c-i", "ki-access-refresh", "ki-sync"):
+        assert all(not t.worker_labels for t in declare(name).to_proto().tasks), name
+
+
+def test_reserve_slots_follow_the_local_reserve(monkeypatch):
+    from ki.errors import ConfigurationError
+    from ki.workflows.pools import reserve_slots, worker_pool
+
+    full = tuple(PIPELINE_STAGE_ORDER)
+    assert [reserve_slots(n, full, None) for n in (1, 2, 4, 8, 16)] == [0, 1, 1, 2, 4]  # a quarter, rounded up
+    assert reserve_slots(8, full, 3) == 3 and reserve_slots(8, full, 99) == 7  # never every slot
+    assert reserve_slots(8, ("fetch", "convert", "index"), 3) == 0  # no model stage: no reserve
+    monkeypatch.delenv("KI_WORKER_POOL", raising=False)
+    assert worker_pool() == "general"
+    monkeypatch.setenv("KI_WORKER_POOL", "Model")
+    assert worker_pool() == "model"
+    monkeypatch.setenv("KI_WORKER_POOL", "gpu")
+    with pytest.raises(ConfigurationError, match="KI_WORKER_POOL"):
+        worker_pool()
+
+
 def test_workflow_names_are_derived_from_the_enabled_set():
     from itertools import combinations
 
