@@ -24,7 +24,8 @@ statements each execution sends, WAL fsyncs). (The what-if passes that sized the
 changes of session 2 are gone: those changes are ki's code now.)
 
 ``--observe off|metrics|traces`` measures what counting each execution (Prometheus) and tracing it
-(OpenTelemetry, spans into an in-memory exporter) cost against no observation at all.
+(OpenTelemetry, spans into an in-memory exporter behind the batching span processor that ki's OTLP
+configuration uses) cost against no observation at all.
 
 Run: ``.venv/bin/python bench/claims.py [--docs 2000] [--concurrency 4] [--profile] [--observe traces]``
 """
@@ -454,10 +455,10 @@ def observe(mode: str) -> None:
     if mode == "off":
         metrics.record_execution = lambda *args, **kwargs: None
     elif mode == "traces":
-        from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+        from opentelemetry.sdk.trace.export import BatchSpanProcessor
         from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-        tracing.use_processor(SimpleSpanProcessor(InMemorySpanExporter()))
+        tracing.use_processor(BatchSpanProcessor(InMemorySpanExporter()))  # as configure_from_env does
     print(f"observability: {mode}")
 
 

@@ -126,10 +126,14 @@ class PostgresBackend:
         large_passages: ``retrieval.large_document_passages`` (None: its default): documents of more passages
             are searched in the projection's "large documents" index (:mod:`ki.index.projection`).
 
+    Attributes: ``lexical_lag``: logged changes the full-text projection had not applied when the last
+    lexical search of this instance answered (0: it searched everything).
+
     Raises (every method): SQLAlchemy/psycopg errors when the database fails (an outage).
     """
 
     name = "postgres"
+    lexical_lag = 0
 
     def __init__(self, engine: Engine | Any, *, index_name: str = INDEX_NAME, lexical: bool = True,
                  index_root: Path | None = None, large_passages: int | None = None):
@@ -307,17 +311,16 @@ class PostgresBackend:
 
     def search_lexical(self, query: str, filters: SearchFilters, k: int) -> list[RankedChunk]:
         """The best row of each of the ``k`` best contents for ``query`` (:mod:`ki.index.query`), ranked by BM25
-        over every matching row (:mod:`ki.index.lexical_search`); the projection is caught up first (waiting up
-        to :data:`ki.index.projection.SEARCH_WAIT_SECONDS` for another process applying changes)."""
+        over every matching row (:mod:`ki.index.lexical_search`); the projection is caught up first, boundedly
+        (:meth:`ki.index.projection.LexicalProjection.catch_up_for_search`): the changes still not applied
+        are left in :attr:`lexical_lag` for the answer's notes."""
         from ki.index.lexical_search import search_projection
-        from ki.index.projection import SEARCH_WAIT_SECONDS
 
         parsed = parse_query(query)
         if parsed.empty:
             return []
         proj = self.projection()
-        if proj.behind():
-            proj.catch_up(block=True, timeout=SEARCH_WAIT_SECONDS)
+        self.lexical_lag = proj.catch_up_for_search()
         report = self.filter_report(filters)
         return search_projection(proj, self.engine, parsed, filters, k, engine_facts=frozenset(report.applied))
 

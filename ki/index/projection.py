@@ -34,8 +34,10 @@ rows), so a crash between the commit and ``state.json`` costs one batch again. A
 looks at the log once more, so a change committed while it applied is never left for nobody. The index
 stage asks for it after every write (:meth:`LexicalProjection.request_apply`: a background thread of the
 process applies within :data:`APPLY_DEBOUNCE_SECONDS`, one commit for the writes of that moment, never
-waiting for another applier, which applies those writes too); searches call it first and wait up to
-:data:`SEARCH_WAIT_SECONDS` for another applier. A missing, corrupt
+waiting for another applier, which applies those writes too); searches call it first, wait up to
+:data:`SEARCH_WAIT_SECONDS` for another applier and apply at most :data:`SEARCH_CATCH_UP_OBJECTS` objects
+themselves (:meth:`LexicalProjection.catch_up_for_search`: the rest goes to the background applier and the
+answer says how far behind it is). A missing, corrupt
 or older-schema index is rebuilt from the record (every object's log entry: the migration seeds the log).
 """
 
@@ -68,6 +70,9 @@ APPLY_DEBOUNCE_SECONDS = 0.5
 APPLY_RETRY_SECONDS = 2.0
 #: How long a search waits for another process's applier before it searches what is committed.
 SEARCH_WAIT_SECONDS = 10.0
+#: Objects a search applies at most before it answers (a search never pays for a whole backlog: what is left is
+#: applied by the process's background applier, or by the next search, and the answer says it is behind).
+SEARCH_CATCH_UP_OBJECTS = 2000
 STATE_FILE = "state.json"
 LOCK_FILE = "apply.lock"
 #: The "large documents" index, inside the projection's directory.
@@ -304,13 +309,15 @@ class LexicalProjection:
             self._wanted.clear()
             if self.closed:
                 return
-            try:
-                done = self.catch_up(block=False)
+            before = self.watermark()
+            try:  # a share at a time, releasing the lock in between: a search waiting for it gets its turn
+                done = self.catch_up(block=False, max_objects=SEARCH_CATCH_UP_OBJECTS)
             except Exception as exc:  # noqa: BLE001 - the log keeps the change; the next search applies it
                 log.warning("the lexical index at %s could not apply changes (a search will): %s", self.directory, exc)
                 done = True
-            if not done:  # another applier holds the lock: it applies these too, but look again later
-                time.sleep(APPLY_RETRY_SECONDS)
+            if not done:
+                if self.watermark() == before:  # another applier holds the lock: it applies these too; look later
+                    time.sleep(APPLY_RETRY_SECONDS)
                 self._wanted.set()
 
     def behind(self) -> bool:
@@ -319,26 +326,43 @@ class LexicalProjection:
             return log_head(conn) > self.watermark()
 
     def catch_up(self, *, block: bool = False, timeout: float = 0.0,
-                 progress: Callable[[int], None] | None = None) -> bool:
-        """Apply every logged change (see the module docstring).
+                 progress: Callable[[int], None] | None = None, max_objects: int | None = None) -> bool:
+        """Apply every logged change (see the module docstring), or about ``max_objects`` of them.
 
         Args:
             block: wait up to ``timeout`` seconds for another applier; False returns at once when one runs
                 (it applies what this caller wrote, too).
             progress: called with the number of objects applied so far, after each batch.
+            max_objects: stop once this many objects were applied (batches shrink to fit; None: all).
         Returns: True when this call found the index current or made it so; False when another applier held
-        the lock (the index may still be behind).
+        the lock or ``max_objects`` ran out first (the index may still be behind).
         """
         applied_total = 0
         while True:
+            left = None if max_objects is None else max_objects - applied_total
+            if left is not None and left <= 0:
+                return not self.behind()
             with self._locked(block, timeout) as held:
                 if not held:
                     return False
-                applied_total += self._apply(progress, applied_total)
+                applied_total += self._apply(progress, applied_total, left)
             with self.engine.connect() as conn:
                 if log_head(conn) <= self.watermark():
                     return True
             block = False
+
+    def catch_up_for_search(self) -> int:
+        """What a search does first: when the log is ahead, wait up to :data:`SEARCH_WAIT_SECONDS` for another
+        applier and apply at most :data:`SEARCH_CATCH_UP_OBJECTS` objects; if still behind, leave the rest to
+        this process's background applier. Returns the logged changes not applied yet (0: current)."""
+        if not self.behind():
+            return 0
+        self.catch_up(block=True, timeout=SEARCH_WAIT_SECONDS, max_objects=SEARCH_CATCH_UP_OBJECTS)
+        with self.engine.connect() as conn:
+            lag = max(log_head(conn) - self.watermark(), 0)
+        if lag:
+            self.request_apply()
+        return lag
 
     def _target(self, row: Any, counts: dict[int, int]) -> int:
         """The index of a row (position in :data:`INDEX_DIRS`): every row of a document of more than
@@ -347,15 +371,20 @@ class LexicalProjection:
             return 1
         return 2 if row.kind == PROFILE_KIND else 0
 
-    def _apply(self, progress: Callable[[int], None] | None, done: int) -> int:
-        """Under the lock: apply every batch after the watermark. Returns objects applied."""
+    def _apply(self, progress: Callable[[int], None] | None, done: int, limit: int | None = None) -> int:
+        """Under the lock: apply every batch after the watermark (about ``limit`` objects at most). Returns
+        objects applied."""
         indexes, watermark = self._open_or_create()
+
+        def batch() -> int:
+            return BATCH_OBJECTS if limit is None else max(min(BATCH_OBJECTS, limit - applied), 0)
+
+        applied = 0
         with self.engine.connect() as conn:
-            changes = changes_after(conn, watermark, BATCH_OBJECTS)
+            changes = changes_after(conn, watermark, batch()) if batch() else []
         if not changes:
             return 0
         writers = tuple(index.writer(WRITER_HEAP_BYTES, 1) for index in indexes)
-        applied = 0
         try:
             while changes:
                 oids = [oid for oid, _ in changes]
@@ -376,7 +405,7 @@ class LexicalProjection:
                 if progress is not None:
                     progress(done + applied)
                 with self.engine.connect() as conn:
-                    changes = changes_after(conn, watermark, BATCH_OBJECTS)
+                    changes = changes_after(conn, watermark, batch()) if batch() else []
         except BaseException:
             for writer in writers:
                 writer.rollback()

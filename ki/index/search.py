@@ -196,6 +196,10 @@ def search(db: Any, query: str, *, principals: Sequence[str] | None, operator: b
     response = search_with_backend(backend, engine, query, filters=filters, limit=limit, offset=offset, mode=mode,
                                    embedder=embedder, explain=explain)
     response.notes = backend.filter_report(filters).notes + response.notes
+    lag = getattr(backend, "lexical_lag", 0)  # the embedded backend's projection, still catching up
+    if lag:
+        response.notes.append(f"the full-text index is catching up: {lag:,} recent changes are not searchable by "
+                              "their words yet (they are being applied now)")
     if clauses:
         response.hits = grouped_by_document(response.hits)
     return response

@@ -1,0 +1,83 @@
+"""A search never pays for a whole backlog of the full-text projection (ki.index.projection).
+
+Real PostgreSQL and the real tantivy projection. Seven documents are written to the record only (as a crashed
+insert or a restored database leaves them: logged, not applied); a projection in a fresh directory is then
+seven objects behind. ``catch_up(max_objects=3)`` applies exactly three; a search applies at most
+``SEARCH_CATCH_UP_OBJECTS`` (3 here), answers with a note saying how far behind the index still is, and leaves
+the rest to the process's background applier, after which every document is found and the note is gone.
+"""
+
+from __future__ import annotations
+
+import re
+
+from ki.access.projection import AccessProjection
+from ki.index import projection as projection_module
+from ki.index.backend import PROFILE_ORDINAL, ChunkRow, IndexDocument
+from ki.index.postgres import PostgresBackend
+from ki.index.record import changes_after
+from ki.index.search import search_with_backend
+from tests.helpers.outage import wait_until
+from tests.helpers.postgres import insert_objects
+
+OPEN = AccessProjection(("*",))
+WORD = "Zebrafinkenzucht"
+
+
+def _record_only(ctx, n: int) -> list[int]:
+    oids = insert_objects(ctx, n)
+    record = PostgresBackend(ctx.db, lexical=False)  # the record and its change log, no projection
+    for oid in oids:
+        rows = [ChunkRow(PROFILE_ORDINAL, f"f{oid}.txt", None, "profile", {"fields": {"name": f"f{oid}.txt"}}),
+                ChunkRow(0, f"Kaufvertrag {oid}: {WORD} im Vertragsgebiet.")]
+        record.write_document(IndexDocument(oid, f"{oid:064d}", f"f{oid}.txt", rows, OPEN))
+    return oids
+
+
+def test_catch_up_applies_no_more_than_it_is_given(make_ctx, tmp_path):
+    ctx = make_ctx()
+    _record_only(ctx, 7)
+    proj = projection_module.projection_for(ctx.db.engine, tmp_path / "lexical")
+    try:
+        assert proj.catch_up(block=True, timeout=60, max_objects=3) is False
+        with ctx.db.engine.connect() as conn:
+            assert len(changes_after(conn, proj.watermark(), 100)) == 4
+        assert proj.catch_up(block=True, timeout=60) is True
+        with ctx.db.engine.connect() as conn:
+            assert changes_after(conn, proj.watermark(), 100) == []
+    finally:
+        proj.close()
+
+
+def test_a_search_applies_a_bounded_share_and_says_the_index_is_behind(make_ctx, tmp_path, monkeypatch):
+    ctx = make_ctx()
+    oids = _record_only(ctx, 7)
+    monkeypatch.setattr(projection_module, "SEARCH_CATCH_UP_OBJECTS", 3)
+    backend = PostgresBackend(ctx.db, index_root=tmp_path / "lexical")
+    try:
+        first = search_with_backend(backend, ctx.db.engine, WORD, mode="lexical", limit=20)
+        assert backend.lexical_lag >= 4, backend.lexical_lag
+        assert first.hits  # what it applied is found already (the background applier may have added more)
+        proj = backend.projection()
+        assert wait_until(lambda: not proj.behind(), 120, step=0.2), "the background applier did not catch up"
+        later = PostgresBackend(ctx.db, index_root=tmp_path / "lexical")
+        second = search_with_backend(later, ctx.db.engine, WORD, mode="lexical", limit=20)
+        assert later.lexical_lag == 0
+        assert sorted(h.source_object_id for h in second.hits) == sorted(oids)
+    finally:
+        backend.projection().close()
+
+
+def test_the_answer_names_the_lag(make_ctx, tmp_path, monkeypatch):
+    """Through :func:`ki.index.search.search` (what ``ki search``, /v1/search and MCP call): the note."""
+    from ki.index.search import search
+
+    ctx = make_ctx()
+    _record_only(ctx, 7)
+    monkeypatch.setattr(projection_module, "SEARCH_CATCH_UP_OBJECTS", 3)
+    monkeypatch.setattr(projection_module, "default_root", lambda: tmp_path / "lexical")
+    response = search(ctx.db, WORD, principals=None, operator=True, mode="lexical", config=ctx.config)
+    notes = [n for n in response.notes if "catching up" in n]
+    assert len(notes) == 1 and re.search(r"catching up: \d+ recent changes are not searchable", notes[0]), notes
+    projection_module.projection_for(ctx.db.engine, tmp_path / "lexical").close()
+
