@@ -1,0 +1,186 @@
+"""Search p95 with ``--clauses`` and ``--clause-type`` at scale, beside the same queries over every row.
+
+Spec: insertion-pipeline.md "Index" (clause embeddings at ordinals 1000+); the passage targets of the search
+benches (p95 ≤ 100 ms embedded, ≤ 50 ms OpenSearch: the ``ki search --mode lexical`` path, lexical half + record
+check + hydration, as a random user holding 3 groups).
+
+**Corpus**: :mod:`search_exact`'s (``--chunks`` chunks, 5 per document, random permission projections); then one
+row of every document in five becomes a clause row (its ordinal 1000 + its old one, kind ``clause``, a clause type
+of :data:`CLAUSE_TYPES` by document): 20 % of the rows, about the share measured on the dev estate (21 %). The
+tantivy projection is built from the record, and on OpenSearch (the test node, ``-Xmx2g``) the same rows are
+synced. **Queries**: :func:`search_exact.make_queries`. Each query runs three ways: every row, ``--clauses``
+(``kinds=("clause",)``), ``--clause-type liability`` (``clause_types=("liability",)``).
+
+Run: ``.venv/bin/python bench/search_clauses_scale.py [--chunks 1000000] [--queries-per-class 20]
+[--skip-opensearch] [--json out.json]`` (at 1,000,000 chunks: the record in minutes, the projection and the
+OpenSearch sync in tens of minutes on 2 cores).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _common import embedded_server, percentile, temp_workdir  # noqa: E402
+from _search_timing import by_class, segments, settle_merges  # noqa: E402
+from search_exact import PER_DOC, Corpus, _load_record, access_of, make_queries, searchers  # noqa: E402
+
+#: The clause types the clause rows get, by ``source_object_id % 5``.
+CLAUSE_TYPES = ("liability", "term", "confidentiality", "payment_terms", "governing_law")
+#: The row of each document that becomes its clause row.
+CLAUSE_ORDINAL = 4
+WAYS = {"all": {}, "clauses": {"kinds": ("clause",)}, "clause_type": {"kinds": ("clause",),
+                                                                      "clause_types": ("liability",)}}
+
+
+def make_clause_rows(db: Any) -> int:
+    """Turn the row at :data:`CLAUSE_ORDINAL` of every document into a typed clause row; their number."""
+    from sqlalchemy import text
+
+    with db.engine.begin() as conn:
+        n = conn.execute(text("""
+            UPDATE chunk SET ordinal = 1000 + ordinal, kind = 'clause',
+                   meta = jsonb_build_object('clause_type', (CAST(:types AS text[]))[1 + source_object_id % 5],
+                                             'number', '§ 4', 'heading', 'Klausel')
+            WHERE ordinal = :o"""), {"types": list(CLAUSE_TYPES), "o": CLAUSE_ORDINAL}).rowcount
+    with db.engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+        conn.execute(text("VACUUM ANALYZE chunk"))
+    return int(n)
+
+
+def timed_ways(backend: Any, engine: Any, queries: list[tuple[str, str]], held: list[tuple[str, ...]],
+               warm: int) -> dict[str, Any]:
+    """Each query in each of :data:`WAYS` (interleaved, after ``warm`` warm-up queries): p50/p95 ms per way, p95
+    per class, the mean hits per page, and the load."""
+    from ki.index.backend import SearchFilters
+    from ki.index.search import search_with_backend
+
+    warm = min(warm, len(queries))
+    lat: dict[str, list[float]] = {w: [] for w in WAYS}
+    hits: dict[str, list[int]] = {w: [] for w in WAYS}
+    for i, ((_c, q), h) in enumerate(zip(queries[:warm] + queries, held[:warm] + held, strict=True)):
+        for way, extra in WAYS.items():
+            t = time.perf_counter()
+            r = search_with_backend(backend, engine, q, filters=SearchFilters(principals=h, **extra), limit=10,
+                                    mode="lexical")
+            if i >= warm:
+                lat[way].append((time.perf_counter() - t) * 1000)
+                hits[way].append(len(r.hits))
+                if way != "all":
+                    assert all(x.part == "clause" for x in r.hits), q
+    classes = [c for c, _ in queries]
+    return {way: {"p50_ms": round(percentile(v, 50), 1), "p95_ms": round(percentile(v, 95), 1),
+                  "p95_ms_by_class": by_class(classes, v), "mean_hits": round(sum(hits[way]) / len(v), 2)}
+            for way, v in lat.items()} | {"load": os.getloadavg()}
+
+
+def _opensearch(db: Any, corpus: Corpus, n: int, queries: list[tuple[str, str]], held: list[tuple[str, ...]]
+                ) -> dict[str, Any]:
+    """The same rows on the test OpenSearch node (``-Xmx2g``), merges settled, the three ways timed."""
+    import shutil
+    import tempfile
+
+    from ki.access.projection import AccessProjection
+    from ki.index.backend import ChunkRow, IndexDocument
+    from ki.index.opensearch import OpenSearchBackend
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests.helpers
+    from tests.helpers.opensearch_node import DEFAULT_JVM_OPTS, start_opensearch_node
+
+    work = Path(tempfile.mkdtemp(prefix="ki-bench-os-"))
+    opts = tuple(o for o in DEFAULT_JVM_OPTS if not o.startswith(("-Xms", "-Xmx"))) + ("-Xms2g", "-Xmx2g")
+    node = start_opensearch_node(work, jvm_opts=opts, ready_timeout=300)
+    res: dict[str, Any] = {}
+    try:
+        backend = OpenSearchBackend(db, node.url, index="ki-bench-clauses")
+        backend.drop_index()
+        backend.ensure_embedder(None)
+        t = time.perf_counter()
+        for start in range(0, n // PER_DOC, 400):
+            docs = []
+            for d in range(start, min(n // PER_DOC, start + 400)):
+                allowed, denied = access_of(d)
+                rows = [ChunkRow(o, corpus.chunk(d * PER_DOC + o)) if o != CLAUSE_ORDINAL else
+                        ChunkRow(1000 + o, corpus.chunk(d * PER_DOC + o), None, "clause",
+                                 {"clause_type": CLAUSE_TYPES[d % 5], "number": "§ 4", "heading": "Klausel"})
+                        for o in range(PER_DOC)]
+                docs.append(IndexDocument(d, f"{d:064d}", f"Dokument {d}", rows,
+                                          AccessProjection(tuple(allowed), tuple(denied))))
+            report = backend.sync(docs)
+            assert not report.failed, list(report.failed.items())[:1]
+        backend.client.indices.refresh(index=backend.index)
+        res["sync_s"] = round(time.perf_counter() - t, 1)
+        print(f"OpenSearch: {n} rows synced in {res['sync_s']} s, load {os.getloadavg()}", flush=True)
+        res["merges"] = settle_merges(backend)
+        res["segments"] = segments(backend)
+        timed_ways(backend, db.engine, queries, held, warm=len(queries))  # the JVM's warm-up pass
+        res |= timed_ways(backend, db.engine, queries, held, warm=20)
+        backend.drop_index()
+    finally:
+        node.stop()
+        shutil.rmtree(work, ignore_errors=True)
+    return res
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    from ki.index.analysis import words
+    from ki.index.postgres import PostgresBackend
+    from ki.index.projection import projection_for
+    from ki.store.db import ensure_database, open_database, sqlalchemy_url
+
+    out: dict[str, Any] = {"chunks": args.chunks, "load_average_start": os.getloadavg()}
+    corpus = Corpus(args.seed)
+    df: Counter = Counter()
+    for i in range(0, args.chunks, max(1, args.chunks // 4000)):
+        df.update(set(words(corpus.chunk(i))))
+    queries = make_queries(corpus, args.queries_per_class, df, args.seed)
+    held = searchers(len(queries), args.seed)
+    with temp_workdir() as work, embedded_server(work / "pg") as uri:
+        ensure_database(uri, "kibench")
+        db = open_database(sqlalchemy_url(uri, "kibench"), pool_size=8)
+        out |= _load_record(db, corpus, args.chunks, None)
+        out["clause_rows"] = make_clause_rows(db)
+        print(f"record: {args.chunks} rows ({out['clause_rows']} clause rows) in {out['record_load_s']} s, "
+              f"load {os.getloadavg()}", flush=True)
+        if not args.skip_embedded:
+            proj = projection_for(db.engine, work / "search")
+            t = time.perf_counter()
+            proj.catch_up(block=True, timeout=60)
+            out["projection_s"] = round(time.perf_counter() - t, 1)
+            print(f"tantivy projection in {out['projection_s']} s, load {os.getloadavg()}", flush=True)
+            out["embedded"] = timed_ways(PostgresBackend(db, index_root=work / "search"), db.engine, queries, held,
+                                         warm=20)
+            print(f"embedded: {json.dumps(out['embedded'])}", flush=True)
+        if not args.skip_opensearch:
+            out["opensearch"] = _opensearch(db, corpus, args.chunks, queries, held)
+            print(f"opensearch: {json.dumps(out['opensearch'])}", flush=True)
+        db.dispose()
+    return out
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--chunks", type=int, default=1_000_000)
+    parser.add_argument("--queries-per-class", type=int, default=20)
+    parser.add_argument("--seed", type=int, default=15)
+    parser.add_argument("--skip-embedded", action="store_true")
+    parser.add_argument("--skip-opensearch", action="store_true")
+    parser.add_argument("--json", type=Path)
+    args = parser.parse_args()
+    out = run(args)
+    if args.json:
+        args.json.write_text(json.dumps(out, indent=2, default=str))
+    print(json.dumps(out, indent=2, default=str))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
