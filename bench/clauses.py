@@ -205,6 +205,7 @@ def pipeline(estate: Path, truth: dict[str, Any], per_file: dict[str, list], wor
         if ins.returncode != 0:
             raise RuntimeError(f"ki insert failed ({ins.returncode}):\n{ins.stdout[-2000:]}\n{ins.stderr[-2000:]}")
     insert_seconds = time.monotonic() - started
+    ctx = None
     try:
         os.environ.update({k: v for k, v in env.items() if k.startswith("KI_")})
         from sqlalchemy import text
@@ -243,6 +244,8 @@ def pipeline(estate: Path, truth: dict[str, Any], per_file: dict[str, list], wor
                 "profile_rows": cost.profiles, "row_bytes": int(cost.bytes or 0),
                 "clause_row_bytes": int(cost.clause_bytes or 0), "load": os.getloadavg()}
     finally:
+        if ctx is not None:  # this process's sessions: `ki db stop` refuses while another process holds one
+            ctx.db.engine.dispose()
         subprocess.run([ki, "db", "stop"], env=env, capture_output=True)
 
 
