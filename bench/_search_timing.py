@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 import time
 from collections import defaultdict
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from _common import percentile
@@ -150,3 +152,42 @@ def prewarm(engine: Any, dirs: list[Any]) -> dict[str, float]:
     out = {"record_prewarm_s": round(pg_s, 1), "index_read_s": round(time.perf_counter() - t, 1)}
     print(f"  prewarmed: {out}", flush=True)
     return out
+
+
+@contextmanager
+def bench_opensearch(db: Any, index: str) -> Iterator[Any]:
+    """(an empty lexical-only :class:`ki.index.opensearch.OpenSearchBackend` index ``index`` over ``db``'s record,
+    the node's scratch directory) on the test OpenSearch node (``-Xmx2g``); the node stopped and its directory
+    removed afterwards."""
+    import shutil
+    import sys
+    import tempfile
+    from pathlib import Path
+
+    from ki.index.opensearch import OpenSearchBackend
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests.helpers
+    from tests.helpers.opensearch_node import DEFAULT_JVM_OPTS, start_opensearch_node
+
+    work = Path(tempfile.mkdtemp(prefix="ki-bench-os-"))
+    opts = tuple(o for o in DEFAULT_JVM_OPTS if not o.startswith(("-Xms", "-Xmx"))) + ("-Xms2g", "-Xmx2g")
+    node = start_opensearch_node(work, jvm_opts=opts, ready_timeout=300)
+    try:
+        backend = OpenSearchBackend(db, node.url, index=index)
+        backend.drop_index()
+        backend.ensure_embedder(None)
+        yield backend, work
+    finally:
+        node.stop()
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def sync_documents(backend: Any, n_docs: int, document: Callable[[int], Any], batch: int = 400) -> float:
+    """Sync documents ``0 .. n_docs - 1`` (``document(d)`` → an :class:`ki.index.backend.IndexDocument`) to
+    ``backend`` in batches, then refresh; the seconds it took. Fails on any refused document."""
+    t = time.perf_counter()
+    for start in range(0, n_docs, batch):
+        report = backend.sync([document(d) for d in range(start, min(n_docs, start + batch))])
+        assert not report.failed, list(report.failed.items())[:1]
+    backend.client.indices.refresh(index=backend.index)
+    return time.perf_counter() - t

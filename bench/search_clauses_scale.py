@@ -12,7 +12,7 @@ synced. **Queries**: :func:`search_exact.make_queries`. Each query runs three wa
 (``kinds=("clause",)``), ``--clause-type liability`` (``clause_types=("liability",)``).
 
 Run: ``.venv/bin/python bench/search_clauses_scale.py [--chunks 1000000] [--queries-per-class 20]
-[--skip-opensearch] [--json out.json]`` (at 1,000,000 chunks: the record in minutes, the projection and the
+[--backends embedded,opensearch] [--json out.json]`` (at 1,000,000 chunks: the record in minutes, the projection and the
 OpenSearch sync in tens of minutes on 2 cores).
 """
 
@@ -30,7 +30,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _common import embedded_server, percentile, temp_workdir  # noqa: E402
-from _search_timing import by_class, segments, settle_merges  # noqa: E402
+from _search_timing import bench_opensearch, by_class, segments, settle_merges, sync_documents  # noqa: E402
 from search_exact import PER_DOC, Corpus, _load_record, access_of, make_queries, searchers  # noqa: E402
 
 #: The clause types the clause rows get, by ``source_object_id % 5``.
@@ -85,48 +85,26 @@ def timed_ways(backend: Any, engine: Any, queries: list[tuple[str, str]], held: 
 def _opensearch(db: Any, corpus: Corpus, n: int, queries: list[tuple[str, str]], held: list[tuple[str, ...]]
                 ) -> dict[str, Any]:
     """The same rows on the test OpenSearch node (``-Xmx2g``), merges settled, the three ways timed."""
-    import shutil
-    import tempfile
-
     from ki.access.projection import AccessProjection
     from ki.index.backend import ChunkRow, IndexDocument
-    from ki.index.opensearch import OpenSearchBackend
 
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests.helpers
-    from tests.helpers.opensearch_node import DEFAULT_JVM_OPTS, start_opensearch_node
+    def document(d: int) -> IndexDocument:
+        allowed, denied = access_of(d)
+        rows = [ChunkRow(o, corpus.chunk(d * PER_DOC + o)) if o != CLAUSE_ORDINAL else
+                ChunkRow(1000 + o, corpus.chunk(d * PER_DOC + o), None, "clause",
+                         {"clause_type": CLAUSE_TYPES[d % 5], "number": "§ 4", "heading": "Klausel"})
+                for o in range(PER_DOC)]
+        return IndexDocument(d, f"{d:064d}", f"Dokument {d}", rows, AccessProjection(tuple(allowed), tuple(denied)))
 
-    work = Path(tempfile.mkdtemp(prefix="ki-bench-os-"))
-    opts = tuple(o for o in DEFAULT_JVM_OPTS if not o.startswith(("-Xms", "-Xmx"))) + ("-Xms2g", "-Xmx2g")
-    node = start_opensearch_node(work, jvm_opts=opts, ready_timeout=300)
     res: dict[str, Any] = {}
-    try:
-        backend = OpenSearchBackend(db, node.url, index="ki-bench-clauses")
-        backend.drop_index()
-        backend.ensure_embedder(None)
-        t = time.perf_counter()
-        for start in range(0, n // PER_DOC, 400):
-            docs = []
-            for d in range(start, min(n // PER_DOC, start + 400)):
-                allowed, denied = access_of(d)
-                rows = [ChunkRow(o, corpus.chunk(d * PER_DOC + o)) if o != CLAUSE_ORDINAL else
-                        ChunkRow(1000 + o, corpus.chunk(d * PER_DOC + o), None, "clause",
-                                 {"clause_type": CLAUSE_TYPES[d % 5], "number": "§ 4", "heading": "Klausel"})
-                        for o in range(PER_DOC)]
-                docs.append(IndexDocument(d, f"{d:064d}", f"Dokument {d}", rows,
-                                          AccessProjection(tuple(allowed), tuple(denied))))
-            report = backend.sync(docs)
-            assert not report.failed, list(report.failed.items())[:1]
-        backend.client.indices.refresh(index=backend.index)
-        res["sync_s"] = round(time.perf_counter() - t, 1)
+    with bench_opensearch(db, "ki-bench-clauses") as (backend, _work):
+        res["sync_s"] = round(sync_documents(backend, n // PER_DOC, document), 1)
         print(f"OpenSearch: {n} rows synced in {res['sync_s']} s, load {os.getloadavg()}", flush=True)
         res["merges"] = settle_merges(backend)
         res["segments"] = segments(backend)
         timed_ways(backend, db.engine, queries, held, warm=len(queries))  # the JVM's warm-up pass
         res |= timed_ways(backend, db.engine, queries, held, warm=20)
         backend.drop_index()
-    finally:
-        node.stop()
-        shutil.rmtree(work, ignore_errors=True)
     return res
 
 
@@ -171,14 +149,16 @@ def main() -> int:
     parser.add_argument("--chunks", type=int, default=1_000_000)
     parser.add_argument("--queries-per-class", type=int, default=20)
     parser.add_argument("--seed", type=int, default=15)
-    parser.add_argument("--skip-embedded", action="store_true")
-    parser.add_argument("--skip-opensearch", action="store_true")
-    parser.add_argument("--json", type=Path)
+    parser.add_argument("--backends", default="embedded,opensearch", help="which to time, comma-separated")
+    parser.add_argument("--json", type=Path, help="also write the results to this file")
     args = parser.parse_args()
+    args.skip_embedded = "embedded" not in args.backends.split(",")
+    args.skip_opensearch = "opensearch" not in args.backends.split(",")
     out = run(args)
+    text = json.dumps(out, indent=2, default=str)
     if args.json:
-        args.json.write_text(json.dumps(out, indent=2, default=str))
-    print(json.dumps(out, indent=2, default=str))
+        args.json.write_text(text)
+    print(text)
     return 0
 
 

@@ -49,12 +49,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _common import embedded_server, temp_workdir  # noqa: E402
 from _search_timing import (  # noqa: E402
+    bench_opensearch,
     jvm_warmup,
     overlap,
     prewarm,
     segments,
     serving_buffers,
     settle_merges,
+    sync_documents,
     timed_run,
     wait_quiet,
 )
@@ -452,33 +454,16 @@ def _opensearch(args: argparse.Namespace, db: Any, corpus: Corpus, queries: list
     """The same chunks on OpenSearch (the test node, -Xmx2g), the same queries; overlap with both."""
     from ki.access.projection import AccessProjection
     from ki.index.backend import ChunkRow, IndexDocument
-    from ki.index.opensearch import OpenSearchBackend
 
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests.helpers
-    import tempfile
+    def document(d: int) -> IndexDocument:
+        allowed, denied = access_of(d)
+        return IndexDocument(d, f"{d:064d}", f"Dokument {d}",
+                             [ChunkRow(o, corpus.chunk(d * PER_DOC + o)) for o in range(PER_DOC)],
+                             AccessProjection(tuple(allowed), tuple(denied)))
 
-    from tests.helpers.opensearch_node import DEFAULT_JVM_OPTS, start_opensearch_node
-
-    work = Path(tempfile.mkdtemp(prefix="ki-bench-os-"))
-    opts = tuple(o for o in DEFAULT_JVM_OPTS if not o.startswith(("-Xms", "-Xmx"))) + ("-Xms2g", "-Xmx2g")
-    node = start_opensearch_node(work, jvm_opts=opts, ready_timeout=300)
     res: dict[str, Any] = {}
-    try:
-        backend = OpenSearchBackend(db, node.url, index="ki-bench-exact")
-        backend.drop_index()
-        backend.ensure_embedder(None)
-        n_docs = args.chunks // PER_DOC
-        t = time.perf_counter()
-        for start in range(0, n_docs, 400):
-            docs = []
-            for d in range(start, min(n_docs, start + 400)):
-                allowed, denied = access_of(d)
-                docs.append(IndexDocument(d, f"{d:064d}", f"Dokument {d}",
-                                          [ChunkRow(o, corpus.chunk(d * PER_DOC + o)) for o in range(PER_DOC)],
-                                          AccessProjection(tuple(allowed), tuple(denied))))
-            report = backend.sync(docs)
-            assert not report.failed, list(report.failed.items())[:1]
-        backend.client.indices.refresh(index=backend.index)
+    with bench_opensearch(db, "ki-bench-exact") as (backend, work):
+        t = time.perf_counter() - sync_documents(backend, args.chunks // PER_DOC, document)  # _throughput's start
         print(f"OpenSearch: {args.chunks} chunks synced in {_throughput(res, 'sync', args.chunks, t)}", flush=True)
         res["segments"] = segments(backend)
         if args.prewarm:
@@ -505,11 +490,6 @@ def _opensearch(args: argparse.Namespace, db: Any, corpus: Corpus, queries: list
         _report(res, "overlap_at_10_opensearch_vs_reference", classes,
                 [overlap(o, r) for o, r in zip(osr, reference, strict=True)])
         backend.drop_index()
-    finally:
-        node.stop()
-        import shutil
-
-        shutil.rmtree(work, ignore_errors=True)
     return res
 
 
