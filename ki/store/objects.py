@@ -44,6 +44,16 @@ def relative_path(conn: Connection, source_object_id: int) -> str:
                              "WHERE so.id = :id"), {"id": source_object_id}).scalar_one()
 
 
+def relative_paths(conn: Connection, source_object_ids: Sequence[int]) -> dict[int, str]:
+    """``{object id: path relative to its source root}`` of the known ids among ``source_object_ids`` (an
+    embedded object: its container's path + `` » name``; unknown ids are left out)."""
+    if not source_object_ids:
+        return {}
+    rows = conn.execute(text(f"SELECT so.id, {REL_PATH} AS rel FROM source_object so JOIN source s "
+                             "ON s.id = so.source_id WHERE so.id = ANY(:ids)"), {"ids": list(source_object_ids)})
+    return {int(r.id): r.rel for r in rows}
+
+
 def structured_body(conn: Connection, source_object_id: int) -> dict[str, Any] | None:
     """The ``structured_json`` artifact of the object's current content (None: not converted yet)."""
     row = conn.execute(text("""SELECT a.body FROM source_object so JOIN artifact a

@@ -170,13 +170,29 @@ def _sleep(seconds: float, cancelled: Callable[[], bool]) -> None:
         time.sleep(min(left, 0.25))
 
 
+#: Longest error message a task's output carries (characters; the row keeps the whole error).
+OUTPUT_MESSAGE_MAX = 300
+
+
+def failure_output(row: StageRow | None) -> dict[str, Any]:
+    """What a task's output says about a quarantined row (the Hatchet dashboard shows a task's output):
+    ``error_class`` (ki's error class, ``last_error.class``), ``reason`` (the row's classified reason) and
+    ``message`` (``last_error.message``, at most :data:`OUTPUT_MESSAGE_MAX` characters); {} without a row."""
+    if row is None:
+        return {}
+    error = row.last_error or {}
+    return {"error_class": error.get("class"), "reason": row.reason,
+            "message": (error.get("message") or "")[:OUTPUT_MESSAGE_MAX]}
+
+
 def drive_stage(rt: WorkerRuntime, run_id: int, oid: int, stage: str, *,
                 cancelled: Callable[[], bool] = lambda: False) -> dict[str, Any]:
     """Drive ``stage`` of object ``oid`` (and any unfinished earlier stage) to a terminal state.
 
     Returns ``{"stage", "object", "status", "executions"}``: ``status`` is the row's console
     bucket (``done``, ``skipped``, ``disabled``, ``quarantined``), ``halted`` (an earlier stage is
-    quarantined, so this row stays waiting) or ``missing`` (the object is gone); ``executions``
+    quarantined, so this row stays waiting; ``by`` names it) or ``missing`` (the object is gone); a
+    quarantined or halted result adds the quarantined row's :func:`failure_output`; ``executions``
     lists the ``ExecutionResult.kind`` of every call made (``not_claimed`` for a replay over a
     done row is not listed: no call claims it).
 
@@ -205,13 +221,15 @@ def drive_stage(rt: WorkerRuntime, run_id: int, oid: int, stage: str, *,
                 target = row
                 break
             if row.status == "quarantined" and s != stage:
-                return {"stage": stage, "object": oid, "status": "halted", "by": s, "executions": executions}
+                return {"stage": stage, "object": oid, "status": "halted", "by": s, "executions": executions,
+                        **failure_output(row)}
         if target is None:
             own = rows.get(stage)
             status = stage_bucket(own.status, own.reason) if own else "missing"
             if status == "waiting":
                 status = "halted"
-            return {"stage": stage, "object": oid, "status": status, "executions": executions}
+            out = {"stage": stage, "object": oid, "status": status, "executions": executions}
+            return out | failure_output(own) if status == "quarantined" else out
         now = datetime.now(UTC)
         if _run_cancelled(ctx, run_id):  # ki run cancel: claim nothing more for this batch
             raise TaskCancelled(f"run {run_id} was cancelled")

@@ -42,7 +42,7 @@ from ki.context import PipelineContext
 from ki.errors import OrchestratorUnavailable
 from ki.orchestration.prepare import run_prepare_steps
 from ki.sources.scan import ScanScope
-from ki.store import batches, conveyor, runs
+from ki.store import batches, conveyor, objects, runs
 from ki.workflows.client import ensure_registered, hatchet_client
 from ki.workflows.dag import (
     ACCESS_REFRESH_WORKFLOW,
@@ -84,19 +84,41 @@ class TriggerReport:
     workflow_name: str | None = None
 
 
-def _items(wf: Any, run_id: int, oids: list[int], attempt: str, priorities: dict[int, int]) -> list[Any]:
+#: Longest ``ki_file`` metadata value (characters): a longer path keeps its end (the file name) after "…".
+FILE_LABEL_MAX = 240
+
+
+def file_label(path: str) -> str:
+    """A document's path as the ``ki_file`` metadata of its DAG: at most :data:`FILE_LABEL_MAX` characters,
+    a longer one shortened at the start (``…`` + its last characters), so the file name stays readable."""
+    return path if len(path) <= FILE_LABEL_MAX else "…" + path[-(FILE_LABEL_MAX - 1):]
+
+
+def run_metadata(run_id: int, oid: int, attempt: str, path: str | None) -> dict[str, str]:
+    """The additional metadata of a document DAG, which the Hatchet dashboard shows on the run and filters by
+    (``key:value``): ``ki_run_id`` (the batch), ``ki_object_id``, ``ki_attempt`` (the idempotency key's part,
+    "" for the first trigger) and ``ki_file`` (the path relative to its source root, :func:`file_label`;
+    absent for an object that is gone)."""
+    meta = {"ki_run_id": str(run_id), "ki_object_id": str(oid), "ki_attempt": attempt}
+    if path is not None:
+        meta["ki_file"] = file_label(path)
+    return meta
+
+
+def _items(wf: Any, run_id: int, oids: list[int], attempt: str, priorities: dict[int, int],
+           paths: dict[int, str]) -> list[Any]:
     from hatchet_sdk.types.priority import Priority
 
     return [wf.create_bulk_run_item(input=DocumentInput(batch_id=str(run_id), doc_id=str(oid), attempt=attempt),
                                     key=f"{run_id}:{oid}:{attempt}",
                                     priority=Priority(priorities[oid]) if oid in priorities else None,
-                                    additional_metadata={"ki_run_id": str(run_id), "ki_object_id": str(oid),
-                                                         "ki_attempt": attempt})
+                                    additional_metadata=run_metadata(run_id, oid, attempt, paths.get(oid)))
             for oid in oids]
 
 
 def _trigger_chunk(wf: Any, run_id: int, oids: list[int], *, attempt: str = "",
-                   priorities: dict[int, int] | None = None) -> tuple[list[tuple[int, str]], str | None]:
+                   priorities: dict[int, int] | None = None, paths: dict[int, str] | None = None
+                   ) -> tuple[list[tuple[int, str]], str | None]:
     """Trigger one chunk, one attempt. Returns ((object id, workflow run id) pairs, any run id of the chunk).
 
     A document whose idempotency key collides was triggered before (a resent RPC, a replayed
@@ -104,15 +126,16 @@ def _trigger_chunk(wf: Any, run_id: int, oids: list[int], *, attempt: str = "",
     started twice. The engine does not say which items of a partly colliding chunk collided, so
     such a chunk is triggered again one item at a time (each then either collides, naming its
     existing DAG, or was among the started ones and collides too): every pair is known.
-    ``priorities``: each document's Hatchet run priority (absent: the engine's default, 1).
+    ``priorities``: each document's Hatchet run priority (absent: the engine's default, 1); ``paths``: each
+    document's relative path (its DAG's ``ki_file`` metadata, :func:`run_metadata`).
     Raises: the SDK's error (a refusal), or :class:`ki.workflows.pushback.PartialTrigger` when the
         engine acknowledged fewer runs than asked (the retry's collisions name the ones it made).
     """
-    priorities = priorities or {}
+    priorities, paths = priorities or {}, paths or {}
     from hatchet_sdk import BulkTriggerIdempotencyCollisionError
 
     try:
-        refs = wf.run_many(_items(wf, run_id, oids, attempt, priorities), wait_for_result=False)
+        refs = wf.run_many(_items(wf, run_id, oids, attempt, priorities, paths), wait_for_result=False)
     except BulkTriggerIdempotencyCollisionError as exc:
         ok, collided = exc.successful_workflow_run_external_ids, exc.collisions
         log.info("run %s: %d of %d documents were already triggered (idempotency key collision)",
@@ -121,7 +144,8 @@ def _trigger_chunk(wf: Any, run_id: int, oids: list[int], *, attempt: str = "",
             known = [c.existing_run_external_id for c in collided]
             return list(zip(oids, known, strict=True)), (known[0] if known else None)
         pairs = [p for oid in oids
-                 for p in _trigger_chunk(wf, run_id, [oid], attempt=attempt, priorities=priorities)[0]]
+                 for p in _trigger_chunk(wf, run_id, [oid], attempt=attempt, priorities=priorities,
+                                         paths=paths)[0]]
         return pairs, (pairs[0][1] if pairs else None)
     ids = [r.workflow_run_id for r in refs]
     if len(ids) != len(oids) or not all(ids):
@@ -161,6 +185,7 @@ def trigger_members(ctx: PipelineContext, run_id: int, oids: list[int], *, attem
     with ctx.db.engine.connect() as conn:
         priorities = {oid: LANE_PRIORITY[lane] for oid, lane in conveyor.member_lanes(conn, oids).items()}
         keys = {} if attempt else conveyor.attempt_keys(conn, run_id, oids)
+        paths = objects.relative_paths(conn, oids)
     if attempt:
         groups = {attempt: list(oids)}
     else:  # the conveyor's triggers: a member re-opened after its DAG ended gets a new key per re-opening
@@ -174,7 +199,7 @@ def trigger_members(ctx: PipelineContext, run_id: int, oids: list[int], *, attem
 
             def attempt_chunk(chunk: list[int] = chunk, key: str = key) -> tuple[list[tuple[int, str]], str | None]:
                 ensure_registered(client, wf)
-                return _trigger_chunk(wf, run_id, chunk, attempt=key, priorities=priorities)
+                return _trigger_chunk(wf, run_id, chunk, attempt=key, priorities=priorities, paths=paths)
 
             pairs, any_id = send(ctx, run_id, attempt_chunk, what=f"{len(chunk)} document DAG(s) of run {run_id}")
             with ctx.db.engine.begin() as conn:

@@ -107,10 +107,11 @@ class Shots:
         self.page, self.folder, self.n = page, folder, 0
         folder.mkdir(parents=True, exist_ok=True)
 
-    def __call__(self, name: str, *, full_page: bool = True) -> Path:
+    def __call__(self, name: str, *, full_page: bool = True, **options) -> Path:
+        """Save the page as ``NN-name.png``; ``options`` go to Playwright's ``page.screenshot``."""
         self.n += 1
         path = self.folder / f"{self.n:02d}-{name}.png"
-        self.page.screenshot(path=str(path), full_page=full_page)
+        self.page.screenshot(path=str(path), full_page=full_page, **options)
         return path
 
 

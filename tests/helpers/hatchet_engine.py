@@ -68,6 +68,15 @@ def default_bin_dir() -> Path:
     return cache_dir() / "hatchet" / engine_version() / "bin"
 
 
+def dashboard_dir() -> Path | None:
+    """The built Hatchet dashboard hatchet-lite serves (``LITE_STATIC_ASSET_DIR``): ``$KI_HATCHET_DASHBOARD`` or
+    ``.ci/install_hatchet_dashboard.sh``'s cache directory; None when it holds no ``index.html`` (the
+    engine then serves a one-line placeholder page)."""
+    env = os.environ.get("KI_HATCHET_DASHBOARD")
+    path = Path(env) if env else cache_dir() / "hatchet" / engine_version() / "dashboard"
+    return path if (path / "index.html").is_file() else None
+
+
 def hatchet_binary() -> Path:
     """Path of ``hatchet-lite``: ``$KI_HATCHET_BIN`` or the install script's cache path.
 
@@ -178,6 +187,17 @@ class HatchetEngine(ManagedProcess):
         return f"http://127.0.0.1:{self.ports['health']}"
 
     @property
+    def dashboard_url(self) -> str:
+        """The dashboard and its REST API under one origin (lite's reverse proxy). ``localhost``, not
+        127.0.0.1: the session cookie is set for ``SERVER_AUTH_COOKIE_DOMAIN=localhost``."""
+        return f"http://localhost:{self.ports['runtime']}"
+
+    @property
+    def static_dir(self) -> Path:
+        """What ``LITE_STATIC_ASSET_DIR`` points at: the built dashboard (:func:`dashboard_dir`) or a placeholder."""
+        return dashboard_dir() or self.workdir / "static"
+
+    @property
     def tenant_id(self) -> str:
         return str(jwt_claims(self.token).get("sub", DEFAULT_TENANT_ID))
 
@@ -224,7 +244,7 @@ class HatchetEngine(ManagedProcess):
                 "SERVER_LOGGER_LEVEL": "warn",
                 "SERVER_ADDITIONAL_LOGGERS_QUEUE_LEVEL": "warn",
                 "SERVER_ADDITIONAL_LOGGERS_PGXSTATS_LEVEL": "error",
-                "LITE_STATIC_ASSET_DIR": str(self.workdir / "static"),
+                "LITE_STATIC_ASSET_DIR": str(self.static_dir),
                 "LITE_FRONTEND_PORT": str(p["frontend"]),
                 "LITE_RUNTIME_PORT": str(p["runtime"]),
             }
