@@ -113,6 +113,7 @@ export CI=1 npm_config_store_dir="$cache/dashboard-tools/pnpm-store"
 [[ -f $app/dist/index.html ]] || fail "vite build wrote no dist/index.html"
 grep -q '{{ .BasePath }}' "$app/dist/index.html" || fail "dist/index.html lacks the base-path template hatchet-lite renders"
 
+cp "$staging"/*.log "$cache/dashboard-tools/"   # generate.log, install.log, build.log of the last build
 rm -rf "$out"
 mv "$app/dist" "$out"
 find "$out" -name '*.map' -delete
