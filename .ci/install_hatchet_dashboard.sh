@@ -27,18 +27,14 @@ out="$cache/dashboard"
 
 built() { [[ -f $out/index.html && -f $out/.ki-built ]]; }
 
-if built; then
-  echo "$out"
-  exit 0
-fi
-
-mkdir -p "$cache"
-exec 8>"$cache/.dashboard.lock"
-command -v flock >/dev/null && flock 8
-if built; then
-  echo "$out"
-  exit 0
-fi
+# Check, then (under a lock serialising parallel installers that share the cache) check again.
+for pass in unlocked locked; do
+  built && { echo "$out"; exit 0; }
+  [[ $pass == locked ]] && break
+  mkdir -p "$cache"
+  exec 8>"$cache/.dashboard.lock"
+  if command -v flock >/dev/null; then flock 8; fi
+done
 
 # Node and npm: Debian's packages when absent (vite 6 needs Node >= 18).
 if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
