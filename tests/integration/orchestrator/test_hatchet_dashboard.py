@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -124,6 +125,22 @@ def _metadata(page, row) -> dict[str, str]:
     return out
 
 
+def _open_task(page, stage: str) -> None:
+    """Click the ``stage`` node of the run's graph until its task panel is open (a click landing while the
+    graph still lays itself out opens nothing); the panel adds a second set of tabs and an Expand button."""
+    panel = page.get_by_role("button", name="Expand")
+    for _ in range(5):
+        page.get_by_text(stage, exact=True).first.click()
+        try:
+            expect(panel).to_be_visible(timeout=5_000)
+            break
+        except AssertionError:
+            continue
+    expect(panel).to_be_visible()
+    expect(page.get_by_role("tab", name="Output")).to_have_count(2)
+    expect(page.get_by_text(re.compile(rf"^{stage}-\d+$")).first).to_be_visible()
+
+
 def test_an_operator_sees_kis_work_in_the_hatchet_dashboard(hx, dashboard, make_ctx, tmp_path,
                                                             browser_page):  # noqa: F811
     page, errors = browser_page
@@ -182,7 +199,7 @@ def test_an_operator_sees_kis_work_in_the_hatchet_dashboard(hx, dashboard, make_
     assert xs == sorted(xs) and len(set(xs)) == len(xs), dict(zip(ENABLED_STAGES, xs, strict=True))
     engine_tasks = {t.display_name.rsplit("-", 1)[0] for t in hatchet_client().runs.get(broken_run).tasks}
     assert engine_tasks == {*ENABLED_STAGES, "record_failure-on-failure"}
-    page.get_by_text("convert", exact=True).first.click()
+    _open_task(page, "convert")
     page.get_by_role("tab", name="Output").last.click()
     output = page.locator("pre").filter(has_text="error_class").first
     expect(output).to_contain_text('"status": "quarantined"', timeout=UI_TIMEOUT_MS)
