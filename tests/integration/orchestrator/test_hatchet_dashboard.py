@@ -23,6 +23,7 @@ import re
 from pathlib import Path
 
 import pytest
+from playwright.sync_api import Error as PlaywrightError
 from playwright.sync_api import expect
 
 from ki.launch import launch_insertion
@@ -98,7 +99,8 @@ def _filter(page, *, workflow: str | None = None, metadata: dict[str, str] | Non
     """Set the runs table's filters through its Filters menu, as an operator would."""
     page.locator("button[aria-haspopup=menu]:has-text('Filters')").click()
     menu = page.locator("[role=menu]")
-    if workflow:
+    if workflow:  # the menu lists the first 200 workflows matching its search box (the session has many)
+        menu.locator("input[placeholder='Search workflow...']").fill(workflow)
         menu.get_by_text(workflow, exact=True).click()
     for key, value in (metadata or {}).items():
         menu.locator("input[placeholder='ENV']").fill(key)
@@ -112,11 +114,20 @@ META_KEYS = ("ki_attempt", "ki_file", "ki_object_id", "ki_run_id", "traceparent"
 
 
 def _metadata(page, row) -> dict[str, str]:
-    """The metadata popover of a runs-table row, as {key: value} (lines: a key, then its value unless empty)."""
-    row.locator("div[aria-haspopup=dialog]").click()
+    """The metadata popover of a runs-table row, as {key: value} (lines: a key, then its value unless empty).
+    The table refreshes itself every 10 s, which can close an open popover: it is opened again then."""
     dialog = page.locator("[role=dialog]")
-    expect(dialog).to_contain_text("ki_file", timeout=UI_TIMEOUT_MS)
-    lines = [ln.strip() for ln in dialog.inner_text().splitlines() if ln.strip()]
+    for _ in range(3):
+        row.locator("div[aria-haspopup=dialog]").click()
+        try:
+            expect(dialog).to_contain_text("ki_file", timeout=UI_TIMEOUT_MS // 3)
+            text = dialog.inner_text(timeout=2_000)
+            break
+        except (AssertionError, PlaywrightError):
+            page.keyboard.press("Escape")
+    else:
+        raise AssertionError("the runs table's metadata popover did not stay open")
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
     out: dict[str, str] = {}
     for i, line in enumerate(lines):
         if line in META_KEYS:
