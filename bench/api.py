@@ -11,7 +11,7 @@ What runs
   traceback tail), 1 % disabled at Index; later stages of unfinished objects wait. ``--runs`` finished
   insertion runs plus one active run. Then ``VACUUM ANALYZE`` (the steady state autovacuum keeps).
 * A real ``ki serve`` (its own process, uvicorn) on that data directory; a token from
-  ``ki.api.tokens.create_token``; sequential requests over loopback HTTP with httpx (after a warm-up),
+  ``ki.app.tokens.create_token``; sequential requests over loopback HTTP with httpx (after a warm-up),
   latency measured on the client: authentication, the query, JSON and the network stack included.
 * The bucket query alone (in-process, no cache), for what one shared count costs.
 * Page load: Debian's chromium (Playwright, ``executable_path``) opens ``/`` signed in; reported are
@@ -117,7 +117,7 @@ def seed(docs: int, runs: int) -> dict[str, int]:
         counts["quarantined"] = int(conn.execute(text(
             "SELECT count(*) FROM processing_state WHERE status = 'quarantined'")).scalar_one())
     print(f"seeded in {time.perf_counter() - started:.1f} s: {json.dumps(counts)}")
-    from ki.api.tokens import create_token
+    from ki.app.tokens import create_token
 
     counts["_token"] = create_token(ctx.db.engine, name="bench", scopes=["read:pipeline", "write:pipeline"])[1]
     ctx.db.dispose()

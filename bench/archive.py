@@ -76,7 +76,7 @@ def main() -> None:
 
         logging.getLogger("httpx").setLevel(logging.WARNING)
         from ki.api.app import create_app
-        from ki.api.tokens import create_token
+        from ki.app.tokens import create_token
         from ki.context import PipelineContext
         from ki.orchestration.archive import archive_history
 

@@ -92,7 +92,7 @@ def _index_done(ctx, name: str) -> bool:
 
 
 def latency(args, workdir: Path) -> None:
-    from ki.api.launcher import RunLauncher
+    from ki.app.launcher import RunLauncher
     from ki.cli.watch import start_watcher
     from ki.config.loader import ProcessSettings, set_config_value
     from ki.context import PipelineContext

@@ -182,7 +182,7 @@ def main() -> None:
         logging.getLogger("httpx").setLevel(logging.WARNING)
 
         from ki.api.app import create_app
-        from ki.api.tokens import create_token
+        from ki.app.tokens import create_token
         from ki.context import PipelineContext
         from ki.orchestration.work_items import preview_bulk, run_bulk
         from ki.store.work_items import WorkItemFilter

@@ -30,10 +30,10 @@ from starlette.types import ASGIApp
 from ki.api.auth import COOKIE_NAME, authenticated
 from ki.api.errors import install_error_handlers
 from ki.api.guard import RequestGuard
-from ki.api.launcher import RunLauncher
 from ki.api.state import ServerState
 from ki.api.status_cache import BucketCache
 from ki.api.strict import refuse_unknown_query
+from ki.app.launcher import RunLauncher
 from ki.context import PipelineContext
 
 STATIC_DIR = Path(__file__).parent / "static"

@@ -3,7 +3,7 @@
 DESIGN.md "The operator surface is one app": every ``/api``
 request needs ``Authorization: Bearer <token>`` (none or an unknown/revoked token → 401, a token
 without the scope → 403). The page logs in with a token and then carries a server-side session id
-(:func:`ki.api.tokens.open_session`: bound to the token, expiring, ended at sign-out and with the
+(:func:`ki.app.tokens.open_session`: bound to the token, expiring, ended at sign-out and with the
 token) in an HttpOnly, SameSite=Strict cookie (:data:`COOKIE_NAME`); a state-changing request
 authenticated by that cookie must also come from the same origin (``Origin``, else ``Referer``, must
 match ``Host``) — a bearer header cannot be sent by another site's form, a cookie can.
@@ -24,8 +24,8 @@ from urllib.parse import urlsplit
 from fastapi import Request
 from sqlalchemy.engine import Engine
 
-from ki.api.scopes import effective_scopes
-from ki.api.tokens import authenticate, session_token
+from ki.app.scopes import effective_scopes
+from ki.app.tokens import authenticate, session_token
 from ki.store.tokens import TokenRow
 
 #: The page's session cookie (a server-side session id bound to the token; HttpOnly, SameSite=Strict).
@@ -55,7 +55,7 @@ class Identity:
     via: Literal["bearer", "cookie"]
 
     def allows(self, scope: str) -> bool:
-        """Whether this identity holds ``scope`` (implications included, see :mod:`ki.api.scopes`)."""
+        """Whether this identity holds ``scope`` (implications included, see :mod:`ki.app.scopes`)."""
         return scope in self.scopes
 
 

@@ -20,8 +20,8 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from fastapi.templating import Jinja2Templates
 
 from ki.api.auth import COOKIE_NAME, AuthError, authorize_request, same_origin
-from ki.api.scopes import READ_PIPELINE, SEARCH, WRITE_PIPELINE
-from ki.api.tokens import SESSION_SECONDS, authenticate, close_session, open_session
+from ki.app.scopes import READ_PIPELINE, SEARCH, WRITE_PIPELINE
+from ki.app.tokens import SESSION_SECONDS, authenticate, close_session, open_session
 
 router = APIRouter(include_in_schema=False)
 

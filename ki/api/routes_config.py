@@ -3,7 +3,7 @@
 Spec: insertion-pipeline.md "The console page" (stage and run settings: GET /api/config → edits →
 PUT /api/config; Save / Save and re-run; the "Re-run all files" dialog), "Configuration" (an
 env-pinned field refuses the edit with 409) and "What save re-runs and what it does not"
-(:mod:`ki.api.config_view`). A stale version → 409, an invalid value → 422 with field
+(:mod:`ki.app.config_view`). A stale version → 409, an invalid value → 422 with field
 errors; nothing is written in either case. A saved edit and its audit entry are one outcome
 (:mod:`ki.config.journal`).
 """
@@ -15,12 +15,13 @@ from typing import Literal
 from fastapi import APIRouter, Depends, Header, Path, Query
 
 from ki.api.auth import Identity, require_scope
-from ki.api.config_view import describe_config, edit_audit, flat_values, requires_run
 from ki.api.errors import ApiError, error_responses
-from ki.api.preview import rerun_preview
-from ki.api.schemas import ConfigOut, ConfigSaved, ConfigUpdate, RerunPreview
-from ki.api.scopes import READ_PIPELINE, WRITE_PIPELINE
+from ki.api.schemas import ConfigSaved, ConfigUpdate
 from ki.api.state import ServerState, server_state
+from ki.app.config_view import describe_config, edit_audit, flat_values, requires_run
+from ki.app.preview import rerun_preview
+from ki.app.scopes import READ_PIPELINE, WRITE_PIPELINE
+from ki.app.views import ConfigOut, RerunPreview
 from ki.config.edits import apply_config_changes
 
 router = APIRouter(prefix="/api", tags=["configuration"])

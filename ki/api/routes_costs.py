@@ -11,11 +11,12 @@ from datetime import datetime
 from fastapi import APIRouter, Depends, Query
 
 from ki.api.auth import Identity, require_scope
-from ki.api.catalog import stage_catalog
 from ki.api.errors import ApiError, error_responses
-from ki.api.schemas import CatalogOut, CostsOut, SpendOut
-from ki.api.scopes import READ_PIPELINE
+from ki.api.schemas import CostsOut, SpendOut
 from ki.api.state import ServerState, server_state
+from ki.app.catalog import stage_catalog
+from ki.app.scopes import READ_PIPELINE
+from ki.app.views import CatalogOut
 from ki.store.usage import SpendRow, spend_by
 
 router = APIRouter(prefix="/api", tags=["costs"])

@@ -14,7 +14,7 @@ from fastapi.responses import Response
 
 from ki.api.auth import authorize_request
 from ki.api.errors import error_responses
-from ki.api.scopes import READ_PIPELINE
+from ki.app.scopes import READ_PIPELINE
 from ki.config.process import ProcessSettings, current
 from ki.observability.exposition import CONTENT_TYPE, ServingRegistry, render
 

@@ -33,8 +33,8 @@ from ki.api.schemas import (
     SyncOut,
     UnreadableFile,
 )
-from ki.api.scopes import READ_PIPELINE, WRITE_PIPELINE
 from ki.api.state import ServerState, server_state
+from ki.app.scopes import READ_PIPELINE, WRITE_PIPELINE
 from ki.breaker import describe_pauses
 from ki.errors import SyncAlreadyRunning
 from ki.launch import sweep_local_runs

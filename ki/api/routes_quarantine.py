@@ -18,8 +18,8 @@ from ki.api.auth import Identity, require_scope
 from ki.api.errors import ApiError, error_responses
 from ki.api.routes_pipeline import launch_run
 from ki.api.schemas import QuarantineDetail, QuarantineItem, QuarantinePage, RetryOut, StageRowOut
-from ki.api.scopes import READ_PIPELINE, WRITE_PIPELINE
 from ki.api.state import ServerState, server_state
+from ki.app.scopes import READ_PIPELINE, WRITE_PIPELINE
 from ki.orchestration.quarantine import retry_quarantined
 from ki.store.status import object_rows, quarantine_facets, quarantine_page
 from ki.taxonomies import PIPELINE_STAGE_ORDER, STAGE_CONSOLE_NAMES

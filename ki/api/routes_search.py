@@ -19,8 +19,8 @@ from fastapi import APIRouter, Depends, Query
 from ki.api.auth import Identity, require_scope
 from ki.api.errors import ApiError, error_responses
 from ki.api.schemas_search import SearchPage
-from ki.api.scopes import SEARCH
 from ki.api.state import ServerState, server_state
+from ki.app.scopes import SEARCH
 from ki.index.search import MAX_LIMIT, MAX_OFFSET
 
 router = APIRouter(prefix="/v1/search", tags=["search"])

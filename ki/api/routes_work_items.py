@@ -13,11 +13,13 @@ from typing import Literal
 
 from fastapi import APIRouter, Depends, Query
 
-from ki.api import work_items as service
 from ki.api.auth import Identity, require_scope
 from ki.api.errors import ApiError, error_responses
 from ki.api.routes_pipeline import launch_run
-from ki.api.schemas_work_items import (
+from ki.api.state import ServerState, server_state
+from ki.app import work_items as service
+from ki.app.scopes import READ_WORK_ITEM, WRITE_WORK_ITEM
+from ki.app.work_item_views import (
     BulkPreview,
     BulkRequest,
     BulkResult,
@@ -26,8 +28,6 @@ from ki.api.schemas_work_items import (
     WorkItemDetail,
     WorkItemPage,
 )
-from ki.api.scopes import READ_WORK_ITEM, WRITE_WORK_ITEM
-from ki.api.state import ServerState, server_state
 from ki.errors import WorkItemRefused
 from ki.orchestration import work_items as actions
 from ki.store.work_items import WorkItemFilter, parse_work_item_id

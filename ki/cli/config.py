@@ -3,8 +3,8 @@
 Edits go through :func:`ki.config.edits.apply_config_changes` (validated as a whole, nothing written on
 an error, each field's messages without pydantic's links) and are audited with ``cli:<OS user>`` as the
 actor, together with the file (:mod:`ki.config.journal`). Whether an edit needs a run, and why, is the
-console's rule (:func:`ki.api.config_view.requires_run`); which fields are secret is the console's
-too (:func:`ki.api.config_view.is_secret`) — one rule for both surfaces.
+console's rule (:func:`ki.app.config_view.requires_run`); which fields are secret is the console's
+too (:func:`ki.app.config_view.is_secret`) — one rule for both surfaces.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ FIRST_READER: tuple[tuple[str, str], ...] = (("firm.", "classify_matter"), ("ret
 
 
 def _mask_secrets(data: dict[str, Any], prefix: str = "") -> None:
-    from ki.api.config_view import is_secret
+    from ki.app.config_view import is_secret
 
     for key, value in data.items():
         dotted = f"{prefix}.{key}" if prefix else key
@@ -89,8 +89,8 @@ def cli_actor() -> str:
 
 
 def _audit(keys: list[str]) -> Any:
-    """The edit's audit (:func:`ki.api.config_view.edit_audit`) on ki's database, as :func:`cli_actor`."""
-    from ki.api.config_view import edit_audit
+    """The edit's audit (:func:`ki.app.config_view.edit_audit`) on ki's database, as :func:`cli_actor`."""
+    from ki.app.config_view import edit_audit
 
     return edit_audit(open_context().db.engine, cli_actor(), keys)
 
@@ -105,7 +105,7 @@ def _coerced(value: str) -> Any:
 def _rerun_cost(stage: str) -> None:
     """With a spending cap set (``pipeline.budget``): the re-run's estimated cost (the console dialog's estimate) set
     against the budget left. Nothing without a cap."""
-    from ki.api.preview import rerun_preview
+    from ki.app.preview import rerun_preview
 
     ctx = open_context()
     p = rerun_preview(ctx, ctx.config, stage)
@@ -120,7 +120,7 @@ def _explain(key: str, old: Any, new: Any) -> None:
     """Say when the change takes effect: at the next run (the console's rule) or, for a field documents
     are processed with (:data:`FIRST_READER`), that it changes nothing already processed and how to apply
     it to those documents. Operational fields (timeouts, attempts, sizes) say nothing more."""
-    from ki.api.config_view import requires_run, run_rule
+    from ki.app.config_view import requires_run, run_rule
     from ki.taxonomies import STAGE_CONSOLE_NAMES
 
     reason = requires_run(key, old, new)
@@ -149,7 +149,7 @@ def config_set(key: str = typer.Argument(..., help="dotted field, e.g. pipeline.
                value: str = typer.Argument(..., help="new value (JSON or plain text; `-5` is a value)")) -> None:
     """Edit one field of the saved configuration; the value is checked first (range, URL, choices) and
     nothing is written when it is refused, or when the field is pinned by the environment."""
-    from ki.api.config_view import flat_values, is_secret
+    from ki.app.config_view import flat_values, is_secret
     from ki.config.edits import apply_config_changes
     from ki.errors import ConfigurationError, ConfigValidationError
 
@@ -178,7 +178,7 @@ def config_set(key: str = typer.Argument(..., help="dotted field, e.g. pipeline.
 @group.command("unset")
 def config_unset(key: str = typer.Argument(..., help="dotted field, e.g. firm.name")) -> None:
     """Remove a field from the saved configuration: it falls back to its default."""
-    from ki.api.config_view import flat_values
+    from ki.app.config_view import flat_values
     from ki.config.edits import unset_config_value
     from ki.errors import ConfigurationError
 

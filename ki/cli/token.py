@@ -1,6 +1,6 @@
 """``ki token create|list|revoke``: the API's bearer tokens (stored hashed; shown once).
 
-DESIGN.md "The operator surface is one app"; scopes in :mod:`ki.api.scopes`.
+DESIGN.md "The operator surface is one app"; scopes in :mod:`ki.app.scopes`.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import sys
 import typer
 from rich.table import Table
 
-from ki.api.scopes import SCOPES
+from ki.app.scopes import SCOPES
 from ki.cli.common import console, open_context, out, shown
 
 group = typer.Typer(no_args_is_help=True, help="API tokens for ki serve (stored hashed)")
@@ -31,7 +31,7 @@ def create(
     as_json: bool = typer.Option(False, "--json", help='print {"id": ..., "token": "..."}'),
 ) -> None:
     """Make a token and print it once (it is stored only as a hash)."""
-    from ki.api.tokens import create_token
+    from ki.app.tokens import create_token
 
     try:
         row, token = create_token(_engine(), name=name, scopes=scope, principal=principal)
@@ -54,7 +54,7 @@ def create(
 @group.command("list")
 def list_(as_json: bool = typer.Option(False, "--json")) -> None:
     """Every token (live and revoked): id, name, scopes, principal, created, last used."""
-    from ki.api.tokens import token_json
+    from ki.app.tokens import token_json
     from ki.store.tokens import list_tokens
 
     with _engine().connect() as conn:
@@ -78,7 +78,7 @@ def list_(as_json: bool = typer.Option(False, "--json")) -> None:
 @group.command("revoke")
 def revoke(token_id: int = typer.Argument(..., help="the id shown by `ki token list`")) -> None:
     """Revoke a token: requests with it fail (401) from now on."""
-    from ki.api.tokens import revoke as revoke_token
+    from ki.app.tokens import revoke as revoke_token
 
     try:
         row = revoke_token(_engine(), token_id)

@@ -21,7 +21,7 @@ from ki.cli.common import console, open_context, serve_metrics
 
 def start_watcher(ctx, launcher, paths: list[Path] | None = None, *, mode: str | None = None):
     """Build the watcher of ``paths`` (None: every local source) syncing through ``launch_sync`` and handing
-    off to ``launcher`` (a :class:`ki.api.launcher.RunLauncher`); returns ``(watcher, stop event, thread)``
+    off to ``launcher`` (a :class:`ki.app.launcher.RunLauncher`); returns ``(watcher, stop event, thread)``
     with the thread started.
 
     Raises: SourceRefused when a path is not a registered source and cannot be added; ValueError for a bad
@@ -50,7 +50,7 @@ def watch(
                                         "setting, else poll on network file systems)"),
 ) -> None:
     """Watch local-folder sources; sync and insert what arrives, changes, moves or goes (until Ctrl-C)."""
-    from ki.api.launcher import RunLauncher
+    from ki.app.launcher import RunLauncher
     from ki.cli.faults import configure_logging
     from ki.sources.registry import SourceRefused
 

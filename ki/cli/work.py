@@ -75,7 +75,7 @@ def work_list(filters: list[str] = _FILTERS, limit: int = typer.Option(50, min=1
               cursor: str = typer.Option(None, help="the next_cursor a previous page printed"),
               as_json: bool = _JSON) -> None:
     """Work items matching the filters, newest first (one page; the next page's cursor is printed)."""
-    from ki.api.work_items import list_page
+    from ki.app.work_items import list_page
 
     flt = parse_filters(filters)
     try:
@@ -100,7 +100,7 @@ def work_list(filters: list[str] = _FILTERS, limit: int = typer.Option(50, min=1
 @group.command("show")
 def work_show(work_item_id: str = typer.Argument(..., help="work_item:<uuid>"), as_json: bool = _JSON) -> None:
     """One work item with its whole attempt history."""
-    from ki.api.work_items import detail
+    from ki.app.work_items import detail
     from ki.errors import WorkItemRefused
     from ki.store.work_items import parse_work_item_id
 
@@ -127,7 +127,7 @@ def work_show(work_item_id: str = typer.Argument(..., help="work_item:<uuid>"), 
 @group.command("groups")
 def work_groups(filters: list[str] = _FILTERS, as_json: bool = _JSON) -> None:
     """Failing work items per (stage, error signature), largest group first."""
-    from ki.api.work_items import groups
+    from ki.app.work_items import groups
 
     result = groups(open_context(), parse_filters(filters))
     if as_json:

@@ -22,7 +22,7 @@ class ApiToken(Base):
         name: who holds it; the actor the audit log records (unique among live tokens).
         token_hash: SHA-256 hex of the token (the token itself is never stored).
         prefix: the token's first characters, to tell tokens apart in a listing.
-        scopes: granted scopes (:data:`ki.api.scopes.SCOPES`).
+        scopes: granted scopes (:data:`ki.app.scopes.SCOPES`).
         principal: the principal permission-filtered search runs as (None: none).
         created_by: ``cli`` or the name of the admin token that made it.
         last_used_at: the last authenticated request (refreshed at most once a minute).

@@ -2,7 +2,7 @@
 
 DESIGN.md "The operator surface is one app" (tokens made by ``ki token create``, stored hashed).
 Each function runs one statement on a connection the caller owns; hashing and scope rules live in
-:mod:`ki.api.tokens`.
+:mod:`ki.app.tokens`.
 """
 
 from __future__ import annotations

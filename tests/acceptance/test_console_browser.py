@@ -62,7 +62,7 @@ def served(make_ctx, db_url, data_dir, shared, tmp_path):
                         encoding="utf-8")
     ctx = make_ctx(workers=2)
     assert insert_estate(ctx, root).status == "completed"
-    from ki.api.tokens import create_token
+    from ki.app.tokens import create_token
 
     token = create_token(ctx.db.engine, name="Kanzlei-IT", scopes=["read:pipeline", "write:pipeline"])[1]
     port = _free_port()
@@ -255,7 +255,7 @@ def test_console_in_a_real_browser(served, browser_page, tmp_path):
     shots("narrow-unsaved", full_page=False)
     page.click("#discard")
     shots("narrow")
-    from ki.api.tokens import revoke
+    from ki.app.tokens import revoke
     from ki.store.tokens import list_tokens
 
     with ctx.db.engine.connect() as conn:
@@ -276,7 +276,7 @@ def test_console_search_runs_and_blocked_rows(served, browser_page, tmp_path):
     base, _, ctx = served
     page, errors = browser_page
     shots = Shots(page, Path(os.environ.get("KI_SCREENSHOT_DIR") or tmp_path / "screens"))
-    from ki.api.tokens import create_token
+    from ki.app.tokens import create_token
 
     token = create_token(ctx.db.engine, name="Wissensteam", scopes=["read:pipeline", "write:pipeline", "search"],
                          principal="user:anna")[1]

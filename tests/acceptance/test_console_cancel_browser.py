@@ -37,7 +37,7 @@ def test_cancel_from_the_run_banner(make_ctx, db_url, data_dir, tmp_path, browse
     for i in range(8):
         (root / f"Schreiben {i}.txt").write_text(f"Schreiben {i} an die Mandantschaft.\n", encoding="utf-8")
     ctx = make_ctx(workers=2)
-    from ki.api.tokens import create_token
+    from ki.app.tokens import create_token
     from ki.sources.scan import register_local_source, scan_source
 
     scan_source(ctx, register_local_source(ctx, root))

@@ -47,7 +47,7 @@ class Tokens:
 
 def make_tokens(engine) -> Tokens:
     """reader (read:pipeline), operator (read+write:pipeline), admin, searcher (search only)."""
-    from ki.api.tokens import create_token
+    from ki.app.tokens import create_token
 
     out = Tokens()
     for name, scopes in (("reader", ["read:pipeline"]), ("operator", ["read:pipeline", "write:pipeline"]),

@@ -9,7 +9,7 @@ Index fails for one more. The faults are our own stage handlers replaced (the st
 from __future__ import annotations
 
 from ki import errors
-from ki.api.tokens import create_token
+from ki.app.tokens import create_token
 from ki.config.loader import set_config_value
 from ki.launch import launch_insertion
 from ki.stages import STAGE_HANDLERS

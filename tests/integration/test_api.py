@@ -79,7 +79,7 @@ def test_auth_cases(console):
     # admin implies every scope
     assert client.get("/api/status", headers=tokens.header("admin")).status_code == 200
     # revoked: refused from the next request on
-    from ki.api.tokens import revoke
+    from ki.app.tokens import revoke
     from ki.store.tokens import list_tokens
 
     with ctx.db.engine.connect() as conn:
@@ -444,7 +444,7 @@ def test_costs_against_scripted_usage(console):
 
 def test_model_catalog_resolves_aliases_through_the_gateway(console, monkeypatch):
     client, tokens, _ = console
-    from ki.api.catalog import reset_catalog_cache
+    from ki.app.catalog import reset_catalog_cache
     from tests.helpers.loopback import JsonServer
 
     info = {"data": [{"model_name": "ki-classify", "litellm_params": {"model": "openai/gpt-4o-mini"},

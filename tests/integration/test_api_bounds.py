@@ -22,7 +22,7 @@ import pytest
 
 from ki.api.app import create_app
 from ki.api.guard import CONFIG_BODY_BYTES, MAX_DEPTH
-from ki.api.tokens import create_token
+from ki.app.tokens import create_token
 from tests.helpers.mcp_client import call_tools
 from tests.helpers.served import serve_app
 

@@ -28,7 +28,7 @@ pytestmark = pytest.mark.timeout(900)
 def fuzz_app(pg_server_uri, template_db, tmp_path_factory, shared):
     """(app, admin header) on a module-scoped database with the small estate inserted."""
     from ki.api.app import create_app
-    from ki.api.tokens import create_token
+    from ki.app.tokens import create_token
     from ki.config.loader import ProcessSettings
     from ki.context import PipelineContext
     from ki.store.db import open_database, sqlalchemy_url

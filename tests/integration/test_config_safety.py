@@ -22,7 +22,7 @@ import pytest
 from sqlalchemy import text
 
 from ki.api.app import create_app
-from ki.api.tokens import create_token
+from ki.app.tokens import create_token
 from ki.config.journal import pending_path, replay_pending
 from tests.helpers.process import free_ports
 from tests.helpers.served import serve_app

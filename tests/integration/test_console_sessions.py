@@ -16,7 +16,7 @@ import pytest
 from sqlalchemy import text
 
 from ki.api.app import create_app
-from ki.api.tokens import SESSION_SECONDS, create_token, revoke
+from ki.app.tokens import SESSION_SECONDS, create_token, revoke
 from tests.helpers.ki_command import KiUser, private_folder
 from tests.helpers.served import serve_app
 

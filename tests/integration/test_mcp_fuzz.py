@@ -26,7 +26,7 @@ from mcp.shared.exceptions import McpError
 from schemathesis import GenerationMode
 
 from ki.api.app import create_app
-from ki.api.tokens import create_token
+from ki.app.tokens import create_token
 from tests.helpers.served import serve_app
 
 pytestmark = pytest.mark.timeout(900)

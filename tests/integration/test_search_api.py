@@ -18,7 +18,7 @@ from sqlalchemy import text
 
 from ki.access.projection import AccessProjection, GrantLevel, compile_projection
 from ki.api.app import create_app
-from ki.api.tokens import create_token
+from ki.app.tokens import create_token
 from ki.index.backend import ChunkRow, IndexDocument
 from ki.index.factory import backend_for
 from tests.helpers.mcp_client import call_tool

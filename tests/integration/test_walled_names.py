@@ -17,7 +17,7 @@ import pytest
 from sqlalchemy import text
 
 from ki.api.app import create_app
-from ki.api.tokens import create_token
+from ki.app.tokens import create_token
 from ki.launch import launch_insertion
 from ki.sources.scan import register_local_source, scan_source
 from tests.helpers.mcp_client import call_tools

@@ -19,7 +19,7 @@ import pytest
 from sqlalchemy import text
 from typer.testing import CliRunner
 
-from ki.api.launcher import RunLauncher
+from ki.app.launcher import RunLauncher
 from ki.cli.app import app as cli_app
 from ki.cli.watch import start_watcher
 from ki.config.loader import set_config_value

@@ -17,7 +17,7 @@ import pytest
 from sqlalchemy import text
 
 from ki.api.app import create_app
-from ki.api.tokens import revoke
+from ki.app.tokens import revoke
 from ki.store import claims as q
 from ki.taxonomies import PIPELINE_STAGE_ORDER, WAITING_FOR_PREVIOUS_STAGE
 from tests.helpers.served import serve_app

@@ -17,7 +17,7 @@ from mcp.client.streamable_http import streamable_http_client
 from sqlalchemy import text
 
 from ki.api.app import create_app
-from ki.api.tokens import create_token, revoke
+from ki.app.tokens import create_token, revoke
 from tests.helpers.mcp_client import call_tool as call
 from tests.helpers.served import serve_app
 from tests.helpers.work_items import CORRUPT, OUTAGE, faulty_estate

@@ -308,6 +308,18 @@ def test_package_cycles_only_shrink() -> None:
     assert cycles == KNOWN_PACKAGE_CYCLES, f"package cycles are now {cycles}: update KNOWN_PACKAGE_CYCLES"
 
 
+def test_the_faces_share_the_application_layer_not_each_other() -> None:
+    """The CLI and the HTTP API are faces over :mod:`ki.app`: the application layer imports no face, and the CLI
+    imports the web package only to serve it (``ki serve``)."""
+    graph = import_graph()
+    faces = ("ki.api", "ki.cli")
+    app_up = {m: sorted(i for i in deps if i.startswith(faces)) for m, deps in graph.items() if m.startswith("ki.app")}
+    assert {m: d for m, d in app_up.items() if d} == {}
+    cli_web = {m: sorted(i for i in deps if i.startswith("ki.api")) for m, deps in graph.items()
+               if m.startswith("ki.cli") and m != "ki.cli.serve"}
+    assert {m: d for m, d in cli_web.items() if d} == {}
+
+
 def test_the_package_check_sees_a_cycle_through_submodules() -> None:
     graph = {"ki.a.x": {"ki.b.y"}, "ki.b.y": set(), "ki.b.z": {"ki.a"}, "ki.a": set(), "ki.c": {"ki.a.x"}}
     assert import_cycles(package_graph(graph)) == [["ki.a", "ki.b"]]

@@ -19,7 +19,7 @@ from typing import Any
 
 from ki.agents.gateway import ENV_BASE_URL, GatewayClient, model_for_stage
 from ki.agents.usage import Price, price_of
-from ki.api.schemas import CatalogEntry, CatalogOut
+from ki.app.views import CatalogEntry, CatalogOut
 from ki.config.settings import KiConfig
 from ki.errors import ConfigurationError, KiError
 from ki.taxonomies import MODEL_STAGES, PIPELINE_STAGE_ORDER, STAGE_CONSOLE_NAMES

@@ -10,7 +10,7 @@ import uuid
 from dataclasses import replace
 
 from ki.access.visibility import split_visible, visible_objects
-from ki.api.schemas_work_items import (
+from ki.app.work_item_views import (
     FailureGroups,
     WorkItem,
     WorkItemDetail,

@@ -15,7 +15,7 @@ from typing import Any
 
 from sqlalchemy.engine import Engine
 
-from ki.api.scopes import check_scope_names
+from ki.app.scopes import check_scope_names
 from ki.store import audit, sessions, tokens
 from ki.store.tokens import TokenRow
 

@@ -23,7 +23,7 @@ import annotated_types
 from pydantic import BaseModel
 from sqlalchemy.engine import Engine
 
-from ki.api.schemas import ConfigField, ConfigOut, StageConfigOut
+from ki.app.views import ConfigField, ConfigOut, StageConfigOut
 from ki.config.edits import config_version, saved_keys
 from ki.config.journal import EditAudit
 from ki.config.loader import env_pinned_fields

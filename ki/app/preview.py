@@ -7,7 +7,7 @@ have not been reached). A bumped ``rerun_token`` requeues the stage and parks ev
 (``requeue_outdated_stages``), so each enabled later stage runs again for the same files.
 
 Estimates: cost = per stage, billable executions × the ledger's tokens per document ×
-the price of the model the stage is assigned now (:mod:`ki.api.catalog`); work whose result is
+the price of the model the stage is assigned now (:mod:`ki.app.catalog`); work whose result is
 cached by content hash whatever the version (:data:`CONTENT_CACHED`) costs nothing. Duration =
 stage executions ÷ the stage-execution rate of recent completed runs.
 """
@@ -16,8 +16,8 @@ from __future__ import annotations
 
 from decimal import Decimal
 
-from ki.api.catalog import gateway_models, stage_entry
-from ki.api.schemas import RerunPreview, StageEstimate
+from ki.app.catalog import gateway_models, stage_entry
+from ki.app.views import RerunPreview, StageEstimate
 from ki.config.settings import KiConfig
 from ki.context import PipelineContext
 from ki.orchestration.budget import estimate_against_budget, remaining_for_a_run
