@@ -114,6 +114,10 @@ def run_worker(*, hand_off: HandOff, slots: int | None = None, name: str | None 
     from ki.workflows.task import worker_runtime
     from ki.workflows.trigger import trigger_members
 
+    # the in-process embedding engine's OpenMP threads sleep while they wait instead of spinning: worker processes
+    # (and a reserve) share the cores, and spinning cost ~60 % more CPU per document (bench/hatchet.py --real-work:
+    # 1.6 vs 1.0 CPU-s per document in the workers; the local run the same either way). Before the engine loads.
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     hatchet = hatchet_client()
     pool = worker_pool()
     if pool == MODEL and os.environ.get(POOL_SLOTS_ENV):  # the reserve worker a general worker started

@@ -3,7 +3,7 @@
 A real engine and one ``ki worker`` (4 slots, every stage enabled, the model stages on the loopback gateway):
 with ``pipeline.lanes.model_workers`` at its default (a quarter: 1 slot), the worker serves 3 slots as
 ``ki-pool=general`` and starts a reserve worker process with 1 slot as ``ki-pool=model``. 12 notes are
-launched at once with a slow convert (2 s), so the general slots are full of converts while the documents
+launched at once with a slow convert (3 s), so the general slots are full of converts while the documents
 that got through convert wait for their model stages:
 
 * the engine lists both workers with their labels and slots;
@@ -79,7 +79,7 @@ def test_model_stages_get_a_reserve_worker_that_general_tasks_never_use(hx, make
         monkeypatch.setenv("KI_LLM_MODEL", "stub-model")
         ctx = make_ctx(hatchet_document_concurrency=DOCUMENTS)
         configure(ctx.settings.data_dir, "hatchet", stages=list(PIPELINE_STAGE_ORDER))
-        general = hx.start_worker(slots=SLOTS, env={"KI_TEST_SLOW": "convert:2"})
+        general = hx.start_worker(slots=SLOTS, env={"KI_TEST_SLOW": "convert:3"})
         hx.wait_workers_active(2)
         shown = _workers(hx.namespace)
         scan(ctx, root)
@@ -93,6 +93,8 @@ def test_model_stages_get_a_reserve_worker_that_general_tasks_never_use(hx, make
         assert len(reserve_pids) == 1, ({_pid(a.worker) for a in attempts}, general.pid)
         (reserve,) = reserve_pids
         rss_mib = _rss_mib(reserve)
+        # set by the general worker before it started the reserve (ki.workflows.worker: OpenMP threads sleep)
+        assert b"OMP_WAIT_POLICY=PASSIVE" in open(f"/proc/{reserve}/environ", "rb").read().split(b"\0")
         os.kill(general.pid, signal.SIGKILL)  # the general worker alone: its reserve must not outlive it
         reserve_ended = wait_until(lambda: not _alive(reserve), 60, step=0.2)
 
