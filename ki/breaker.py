@@ -90,6 +90,7 @@ from ki.dependencies import (
 from ki.dependencies import dependency_endpoints as _endpoints
 from ki.dependencies import stage_dependencies as _stage_dependencies
 from ki.served import SERVED
+from ki.store.pauses import Pause
 
 log = logging.getLogger(__name__)
 
@@ -144,22 +145,6 @@ class BreakerPolicy:
     def delay(self, probes: int) -> float:
         """Seconds before the probe after ``probes`` failed ones."""
         return min(self.probe_max_seconds, self.probe_seconds * (2 ** min(probes, 30)))
-
-
-@dataclass(frozen=True)
-class Pause:
-    """An open breaker as shown to users: the dependency, since when (UTC), the fault that opened it,
-    the next probe (UTC), how many probes failed."""
-
-    dependency: str
-    since: datetime
-    reason: str
-    next_probe_at: datetime
-    probes: int = 0
-
-    def describe(self) -> str:
-        """``paused: gateway unavailable since 2026-12-01 20:31:02 UTC``."""
-        return f"paused: {self.dependency} unavailable since {self.since:%Y-%m-%d %H:%M:%S} UTC"
 
 
 def describe_pauses(pauses: Iterable[Pause], config: Any, *, gateway_configured: bool | None = None

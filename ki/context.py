@@ -108,7 +108,7 @@ class PipelineContext:
     @classmethod
     def open(cls, settings: ProcessSettings | None = None, db: Database | None = None) -> PipelineContext:
         """Open the database (embedded or ``KI_DATABASE_URL``), the blob store and the configuration."""
-        from ki.config.journal import replay_pending
+        from ki.store.config_journal import replay_pending
         from ki.store.db import connect
 
         settings = settings or ProcessSettings()

@@ -5,7 +5,7 @@ PUT /api/config; Save / Save and re-run; the "Re-run all files" dialog), "Config
 env-pinned field refuses the edit with 409) and "What save re-runs and what it does not"
 (:mod:`ki.app.config_view`). A stale version → 409, an invalid value → 422 with field
 errors; nothing is written in either case. A saved edit and its audit entry are one outcome
-(:mod:`ki.config.journal`).
+(:mod:`ki.store.config_journal`).
 """
 
 from __future__ import annotations
@@ -18,11 +18,11 @@ from ki.api.auth import Identity, require_scope
 from ki.api.errors import ApiError, error_responses
 from ki.api.schemas import ConfigSaved, ConfigUpdate
 from ki.api.state import ServerState, server_state
+from ki.app.config_edits import apply_config_changes
 from ki.app.config_view import describe_config, edit_audit, flat_values, requires_run
 from ki.app.preview import rerun_preview
 from ki.app.scopes import READ_PIPELINE, WRITE_PIPELINE
 from ki.app.views import ConfigOut, RerunPreview
-from ki.config.edits import apply_config_changes
 
 router = APIRouter(prefix="/api", tags=["configuration"])
 

@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 from fastapi import Request
 
 from ki.api.status_cache import BucketCache
+from ki.app.config_edits import config_version
 from ki.app.launcher import RunLauncher
-from ki.config.edits import config_version
 from ki.config.settings import KiConfig
 from ki.context import PipelineContext
 

@@ -1,8 +1,8 @@
 """``ki config show|set|unset``: the effective configuration and edits of the saved file.
 
-Edits go through :func:`ki.config.edits.apply_config_changes` (validated as a whole, nothing written on
+Edits go through :func:`ki.app.config_edits.apply_config_changes` (validated as a whole, nothing written on
 an error, each field's messages without pydantic's links) and are audited with ``cli:<OS user>`` as the
-actor, together with the file (:mod:`ki.config.journal`). Whether an edit needs a run, and why, is the
+actor, together with the file (:mod:`ki.store.config_journal`). Whether an edit needs a run, and why, is the
 console's rule (:func:`ki.app.config_view.requires_run`); which fields are secret is the console's
 too (:func:`ki.app.config_view.is_secret`) — one rule for both surfaces.
 """
@@ -149,8 +149,8 @@ def config_set(key: str = typer.Argument(..., help="dotted field, e.g. pipeline.
                value: str = typer.Argument(..., help="new value (JSON or plain text; `-5` is a value)")) -> None:
     """Edit one field of the saved configuration; the value is checked first (range, URL, choices) and
     nothing is written when it is refused, or when the field is pinned by the environment."""
+    from ki.app.config_edits import apply_config_changes
     from ki.app.config_view import flat_values, is_secret
-    from ki.config.edits import apply_config_changes
     from ki.errors import ConfigurationError, ConfigValidationError
 
     data_dir = _data_dir()
@@ -178,8 +178,8 @@ def config_set(key: str = typer.Argument(..., help="dotted field, e.g. pipeline.
 @group.command("unset")
 def config_unset(key: str = typer.Argument(..., help="dotted field, e.g. firm.name")) -> None:
     """Remove a field from the saved configuration: it falls back to its default."""
+    from ki.app.config_edits import unset_config_value
     from ki.app.config_view import flat_values
-    from ki.config.edits import unset_config_value
     from ki.errors import ConfigurationError
 
     data_dir = _data_dir()

@@ -51,7 +51,7 @@ SHOW_REOPENED = 20
 
 def _reopen(ctx, project_id: int, before) -> None:
     """Re-open Classify for the files the import decides differently (:mod:`ki.matters.reopen`) and say so."""
-    from ki.matters.patterns import formats_for
+    from ki.config.reference_patterns import formats_for
     from ki.matters.reopen import reopen_after_import
     from ki.matters.store import known_references
 

@@ -234,8 +234,8 @@ class FirmConfig(BaseModel):
     """``firm.*``: whose appliance this is, and how it writes its matter references and dates.
 
     ``matter_reference_patterns``: the firm's matter-reference formats as templates (``YYYY-NNNN``,
-    ``NNNNNN-NNNN``, ``CODE-YYYY-NNN``, ``re:<regex>``; see :mod:`ki.matters.patterns`); unset or empty:
-    the shipped defaults (:data:`ki.matters.patterns.DEFAULT_PATTERNS`), which the field then holds — so
+    ``NNNNNN-NNNN``, ``CODE-YYYY-NNN``, ``re:<regex>``; see :mod:`ki.config.reference_patterns`); unset or empty:
+    the shipped defaults (:data:`ki.config.reference_patterns.DEFAULT_PATTERNS`), which the field then holds — so
     ``ki config show`` prints the formats in effect. ``date_order``: how numeric dates read (``dmy``
     05/07/2022 = 5 July, ``mdy`` = May 7); None: from the document's language (``mdy`` nowhere by default).
     """
@@ -250,7 +250,7 @@ class FirmConfig(BaseModel):
     @field_validator("matter_reference_patterns")
     @classmethod
     def _patterns_compile(cls, value: list[str]) -> list[str]:
-        from ki.matters.patterns import DEFAULT_PATTERNS, PatternError, template_regex
+        from ki.config.reference_patterns import DEFAULT_PATTERNS, PatternError, template_regex
 
         for pattern in value:
             try:

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from ki import services
 from ki.config.settings import KiConfig
+from ki.convert.docling.shared import docling as shared_docling
 from ki.convert.formats import sniff_format
 from ki.convert.model import StructuredDocument
 from ki.errors import UnsupportedDocument
@@ -154,8 +154,9 @@ def run_builtin(config: KiConfig, target: str, data: bytes, filename: str, *, re
 
 
 def docling_client(config: KiConfig):
-    """The process-wide Docling Serve client for ``components.docling_url`` (:func:`ki.services.docling`)."""
-    return services.docling(config.components)
+    """The process-wide Docling Serve client for ``components.docling_url``
+    (:func:`ki.convert.docling.shared.docling`)."""
+    return shared_docling(config.components)
 
 
 def _ocr_kwargs(config: KiConfig) -> dict:

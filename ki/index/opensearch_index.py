@@ -26,7 +26,7 @@ import numpy as np
 from sqlalchemy import Engine
 from sqlalchemy.engine import Connection
 
-from ki import services
+from ki import shared_clients
 from ki.access.projection import AccessProjection
 from ki.config.process import OpenSearchSettings, current
 from ki.index.backend import CLAUSE_KIND, ChunkRow, IndexDocument, SearchFilters
@@ -149,7 +149,7 @@ SPACES: dict[tuple[str, str], str] = {}
 LOCK = threading.Lock()
 
 
-@services.on_reset
+@shared_clients.on_reset
 def forget_index_state() -> None:
     """Forget what the indices were last seen to record (``ki.services.reset``)."""
     with LOCK:
@@ -188,7 +188,7 @@ def client_for(url: str, *, allow_link_local: bool = False) -> Any:
     from ki.index.opensearch_transport import GuardedConnection, PausedAwareTransport
 
     connection = Urllib3HttpConnection if allow_link_local else GuardedConnection
-    return services.shared("opensearch", (url, allow_link_local), lambda: OpenSearch(
+    return shared_clients.shared("opensearch", (url, allow_link_local), lambda: OpenSearch(
         hosts=[url], timeout=30, max_retries=2, retry_on_timeout=True, retry_on_status=(502, 503, 504),
         pool_maxsize=16, serializer=_serializer(), transport_class=PausedAwareTransport,
         connection_class=connection))

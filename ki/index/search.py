@@ -29,7 +29,6 @@ from typing import Any
 from pydantic import BaseModel, Field
 from sqlalchemy import Engine, text
 
-from ki import services
 from ki.access.projection import principal_set
 from ki.index.backend import CLAUSE_KIND, PROFILE_KIND, SearchBackend, SearchFilters
 from ki.index.clause_filters import clause_types_under
@@ -38,6 +37,7 @@ from ki.index.factory import backend_for
 from ki.index.facts import fact_sources
 from ki.index.hybrid import RRF_K, FusedHit, hybrid_search
 from ki.index.query import ParsedQuery, parse_query
+from ki.index.query_embedder import query_embedder as shared_query_embedder
 from ki.index.record import acl_sql
 from ki.index.snippets import highlight, labelled_fields, matched_fields
 from ki.observability.metrics import record_search
@@ -117,8 +117,9 @@ class SearchResponse(BaseModel):
 
 
 def query_embedder(identity: EmbedderIdentity | None) -> Embedder | None:
-    """The process's embedder of an index identity (:func:`ki.services.query_embedder`); None without vectors."""
-    return services.query_embedder(identity)
+    """The process's embedder of an index identity (:func:`ki.index.query_embedder.query_embedder`); None
+    without vectors."""
+    return shared_query_embedder(identity)
 
 
 def _digest(query: str, filters: SearchFilters, mode: str) -> str:

@@ -33,7 +33,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from ki.matters.patterns import ReferenceFormats
+from ki.config.reference_patterns import ReferenceFormats
 from ki.matters.references import KnownReferences, case_numbers_in, own_reference
 
 FOLDER_DOMINANCE = 0.8

@@ -17,9 +17,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ki.agents.loop import AgentState, Tool
+from ki.config.reference_patterns import ReferenceFormats, formats_for
 from ki.matters.evidence import Corpus, Evidence, Knowledge, infer_reference
 from ki.matters.facets import evidence_texts, rule_facets
-from ki.matters.patterns import ReferenceFormats, formats_for
 from ki.matters.references import KnownReferences, title_from_folder
 from ki.matters.schema import EVIDENCE_CHARS, TITLE_CHARS, ClassifyResult
 from ki.ontology.model import Ontology

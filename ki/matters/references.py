@@ -6,7 +6,7 @@ the top-level folder). Two kinds of knowledge find a file's reference:
 
 * the references the firm *knows* (:class:`KnownReferences`: the imported matters' references and
   aliases, client numbers, client names) — exact strings, looked up token by token;
-* the firm's reference *formats* (:class:`~ki.matters.patterns.ReferenceFormats`, from
+* the firm's reference *formats* (:class:`~ki.config.reference_patterns.ReferenceFormats`, from
   ``firm.matter_reference_patterns``): pattern guessing, which comes after.
 
 Opposing counsel's references (``828/24 TP``), invoice numbers (``RE-2023-00146``), court case numbers
@@ -22,7 +22,7 @@ from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from ki.matters.patterns import LABEL_BEFORE, NUMBER_CONTEXT, TAG_BEFORE, ReferenceFormats, formats_for
+from ki.config.reference_patterns import LABEL_BEFORE, NUMBER_CONTEXT, TAG_BEFORE, ReferenceFormats, formats_for
 from ki.ontology.terms import fold
 
 DEFAULT_FORMATS = formats_for(None)
@@ -49,7 +49,7 @@ _FORMS = {"ltd", "limited", "plc", "llp", "llc", "inc", "corp", "bv", "nv", "gmb
 
 
 def references_in(text: str, formats: ReferenceFormats | None = None) -> list[str]:
-    """References of the firm's formats in ``text`` that count (see :class:`~ki.matters.patterns.Candidate`),
+    """References of the firm's formats in ``text`` that count (see :class:`~ki.config.reference_patterns.Candidate`),
     in order of first appearance, without repeats."""
     seen: dict[str, None] = {}
     for c in (formats or DEFAULT_FORMATS).candidates(text):

@@ -19,9 +19,9 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+from ki.config.reference_patterns import ReferenceFormats
 from ki.matters.corpus import DbCorpus, evidence_text
 from ki.matters.evidence import infer_reference
-from ki.matters.patterns import ReferenceFormats
 from ki.matters.references import KnownReferences, is_placeholder
 from ki.matters.store import forget_classifications, normalise_reference
 from ki.store.db import Database

@@ -15,11 +15,14 @@ changed in the ontology.
 from __future__ import annotations
 
 import logging
+from typing import TYPE_CHECKING
 
-from ki.context import PipelineContext
 from ki.ontology.load import active_ontology
 from ki.store import requeue
 from ki.taxonomies import PIPELINE_STAGE_ORDER
+
+if TYPE_CHECKING:
+    from ki.context import PipelineContext
 
 log = logging.getLogger(__name__)
 

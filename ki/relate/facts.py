@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
+from ki.config.reference_patterns import formats_for
 from ki.config.settings import TextWindowConfig
-from ki.matters.patterns import formats_for
 from ki.relate import file_names
 from ki.relate.dates import dates_in, dates_in_name
 from ki.text_window import TextWindow, normalised_digest, windowed_body

@@ -22,7 +22,7 @@ from typing import Protocol
 
 
 class References(Protocol):
-    """The firm's matter-reference formats (:class:`ki.matters.patterns.ReferenceFormats`)."""
+    """The firm's matter-reference formats (:class:`ki.config.reference_patterns.ReferenceFormats`)."""
 
     def fullmatch(self, value: str) -> bool:
         """Whether ``value`` as a whole is a matter reference."""

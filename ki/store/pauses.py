@@ -8,10 +8,27 @@ process pauses the stages of a dependency one of them found down, and ``ki statu
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from datetime import datetime
+
 from sqlalchemy import text
 from sqlalchemy.engine import Connection, Engine
 
-from ki.breaker import Pause
+
+@dataclass(frozen=True)
+class Pause:
+    """An open breaker as shown to users: the dependency, since when (UTC), the fault that opened it,
+    the next probe (UTC), how many probes failed."""
+
+    dependency: str
+    since: datetime
+    reason: str
+    next_probe_at: datetime
+    probes: int = 0
+
+    def describe(self) -> str:
+        """``paused: gateway unavailable since 2026-12-01 20:31:02 UTC``."""
+        return f"paused: {self.dependency} unavailable since {self.since:%Y-%m-%d %H:%M:%S} UTC"
 
 UPSERT_SQL = text("""
 INSERT INTO dependency_pause (dependency, since, reason, next_probe_at, probes, paused_by, updated_at)

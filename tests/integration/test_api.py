@@ -18,7 +18,7 @@ from fastapi.testclient import TestClient
 from sqlalchemy import text
 
 from ki.api.app import create_app
-from ki.config.edits import config_version
+from ki.app.config_edits import config_version
 from ki.convert.soffice import find_soffice
 from ki.store.status import bucket_counts
 from ki.taxonomies import PIPELINE_STAGE_ORDER

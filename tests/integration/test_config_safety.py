@@ -23,7 +23,7 @@ from sqlalchemy import text
 
 from ki.api.app import create_app
 from ki.app.tokens import create_token
-from ki.config.journal import pending_path, replay_pending
+from ki.store.config_journal import pending_path, replay_pending
 from tests.helpers.process import free_ports
 from tests.helpers.served import serve_app
 

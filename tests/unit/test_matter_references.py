@@ -1,6 +1,6 @@
 """Matter references as configuration, the references the firm knows, and the evidence order (issue 16 items 1–2).
 
-Pure: patterns and contexts (ki.matters.patterns), known references, client numbers and names
+Pure: patterns and contexts (ki.config.reference_patterns), known references, client numbers and names
 (ki.matters.references), the evidence chain over an in-memory corpus (ki.matters.evidence).
 """
 
@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import pytest
 
+from ki.config.reference_patterns import PatternError, ReferenceFormats, template_regex
 from ki.matters.evidence import CorpusFile, infer_reference, organisation_names
-from ki.matters.patterns import PatternError, ReferenceFormats, template_regex
 from ki.matters.references import (
     KnownReferences,
     case_numbers_in,
@@ -246,8 +246,8 @@ def test_default_short_forms_count_only_behind_the_firms_own_label(text, expecte
 
 
 def test_a_configured_list_replaces_the_defaults_and_config_shows_the_defaults():
+    from ki.config.reference_patterns import DEFAULT_PATTERNS
     from ki.config.settings import FirmConfig
-    from ki.matters.patterns import DEFAULT_PATTERNS
 
     assert FirmConfig().matter_reference_patterns == list(DEFAULT_PATTERNS)
     assert FirmConfig(matter_reference_patterns=[]).matter_reference_patterns == list(DEFAULT_PATTERNS)

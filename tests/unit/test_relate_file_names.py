@@ -93,7 +93,7 @@ def test_a_reply_without_in_reply_to_finds_its_parent_by_the_quoted_outlook_head
 
 def test_a_configured_matter_reference_is_no_dms_number():
     """Issue 16 item 3: ``123456.001`` is a matter when the firm writes ``NNNNNN.NNN``; a DMS number otherwise."""
-    from ki.matters.patterns import formats_for
+    from ki.config.reference_patterns import formats_for
     from ki.relate.facts import FileFacts
     from ki.relate.file_names import dms_number
 

@@ -12,8 +12,8 @@ hand) also makes an open console's version stale. Edits serialise on an exclusiv
 
 Values are taken strictly by the field's type (``"64"`` is no integer, ``true`` no size, ``"yes"`` no
 boolean), text must be valid Unicode (no lone surrogate: it could be saved but not audited), and an
-edit given an :class:`~ki.config.journal.EditAudit` is saved together with its audit entry
-(:mod:`ki.config.journal`).
+edit given an :class:`~ki.store.config_journal.EditAudit` is saved together with its audit entry
+(:mod:`ki.store.config_journal`).
 """
 
 from __future__ import annotations
@@ -25,11 +25,11 @@ from typing import Any
 
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
-from ki.config.journal import EditAudit, commit, edit_lock, version_of
 from ki.config.loader import _read_saved, config_path, env_pinned_fields
 from ki.config.settings import KiConfig, PipelineConfig, StageConfig
 from ki.errors import ConfigValidationError, EnvPinnedError, StaleConfigVersion
 from ki.json_strings import strings
+from ki.store.config_journal import EditAudit, commit, edit_lock, version_of
 
 #: The version of a data directory with no saved configuration file.
 EMPTY_VERSION = "0"
@@ -136,7 +136,7 @@ def _validated(saved: dict[str, Any]) -> KiConfig:
 
 def unset_config_value(data_dir: Path, key: str, *, audit: EditAudit | None = None) -> bool:
     """Remove ``key`` (a dotted leaf field) from the saved configuration: it falls back to its default;
-    with ``audit`` the removal is recorded with it (:func:`ki.config.journal.commit`).
+    with ``audit`` the removal is recorded with it (:func:`ki.store.config_journal.commit`).
 
     Returns: False when the saved file did not set it (nothing written).
     Raises:
