@@ -137,6 +137,32 @@ class OcrSettings(EnvSettings):
     concurrency: int = Field(default=1, ge=1, le=256)
 
 
+class WorkerPoolSettings(EnvSettings):
+    """Which Hatchet worker pool this ``ki worker`` serves (``KI_WORKER_*``).
+
+    Attributes:
+        pool: ``general`` (every task; the default) or ``model`` (model-stage tasks only: the reserve worker a
+            general worker starts, or one an operator starts with ``KI_WORKER_POOL=model``).
+        pool_slots: the reserve worker's slots, set by the general worker that starts it (None: ``KI_WORKERS``).
+    """
+
+    model_config = SettingsConfigDict(env_prefix="KI_WORKER_", extra="ignore", env_ignore_empty=True)
+
+    pool: str = "general"
+    pool_slots: int | None = Field(default=None, ge=1, le=4096)
+
+
+def child_environment(**extra: str) -> dict[str, str]:
+    """This process's environment with ``extra`` set: what a ki process it starts (the reserve worker) gets."""
+    return {**os.environ, **extra}
+
+
+def prefer_sleeping_omp_threads() -> None:
+    """Let OpenMP threads (the in-process embedding engine's) sleep while they wait rather than spin:
+    ``OMP_WAIT_POLICY=PASSIVE`` unless the environment sets it. Call before the engine loads."""
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+
 class OpenSearchSettings(EnvSettings):
     """The OpenSearch index (``KI_OPENSEARCH_*``; the node's URL is ``components.opensearch_url``).
 

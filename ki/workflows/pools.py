@@ -29,12 +29,12 @@ from __future__ import annotations
 
 import ctypes
 import logging
-import os
 import signal
 import subprocess
 import sys
 from typing import Any
 
+from ki.config.process import WorkerPoolSettings, child_environment, current
 from ki.errors import ConfigurationError
 from ki.store.lanes import model_workers
 from ki.taxonomies import MODEL_STAGES
@@ -55,7 +55,7 @@ def worker_pool() -> str:
     """This process's pool from ``KI_WORKER_POOL`` (``general`` when unset).
 
     Raises: ConfigurationError for another value."""
-    pool = (os.environ.get(POOL_ENV) or GENERAL).strip().lower()
+    pool = current(WorkerPoolSettings).pool.strip().lower()
     if pool not in (GENERAL, MODEL):
         raise ConfigurationError(f"{POOL_ENV} must be {GENERAL!r} or {MODEL!r}, not {pool!r}")
     return pool
@@ -104,7 +104,7 @@ class ReserveWorker:
 
     def start(self) -> ReserveWorker:
         """Start it. Raises OSError when the process cannot start."""
-        env = dict(os.environ, **{POOL_ENV: MODEL, POOL_SLOTS_ENV: str(self.slots)})
+        env = child_environment(**{POOL_ENV: MODEL, POOL_SLOTS_ENV: str(self.slots)})
         self.process = subprocess.Popen([sys.executable, *sys.orig_argv[1:]], env=env,
                                         preexec_fn=_die_with_parent if sys.platform == "linux" else None)
         log.info("ki worker: %d slot(s) reserved for the model stages (reserve worker pid %d)", self.slots,

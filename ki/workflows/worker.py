@@ -31,6 +31,7 @@ import socket
 import sys
 import threading
 
+from ki.config.process import WorkerPoolSettings, current, prefer_sleeping_omp_threads
 from ki.context import PipelineContext
 from ki.workflows.task import HandOff
 
@@ -109,7 +110,7 @@ def run_worker(*, hand_off: HandOff, slots: int | None = None, name: str | None 
     from ki.orchestration.archive import DailyArchiver
     from ki.workflows.client import hatchet_client
     from ki.workflows.dag import document_stages, worker_workflows
-    from ki.workflows.pools import GENERAL, MODEL, POOL_LABEL, POOL_SLOTS_ENV, ReserveWorker, reserve_slots, worker_pool
+    from ki.workflows.pools import GENERAL, MODEL, POOL_LABEL, ReserveWorker, reserve_slots, worker_pool
     from ki.workflows.sweeper import SweeperThread
     from ki.workflows.task import worker_runtime
     from ki.workflows.trigger import trigger_members
@@ -117,11 +118,12 @@ def run_worker(*, hand_off: HandOff, slots: int | None = None, name: str | None 
     # the in-process embedding engine's OpenMP threads sleep while they wait instead of spinning: worker processes
     # (and a reserve) share the cores, and spinning cost ~60 % more CPU per document (bench/hatchet.py --real-work:
     # 1.6 vs 1.0 CPU-s per document in the workers; the local run the same either way). Before the engine loads.
-    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+    prefer_sleeping_omp_threads()
     hatchet = hatchet_client()
     pool = worker_pool()
-    if pool == MODEL and os.environ.get(POOL_SLOTS_ENV):  # the reserve worker a general worker started
-        slots = int(os.environ[POOL_SLOTS_ENV])
+    reserve_slots_set = current(WorkerPoolSettings).pool_slots
+    if pool == MODEL and reserve_slots_set:  # the reserve worker a general worker started
+        slots = reserve_slots_set
     rt = worker_runtime(slots)
     # what the task bodies start beyond their own rows (they never import the trigger or the launcher)
     rt.trigger_members = trigger_members
