@@ -34,6 +34,8 @@ from ki.entities.identifiers import ENTITY_TYPES, Found, Identifier, find_identi
 from ki.entities.names import NameKey, is_party_name, name_key
 from ki.entities.patterns import (
     ADDRESS_NOISE,
+    ATTENDANCE_LINE,
+    BRACKETED_PERSON,
     COMPANY,
     COURT,
     DUTCH_PREFIX,
@@ -56,6 +58,7 @@ from ki.entities.patterns import (
     REGISTER_CONTEXT_BEFORE,
     RUBRUM,
     TWO_NAMES,
+    WE_REPRESENT,
     firm_pattern,
     name_pattern,
 )
@@ -67,6 +70,12 @@ ATTACH_BEFORE_CHARS = 260
 ATTACH_AFTER_CHARS = 220
 #: Longest distinctive part of a name (tokens); longer matches are sentences, not names.
 MAX_NAME_TOKENS = 6
+#: A court's name may be longer (``High Court of Justice, King's Bench Division, Commercial Court``).
+MAX_COURT_TOKENS = 12
+#: A sentence ends inside the words taken for a name (``… dated 15th May 2023. Solicitors for the Claimant``): a
+#: number or a word of three or more small letters closed by a full stop, then the next word; abbreviations
+#: that end in a full stop inside names (``Bros.``, ``Prof.``, ``Dipl.``, ``Corp.``) are not sentence ends.
+SENTENCE_END = re.compile(r"(?:\d|(?<!Bros)(?<!Prof)(?<!Dipl)(?<!Corp)(?<!Dres)(?<=[a-zäöüß]{3}))\.\s+\S")
 
 
 @dataclass(frozen=True)
@@ -148,11 +157,19 @@ class _Collector:
 
     def add(self, name: str, kind: str, start: int, end: int, *, source: str, is_firm: bool = False,
             known: int | None = None) -> None:
+        """Record ``name`` (``self.text[start:end]`` for companies and law firms) unless it overlaps a name taken
+        before, is no party name (:func:`~ki.entities.names.is_party_name`) or runs over a sentence end."""
         name = _clean(name)
         if not name or self.overlaps(start, end):
             return
+        if kind in ("company", "law_firm"):  # a sentence ended inside: the name is what follows it
+            ends = list(SENTENCE_END.finditer(self.text, start, end))
+            if ends:
+                start = ends[-1].end() - 1
+                name = _clean(self.text[start:end])
         key = name_key(name, kind=kind)
-        if key.empty or len(key.base) > MAX_NAME_TOKENS or not is_party_name(name, kind=kind):
+        longest = MAX_COURT_TOKENS if kind == "court" else MAX_NAME_TOKENS
+        if key.empty or len(key.base) > longest or not is_party_name(name, kind=kind):
             return  # a sentence, a description ("PRIVATE COMPANY LIMITED") or a role ("Buyer's Solicitors")
         if kind == "company" and key.law_firm:
             kind = "law_firm"
@@ -203,6 +220,8 @@ def _add_company(c: _Collector, start: int, end: int) -> None:
     if not rest or (len(rest.split()) == 1 and rest.isupper() and len(rest) <= 3):
         return
     start += cut
+    if not is_party_name(c.text[start:end]):
+        return  # a description ("PRIVATE COMPANY LIMITED"): no name of its own, none glued from the line before
     glued = _glue_previous_line(c.text, start)
     if glued < start:
         start = glued
@@ -215,8 +234,9 @@ def _person_before_company(c: _Collector, start: int, end: int) -> int:
     rest, cut = _trim_leading(c.text[start:end])
     joined = PERSON_AND.match(rest)
     line = c.text[c.text.rfind("\n", 0, start) + 1:start + cut]
-    if joined is None or not PARTY_LIST_BEFORE.search(line) or NOT_A_PERSON.search(joined.group("person")):
-        return start
+    if joined is None or not PARTY_LIST_BEFORE.search(line) or NOT_A_PERSON.search(joined.group("person")) \
+            or name_key(joined.group("person"), kind="company").form is not None:
+        return start  # "Pennant Healthcare Limited and Larkspur Energy B.V.": two companies, no person
     parsed = parse_person(joined.group("person"))
     if parsed is None or not parsed.full:
         return start
@@ -256,6 +276,10 @@ def _persons(c: _Collector) -> None:
         for m in pattern.finditer(c.text):
             if not NOT_A_PERSON.search(m.group("name")):
                 c.add(natural_order(m.group("name")), "person", m.start("name"), m.end("name"), source="person")
+    for line in ATTENDANCE_LINE.finditer(c.text):  # "Attending: <lawyer>, <contact> (<party>)"
+        for m in BRACKETED_PERSON.finditer(c.text, line.start(), line.end()):
+            if not NOT_A_PERSON.search(m.group("name")):
+                c.add(m.group("name"), "person", m.start("name"), m.end("name"), source="person")
     for m in PERSON_AFTER_COMPANY.finditer(c.text):  # "tussen X B.V. en Marloes de Boer": a party list only
         line = c.text[c.text.rfind("\n", 0, m.start()) + 1:m.start()]
         if PARTY_LIST_BEFORE.search(line) and not NOT_A_PERSON.search(m.group("name")):
@@ -286,6 +310,18 @@ def _known(c: _Collector, known: list[KnownName]) -> None:
             if m.group(0).count("(") > m.group(0).count(")") and c.text[end:end + 1] == ")":
                 end += 1  # "Employment Tribunal (Leeds)": the pattern stops before the closing bracket
             c.add(c.text[m.start():end], kind, m.start(), end, source="known", known=entry.entity_id)
+
+
+def _letterhead_law_firm(text: str, mentions: list[Mention]) -> None:
+    """A letter whose writer says it represents someone (:data:`~ki.entities.patterns.WE_REPRESENT`: "We act for
+    Bluefield Media Inc.") comes from a law firm: the name above its address on the first line ("Ogilvie Marston\\n
+    159 Cheapside, Cambridge CB2 6SH"), read as a person by its address block, is that law firm."""
+    first_line = text.find("\n")
+    if not mentions or first_line < 0 or not WE_REPRESENT.search(text):
+        return
+    head = mentions[0]
+    if head.kind == "person" and head.source == "person" and head.start < first_line and not is_abbreviated(head.name):
+        head.kind = "law_firm"
 
 
 def _merge_initials(mentions: list[Mention]) -> list[Mention]:
@@ -379,6 +415,7 @@ def find_mentions(text: str, *, firm_names: list[str] | None = None, known: list
         first = _clean(c.text[m.spans[0][0]:m.spans[0][1]])
         if first and name_key(first, kind=m.kind).key == m.key.key:
             m.name = first
+    _letterhead_law_firm(c.text, mentions)
     mentions = _merge_initials(_merge_former_names(c.text, mentions))
     _attach_identifiers(mentions, found if found is not None else find_identifiers(c.text))
     return mentions

@@ -129,6 +129,24 @@ COURT_ABBREVIATIONS = {
     "kg": "kammergericht",
 }
 COURT_WORDS = ("gericht", "gerichtshof")
+#: English courts named by their place before or after the court (``London Central Employment Tribunal`` =
+#: ``Employment Tribunal (London Central)``, ``Leeds County Court`` = ``County Court at Leeds``): the court's
+#: words first, then the place.
+ENGLISH_COURT_HEADS: list[tuple[str, ...]] = sorted([
+    ("employment", "tribunal"), ("employment", "appeal", "tribunal"), ("county", "court"), ("crown", "court"),
+    ("family", "court"), ("magistrates", "court"),
+], key=lambda s: -len(s))
+
+
+def _court_order(toks: list[str]) -> list[str]:
+    """An English court's tokens in one order: the court's words, then its place (``at`` dropped)."""
+    for head in ENGLISH_COURT_HEADS:
+        n = len(head)
+        for i in range(len(toks) - n + 1):
+            if tuple(toks[i:i + n]) == head:
+                place = [t for t in [*toks[i + n:], *toks[:i]] if t != "at"]
+                return [*head, *place]
+    return toks
 
 
 @dataclass(frozen=True)
@@ -206,7 +224,7 @@ def name_key(name: str, *, kind: str | None = None) -> NameKey:
         if toks and toks[0] in COURT_ABBREVIATIONS:
             toks = [COURT_ABBREVIATIONS[toks[0]], *toks[1:]]
         toks = [t[:-1] if t.endswith("gerichts") else t for t in toks]
-        return NameKey(tuple(t for t in toks if t not in LEADING_NOISE), None, court=True)
+        return NameKey(tuple(_court_order([t for t in toks if t not in LEADING_NOISE])), None, court=True)
     form: str | None = None
     law_firm = kind == "law_firm"
     changed = True

@@ -25,7 +25,8 @@ LEGAL_FORM = (
     r"(?:GmbH\s*(?:&|und|u\.)\s*Co\.?\s*KG(?:aA)?|AG\s*&\s*Co\.?\s*KG|SE\s*&\s*Co\.?\s*KG|"
     r"Gesellschaft\s+mit\s+beschränkter\s+Haftung|G\.\s?m\.\s?b\.\s?H\.|gGmbH|GmbH|GMBH|mbH|"
     r"Aktiengesellschaft|AKTIENGESELLSCHAFT|KGaA|Kommanditgesellschaft|KG|OHG|UG\s*\(haftungsbeschränkt\)|UG|"
-    r"e\.\s?V\.|eG|GbR|AG|SE|Limited|LIMITED|Ltd\.?|LTD\.?|PLC|plc|L\.L\.C\.|LLC|Incorporated|Inc\.?|INC\.?|"
+    r"e\.\s?V\.|eG|GbR|AG|SE|Limited|LIMITED|Ltd\.?|LTD\.?|PLC|plc|[Pp]\.\s?[Ll]\.\s?[Cc]\.|"
+    r"L\.\s?L\.\s?C\.|LLC|L\.\s?L\.\s?P\.|L\.\s?P\.|Incorporated|Inc\.?|INC\.?|"
     r"Corporation|Corp\.?|B\.\s?V\.|BV|N\.\s?V\.|NV|Aktiebolag|AB|A/S|Oy|S\.A\.S\.|SAS|S\.À\s?R\.L\.|S\.A\.|SA|"
     r"S\.à\s?r\.l\.|S\.r\.l\.|S\.p\.A\.|LLP|PartG\s+mbB|PartG|Partnerschaftsgesellschaft\s+mbB)"
 )
@@ -42,18 +43,43 @@ LAW_FIRM = re.compile(
     rf"(?P<named>{NAME})[ \t]*\n?[ \t]*{LAW_FIRM_WORD}|"
     rf"(?P<kollegen>{CAP}[ \t]+&[ \t]+Kollegen))(?![\w])")
 
-COURT_TYPES = (r"Landgerichts?|Amtsgerichts?|Arbeitsgerichts?|Oberlandesgerichts?|Landesarbeitsgerichts?|"
-               r"Bundesgerichtshofs?|Bundesarbeitsgerichts?|Verwaltungsgerichts?|Oberverwaltungsgerichts?|"
-               r"Finanzgerichts?|Sozialgerichts?|Kammergerichts?")
-CITY = (r"[A-ZÄÖÜ][\wäöüß]+(?:-[A-ZÄÖÜ][\wäöüß]+)*(?:\s(?:am|an der|im|in der)\s[A-ZÄÖÜ][\wäöüß]+)?"
+def either_case(words: str) -> str:
+    """``words`` as written in title case or in capitals (``County Court`` | ``COUNTY COURT``): court and
+    legal-form words in a heading are often set in capitals, their lower-case forms are ordinary words."""
+    return f"(?:{words}|{words.upper()})"
+
+
+COURT_TYPES = either_case(r"Landgerichts?|Amtsgerichts?|Arbeitsgerichts?|Oberlandesgerichts?|Landesarbeitsgerichts?|"
+                          r"Bundesgerichtshofs?|Bundesarbeitsgerichts?|Verwaltungsgerichts?|Oberverwaltungsgerichts?|"
+                          r"Finanzgerichts?|Sozialgerichts?|Kammergerichts?")
+CITY = (r"[A-ZÄÖÜ][\wäöüß]+(?:-[A-ZÄÖÜ][\wäöüß]+)*(?:\s(?:am|an der|im|in der|AM|AN DER|IM|IN DER)\s[A-ZÄÖÜ][\wäöüß]+)?"
         r"(?:[ \t](?:I{1,3}|IV)(?![\w]))?")
-#: Courts of other countries: Dutch (``Rechtbank Gelderland``, ``Gerechtshof Den Haag``, ``Hoge Raad``), English
-#: (``Employment Tribunal (Leeds)``, ``High Court``, ``Commercial Court``, ``County Court at Leeds``).
-OTHER_COURTS = (r"(?:Rechtbank|RECHTBANK|Gerechtshof|GERECHTSHOF)[ \t]+(?:Den[ \t]+|DEN[ \t]+)?[A-Z][\w\-]+|"
-                r"Hoge[ \t]+Raad|HOGE[ \t]+RAAD|"
-                r"(?:[A-Z][a-z]+[ \t]+)?Employment[ \t]+(?:Appeal[ \t]+)?Tribunal(?:[ \t]*\([A-Z][a-z]+\))?|"
-                r"(?:The[ \t]+)?High[ \t]+Court(?:[ \t]+of[ \t]+Justice)?|Commercial[ \t]+Court(?:[ \t]*\(KBD\))?|"
-                r"County[ \t]+Court(?:[ \t]+at[ \t]+[A-Z][a-z]+)?|(?:First|Upper)-tier[ \t]+Tribunal")
+#: A place in an English court's name, title case or capitals, never a word of the heading around it
+#: (``IN THE COUNTY COURT AT LEEDS``: the place is Leeds; ``London Central Employment Tribunal``).
+_PLACE_WORD = (r"(?!(?i:in|the|at|of|and|before|between|claimant|respondent|applicant|defendant|appellant|dear|re|to)"
+               r"\b)(?:[A-Z][a-z]+|[A-Z]{2,})")
+_PLACE = rf"{_PLACE_WORD}(?:[ \t]+{_PLACE_WORD}){{0,2}}"
+_SP = r"[ \t]+"
+#: A word of a High Court division's or list's name (``King's Bench``, ``KING'S BENCH``, ``Business and Property``).
+_DIVISION_WORD = r"(?:[A-Z][\w'’]*|and|AND)"
+#: Courts of other countries, in title case or capitals: Dutch (``Rechtbank Gelderland``, ``Gerechtshof Den Haag``,
+#: ``Hoge Raad``), English (``Employment Tribunal (Leeds)``, ``London Central Employment Tribunal``, ``High
+#: Court``, ``Commercial Court``, ``County Court at Leeds``, ``IN THE COUNTY COURT AT LEEDS``, ``Leeds County
+#: Court``, ``Court of Appeal``, ``Crown Court at Leeds``; the High Court with its division and list: ``High Court of
+#: Justice, King's Bench Division, Commercial Court``).
+OTHER_COURTS = (rf"{either_case('Rechtbank|Gerechtshof')}{_SP}(?:{either_case('Den')}{_SP})?[A-Z][\w\-]+|"
+                rf"{either_case('Hoge')}{_SP}{either_case('Raad')}|"
+                rf"(?:{_PLACE}{_SP})?{either_case('Employment')}{_SP}(?:{either_case('Appeal')}{_SP})?"
+                rf"{either_case('Tribunal')}(?:[ \t]*\({_PLACE}\))?|"
+                rf"(?:{either_case('The')}{_SP})?{either_case('High')}{_SP}{either_case('Court')}"
+                rf"(?:{_SP}{either_case('of')}{_SP}{either_case('Justice')})?"
+                rf"(?:,?{_SP}(?:{_DIVISION_WORD}{_SP}){{1,3}}{either_case('Division')})?"
+                rf"(?:,?{_SP}(?:{_DIVISION_WORD}{_SP}){{0,3}}{either_case('Courts?|List')})?|"
+                rf"{either_case('Commercial')}{_SP}{either_case('Court')}(?:[ \t]*\(KBD\))?|"
+                rf"{either_case('Court')}{_SP}{either_case('of')}{_SP}{either_case('Appeal')}|"
+                rf"(?:{_PLACE}{_SP})?{either_case('County|Crown|Family')}{_SP}{either_case('Court')}"
+                rf"(?:{_SP}{either_case('at')}{_SP}{_PLACE})?|"
+                rf"(?:{either_case('First')}|{either_case('Upper')})-{either_case('tier')}{_SP}{either_case('Tribunal')}")
 COURT = re.compile(rf"(?<![\w])(?P<court>(?:{COURT_TYPES}|LG|ArbG|OLG|LAG|VG|OVG)[ \t]*\n?[ \t]*{CITY}|BGH|BAG|"
                    rf"{OTHER_COURTS})(?![\w])")
 #: Context that makes a court the issuer of a register number, not a party (checked around the match).
@@ -100,14 +126,34 @@ PERSON_OF_ADDRESS = re.compile(rf"(?<![\w])(?P<sal>{SALUTATION})(?P<name>{PERSON
 #: A person as a party label writes them ("Werknemer: Marloes de Boer"); name particles (``de``, ``van der``)
 #: allowed; initials and a surname too ("Claimant: Dr. N. Ogilvie", "Respondent: Ogilvie, N.").
 PARTY_LABEL = (r"claimant|respondent|applicant|defendant|appellant|werknemer|werkgever|verzoeker|verzoekster|"
-               r"verweerder|verweerster|eiser|eiseres|gedaagde|kläger(?:in)?|beklagte[rn]?|arbeitnehmer(?:in)?")
+               r"verweerder|verweerster|eiser|eiseres|gedaagde|kläger(?:in)?|beklagte[rn]?|arbeitnehmer(?:in)?|"
+               r"client|cliënt|opdrachtgever|mandant(?:in)?|auftraggeber(?:in)?|employee")
 LABELLED_PERSON = re.compile(
     rf"(?m)^[ \t]*(?i:{PARTY_LABEL})[ \t]*:[ \t]*{SALUTATION}(?P<name>[A-Z][a-zäöüéè]+"
     rf"(?:[ \t]+(?:{PARTICLE}[ \t]+)*[A-Z][a-zäöüéè]+(?:-[A-Z][a-zäöüéè]+)?){{1,3}}|{INITIALS_PERSON_REVERSED}|"
-    rf"{INITIALS_PERSON})[ \t]*[,.(]?[ \t]*$")
-#: An address block: the person on one line, street and number, then post code and city.
-PERSON_ADDRESS_BLOCK = re.compile(rf"(?m)^[ \t>]*(?P<sal>{SALUTATION})(?P<name>{PERSON})[ \t]*\n[ \t>]*{STREET_LINE}"
-                                  r"[ \t]*\n[ \t>]*\d{4,5}[ \t]+[A-ZÄÖÜ]")
+    rf"{INITIALS_PERSON})[ \t]*(?:\([^()\n]{{0,60}}\)[ \t]*)?[,.(]?[ \t]*$")
+#: A party in brackets in an attendance line, behind the person who attended for it ("Attending: <our lawyer>,
+#: <contact> (<party>)", "Aanwezig: …", "Anwesend: …").
+ATTENDANCE_LINE = re.compile(r"(?m)^[ \t]*(?i:attending|attendees|present|anwesend|teilnehmer|aanwezig|"
+                             r"présents?)[ \t]*:[^\n]*$")
+BRACKETED_PERSON = re.compile(rf"\((?P<name>{FULL_PERSON})\)")
+#: A street with its number first (English: ``115 King Street``, ``1 Moorgate Place``).
+STREET_NUMBER_FIRST = r"\d{1,4}[A-Za-z]?[ \t]+[A-Z][\w'’.\-]*(?:[ \t]+[A-Z][\w'’.\-]*){0,4}"
+#: A British post code (``LS1 9JR``, ``EC2R 6EA``, ``M2 9UN``).
+UK_POSTCODE = r"[A-Z]{1,2}\d[A-Z\d]?[ \t]?\d[A-Z]{2}"
+#: The post code and town of an address: ``20095 Hamburg``, ``6811 AB Arnhem``, ``Leeds LS1 9JR``.
+POSTAL_TOWN = (rf"(?:\d{{4,5}}(?:[ \t]+[A-Z]{{2}})?[ \t]+[A-ZÄÖÜ]|[A-Z][\w'’\-]+(?:[ \t]+[A-Z][\w'’\-]+){{0,2}},?[ \t]+"
+               rf"{UK_POSTCODE}(?![\w]))")
+#: An address block: the party on one line, then the street and the post code with its town, on one line
+#: (``115 King Street, Leeds LS1 9JR``) or two, in German, Dutch or English order.
+PERSON_ADDRESS_BLOCK = re.compile(rf"(?m)^[ \t>]*(?P<sal>{SALUTATION})(?P<name>{PERSON})[ \t]*\n[ \t>]*"
+                                  rf"(?:{STREET_LINE}|{STREET_NUMBER_FIRST})[ \t]*(?:,[ \t]*|[ \t]*\n[ \t>]*)"
+                                  rf"{POSTAL_TOWN}")
+#: A letter's writer says it represents someone: its letterhead is a law firm's (``We act for X``, ``wir vertreten``,
+#: ``wij treden op namens``, ``nous représentons``).
+WE_REPRESENT = re.compile(r"(?i:\b(?:we|wir|wij|nous)[ \t]+(?:act[ \t]+(?:for|on[ \t]+behalf[ \t]+of)|represent|"
+                          r"are[ \t]+instructed[ \t]+by|vertreten|treden[ \t]+op[ \t]+(?:namens|voor)|"
+                          r"staan[ \t]+[^\n]{0,40}?[ \t]+bij|agissons[ \t]+pour|représentons)\b)")
 #: Either side of a rubrum "A ./. B" (also "gg.", "vs.", "._.").
 RUBRUM = re.compile(rf"(?P<left>{SALUTATION}{PERSON}|{NAME})[ \t]+(?:\./\.|gg\.|vs\.?|v\.|\._\.)[ \t]+"
                     rf"(?P<right>{SALUTATION}{PERSON}|{NAME})")

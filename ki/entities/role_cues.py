@@ -11,7 +11,8 @@ A hint is ``(role, basis)``; the basis ranks it against what the matter already 
   pleading ("Namens und in Vollmacht der Klägerin" under our letterhead, "wir die Beklagte vertreten"
   under another firm's).
 * ``inferred`` — the text suggests it: the company writing to the firm (letter or e-mail) is its client;
-  the company whose shares are sold ("all shares in X", "(the “Company”)") is a third party (``other``).
+  the company whose shares are sold ("all shares in X", "(the “Company”)", "overname van X", "(de
+  “Vennootschap”)", "acquisition de X", "(la « Société »)") is a third party (``other``).
 
 Law firms and courts need no hints: their kind decides (``advisor``, ``court``).
 """
@@ -35,9 +36,11 @@ CLIENT_BEFORE = re.compile(
     r"|\bHiermit\s+bevollmächtigt\s+(?:die|der|den|das)?)" + _B, re.IGNORECASE)
 CLIENT_AFTER = re.compile(r"^\s*,?\s*(?:\(|–|-)?\s*(?:unsere\s+Mandant(?:in|schaft)?|our\s+client)\b", re.IGNORECASE)
 OTHER_BEFORE = re.compile(r"(?:all\s+(?:of\s+the\s+)?shares\s+in|acquisition\s+of|Geschäftsanteile\s+an\s+der|"
-                          r"Erwerb\s+der|Veräußerung\s+der)" + _B, re.IGNORECASE)
-OTHER_AFTER = re.compile(r"^[^()\n]{0,200}?\((?:the|die|der)\s+[“\"„]?(?:Company|Target|Gesellschaft|"
-                         r"Zielgesellschaft)[”\"“]?\)")
+                          r"Erwerb\s+der|Veräußerung\s+der|overname(?:\s+van)?|verwerving\s+van|"
+                          r"(?:alle\s+)?aandelen\s+in|acquisition\s+(?:de|d['’])|rachat\s+(?:de|d['’])|"
+                          r"(?:toutes\s+les\s+)?actions\s+de)" + _B, re.IGNORECASE)
+OTHER_AFTER = re.compile(r"^[^()\n]{0,200}?\((?:the|die|der|de|het|la|le)\s+[“\"„«]?\s?(?:Company|Target|Gesellschaft|"
+                         r"Zielgesellschaft|Vennootschap|Doelvennootschap|Société|Cible)\s?[”\"“»]?\)")
 REPRESENTED = re.compile(r"(?:Prozessbevollmächtigte[rn]?|Verfahrensbevollmächtigte[rn]?|vertreten\s+durch|"
                          r"represented\s+by|counsel\s*:)\s*:?\s*(?:die|der)?\s*$", re.IGNORECASE)
 SIDE_LABEL = re.compile(r"^[^–\n]{0,260}?[–-]\s*(?P<side>Klägerin|Kläger|Antragstellerin|Antragsteller|Beklagte[rn]?|"
