@@ -11,8 +11,9 @@ the document alone.
 
 Folder hints: a matter folder names its client first — ``<client> gg. <opponent>``, ``<client> - <subject>``,
 ``<surname>, <first name> - <subject>`` — so a party named there gets ``client`` (or ``counterparty``
-after ``gg.``/``vs.``/``./.``) with basis ``folder``. A reference's client code (``THOR-2023-013``)
-names the client whose name starts with it (basis ``code``).
+after ``gg.``/``vs.``/``./.``) with basis ``folder``; so does a folder inside a clients folder
+(``Clients/<client> (<client no.>)/…``, ``Cliënten/<client>/…``, ``Mandanten/<client>/…``). A reference's
+client code (``THOR-2023-013``) names the client whose name starts with it (basis ``code``).
 """
 
 from __future__ import annotations
@@ -34,6 +35,13 @@ from ki.store.objects import assigned_matter
 VERSUS = re.compile(r"\s+(?:gg\.|vs\.?|v\.|\._\.|\./\.|gegen|against)\s+", re.IGNORECASE)
 SUBJECT_DASH = re.compile(r"\s+[-–]\s+")
 CLIENT_CODE = re.compile(r"^([A-Z]{3,6})-(?:19|20)\d{2}-\d{3}$")
+#: Folders that hold one folder per client (``Clients/<client> (<client no.>)/…``, ``Cliënten/<client>/…``, folded).
+CLIENTS_FOLDERS = frozenset({"clients", "client", "mandanten", "mandant", "clienten", "klanten", "klienten",
+                             "kunden", "clientes", "clientele"})
+#: A client number or note in brackets after the client's name in its folder (``Robert Danvers (74625)``).
+BRACKETED_TAIL = re.compile(r"\s*\([^()]*\)\s*$")
+#: A dotted legal form whose last full stop the file system dropped (``B.V``, ``N.V``, ``S.A``).
+DOTTED_FORM_END = re.compile(r"(?<=\.)[A-Za-z]$")
 
 
 @dataclass(frozen=True)
@@ -106,9 +114,31 @@ def _folder_parties(component: str) -> list[tuple[NameKey, str]]:
     return out
 
 
+def _client_folder_party(component: str) -> list[tuple[NameKey, str]]:
+    """The client a folder inside a clients folder names (``Greyfriars Capital LLC (34223)``, ``Bas Brouwer``,
+    ``Smit Holding B.V``): a company by its legal form, else a person's two to four capitalised words."""
+    name = BRACKETED_TAIL.sub("", FIRM_REFERENCE.sub(" ", component)).strip(" -–")
+    name = DOTTED_FORM_END.sub(r"\g<0>.", name)  # a folder name cannot end in a full stop: "Smit Holding B.V"
+    if VERSUS.search(name) or SUBJECT_DASH.search(name):
+        return _folder_parties(component)
+    mentions = [m for m in find_mentions(name) if m.kind in ("company", "person")]
+    if mentions:
+        return [(mentions[0].key, "client")]
+    words = name.split()
+    parsed = parse_person(name)
+    if 2 <= len(words) <= 4 and words[0][:1].isupper() and words[-1][:1].isupper() and parsed is not None \
+            and parsed.full:
+        return [(name_key(name, kind="person"), "client")]
+    return []
+
+
 def folder_hints(rel_path: str, matter_folder: str | None, mentions: list[Mention]) -> None:
-    """Add ``(role, "folder")`` hints to mentions the matter folder names (see module doc)."""
+    """Add ``(role, "folder")`` hints to mentions the matter folder names (see module doc); a folder inside a
+    clients folder (:data:`CLIENTS_FOLDERS`) names the client."""
     parts = [p for p in rel_path.split(" » ")[0].split("/")[:-1] if p]
+    for parent, component in zip(parts, parts[1:], strict=False):
+        if fold(parent).strip() in CLIENTS_FOLDERS:
+            _hint_folder(_client_folder_party(component), mentions)
     if matter_folder:
         folder_parts = [p for p in matter_folder.split("/") if p]
         candidates = folder_parts[-1:] if folder_parts else []
@@ -120,6 +150,10 @@ def folder_hints(rel_path: str, matter_folder: str | None, mentions: list[Mentio
             named = _folder_parties(component)
             if named:
                 break
+    _hint_folder(named, mentions)
+
+
+def _hint_folder(named: list[tuple[NameKey, str]], mentions: list[Mention]) -> None:
     for key, role in named:
         for m in mentions:
             if m.kind in ("company", "person") and (m.key.key == key.key or contained(m.key, key)):

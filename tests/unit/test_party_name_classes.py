@@ -139,3 +139,25 @@ def test_the_company_being_taken_over_is_a_third_party_in_dutch_and_french():
         ("Zuiderwaard Energie B.V.", [("other", "inferred")])]
     assert hints("Projet Voile – acquisition de Lumière SAS") == [("Lumière SAS", [("other", "inferred")])]
     assert hints("Zuiderwaard Energie B.V. verkoopt de machines.") == [("Zuiderwaard Energie B.V.", [])]
+
+
+def test_a_folder_inside_a_clients_folder_names_the_client():
+    from ki.metadata.matter import folder_hints
+
+    def hinted(path: str, text: str) -> list[tuple[str, list[tuple[str, str]]]]:
+        mentions = find_mentions(text)
+        folder_hints(path, None, mentions)
+        return [(m.name, m.hints) for m in mentions]
+
+    text = "Notulen\nSmit Holding B.V. en Van Dijk B.V. komen overeen"
+    assert hinted("Cliënten/Smit Holding B.V/2023-05-01 Notulen.docx", text) == [
+        ("Smit Holding B.V.", [("client", "folder")]), ("Van Dijk B.V.", [])]
+    text = "Client: Robert Danvers (client no. 74625)\nRespondent: Holloway Media Limited\n"
+    assert hinted("Clients/Robert Danvers (74625)/Invoice.pdf", text) == [
+        ("Robert Danvers", [("client", "folder")]), ("Holloway Media Limited", [])]
+    assert hinted("Clients/Greyfriars Capital LLC (34223)/Memo.docx", "Greyfriars Capital LLC and Kestrel Ltd") == [
+        ("Greyfriars Capital LLC", [("client", "folder")]), ("Kestrel Ltd", [])]
+    # a folder outside a clients folder names nobody by itself; a reference and subject name no client
+    assert hinted("Archiv/Smit Holding B.V/Notulen.docx", "Smit Holding B.V.") == [("Smit Holding B.V.", [])]
+    assert hinted("Clients/DRIF-2022-007 Supply and NDA/NDA.docx", "Drift Systems GmbH") == [
+        ("Drift Systems GmbH", [])]
