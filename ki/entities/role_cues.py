@@ -4,7 +4,8 @@ Spec: insertion-pipeline.md "Extract metadata" ("role = client means the party t
 A hint is ``(role, basis)``; the basis ranks it against what the matter already knows
 (:mod:`ki.entities.roles`). Hints, by basis:
 
-* ``stated`` — the text says it: "unsere Mandantin, die X", "our client, X", "prepared for X",
+* ``stated`` — the text says it: "unsere Mandantin, die X", "our client, X", "prepared for X" (in a letter
+  another law firm writes, the client it names is the other side's: ``counterparty``),
   "Mandant: X", "wir vertreten die X", "X … Prozessbevollmächtigte: <our firm>" (a party represented by
   the firm) and "X … vertreten durch <another law firm>" (represented by someone else → counterparty);
   the addressee of the firm's own engagement letter or invoice; a party for which the firm acts in a
@@ -30,16 +31,26 @@ from ki.ontology.terms import fold
 _B = r"\s*$"
 CLIENT_BEFORE = re.compile(
     r"(?:(?:unsere[rnm]?|unserem)\s+Mandant(?:in|en|schaft)?\s*,?\s*(?:der|die|den|dem|des)?"
-    r"|\bour\s+client(?:s)?\s*,?\s*(?:the\s+)?|\bprepared\s+for|\b(?:Mandant(?:in)?|Client|Auftraggeber(?:in)?)\s*:"
+    r"|\bour\s+client(?:s)?\s*,?\s*(?:the\s+)?|\bprepared\s+for|"
+    # "Prepared by <firm> for X", "Opgesteld door <firm> voor X", "Erstellt von <firm> für X", "Établi par … pour X"
+    r"\b(?:prepared\s+by|opgesteld\s+door|erstellt\s+(?:von|durch)|établi\s+par)\s+[^\n]{1,80}?\s+"
+    r"(?:for|voor|für|pour)(?:\s+(?:the|de|die|den|la|le))?|\b(?:opgesteld\s+voor|erstellt\s+für)|\b(?:Mandant(?:in)?|Client|Auftraggeber(?:in)?)\s*:"
     r"|\brechtlichen\s+Interessen\s+(?:der|des)|\bwir\s+vertreten\s+(?:die|den|das)?"
     r"|\b(?:act(?:ing)?|advise|advising)\s+(?:for|on\s+behalf\s+of)|\bon\s+behalf\s+of\s+our\s+client,?"
-    r"|\bHiermit\s+bevollmächtigt\s+(?:die|der|den|das)?)" + _B, re.IGNORECASE)
-CLIENT_AFTER = re.compile(r"^\s*,?\s*(?:\(|–|-)?\s*(?:unsere\s+Mandant(?:in|schaft)?|our\s+client)\b", re.IGNORECASE)
+    r"|\bHiermit\s+bevollmächtigt\s+(?:die|der|den|das)?"
+    # Dutch and French: "onze cliënte X", "Cliënt: X", "uw opdracht aan <firm> om X (bij te staan)", "notre cliente X"
+    r"|\b(?:namens\s+)?onze\s+cli[eë]nt(?:e)?\s*,?|\b(?:Cli[eë]nt|Opdrachtgever|Cliente)\s*:"
+    r"|\bopdracht\s+aan\s+[^\n]{1,80}?\s+om|\bwij\s+(?:treden\s+op|staan)\s+(?:namens|voor)"
+    r"|\b(?:pour\s+le\s+compte\s+de\s+)?notre\s+client(?:e)?\s*,?"
+    r"|\bnous\s+(?:agissons\s+pour|représentons))" + _B, re.IGNORECASE)
+CLIENT_AFTER = re.compile(r"^\s*,?\s*(?:\(|–|-)?\s*(?:unsere\s+Mandant(?:in|schaft)?|our\s+client|onze\s+cli[eë]nt(?:e)?|"
+                          r"notre\s+client(?:e)?)\b", re.IGNORECASE)
 OTHER_BEFORE = re.compile(r"(?:all\s+(?:of\s+the\s+)?shares\s+in|acquisition\s+of|Geschäftsanteile\s+an\s+der|"
                           r"Erwerb\s+der|Veräußerung\s+der|overname(?:\s+van)?|verwerving\s+van|"
                           r"(?:alle\s+)?aandelen\s+in|acquisition\s+(?:de|d['’])|rachat\s+(?:de|d['’])|"
                           r"(?:toutes\s+les\s+)?actions\s+de)" + _B, re.IGNORECASE)
-OTHER_AFTER = re.compile(r"^[^()\n]{0,200}?\((?:the|die|der|de|het|la|le)\s+[“\"„«]?\s?(?:Company|Target|Gesellschaft|"
+OTHER_AFTER = re.compile(r"^[^()\n]{0,200}?\((?:the|die|der|de|het|la|le)\s+[“\"„«]?\s?(?:Company|Target|"
+                         r"Gesellschaft|"
                          r"Zielgesellschaft|Vennootschap|Doelvennootschap|Société|Cible)\s?[”\"“»]?\)")
 REPRESENTED = re.compile(r"(?:Prozessbevollmächtigte[rn]?|Verfahrensbevollmächtigte[rn]?|vertreten\s+durch|"
                          r"represented\s+by|counsel\s*:)\s*:?\s*(?:die|der)?\s*$", re.IGNORECASE)
@@ -48,10 +59,16 @@ SIDE_LABEL = re.compile(r"^[^–\n]{0,260}?[–-]\s*(?P<side>Klägerin|Kläger|A
 WE_ACT_FOR_SIDE = re.compile(r"(?:Namens\s+und\s+in\s+Vollmacht\s+der|wir\s+(?:die|den)|for\s+the)\s+"
                              r"(?P<side>Klägerin|Kläger|Beklagten?|claimant|defendant)\b(?:\s+vertreten)?",
                              re.IGNORECASE)
-#: Titles of the firm's own engagement letters and invoices (their addressee is the client).
+#: Titles of the firm's own engagement letters and invoices, in de/en/nl/fr (their addressee is the client): the
+#: document's title or a line of its heading.
 ENGAGEMENT_OR_INVOICE = re.compile(r"^\s*(?:mandatsvereinbarung|mandatsvertrag|engagement\s+letter|letter\s+of\s+"
                                    r"engagement|rechnung|invoice|kostennote|honorarrechnung|vergütungsvereinbarung|"
-                                   r"fee\s+(?:agreement|note))\b", re.IGNORECASE)
+                                   r"fee\s+(?:agreement|note)|opdrachtbevestiging|opdrachtovereenkomst|declaratie|"
+                                   r"factuur|lettre\s+de\s+mission|convention\s+d['’]honoraires|facture|"
+                                   r"note\s+d['’]honoraires)\b", re.IGNORECASE)
+#: How many of a letter's first lines may carry its heading ("Opdrachtbevestiging – …", "INVOICE") below the
+#: letterhead and the address block.
+HEADING_LINES = 14
 CLAIMANT = {"klägerin", "kläger", "antragstellerin", "antragsteller", "claimant"}
 
 
@@ -94,14 +111,16 @@ def _addressee(text: str, mentions: list[Mention], sender: Mention) -> Mention |
     return min(after, key=lambda m: m.start) if after else None
 
 
-def _text_cues(text: str, mentions: list[Mention]) -> None:
+def _text_cues(text: str, mentions: list[Mention], *, other_firm_writes: bool = False) -> None:
+    """``other_firm_writes``: the document is another law firm's letter, so the client it names ("We act for X",
+    "our client X") is the other side's — the counterparty."""
     occ = _occurrences(mentions)
     for i, (start, end, m) in enumerate(occ):
         if m.kind not in ("company", "person"):
             continue
         before = text[max(0, start - 90):start]
         if CLIENT_BEFORE.search(before) or CLIENT_AFTER.search(text[end:end + 60]):
-            _hint(m, "client", "stated")
+            _hint(m, "counterparty" if other_firm_writes else "client", "stated")
         if OTHER_BEFORE.search(before) or OTHER_AFTER.search(text[end:end + 260]):
             _hint(m, "other", "inferred")
         # "X, … – Klägerin – Prozessbevollmächtigte: <law firm>"
@@ -159,6 +178,16 @@ def _fax_header(text: str, mentions: list[Mention]) -> None:
             _hint(m, "client", "inferred")
 
 
+#: The firm named as the author on its line ("Prepared by <firm> for X", "Opgesteld door <firm>"), not as the addressee.
+AUTHOR_BEFORE = re.compile(r"\b(?:by|door|von|durch|par)\s*$", re.IGNORECASE)
+
+
+def _written_by(text: str, firm: Mention) -> bool:
+    """Whether the firm's first mention follows "by"/"door"/"von"/"par" on its line: the firm wrote the document."""
+    start = firm.start
+    return bool(AUTHOR_BEFORE.search(text[text.rfind("\n", 0, start) + 1:start]))
+
+
 def _letters(text: str, title: str, mentions: list[Mention], is_mail: bool) -> None:
     if is_mail:
         return
@@ -170,11 +199,12 @@ def _letters(text: str, title: str, mentions: list[Mention], is_mail: bool) -> N
     if addressee is None:
         return
     if sender.is_firm and addressee.kind in ("company", "person"):
-        if ENGAGEMENT_OR_INVOICE.search(title or ""):
+        if ENGAGEMENT_OR_INVOICE.search(title or "") or any(ENGAGEMENT_OR_INVOICE.search(line)
+                                                            for line in text.split("\n")[:HEADING_LINES]):
             _hint(addressee, "client", "stated")
         elif any(h[0] == "client" for p in _parties(mentions) if p is not addressee for h in p.hints):
             _hint(addressee, "counterparty", "inferred")
-    elif addressee.is_firm and sender.kind in ("company", "person"):
+    elif addressee.is_firm and sender.kind in ("company", "person") and not _written_by(text, addressee):
         _hint(sender, "client", "inferred")
 
 
@@ -254,8 +284,10 @@ def add_role_hints(text: str, mentions: list[Mention], *, title: str = "", mail:
         base = set(name_key(name, kind="law_firm").base)
         if len(base) >= 2 and (not firm_tokens or len(base) < len(firm_tokens)):
             firm_tokens = base
-    _text_cues(text, mentions)
-    _litigation_sides(text, mentions, _letterhead(text, mentions))
+    sender = _letterhead(text, mentions)
+    _text_cues(text, mentions, other_firm_writes=mail is None and sender is not None and sender.kind == "law_firm"
+               and not sender.is_firm and bool(firm_names))
+    _litigation_sides(text, mentions, sender)
     _letters(text, title, mentions, is_mail=mail is not None)
     _mail(text, mentions, mail, firm_tokens)
     mentions.sort(key=lambda m: m.start)
