@@ -43,8 +43,8 @@ CLIENT_BEFORE = re.compile(
     r"|\bopdracht\s+aan\s+[^\n]{1,80}?\s+om|\bwij\s+(?:treden\s+op|staan)\s+(?:namens|voor)"
     r"|\b(?:pour\s+le\s+compte\s+de\s+)?notre\s+client(?:e)?\s*,?"
     r"|\bnous\s+(?:agissons\s+pour|représentons))" + _B, re.IGNORECASE)
-CLIENT_AFTER = re.compile(r"^\s*,?\s*(?:\(|–|-)?\s*(?:unsere\s+Mandant(?:in|schaft)?|our\s+client|onze\s+cli[eë]nt(?:e)?|"
-                          r"notre\s+client(?:e)?)\b", re.IGNORECASE)
+CLIENT_AFTER = re.compile(r"^\s*,?\s*(?:\(|–|-)?\s*(?:unsere\s+Mandant(?:in|schaft)?|our\s+client|"
+                          r"onze\s+cli[eë]nt(?:e)?|notre\s+client(?:e)?)\b", re.IGNORECASE)
 OTHER_BEFORE = re.compile(r"(?:all\s+(?:of\s+the\s+)?shares\s+in|acquisition\s+of|Geschäftsanteile\s+an\s+der|"
                           r"Erwerb\s+der|Veräußerung\s+der|overname(?:\s+van)?|verwerving\s+van|"
                           r"(?:alle\s+)?aandelen\s+in|acquisition\s+(?:de|d['’])|rachat\s+(?:de|d['’])|"
