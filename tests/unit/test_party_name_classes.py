@@ -161,3 +161,56 @@ def test_a_folder_inside_a_clients_folder_names_the_client():
     assert hinted("Archiv/Smit Holding B.V/Notulen.docx", "Smit Holding B.V.") == [("Smit Holding B.V.", [])]
     assert hinted("Clients/DRIF-2022-007 Supply and NDA/NDA.docx", "Drift Systems GmbH") == [
         ("Drift Systems GmbH", [])]
+
+
+def _hints(text: str, firm: list[str] | None = None, title: str = "") -> list[tuple[str, str, list]]:
+    from ki.entities.role_cues import add_role_hints
+
+    mentions = find_mentions(text, firm_names=firm)
+    add_role_hints(text, mentions, title=title, firm_names=firm)
+    return [(m.name, m.kind, m.hints) for m in mentions]
+
+
+def test_a_dutch_engagement_letter_and_invoice_name_the_client():
+    firm = ["Van Houten Brink Advocaten N.V.", "Van Houten Brink"]
+    letter = ("VAN HOUTEN BRINK\nZuidplein 120 · 1077 XV Amsterdam\nSmit Holding B.V.\nt.a.v. Thijs de Vries\n"
+              "Kerkstraat 185\n6863 ES Arnhem\nOns kenmerk: 46326.002/IV\nAmsterdam, 25 april 2023\n"
+              "Opdrachtbevestiging – raamovereenkomst Meijer Zorg\nGeachte heer de Vries,\n"
+              "Wij hebben een conflictcheck uitgevoerd ten aanzien van Meijer Zorg BV.")
+    assert _hints(letter, firm, title="VAN HOUTEN BRINK") == [
+        ("VAN HOUTEN BRINK", "law_firm", []), ("Smit Holding B.V.", "company", [("client", "stated")]),
+        ("Meijer Zorg BV", "company", [])]
+    invoice = ("VAN HOUTEN BRINK\nZuidplein 120 · 1077 XV Amsterdam\nDECLARATIE\nDatum: 08-09-2022\n"
+               "Cliënt: Smit Holding BV (cliëntnummer 46326)\nDossier: 46326.001 – statutenwijziging\n")
+    assert _hints(invoice, firm)[1] == ("Smit Holding BV", "company", [("client", "stated")])
+    assert _hints("Hartelijk dank voor uw opdracht aan Van Houten Brink Advocaten N.V. om Smit Holding B.V. bij "
+                  "te staan.", firm)[1] == ("Smit Holding B.V.", "company", [("client", "stated")])
+    assert _hints("Nous représentons Lumière SAS dans ce dossier.")[0] == ("Lumière SAS", "company",
+                                                                          [("client", "stated")])
+
+
+def test_a_report_prepared_by_the_firm_for_a_client():
+    firm = ["Whitcombe Hale LLP"]
+    text = ("LEGAL DUE DILIGENCE REPORT\nProject Osprey – Caldera Retail Limited\nReport date: March 31, 2023\n"
+            "Prepared by Whitcombe Hale LLP for PENNANT HEALTHCARE LIMITED.\n")
+    assert _hints(text, firm) == [("Caldera Retail Limited", "company", []), ("Whitcombe Hale LLP", "law_firm", []),
+                                  ("PENNANT HEALTHCARE LIMITED", "company", [("client", "stated")])]
+    text = ("JURIDISCH DUE DILIGENCE RAPPORT\nProject Kade – Zuiderwaard Energie B.V.\n"
+            "Datum rapport: 21 augustus 2023\nOpgesteld door Van Houten Brink Advocaten N.V. voor Zuiderwaard Techniek BV.\n")
+    assert _hints(text, ["Van Houten Brink Advocaten N.V."]) == [
+        ("Zuiderwaard Energie B.V.", "company", []), ("Van Houten Brink Advocaten N.V", "law_firm", []),
+        ("Zuiderwaard Techniek BV", "company", [("client", "stated")])]
+
+
+def test_the_client_another_law_firm_names_is_the_counterparty():
+    firm = ["Whitcombe Hale LLP", "Whitcombe Hale"]
+    text = ("Ogilvie Marston\n159 Cheapside, Cambridge CB2 6SH\nWhitcombe Hale\nFor the attention of Samuel Harcourt\n"
+            "1 Moorgate Place\nLondon EC2R 6EA\nWestmarch Retail Ltd. v Bluefield Media Inc.\nDear Mr Harcourt\n"
+            "We act for Bluefield Media Inc. and refer to your letter.")
+    assert [(n, h) for n, _, h in _hints(text, firm)] == [
+        ("Ogilvie Marston", []), ("Whitcombe Hale", []), ("Westmarch Retail Ltd.", []),
+        ("Bluefield Media Inc.", [("counterparty", "stated")])]
+    # the firm's own letter: the client it acts for is the client
+    text = ("WHITCOMBE HALE\n1 Moorgate Place, London EC2R 6EA\nTamarind Property S.à r.l.\n136 Bishopsgate\n"
+            "Dear Ms Marston\nWe act for Oakmont Retail Ltd. concerning the unpaid invoices.")
+    assert [(n, h) for n, _, h in _hints(text, firm)][-1] == ("Oakmont Retail Ltd.", [("client", "stated")])
