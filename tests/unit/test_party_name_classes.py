@@ -196,7 +196,8 @@ def test_a_report_prepared_by_the_firm_for_a_client():
     assert _hints(text, firm) == [("Caldera Retail Limited", "company", []), ("Whitcombe Hale LLP", "law_firm", []),
                                   ("PENNANT HEALTHCARE LIMITED", "company", [("client", "stated")])]
     text = ("JURIDISCH DUE DILIGENCE RAPPORT\nProject Kade – Zuiderwaard Energie B.V.\n"
-            "Datum rapport: 21 augustus 2023\nOpgesteld door Van Houten Brink Advocaten N.V. voor Zuiderwaard Techniek BV.\n")
+            "Datum rapport: 21 augustus 2023\n"
+            "Opgesteld door Van Houten Brink Advocaten N.V. voor Zuiderwaard Techniek BV.\n")
     assert _hints(text, ["Van Houten Brink Advocaten N.V."]) == [
         ("Zuiderwaard Energie B.V.", "company", []), ("Van Houten Brink Advocaten N.V", "law_firm", []),
         ("Zuiderwaard Techniek BV", "company", [("client", "stated")])]
