@@ -24,7 +24,7 @@ CODE_STAGE_VERSIONS: dict[str, str] = {
     "convert": "mvp-1",
     "classify_matter": "mvp-4",
     "relate": "mvp-10",
-    "extract_metadata": "mvp-3",
+    "extract_metadata": "mvp-4",
     "extract_decisions": "mvp-1",
     "index": "mvp-1",
 }

@@ -173,7 +173,7 @@ def test_code_stage_versions_are_the_spec_values():
         "convert": "mvp-1",
         "classify_matter": "mvp-4",
         "relate": "mvp-10",
-        "extract_metadata": "mvp-3",
+        "extract_metadata": "mvp-4",
         "extract_decisions": "mvp-1",
         "index": "mvp-1",
     }
