@@ -172,14 +172,6 @@ def _jsonable(value: Any) -> Any:
     return list(value) if isinstance(value, tuple) else value
 
 
-def change_reasons(before: KiConfig, after: KiConfig) -> tuple[list[str], list[str]]:
-    """(changed keys, reasons a run is required) between two configurations."""
-    old, new = flat_values(before), flat_values(after)
-    changed = sorted(k for k in set(old) | set(new) if old.get(k) != new.get(k))
-    reasons = [r for k in changed if (r := requires_run(k, old.get(k), new.get(k)))]
-    return changed, list(dict.fromkeys(reasons))
-
-
 def edit_audit(engine: Engine, actor: str, keys: list[str]) -> EditAudit:
     """How an edit of ``keys`` is audited (console and ``ki config``): the changed fields from → to (a
     secret as ``"***"``) and whether a run is required."""

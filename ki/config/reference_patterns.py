@@ -218,7 +218,3 @@ def formats_for(patterns: tuple[str, ...] | None) -> ReferenceFormats:
     return ReferenceFormats(patterns)
 
 
-def context_labelled(text: str, start: int) -> bool:
-    """Whether the text before ``start`` ends in a reference label (or a subject tag opening)."""
-    before = text[max(0, start - 48): start]
-    return bool(LABEL_BEFORE.search(before) or TAG_BEFORE.search(before))

@@ -135,15 +135,6 @@ def _engine_disposed(engine: Engine) -> None:
         proj.close()
 
 
-def reset_registry() -> None:
-    """Close and forget every open projection (tests)."""
-    with _REGISTRY_LOCK:
-        closing = list(_REGISTRY.values())
-        _REGISTRY.clear()
-    for proj in closing:
-        proj.close()
-
-
 class LexicalProjection:
     """The lexical index of one database (see the module docstring).
 

@@ -58,15 +58,6 @@ def references_in(text: str, formats: ReferenceFormats | None = None) -> list[st
     return list(seen)
 
 
-def labelled_references(text: str, formats: ReferenceFormats | None = None) -> list[str]:
-    """References behind a label (``Unser Zeichen:``, ``Our ref:``, ``Ons kenmerk:``) or in a subject tag."""
-    seen: dict[str, None] = {}
-    for c in (formats or DEFAULT_FORMATS).candidates(text):
-        if (c.labelled or c.tagged) and c.counts:
-            seen.setdefault(c.value, None)
-    return list(seen)
-
-
 def case_numbers_in(text: str) -> list[str]:
     """Court case numbers in ``text`` (whitespace normalised), in order, without repeats."""
     seen: dict[str, None] = {}

@@ -56,7 +56,7 @@ from typing import Any
 from ki import services
 from ki.access.load import object_projection
 from ki.context import StageContext, StageOutcome
-from ki.convert.model import StructuredDocument, TextualPart
+from ki.convert.model import StructuredDocument
 from ki.errors import ClaimLost
 from ki.index.backend import IndexDocument
 from ki.index.embedding_cache import CachedVectors, embed_rows
@@ -134,15 +134,6 @@ def document_fields(ctx: StageContext, title: str | None, doc_type: str | None, 
             pass
         fields["type"] = " / ".join(dict.fromkeys(x for x in labels if x))
     return {k: v for k, v in fields.items() if v}
-
-
-def passage_rows(parts: list[TextualPart], *, chunk_chars: int, overlap_chars: int
-                 ) -> list[tuple[str, str, dict[str, str] | None]]:
-    """Every textual part chunked, body first: (kind, passage, meta) in ordinal order; ``meta`` names the
-    part's key and, for comments, its anchor and author (None for the body). The stage itself keeps only
-    the passages' positions (:class:`ki.stages.index_rows.PassagePlan`); this lists them whole."""
-    plan = PassagePlan.of(parts, chunk_chars=chunk_chars, overlap_chars=overlap_chars)
-    return [plan.passage(i) for i in range(len(plan))]
 
 
 def header_title(doc: StructuredDocument) -> str | None:

@@ -23,13 +23,6 @@ def get_artifact(conn: Connection, content_hash: str, kind: str) -> dict[str, An
     return row.body if row else None
 
 
-def artifact_exists(conn: Connection, content_hash: str, kind: str) -> bool:
-    """Whether the (content_hash, kind) artifact exists."""
-    return conn.execute(
-        text("SELECT 1 FROM artifact WHERE content_hash = :h AND kind = :k"), {"h": content_hash, "k": kind}
-    ).first() is not None
-
-
 def put_artifact(conn: Connection, content_hash: str, kind: str, *, producer: str, producer_version: str,
                  body: dict[str, Any]) -> bool:
     """Insert the artifact unless one exists (a concurrent writer wins). True when this call wrote it."""

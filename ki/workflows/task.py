@@ -142,13 +142,6 @@ def worker_runtime(slots: int | None = None) -> WorkerRuntime:
         return _runtime
 
 
-def set_worker_runtime(runtime: WorkerRuntime | None) -> None:
-    """Install (or clear) the process's runtime (tests and ``ki worker``)."""
-    global _runtime
-    with _lock:
-        _runtime = runtime
-
-
 def _rows(ctx: PipelineContext, oid: int) -> dict[str, StageRow]:
     with ctx.db.engine.connect() as conn:
         return rows_by_stage(conn, oid)
