@@ -14,11 +14,11 @@ function td(label, content, cls) {
 }
 
 function openNote(s) {
-  if (s.permissions === "public") return h("span", { class: "badge failed" }, "open to everyone");
+  if (s.permissions === "public") return h("span", { class: "badge failed wrap" }, "open to everyone");
   if (!s.indexed) return h("span", { class: "muted" }, "nothing indexed yet");
   if (!s.open_to_everyone) return `${num(s.indexed)} indexed, none open to everyone`;
   const all = s.open_to_everyone === s.indexed;
-  return h("span", { class: "badge failed", title: "Restrict them on the share (chmod o-r, setfacl) or with .ki-grants.json" },
+  return h("span", { class: "badge failed wrap", title: "Restrict them on the share (chmod o-r, setfacl) or with .ki-grants.json" },
     `${all ? "all " : ""}${num(s.open_to_everyone)} of ${num(s.indexed)} open to everyone`);
 }
 
@@ -31,14 +31,15 @@ export function renderSources(el, sources) {
     const [label, tip] = MODELS[s.permissions] || [s.permissions, ""];
     return h("tr", { "data-source": String(s.id), "data-permissions": s.permissions },
       td("Source", h("span", { class: "mono" }, String(s.id))),
-      td("Folder", h("span", { class: "mono" }, s.path)),
+      td("Folder", h("span", { class: "mono source-path" }, s.path)),
       td("Who sees it", h("span", { class: s.permissions === "public" ? "chip warn" : "chip", title: tip }, label)),
       td("Everyone", openNote(s)),
       td("Files", num(s.files), "num"),
       td("Last scan", s.last_scan_at ? when(s.last_scan_at) : "never"),
       td("Watcher", s.watcher || "–"));
   });
-  replace(el, h("div", { class: "table-wrap" }, h("table", { class: "stack" },
+  // the wrapper scrolls sideways on a narrow screen: focusable, so a keyboard can scroll it too
+  replace(el, h("div", { class: "table-wrap", tabindex: "0", role: "region", "aria-label": "Sources" }, h("table", { class: "stack" },
     h("caption", { class: "sr-only" }, "Sources and who may see their documents"),
     h("thead", {}, h("tr", {}, ["Source", "Folder", "Who sees it", "Everyone"].map((t) => h("th", { scope: "col" }, t)),
       h("th", { scope: "col", class: "num" }, "Files"), ["Last scan", "Watcher"].map((t) => h("th", { scope: "col" }, t)))),
