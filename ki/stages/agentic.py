@@ -11,9 +11,9 @@ from collections.abc import Callable
 
 from pydantic import BaseModel
 
-from ki import services
 from ki.agents.gateway import model_for_stage
 from ki.agents.loop import AgentResult, AgentState, Policy, Tool, chat_agent, run_policy
+from ki.agents.shared_gateway import gateway
 from ki.agents.usage import ledger_sink
 from ki.config.process import LlmSettings, current
 from ki.context import StageContext
@@ -43,6 +43,6 @@ def run_agent(ctx: StageContext, *, system: str, user: str | Callable[[], str], 
         return run_policy(policy, tools, result_model, validators, doc_id=ctx.obj.id, stage=ctx.stage)
     model = model_for_stage(ctx.config, ctx.stage)
     user = user() if callable(user) else user
-    client = services.gateway(ledger_sink(ctx.pipeline.db, default_stage=ctx.stage))
+    client = gateway(ledger_sink(ctx.pipeline.db, default_stage=ctx.stage))
     return chat_agent(client, model=model, system=system, user=user, tools=tools, result_model=result_model,
                       validators=validators, max_turns=max_turns, doc_id=ctx.obj.id, stage=ctx.stage)

@@ -53,11 +53,11 @@ import re
 from pathlib import PurePath, PurePosixPath
 from typing import Any
 
-from ki import services
 from ki.access.load import object_projection
 from ki.context import StageContext, StageOutcome
 from ki.convert.model import StructuredDocument
 from ki.errors import ClaimLost
+from ki.index import query_embedder
 from ki.index.backend import IndexDocument
 from ki.index.embedding_cache import CachedVectors, embed_rows
 from ki.index.embeddings import context_header, identity_of
@@ -174,8 +174,8 @@ def _normalised_opening(text_: str, chars: int) -> str:
 
 
 def stage_embedder(ctx: StageContext) -> Any:
-    """The process's embedder for ``retrieval.embedding_model`` (:func:`ki.services.stage_embedder`)."""
-    return services.stage_embedder(ctx.config.retrieval, ctx.pipeline.db)
+    """The process's embedder for ``retrieval.embedding_model`` (:func:`ki.index.query_embedder.stage_embedder`)."""
+    return query_embedder.stage_embedder(ctx.config.retrieval, ctx.pipeline.db)
 
 
 def _index(ctx: StageContext, backend: Any) -> StageOutcome:

@@ -12,9 +12,9 @@ import threading
 import weakref
 from typing import Any
 
-from ki import services
 from ki.config.process import HatchetClientSettings, current
 from ki.errors import OrchestratorUnavailable
+from ki.shared_clients import on_reset, shared
 
 #: Workflow names registered per client (the entry goes with the client).
 _registered: weakref.WeakKeyDictionary[Any, set[str]] = weakref.WeakKeyDictionary()
@@ -37,7 +37,7 @@ def hatchet_client(*, once: bool = False) -> Any:
         raise OrchestratorUnavailable(
             "components.orchestrator_provider is 'hatchet' but HATCHET_CLIENT_TOKEN is not set: point ki at "
             "a Hatchet engine (README, section Hatchet) or set KI_COMPONENTS__ORCHESTRATOR_PROVIDER=local")
-    return services.shared("hatchet", ("once" if once else "default", env), lambda: _build(once))
+    return shared("hatchet", ("once" if once else "default", env), lambda: _build(once))
 
 
 def _build(once: bool) -> Any:
@@ -53,7 +53,7 @@ def _build(once: bool) -> Any:
         raise OrchestratorUnavailable(f"Hatchet client configuration refused: {exc}") from exc
 
 
-@services.on_reset
+@on_reset
 def forget_registrations() -> None:
     """Forget which workflows were registered (``ki.services.reset`` forgets the clients)."""
     with _registered_lock:
