@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Debian's LibreOffice without its GUI, for the legacy Office converter (ki.convert.legacy: .doc, .dot,
+# Debian's LibreOffice without its GUI, for the legacy Office converter (ki.adapters.convert.legacy: .doc, .dot,
 # .ppt, .wpd, .wps, .pages through `soffice --headless`). ki runs without it (legacy files are quarantined
 # `needs_converter`); the tests of the converter need it. Idempotent: nothing happens when soffice is
 # already on PATH.

@@ -117,7 +117,7 @@ def resolve_stages(spec: str) -> list[str]:
     import tempfile as _tf
 
     from ki.config.loader import load_config
-    from ki.taxonomies import PIPELINE_STAGE_ORDER
+    from ki.core.taxonomies import PIPELINE_STAGE_ORDER
 
     if spec == "ki-default":
         with _tf.TemporaryDirectory() as d:
@@ -134,7 +134,7 @@ def pin_stages(data_dir: Path, enabled: Sequence[str]) -> None:
     """Save ``pipeline.stages.<s>.enabled`` for every stage in ``data_dir``'s configuration, as
     ``ki config set`` would, so the bench measures the same stage set whatever ki's defaults are."""
     from ki.config.loader import set_config_value
-    from ki.taxonomies import PIPELINE_STAGE_ORDER
+    from ki.core.taxonomies import PIPELINE_STAGE_ORDER
 
     data_dir.mkdir(parents=True, exist_ok=True)
     for s in PIPELINE_STAGE_ORDER:

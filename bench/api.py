@@ -99,7 +99,7 @@ def seed(docs: int, runs: int) -> dict[str, int]:
     """Seed the data directory's database (see module doc); returns row counts."""
     from sqlalchemy import text
 
-    from ki.context import PipelineContext
+    from ki.domain.context import PipelineContext
 
     ctx = PipelineContext.open()
     started = time.perf_counter()
@@ -139,7 +139,7 @@ def timed(client, path: str, n: int, headers: dict[str, str]) -> list[float]:
 
 def bucket_query_ms(n: int = 20) -> tuple[float, float, float]:
     """p50, p95 and max ms of the one bucket query run directly (what the shared count costs each interval)."""
-    from ki.context import PipelineContext
+    from ki.domain.context import PipelineContext
     from ki.store.status import bucket_counts
 
     ctx = PipelineContext.open()

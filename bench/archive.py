@@ -77,7 +77,7 @@ def main() -> None:
         logging.getLogger("httpx").setLevel(logging.WARNING)
         from ki.api.app import create_app
         from ki.app.tokens import create_token
-        from ki.context import PipelineContext
+        from ki.domain.context import PipelineContext
         from ki.orchestration.archive import archive_history
 
         ctx = PipelineContext.open()

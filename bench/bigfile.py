@@ -146,7 +146,7 @@ def _processes(root_pid: int, pg_marker: str) -> dict[str, list[int]]:
         pid = todo.pop()
         todo.extend(children.get(pid, []))
         cmd = _cmdline(pid)
-        role = "convert" if "ki.convert.isolation" in cmd else "pg" if "postgres" in cmd else "other"
+        role = "convert" if "ki.adapters.convert.isolation" in cmd else "pg" if "postgres" in cmd else "other"
         roles[role].append(pid)
     roles["pg"] = sorted(set(roles["pg"]) | set(pg))
     # a PostgreSQL backend's children: every pg process tree is found by the marker on the postmaster

@@ -6,7 +6,7 @@ then a run whose ``ki insert`` process group is killed with SIGKILL ``--kills`` 
 --json`` and the derived rows compared with the clean run's, ids aside (``bench/order.py``'s
 comparison, the one ``tests/acceptance/test_order_export_identical.py`` uses), quarantined rows of
 both runs, the recovery time after each kill (from the restart to the first stage row finished that
-was not finished at the kill), each restart's own startup timeline from ``ki.log`` (``ki.startup``:
+was not finished at the kill), each restart's own startup timeline from ``ki.log`` (``ki.core.startup``:
 wall and CPU seconds to its first finished row, per phase — interpreter and imports, context (settings,
 database, migrations check), source, scan, run row, prepare steps with the dead claimer's rows recovered,
 first claim, first row; CPU time is what the restart costs on a quiet machine, wall time grows with the
@@ -137,7 +137,7 @@ def _watch(proc, engine, order, *, until_rows: int | None, deadline: float, sinc
     return peak, recovered
 
 
-#: ``ki.startup.Timeline.line`` in ``ki.log``: the totals, then ``phase [detail] +wall s (cpu +cpu)`` parts
+#: ``ki.core.startup.Timeline.line`` in ``ki.log``: the totals, then ``phase [detail] +wall s (cpu +cpu)`` parts
 TIMELINE_LINE = re.compile(r"startup timeline: (?P<wall>[\d.]+) s wall, (?P<cpu>[\d.]+) s CPU to the [^;]+; "
                            r"(?P<parts>.*)")
 
@@ -235,7 +235,7 @@ def outage_estate(root: Path, n: int) -> Path:
     return root
 
 
-#: the breaker's summary of an outage in ``ki.log`` (``ki.breaker.Breakers.succeeded``)
+#: the breaker's summary of an outage in ``ki.log`` (``ki.adapters.breaker.Breakers.succeeded``)
 EPISODE_LINE = re.compile(r"gateway answers again: resuming its stages \(paused since [^,]+, (?P<seconds>\d+) s; "
                           r"(?P<requests>\d+) requests met the outage, (?P<failed_fast>\d+) calls failed fast, "
                           r"(?P<connects>\d+) TCP connects \((?P<refused>\d+) refused\), "
@@ -272,7 +272,7 @@ def _close_socket_after(stub, outage, *, answers: int, seconds: float, stop: thr
 
 def part_outage(order, args, work: Path, dbs: Databases) -> bool:
     sys.path.insert(0, str(REPO))
-    from ki.breaker import MODEL_STAGES
+    from ki.adapters.breaker import MODEL_STAGES
     from tests.helpers.gateway_stub import GatewayStub
     from tests.helpers.outage import Outage, SocketOutage, gateway_default, stage_answer
 

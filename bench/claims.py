@@ -107,7 +107,7 @@ def checkpoint(uri: str) -> None:
 
 
 def noop_handler(ctx):  # noqa: ANN001 - StageContext
-    from ki.context import StageOutcome
+    from ki.domain.context import StageOutcome
 
     return StageOutcome(status="done")
 
@@ -125,9 +125,9 @@ def setup_ki(uri: str, dbname: str, workdir: Path, docs: int, concurrency: int, 
     import psycopg
     from sqlalchemy import create_engine, text
 
+    from ki.adapters.sources.scan import register_local_source
     from ki.config.loader import ProcessSettings, load_config
-    from ki.context import PipelineContext
-    from ki.sources.scan import register_local_source
+    from ki.domain.context import PipelineContext
     from ki.store.blobs import BlobStore
     from ki.store.db import Database, ensure_database, open_database, sqlalchemy_url
     from ki.store.requeue import seed_rows
@@ -450,7 +450,7 @@ def print_proc(p: ProcResult, n_jobs: int, listen_notify: str) -> None:
 
 def observe(mode: str) -> None:
     """Set how executions are observed: ``metrics`` (as shipped), ``off`` (no metrics recorded) or ``traces``."""
-    from ki.observability import metrics, tracing
+    from ki.adapters.observability import metrics, tracing
 
     if mode == "off":
         metrics.record_execution = lambda *args, **kwargs: None

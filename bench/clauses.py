@@ -7,8 +7,8 @@ agreements from fixed templates, so every clause heading it can write is labelle
 such type). A clause whose heading is not in the table is counted apart (``unlabelled``), never scored.
 
 * ``accuracy`` (offline, seconds): every executed agreement of the estate (truth ``rendition`` signed/filed, type
-  under ``contract``) converted with ki's converters, split (:func:`ki.index.clauses.split_clauses`) and typed
-  (:func:`ki.index.clause_types.clause_type`, built-in ontology); accuracy = clauses typed exactly as labelled
+  under ``contract``) converted with ki's converters, split (:func:`ki.adapters.search.clauses.split_clauses`) and typed
+  (:func:`ki.adapters.search.clause_types.clause_type`, built-in ontology); accuracy = clauses typed exactly as labelled
   (None included) / labelled clauses; also the split's recall of the labelled headings the template wrote.
 * ``--pipeline``: ``ki insert`` the estate (rules, built-in ontology, ``hashing:64`` vectors), then for each
   executed agreement and each clause type it holds, ``search(<type label>, clause_type=T, matter=M)``: recall@10 =
@@ -78,8 +78,8 @@ def executed_agreements(truth: dict[str, Any]) -> list[dict[str, Any]]:
 
 def body_text(path: Path) -> str:
     """The body text ki's converters give a PDF or DOCX."""
-    from ki.convert.docx import convert_docx
-    from ki.convert.pdf import convert_pdf
+    from ki.adapters.convert.docx import convert_docx
+    from ki.adapters.convert.pdf import convert_pdf
 
     data = path.read_bytes()
     doc = convert_pdf(data, path.name) if path.suffix == ".pdf" else convert_docx(data, path.name)
@@ -87,16 +87,16 @@ def body_text(path: Path) -> str:
 
 
 def builtin_ontology() -> Any:
-    from ki.ontology.load import default_ontology
+    from ki.domain.ontology.load import default_ontology
 
     return default_ontology()
 
 
 def accuracy(estate: Path, truth: dict[str, Any]) -> dict[str, Any]:
     """Clause-type accuracy and split throughput over the executed agreements (see the module docstring)."""
-    from ki.index.chunking import chunk_spans
-    from ki.index.clause_types import clause_type
-    from ki.index.clauses import split_clauses
+    from ki.adapters.search.chunking import chunk_spans
+    from ki.adapters.search.clause_types import clause_type
+    from ki.adapters.search.clauses import split_clauses
 
     onto = builtin_ontology()
     files = executed_agreements(truth)
@@ -140,7 +140,7 @@ def throughput(ctx: Any, truth: dict[str, Any]) -> dict[str, Any]:
     from sqlalchemy import text
 
     import ki.stages.index_clauses as index_clauses
-    from ki.index.embeddings import make_embedder
+    from ki.adapters.search.embeddings import make_embedder
     from ki.orchestration.execute import run_stage_for_object
     from ki.store.downstream import request_rerun_from
 
@@ -210,8 +210,8 @@ def pipeline(estate: Path, truth: dict[str, Any], per_file: dict[str, list], wor
         os.environ.update({k: v for k, v in env.items() if k.startswith("KI_")})
         from sqlalchemy import text
 
+        from ki.adapters.search.search import search
         from ki.cli.common import open_context
-        from ki.index.search import search
 
         ctx = open_context()
         onto = builtin_ontology()

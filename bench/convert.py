@@ -2,7 +2,7 @@
 
 What runs
 ---------
-* ki: ``ki.convert.docx.convert_docx(data, filename)`` -> ``StructuredDocument`` (raw OOXML
+* ki: ``ki.adapters.convert.docx.convert_docx(data, filename)`` -> ``StructuredDocument`` (raw OOXML
   with ``zipfile`` + lxml; accepted text, original text, revisions, comments).
 * docling: its own Word backend in-process, the way ``DocumentConverter``'s simple pipeline
   drives it (conversion.md section 5; ``docling-slim[format-docx,format-latex]``, no torch,
@@ -244,7 +244,7 @@ def main() -> None:
         ap.error("--repeat must be >= 1")
 
     quiet_logging()
-    from ki.convert.docx import convert_docx
+    from ki.adapters.convert.docx import convert_docx
 
     dl_convert, dl_export, ContentLayer = load_docling()
 

@@ -7,7 +7,7 @@ What runs
   ``tests/fixtures/ooxml``, grouped by format (``xlsx``, ``pptx``, ``odt``, ``ods``, ``odp``); encrypted files
   (quarantined ``password_required``) are left out of the rates.
 * Speed and memory: each format runs in a fresh interpreter (``--one FMT``): one warm-up pass, then
-  ``--repeat`` passes of ``ki.convert.router.convert_bytes`` in process (``pipeline.convert.isolate=false``,
+  ``--repeat`` passes of ``ki.adapters.convert.router.convert_bytes`` in process (``pipeline.convert.isolate=false``,
   so the reader itself is timed, not the worker hand-off); files/s from the median pass on process CPU time
   and on the wall clock; peak RSS is the interpreter's ``VmHWM`` after the passes (imports included).
 * Recall: the words (case-folded, NFKC, letters and digits: ``bench/convert_recall.py``) of a reference
@@ -45,8 +45,8 @@ FORMATS = {".xlsx": "xlsx", ".xlsm": "xlsx", ".pptx": "pptx", ".odt": "odt", ".o
 
 
 def files_of(fmt: str) -> list[Path]:
-    from ki.convert.encryption import check_password
-    from ki.errors import UnsupportedDocument
+    from ki.adapters.convert.encryption import check_password
+    from ki.core.errors import UnsupportedDocument
 
     out = []
     for folder in FOLDERS:
@@ -129,8 +129,8 @@ def ki_all_text(doc) -> str:
 def run_one(fmt: str, repeat: int) -> dict:
     """Speed, peak and recall of one format (in this interpreter)."""
     from bench.convert_recall import recall
+    from ki.adapters.convert.router import convert_bytes
     from ki.config.settings import KiConfig
-    from ki.convert.router import convert_bytes
 
     config = KiConfig()
     config.pipeline.convert.isolate = False
@@ -197,8 +197,8 @@ def make_big(path: Path, rows: int) -> None:
 
 
 def run_big(path: Path) -> dict:
+    from ki.adapters.convert.router import convert_bytes
     from ki.config.settings import KiConfig
-    from ki.convert.router import convert_bytes
 
     data = path.read_bytes()
     config = KiConfig()
@@ -212,7 +212,7 @@ def run_big(path: Path) -> dict:
 
 
 def run_big_peak(path: Path) -> dict:
-    from ki.convert.xlsx import convert_xlsx
+    from ki.adapters.convert.xlsx import convert_xlsx
 
     started, cpu = time.perf_counter(), time.process_time()
     doc = convert_xlsx(path.read_bytes(), path.name)

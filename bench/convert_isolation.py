@@ -6,7 +6,7 @@ The small files (< ``--max-kb``) of ``$KI_SHARED_DIR/corpus/real`` (text, mail, 
 text-layer PDFs), converted by ki's router with OCR off:
 
 * ``in-process``: ``pipeline.convert.isolate = false`` (no budget);
-* ``reused worker``: ki's default, one ``ki.convert.isolation`` worker process reused across files
+* ``reused worker``: ki's default, one ``ki.adapters.convert.isolation`` worker process reused across files
   (its start is paid once, before timing);
 * ``worker per file``: a fresh worker process for every file (start included), the alternative
   to reuse.
@@ -46,10 +46,10 @@ def main() -> None:
         huge(args.small_mb)
         return
 
+    from ki.adapters.convert import isolation
+    from ki.adapters.convert.router import convert_bytes
     from ki.config.settings import KiConfig
-    from ki.convert import isolation
-    from ki.convert.router import convert_bytes
-    from ki.errors import UnsupportedDocument
+    from ki.core.errors import UnsupportedDocument
 
     files = [(p.name, p.read_bytes()) for p in sorted(args.real.rglob("*"))
              if p.suffix.lower() in EXTENSIONS and p.is_file() and 0 < p.stat().st_size <= args.max_kb * 1024]
@@ -76,7 +76,7 @@ def main() -> None:
             started = time.perf_counter()
             pool = isolation.WorkerPool(budget)
             try:
-                pool.run("ki.convert.router:convert_bytes", data, name, config=inproc)
+                pool.run("ki.adapters.convert.router:convert_bytes", data, name, config=inproc)
             except UnsupportedDocument:
                 pass
             pool.close()
@@ -118,9 +118,9 @@ def _huge_files() -> list[tuple[str, bytes]]:
 
 def huge(small_mb: int) -> None:
     """Convert generated huge files in fresh workers under the default and a tight memory budget."""
+    from ki.adapters.convert import isolation
     from ki.config.settings import KiConfig
-    from ki.convert import isolation
-    from ki.errors import UnsupportedDocument
+    from ki.core.errors import UnsupportedDocument
 
     config = KiConfig.model_validate({"pipeline": {"ocr": {"enabled": False}, "convert": {"isolate": False}}})
     default = KiConfig.model_validate({}).pipeline.convert
@@ -131,7 +131,7 @@ def huge(small_mb: int) -> None:
             pool = isolation.WorkerPool(isolation.Budget(limit, default.timeout_seconds))
             started = time.perf_counter()
             try:
-                pool.run("ki.convert.router:convert_bytes", data, name, config=config)
+                pool.run("ki.adapters.convert.router:convert_bytes", data, name, config=config)
                 outcome, peak = "ok", pool.last_peak_mb
             except UnsupportedDocument as exc:
                 outcome, peak = exc.reason, exc.details.get("peak_mb")

@@ -4,7 +4,7 @@ What runs
 ---------
 For each format, one fresh Python process converts every file of that format (from
 ``tests/fixtures/formats/legacy`` and ``--extra-dir``, recursive) with ki's router in-process
-(``ki.convert.router.convert_bytes`` with ``pipeline.convert.isolate=false``, so the process's own
+(``ki.adapters.convert.router.convert_bytes`` with ``pipeline.convert.isolate=false``, so the process's own
 figures are the conversion's): one warm-up pass (LibreOffice creates its profile, imports load),
 then ``--repeat`` timed passes; files/s from the median pass (wall clock). Peak RSS: the process's
 own ``ru_maxrss`` (Python and its parsers) and its children's (LibreOffice), MiB.
@@ -62,7 +62,7 @@ def recall(reference: str, ours: str) -> tuple[int, int]:
 
 
 def _soffice_text(path: Path) -> str:
-    from ki.convert.soffice import find_soffice
+    from ki.adapters.convert.soffice import find_soffice
 
     with tempfile.TemporaryDirectory() as tmp:
         profile = Path(tmp, "profile").as_uri()
@@ -147,13 +147,13 @@ def reference(path: Path) -> str | None:
         if ext == ".xls":
             return _xls_values(data)
         if ext == ".p7m":
-            from ki.convert.smime import unwrap_signed
+            from ki.adapters.convert.smime import unwrap_signed
 
             return (unwrap_signed(data, path.name).content or b"").decode("utf-8", "replace")
         if ext == ".dat":
             from striprtf.striprtf import rtf_to_text
 
-            from ki.convert.tnef import read_tnef
+            from ki.adapters.convert.tnef import read_tnef
 
             msg = read_tnef(data, path.name)
             rtf = rtf_to_text(msg.rtf.decode("cp1252", "replace")) if msg.rtf else msg.body
@@ -165,9 +165,9 @@ def reference(path: Path) -> str | None:
 
 def run_format(ext: str, files: list[Path], repeat: int) -> dict:
     """Convert ``files`` (all of format ``ext``) in this process; the figures of the module doc."""
+    from ki.adapters.convert.router import convert_bytes
     from ki.config.settings import KiConfig
-    from ki.convert.router import convert_bytes
-    from ki.errors import UnsupportedDocument
+    from ki.core.errors import UnsupportedDocument
 
     config = KiConfig()
     config.pipeline.convert.isolate = False

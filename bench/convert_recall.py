@@ -95,9 +95,9 @@ def pdfminer_text(data: bytes) -> str | None:
 
 
 def ki_texts(data: bytes, name: str) -> tuple[str, str] | None:
+    from ki.adapters.convert.router import convert_bytes
     from ki.config.settings import KiConfig
-    from ki.convert.router import convert_bytes
-    from ki.errors import UnsupportedDocument
+    from ki.core.errors import UnsupportedDocument
 
     config = KiConfig.model_validate({"pipeline": {"convert": {"isolate": False}, "ocr": {"enabled": False}}})
     try:
@@ -111,8 +111,8 @@ def ki_texts(data: bytes, name: str) -> tuple[str, str] | None:
 
 def ooxml_parts_only(data: bytes, name: str) -> str:
     """The charts, SmartArt and embedded names ki reads from an OOXML package (its text aside)."""
-    from ki.convert.ooxml_package import OoxmlPackage
-    from ki.convert.ooxml_parts import package_parts
+    from ki.adapters.convert.ooxml_package import OoxmlPackage
+    from ki.adapters.convert.ooxml_parts import package_parts
 
     return "\n".join(package_parts(OoxmlPackage(data, name))[0].values())
 
@@ -156,7 +156,7 @@ def recall_table(files: list[Path]) -> None:
 
 
 def wer_table(folder: Path) -> None:
-    from ki.convert.pdf import convert_pdf
+    from ki.adapters.convert.pdf import convert_pdf
 
     truth = json.loads((folder / "truth.json").read_text(encoding="utf-8"))
     per_script: dict[str, list[tuple[float, float]]] = {}

@@ -114,7 +114,7 @@ CONFIG: list[tuple[str, str]] = []
 
 def open_ctx(uri: str, dbname: str, data_dir: Path, provider: str, stages: list[str], **settings_kw):
     from ki.config.loader import ProcessSettings, set_config_value
-    from ki.context import PipelineContext
+    from ki.domain.context import PipelineContext
     from ki.store.db import ensure_database, open_database, sqlalchemy_url
 
     ensure_database(uri, dbname)
@@ -128,7 +128,7 @@ def open_ctx(uri: str, dbname: str, data_dir: Path, provider: str, stages: list[
 
 
 def scan(ctx, estate: Path) -> float:
-    from ki.sources.scan import register_local_source, scan_source
+    from ki.adapters.sources.scan import register_local_source, scan_source
 
     t0 = time.perf_counter()
     scan_source(ctx, register_local_source(ctx, estate))
@@ -183,7 +183,7 @@ def run_local(work: Path, ki_uri: str, ki_pg: Path, estate: Path, stages: list[s
     ki's PostgreSQL, commits and rows written, and ``_buckets`` (the per-stage buckets, compared
     with each hatchet run's).
     """
-    from ki.launch import launch_insertion
+    from ki.app.launch import launch_insertion
 
     local, _ = open_ctx(ki_uri, "ki_local", work / "local-data", "local", stages)
     scan_s = scan(local, estate)
@@ -217,7 +217,7 @@ def run_hatchet(work: Path, engine, ki_uri: str, ki_pg: Path, eng_uri: str, eng_
     (from Hatchet), the run's counters and ``_buckets``. Raises SystemExit when the workers do not
     come up within 120 s.
     """
-    from ki.launch import launch_insertion, wait_for_run
+    from ki.app.launch import launch_insertion, wait_for_run
 
     proxy = _pushback.start_proxy(engine.grpc_host_port, refuse_every) if refuse_every else None
     os.environ["HATCHET_CLIENT_NAMESPACE"] = f"bench_{tag}_" + uuid.uuid4().hex[:6]

@@ -108,10 +108,10 @@ def insert_in_process(data_dir: Path, estate: Path, workers: int | None, uri: st
     import psutil
     from sqlalchemy import text
 
+    from ki.adapters.sources.scan import register_local_source, scan_source
+    from ki.app.launch import launch_insertion
     from ki.config.loader import ProcessSettings
-    from ki.context import PipelineContext
-    from ki.launch import launch_insertion
-    from ki.sources.scan import register_local_source, scan_source
+    from ki.domain.context import PipelineContext
     from ki.store.db import DATABASE_NAME, ensure_database, sqlalchemy_url
     from ki.store.status import bucket_counts
 
@@ -327,7 +327,7 @@ def add_synthetic_documents(uri: str, target_docs: int) -> tuple[int, float]:
     """Top up ki's database to ``target_docs`` documents with 7 processing_state rows each."""
     import psycopg
 
-    from ki.taxonomies import PIPELINE_STAGE_ORDER
+    from ki.core.taxonomies import PIPELINE_STAGE_ORDER
 
     t = time.perf_counter()
     with psycopg.connect(**libpq_kwargs(uri, "ki")) as conn:
@@ -413,8 +413,8 @@ T = {}
 t = time.perf_counter()
 import ki.cli
 T["import ki.cli (typer, rich)"] = time.perf_counter() - t; t = time.perf_counter()
-import ki.context
-T["import ki.context (sqlalchemy, pydantic-settings, ...)"] = time.perf_counter() - t
+import ki.domain.context
+T["import ki.domain.context (sqlalchemy, pydantic-settings, ...)"] = time.perf_counter() - t
 t = time.perf_counter()
 from ki.config.loader import ProcessSettings, load_config
 from ki.store.db import embedded_server_uri, sqlalchemy_url, open_database, DATABASE_NAME

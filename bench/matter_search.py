@@ -4,7 +4,8 @@ Spec: insertion-pipeline.md "Classify: what the model is given" (``search_matter
 over indexed chunks, with an exact total). Seeds ``--rows`` indexed rows (5 per file) over ``--matters`` matters
 straight into the record: each matter has a random direction in ``--dim`` dimensions and its rows lie around it
 (the direction plus Gaussian noise of ``--noise`` per coordinate), the HNSW index made as the index stage makes
-it (:meth:`ki.index.postgres.PostgresBackend.ensure_embedder`). Each query is a matter's direction plus fresh noise,
+it (:meth:`ki.adapters.search.postgres.PostgresBackend.ensure_embedder`). Each query is a matter's direction plus
+fresh noise,
 words that occur nowhere: it can only be found by meaning. Reports p50/p95 of ``search_matters`` (the whole call:
 SQL ranking of every matter, the nearest rows, the page), the share of queries whose matter ranks first, the
 candidate total, the plan of the nearest-rows statement, and the load average.
@@ -36,8 +37,8 @@ def seed(db: Any, rows: int, matters: int, dim: int, noise: float) -> tuple[np.n
     the seconds each step took."""
     from sqlalchemy import text
 
-    from ki.index.embeddings import EmbedderIdentity
-    from ki.index.postgres import PostgresBackend
+    from ki.adapters.search.embeddings import EmbedderIdentity
+    from ki.adapters.search.postgres import PostgresBackend
 
     took: dict[str, float] = {}
     rng = np.random.default_rng(37)
@@ -83,7 +84,7 @@ def seed(db: Any, rows: int, matters: int, dim: int, noise: float) -> tuple[np.n
 def run(args: argparse.Namespace) -> dict[str, Any]:
     from sqlalchemy import text
 
-    from ki.matters.store import search_matters
+    from ki.domain.matters.store import search_matters
     from ki.store.db import ensure_database, open_database, sqlalchemy_url
     from ki.store.matter_search import _NEAREST
 

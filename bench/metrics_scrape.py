@@ -5,7 +5,7 @@ What runs
 ``--docs`` documents (default 50,000) are seeded as a scan seeds them (seven ``processing_state`` rows each:
 350,000 rows), then put in the states of a run in progress: a tenth fetched, converted and indexed, some
 quarantined, some failed with a retry due later, the rest owed. Each scrape renders the whole exposition
-(:func:`ki.observability.exposition.render`) with the gauges read from PostgreSQL afresh (the collector's
+(:func:`ki.adapters.observability.exposition.render`) with the gauges read from PostgreSQL afresh (the collector's
 one-second cache is bypassed: every scrape reads, as a scrape once a second or slower does). Printed: the
 scrape's p50 / p95 / max in milliseconds and the exposition's size; target p95 <= 100 ms at 50,000 documents.
 
@@ -81,7 +81,7 @@ def main() -> int:
     ap.add_argument("--scrapes", type=int, default=100, help="scrapes timed (default 100)")
     args = ap.parse_args()
 
-    from ki.observability.exposition import ServingRegistry, render
+    from ki.adapters.observability.exposition import ServingRegistry, render
 
     with temp_workdir() as workdir, embedded_server(workdir / "pg") as uri:
         started = time.monotonic()

@@ -6,7 +6,7 @@ What runs
   pleadings, a judgment, invoices, a fax). Each is rendered at 200 dpi grayscale into
   a PNG (``clean``); a ``scan`` variant turns it 0.7°, adds sensor noise and
   round-trips it through JPEG quality 70. The text layer is the reference.
-* ki: ``ki.convert.ocr.ocr_image`` on the PNG bytes (the pipeline's image path:
+* ki: ``ki.adapters.convert.ocr.ocr_image`` on the PNG bytes (the pipeline's image path:
   orientation check, confidence floor, line ordering), in a child process per
   thread count (``KI_OCR_THREADS``), so peak RSS is that process's alone.
 * Tesseract 5 (``apt-get install tesseract-ocr tesseract-ocr-deu tesseract-ocr-eng``):
@@ -117,8 +117,8 @@ def worker_ki(items: list[dict]) -> dict:
     sys.path.insert(0, str(REPO))
     from PIL import Image
 
-    from ki.convert import ocr
-    from ki.errors import UnsupportedDocument
+    from ki.adapters.convert import ocr
+    from ki.core.errors import UnsupportedDocument
 
     started = time.monotonic()
     buf = io.BytesIO()

@@ -34,7 +34,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from ki.entities.names import name_key  # noqa: E402
+from ki.domain.entities.names import name_key  # noqa: E402
 
 TARGETS = {"doc_type_accuracy": 0.9, "party_f1": 0.9, "entity_duplicates_ok": 1.0, "doc_date_accuracy": 0.95,
            "decision_recall": 0.9}

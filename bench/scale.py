@@ -159,7 +159,7 @@ def history(data_dir: Path) -> tuple[dict[str, list[tuple[float, float]]], float
 
 
 def report_insert(run: dict, by_stage: dict, run_start: float, docs: int, chunk: int) -> None:
-    from ki.taxonomies import PIPELINE_STAGE_ORDER
+    from ki.core.taxonomies import PIPELINE_STAGE_ORDER
 
     index = by_stage.get("index", [])
     print(f"\nki insert: {docs} documents, wall {run['wall']:.0f} s, CPU {run['cpu']:.0f} s ({load()})")

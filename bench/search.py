@@ -8,7 +8,7 @@ BM25 and OpenSearch) and ``bench/search_judged.py`` (≥ 200 judged queries per 
 **Scale, OpenSearch** (``opensearch_half``, run inside the embedded half while its database — the
 record — is up): a real OpenSearch 2.19.1 node (the test node, ``-Xmx2g``; or ``--opensearch-url``);
 bulk-sync throughput of the same rows (embedding and the record write excluded), then the same
-queries through :class:`ki.index.opensearch.OpenSearchBackend` after the bulk load's merges settled
+queries through :class:`ki.adapters.search.opensearch.OpenSearchBackend` after the bulk load's merges settled
 and 200 warm-up queries (JIT); wall and CPU time (client thread + the whole JVM, an upper bound);
 measured again after a force-merge to one segment; targets p95 ≤ 30 ms, ≥ 2,000 chunks/s.
 
@@ -25,7 +25,7 @@ chunks). Measured:
   threads, the path the index stage takes (upsert by ordinal + surplus delete, HNSW maintained);
 - hybrid query latency p50/p95 (ms) over ``--queries`` queries (2–4 estate words), searching as
   a user holding 3 groups: query embedding + lexical half + vector half + RRF + hydration (path,
-  snippet) — the whole ``ki.index.search`` path; each half is also timed alone. Reported as wall
+  snippet) — the whole ``ki.adapters.search.search`` path; each half is also timed alone. Reported as wall
   time and as CPU time (this thread + the server backend, from ``/proc/<pid>/schedstat``): on a
   shared, loaded machine the wall time mostly measures waiting for a CPU, the CPU time is what the
   query costs (≈ its latency on an idle core).
@@ -96,8 +96,8 @@ def verdict(ok: bool) -> str:
 
 def estate_texts() -> list[str]:
     """The converted text of every estate-dev file (ki's own converters, no OCR of scans needed)."""
+    from ki.adapters.convert.router import convert_bytes
     from ki.config.settings import KiConfig
-    from ki.convert.router import convert_bytes
 
     config = KiConfig()
     texts = []
@@ -139,7 +139,7 @@ class SyntheticCorpus:
 
 
 def random_access(rng: random.Random):
-    from ki.access.projection import AccessProjection
+    from ki.domain.access.projection import AccessProjection
 
     allowed = set(rng.sample(GROUPS, rng.randint(1, 3)))
     if rng.random() < 0.10:
@@ -157,10 +157,10 @@ def timed_queries(backend: Any, engine: Any, emb: Any, queries: list[str], rng: 
     :func:`hybrid_search` + :func:`hydrate` timed on the wall clock and by ``cpu_ms`` (ms); then each half
     alone, timed by ``cpu_ms`` (``halves="cpu"``) or the wall clock (``halves="wall"``). The first
     ``warm_up`` queries are not counted. Returns the result keys (suffixed by ``tag``): p50/p95 in ms."""
-    from ki.access.projection import principal_set
-    from ki.index.backend import SearchFilters
-    from ki.index.hybrid import hybrid_search
-    from ki.index.search import hydrate
+    from ki.adapters.search.backend import SearchFilters
+    from ki.adapters.search.hybrid import hybrid_search
+    from ki.adapters.search.search import hydrate
+    from ki.domain.access.projection import principal_set
 
     half_clock = cpu_ms if halves == "cpu" else (lambda: time.perf_counter() * 1000)
     totals: list[float] = []
@@ -204,9 +204,9 @@ def embedded_half(args: argparse.Namespace, then: Callable[[dict[str, Any]], Non
     the OpenSearch backend confirms and hydrates hits from) before the embedded server stops."""
     from sqlalchemy import text
 
-    from ki.index.backend import ChunkRow, IndexDocument
-    from ki.index.embeddings import EmbedderIdentity, HashingEmbedder
-    from ki.index.postgres import PostgresBackend
+    from ki.adapters.search.backend import ChunkRow, IndexDocument
+    from ki.adapters.search.embeddings import EmbedderIdentity, HashingEmbedder
+    from ki.adapters.search.postgres import PostgresBackend
     from ki.store.db import ensure_database, open_database, sqlalchemy_url
 
     t0 = time.perf_counter()
@@ -307,10 +307,10 @@ def opensearch_half(args: argparse.Namespace, data: dict[str, Any]) -> dict[str,
     ``--workers`` threads, 500 documents (2,500 rows) per call; embedding and the PostgreSQL record write excluded —
     the embedded half measured that), then the same hybrid queries (embed + both halves on OpenSearch +
     the record's confirmation + RRF + hydrate), wall clock."""
-    from ki.access.projection import principal_set
-    from ki.index.backend import ChunkRow, IndexDocument, SearchFilters
-    from ki.index.hybrid import hybrid_search
-    from ki.index.opensearch import OpenSearchBackend
+    from ki.adapters.search.backend import ChunkRow, IndexDocument, SearchFilters
+    from ki.adapters.search.hybrid import hybrid_search
+    from ki.adapters.search.opensearch import OpenSearchBackend
+    from ki.domain.access.projection import principal_set
 
     node = None
     url = args.opensearch_url
@@ -500,9 +500,9 @@ def _ki_insert(data_dir: Path, model: str) -> tuple[float, str]:
 
 def quality(args: argparse.Namespace) -> list[dict[str, Any]]:
     """``ki insert`` of estate-dev per embedding model (timed), then title hit rate and paraphrase recall@10."""
+    from ki.adapters.search.search import search
     from ki.config.loader import ProcessSettings
-    from ki.context import PipelineContext
-    from ki.index.search import search
+    from ki.domain.context import PipelineContext
     from ki.store.db import stop_embedded_server
 
     truth = json.loads((estate_dev() / "truth.json").read_text())

@@ -54,11 +54,12 @@ def postgres_native(db: Any, queries: list[tuple[str, str]], held: list[tuple[st
 def os_variants(backend: Any, engine: Any, queries: list[tuple[str, str]], held: list[tuple[str, ...]],
                  classes: list[str], osr: list[list[int]]) -> dict[str, Any]:
     """The same queries under other query forms and index states, for the record of the choice: the earlier
-    ``collapse`` rounds vs ki's rows rounds (:func:`ki.index.opensearch_index.lexical_body`), concurrent segment
+    ``collapse`` rounds vs ki's rows rounds (:func:`ki.adapters.search.opensearch_index.lexical_body`), concurrent
+    segment
     search ``all`` vs ``none``, before and after a force merge to one segment. Agreement: overlap@10 with ki's
     form (the same exact ranking, so ≈ 1.0 up to ties)."""
-    import ki.index.opensearch as osmod
-    from ki.index.opensearch_index import _HIT_READ, to_dsl
+    import ki.adapters.search.opensearch as osmod
+    from ki.adapters.search.opensearch_index import _HIT_READ, to_dsl
 
     def collapsed(node: Any, size: int) -> dict[str, Any]:
         return {"size": size, **_HIT_READ, "query": to_dsl(node), "collapse": {"field": "content_hash"}}

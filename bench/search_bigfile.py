@@ -84,7 +84,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     from sqlalchemy import text
 
     from ki.config.loader import ProcessSettings
-    from ki.context import PipelineContext
+    from ki.domain.context import PipelineContext
     from ki.store.db import stop_embedded_server
 
     truth = json.loads((args.estate / "truth.json").read_text())

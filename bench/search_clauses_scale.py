@@ -60,8 +60,8 @@ def timed_ways(backend: Any, engine: Any, queries: list[tuple[str, str]], held: 
                warm: int) -> dict[str, Any]:
     """Each query in each of :data:`WAYS` (interleaved, after ``warm`` warm-up queries): p50/p95 ms per way, p95
     per class, the mean hits per page, and the load."""
-    from ki.index.backend import SearchFilters
-    from ki.index.search import search_with_backend
+    from ki.adapters.search.backend import SearchFilters
+    from ki.adapters.search.search import search_with_backend
 
     warm = min(warm, len(queries))
     lat: dict[str, list[float]] = {w: [] for w in WAYS}
@@ -85,8 +85,8 @@ def timed_ways(backend: Any, engine: Any, queries: list[tuple[str, str]], held: 
 def _opensearch(db: Any, corpus: Corpus, n: int, queries: list[tuple[str, str]], held: list[tuple[str, ...]]
                 ) -> dict[str, Any]:
     """The same rows on the test OpenSearch node (``-Xmx2g``), merges settled, the three ways timed."""
-    from ki.access.projection import AccessProjection
-    from ki.index.backend import ChunkRow, IndexDocument
+    from ki.adapters.search.backend import ChunkRow, IndexDocument
+    from ki.domain.access.projection import AccessProjection
 
     def document(d: int) -> IndexDocument:
         allowed, denied = access_of(d)
@@ -109,9 +109,9 @@ def _opensearch(db: Any, corpus: Corpus, n: int, queries: list[tuple[str, str]],
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
-    from ki.index.analysis import words
-    from ki.index.postgres import PostgresBackend
-    from ki.index.projection import projection_for
+    from ki.adapters.search.analysis import words
+    from ki.adapters.search.postgres import PostgresBackend
+    from ki.adapters.search.projection import projection_for
     from ki.store.db import ensure_database, open_database, sqlalchemy_url
 
     out: dict[str, Any] = {"chunks": args.chunks, "load_average_start": os.getloadavg()}

@@ -9,14 +9,15 @@ groups, 10 % also ``*``, 5 % a denied user). A chunk is 4 sentences of the dev e
 ki's converters) and 24 filler words drawn Zipf-like from the German lexicon ki ships (nouns, compounds
 included), so document frequencies run from a handful to most of the corpus. Written straight into
 ``chunk`` (COPY) with the change log, then the tantivy projection is built from the record
-(:meth:`ki.index.projection.LexicalProjection.catch_up`: throughput reported).
+(:meth:`ki.adapters.search.projection.LexicalProjection.catch_up`: throughput reported).
 
 **Queries** (classes): ``common`` (one of the 20 most frequent words: matches a large part of the corpus),
 ``word`` (one mid-frequency word), ``words2`` / ``words4`` (2 or 3–4 words of one sentence), ``compound`` (a
 lexicon compound whose head is a frequent word: found inside longer compounds), ``phrase`` (3 words of a sentence,
 quoted). Each as a random user holding 3 groups.
 
-**Reference**: the query tree of :mod:`ki.index.query_plan` evaluated here over *every* chunk that holds any of
+**Reference**: the query tree of :mod:`ki.adapters.search.query_plan` evaluated here over *every* chunk that holds
+any of
 its terms (BM25: idf ``ln(1 + (N - n + 0.5)/(n + 0.5))``, ``tf (k1 + 1) / (tf + k1 (1 - b + b dl/avgdl))``, k1
 1.2, b 0.75, phrase frequency for phrases; tiers, the permission filter, one best chunk per document), without
 tantivy's 1-byte length quantisation. overlap@10 = |top-10 documents ∩ reference top-10| / 10 (over queries
@@ -74,7 +75,7 @@ class Corpus:
     def __init__(self, seed: int):
         from search import estate_texts  # bench/search.py
 
-        from ki.index.compounds import lexicon
+        from ki.adapters.search.compounds import lexicon
 
         self.seed = seed
         self.sentences = [s.strip() for t in estate_texts() for s in re.split(r"(?<=[.!?])\s+|\n+", t)
@@ -104,7 +105,7 @@ def access_of(doc: int) -> tuple[list[str], list[str]]:
 
 def searchers(n: int, seed: int) -> list[tuple[str, ...]]:
     """``n`` random searchers' principal sets (a user and 3 of :data:`GROUPS`), reproducible per ``seed``."""
-    from ki.access.projection import principal_set
+    from ki.domain.access.projection import principal_set
 
     rng = random.Random(seed)
     return [principal_set([f"user:u{rng.randint(0, 99):02d}", *rng.sample(GROUPS, 3)]) for _ in range(n)]
@@ -112,7 +113,7 @@ def searchers(n: int, seed: int) -> list[tuple[str, ...]]:
 
 def make_queries(corpus: Corpus, n: int, df_sample: Counter, seed: int) -> list[tuple[str, str]]:
     """(class, query) pairs (see the module docstring)."""
-    from ki.index.compounds import split_compound
+    from ki.adapters.search.compounds import split_compound
 
     rng = random.Random(seed)
     common = [w for w, _ in df_sample.most_common(60) if len(w) > 3][:20]
@@ -207,8 +208,8 @@ def reference_top(ref: Reference, corpus: Corpus, node_tiers: list[Any], held: t
                   ) -> list[int]:
     """The exact top ``k`` documents (best chunk each) of the tiers' trees over every candidate chunk,
     permissions applied (vectorised; phrases checked on the chunks holding all their words)."""
-    from ki.index.analysis import streams
-    from ki.index.query_plan import AllOf, AnyOf, BestOf, Phrase, Term, WithBonus
+    from ki.adapters.search.analysis import streams
+    from ki.adapters.search.query_plan import AllOf, AnyOf, BestOf, Phrase, Term, WithBonus
 
     def phrase_freq(n: Any, cand: np.ndarray, mask: np.ndarray) -> np.ndarray:
         pf = np.zeros(len(cand))
@@ -291,7 +292,7 @@ def _load_record(db: Any, corpus: Corpus, n: int, ref: Reference | None) -> dict
     """COPY ``n`` chunks (and their objects, permissions, change log) into the record; feed the reference."""
     from sqlalchemy import text
 
-    from ki.index.analysis import streams
+    from ki.adapters.search.analysis import streams
 
     n_docs = n // PER_DOC
     with db.engine.begin() as conn:
@@ -339,7 +340,7 @@ def _load_record(db: Any, corpus: Corpus, n: int, ref: Reference | None) -> dict
 
 def tree_terms(node: Any) -> list[tuple[str, str]]:
     """(stream, term) of every passage term and phrase word in a query tree."""
-    from ki.index.query_plan import AllOf, AnyOf, BestOf, Phrase, Term, WithBonus
+    from ki.adapters.search.query_plan import AllOf, AnyOf, BestOf, Phrase, Term, WithBonus
 
     if isinstance(node, Term):
         return [(node.field, str(node.value))] if node.field in STREAMS else []
@@ -363,9 +364,9 @@ def _report(out: dict[str, Any], name: str, classes: list[str], values: list[flo
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
-    from ki.index.analysis import words
-    from ki.index.query import parse_query
-    from ki.index.query_plan import tier_node
+    from ki.adapters.search.analysis import words
+    from ki.adapters.search.query import parse_query
+    from ki.adapters.search.query_plan import tier_node
     from ki.store.db import ensure_database, open_database, sqlalchemy_url
 
     out: dict[str, Any] = {"chunks": args.chunks, "load_average_start": os.getloadavg()}
@@ -425,8 +426,8 @@ def _embedded(args: argparse.Namespace, db: Any, work: Path, queries: list[tuple
               held: list[tuple[str, ...]], classes: list[str], reference: list[list[int]], out: dict[str, Any]
               ) -> list[list[int]]:
     """The tantivy projection built from the record, the queries timed through it; its top-10s."""
-    from ki.index.postgres import PostgresBackend
-    from ki.index.projection import projection_for
+    from ki.adapters.search.postgres import PostgresBackend
+    from ki.adapters.search.projection import projection_for
 
     backend = PostgresBackend(db, index_root=work / "search")
     proj = projection_for(db.engine, work / "search")
@@ -452,8 +453,8 @@ def _opensearch(args: argparse.Namespace, db: Any, corpus: Corpus, queries: list
                 held: list[tuple[str, ...]], classes: list[str], emb: list[list[int]] | None,
                 reference: list[list[int]]) -> dict[str, Any]:
     """The same chunks on OpenSearch (the test node, -Xmx2g), the same queries; overlap with both."""
-    from ki.access.projection import AccessProjection
-    from ki.index.backend import ChunkRow, IndexDocument
+    from ki.adapters.search.backend import ChunkRow, IndexDocument
+    from ki.domain.access.projection import AccessProjection
 
     def document(d: int) -> IndexDocument:
         allowed, denied = access_of(d)

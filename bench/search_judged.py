@@ -5,7 +5,7 @@ Run: ``.venv/bin/python bench/search_judged.py [--estate DIR] [--make-estate SEE
 ``make_estate.py --seed 7 --matters 200`` into a temporary folder first.
 
 ``ki insert`` of the estate as a subprocess (a fresh data directory, lexical only: ``retrieval.embedding_model``
-``none``), then every judged query as the local operator through :func:`ki.index.search.search`. The query set
+``none``), then every judged query as the local operator through :func:`ki.adapters.search.search.search`. The query set
 is made from the estate's ``truth.json`` and the inserted text only (never from ki's own analysis):
 
 - ``title``: every title no other file has → that file;
@@ -140,7 +140,7 @@ def _ki_insert(data_dir: Path, estate: Path) -> float:
 
 def _top10(ctx: Any, query: str, root: str, backend: Any = None) -> tuple[list[str], list[str], float]:
     """(paths of the top 10, their also-at paths flattened, ms); on ``backend``, else the configured one."""
-    from ki.index.search import search, search_with_backend
+    from ki.adapters.search.search import search, search_with_backend
 
     t = time.perf_counter()
     if backend is None:
@@ -194,7 +194,7 @@ def run_estate(label: str, estate_dir: Path, opensearch: bool = False) -> dict[s
     """Insert ``estate_dir/estate`` and evaluate the judged set (with ``opensearch`` on OpenSearch too)."""
 
     from ki.config.loader import ProcessSettings
-    from ki.context import PipelineContext
+    from ki.domain.context import PipelineContext
     from ki.store.db import stop_embedded_server
 
     truth = json.loads((estate_dir / "truth.json").read_text())
@@ -234,7 +234,7 @@ def _on_opensearch(ctx: Any, judged: list[Judged], truth: dict[str, Any], root: 
     """The judged set on a real OpenSearch node (the test node, rebuilt from the record): recall@10 per class
     and overlap@10 with the embedded top 10 (|both| / |embedded|, queries with hits)."""
     sys.path.insert(0, str(REPO))  # tests.helpers
-    from ki.index.opensearch import OpenSearchBackend
+    from ki.adapters.search.opensearch import OpenSearchBackend
     from tests.helpers.opensearch_node import start_opensearch_node
 
     node = start_opensearch_node(work / "os", ready_timeout=300)

@@ -95,7 +95,7 @@ def latency(args, workdir: Path) -> None:
     from ki.app.launcher import RunLauncher
     from ki.cli.watch import start_watcher
     from ki.config.loader import ProcessSettings, set_config_value
-    from ki.context import PipelineContext
+    from ki.domain.context import PipelineContext
 
     data_dir = workdir / "data"
     data_dir.mkdir()

@@ -183,7 +183,7 @@ def main() -> None:
 
         from ki.api.app import create_app
         from ki.app.tokens import create_token
-        from ki.context import PipelineContext
+        from ki.domain.context import PipelineContext
         from ki.orchestration.work_items import preview_bulk, run_bulk
         from ki.store.work_items import WorkItemFilter
 

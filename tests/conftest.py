@@ -24,10 +24,10 @@ hypothesis_settings.load_profile("ci" if os.environ.get("CI") else "dev")
 @pytest.fixture(autouse=True)
 def _fresh_services():
     """Every test starts without shared clients, cooldowns or parsed settings of an earlier one."""
-    from ki import services
+    from ki.app import wiring
 
     yield
-    services.reset()
+    wiring.reset()
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -128,7 +128,7 @@ def make_ctx(db_url, data_dir, monkeypatch):
     ``make_ctx(**settings)`` accepts ProcessSettings fields (e.g. workers=2).
     """
     from ki.config.loader import ProcessSettings
-    from ki.context import PipelineContext
+    from ki.domain.context import PipelineContext
     from ki.store.db import open_database
 
     monkeypatch.setenv("KI_DATA_DIR", str(data_dir))

@@ -34,7 +34,7 @@ from ki.api.state import ServerState
 from ki.api.status_cache import BucketCache
 from ki.api.strict import refuse_unknown_query
 from ki.app.launcher import RunLauncher
-from ki.context import PipelineContext
+from ki.domain.context import PipelineContext
 
 STATIC_DIR = Path(__file__).parent / "static"
 

@@ -16,7 +16,7 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from ki.api.auth import AuthError
-from ki.errors import ConfigValidationError, EnvPinnedError, OrchestratorUnavailable, StaleConfigVersion
+from ki.core.errors import ConfigValidationError, EnvPinnedError, OrchestratorUnavailable, StaleConfigVersion
 
 log = logging.getLogger(__name__)
 

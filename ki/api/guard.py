@@ -26,7 +26,7 @@ from urllib.parse import unquote_to_bytes
 import anyio
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from ki.json_strings import strings
+from ki.core.json_strings import strings
 
 #: Deepest JSON nesting accepted (arrays and objects).
 MAX_DEPTH = 32

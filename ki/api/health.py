@@ -22,7 +22,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 
 from ki.api.schemas import ComponentHealth, HealthOut
-from ki.context import PipelineContext
+from ki.domain.context import PipelineContext
 
 router = APIRouter(tags=["health"])
 
@@ -83,8 +83,8 @@ def _opensearch_judge(response: httpx.Response) -> ComponentHealth:
 
 
 def _gateway() -> ComponentHealth:
-    from ki.agents.gateway import GatewayClient
-    from ki.errors import KiError
+    from ki.adapters.agents.gateway import GatewayClient
+    from ki.core.errors import KiError
 
     try:
         with GatewayClient.from_env(timeout_seconds=TIMEOUT_SECONDS) as client:
@@ -101,7 +101,7 @@ def _gateway() -> ComponentHealth:
 def _libreoffice(ctx: PipelineContext) -> ComponentHealth:
     """LibreOffice, ki's legacy Office converter: ``ok`` with what it adds, ``warning`` when configured
     (``components.libreoffice``) but not installed (those files wait as ``needs_converter``)."""
-    from ki.convert.components import libreoffice_component
+    from ki.adapters.convert.components import libreoffice_component
 
     found = libreoffice_component(ctx.config)
     if found is None:  # turned off since the checks were listed

@@ -33,14 +33,14 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from ki.adapters.search.search import MAX_LIMIT, MAX_OFFSET
 from ki.api.auth import AuthError, Identity, authorize
 from ki.api.mcp_arguments import strict_arguments
 from ki.api.routes_search import MAX_QUERY_CHARS, SearchRefused
 from ki.api.state import ServerState
 from ki.app import work_items as service
 from ki.app.scopes import READ_PIPELINE, READ_WORK_ITEM, SEARCH, WRITE_WORK_ITEM
-from ki.errors import WorkItemRefused
-from ki.index.search import MAX_LIMIT, MAX_OFFSET
+from ki.core.errors import WorkItemRefused
 from ki.orchestration import work_items as actions
 from ki.store.work_items import WorkItemFilter, parse_work_item_id
 

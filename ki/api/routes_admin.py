@@ -8,13 +8,13 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Depends, Path, Query
 
-from ki.access.visibility import visible_objects
 from ki.api.auth import Identity, require_scope
 from ki.api.errors import ApiError, error_responses
 from ki.api.schemas import AuditPage, TokenCreate, TokenCreated, TokenOut, WhoAmI
 from ki.api.state import ServerState, server_state
 from ki.app import tokens as token_service
 from ki.app.scopes import ADMIN, READ_PIPELINE
+from ki.domain.access.visibility import visible_objects
 from ki.store import audit
 from ki.store import tokens as token_store
 

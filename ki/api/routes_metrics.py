@@ -12,11 +12,11 @@ from __future__ import annotations
 from fastapi import APIRouter, Request
 from fastapi.responses import Response
 
+from ki.adapters.observability.exposition import CONTENT_TYPE, ServingRegistry, render
 from ki.api.auth import authorize_request
 from ki.api.errors import error_responses
 from ki.app.scopes import READ_PIPELINE
 from ki.config.process import ProcessSettings, current
-from ki.observability.exposition import CONTENT_TYPE, ServingRegistry, render
 
 router = APIRouter(tags=["metrics"])
 

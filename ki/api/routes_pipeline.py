@@ -14,7 +14,7 @@ from typing import Literal
 
 from fastapi import APIRouter, Depends, Path, Query
 
-from ki.access.visibility import split_visible
+from ki.adapters.breaker import describe_pauses
 from ki.api.auth import Identity, require_scope
 from ki.api.errors import ApiError, error_responses
 from ki.api.schemas import (
@@ -34,16 +34,16 @@ from ki.api.schemas import (
     UnreadableFile,
 )
 from ki.api.state import ServerState, server_state
+from ki.app.launch import sweep_local_runs
 from ki.app.scopes import READ_PIPELINE, WRITE_PIPELINE
-from ki.breaker import describe_pauses
-from ki.errors import SyncAlreadyRunning
-from ki.launch import sweep_local_runs
+from ki.core.errors import SyncAlreadyRunning
+from ki.core.taxonomies import PIPELINE_STAGE_ORDER, STAGE_CONSOLE_NAMES
+from ki.domain.access.visibility import split_visible
 from ki.orchestration.budget import budget_wait
 from ki.store import audit, runs
 from ki.store.pauses import read_pauses
 from ki.store.runs import RunRow
 from ki.store.unreadable import parked_unreadable
-from ki.taxonomies import PIPELINE_STAGE_ORDER, STAGE_CONSOLE_NAMES
 
 router = APIRouter(prefix="/api", tags=["pipeline"])
 
@@ -99,7 +99,7 @@ def get_sources(state: ServerState = Depends(server_state),
     """Every live source with its permission model and how many of its indexed documents every principal
     sees (README "Permissions"). Sources name folders, not files: listed to every ``read:pipeline`` token,
     as runs are. Reads every chunk of each source (the console asks once a minute)."""
-    from ki.sources.overview import source_overview
+    from ki.adapters.sources.overview import source_overview
 
     with state.ctx.db.engine.connect() as conn:
         return [SourceOut(**record) for record in source_overview(conn, open_counts=True)]
@@ -130,9 +130,9 @@ CANCEL_WAIT_SECONDS = 5.0
 def cancel(run_id: int = Path(ge=1, le=2**63 - 1), body: RunCancelIn | None = None,
            state: ServerState = Depends(server_state),
            identity: Identity = Depends(require_scope(WRITE_PIPELINE))) -> RunCancelOut:
-    """Cancel an active insertion run (``ki.cancel.cancel_run``; audited as ``run_cancel``): it claims nothing
+    """Cancel an active insertion run (``ki.app.cancel.cancel_run``; audited as ``run_cancel``): it claims nothing
     more, the stages it holds finish, it ends ``cancelled``; 404 unknown run, 409 finished or sync run."""
-    from ki.cancel import RunNotCancellable, cancel_run
+    from ki.app.cancel import RunNotCancellable, cancel_run
 
     state.buckets.invalidate()
     try:

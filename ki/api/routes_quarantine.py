@@ -13,16 +13,16 @@ from typing import Literal
 
 from fastapi import APIRouter, Depends, Path, Query
 
-from ki.access.visibility import split_visible, visible_objects
 from ki.api.auth import Identity, require_scope
 from ki.api.errors import ApiError, error_responses
 from ki.api.routes_pipeline import launch_run
 from ki.api.schemas import QuarantineDetail, QuarantineItem, QuarantinePage, RetryOut, StageRowOut
 from ki.api.state import ServerState, server_state
 from ki.app.scopes import READ_PIPELINE, WRITE_PIPELINE
+from ki.core.taxonomies import PIPELINE_STAGE_ORDER, STAGE_CONSOLE_NAMES
+from ki.domain.access.visibility import split_visible, visible_objects
 from ki.orchestration.quarantine import retry_quarantined
 from ki.store.status import object_rows, quarantine_facets, quarantine_page
-from ki.taxonomies import PIPELINE_STAGE_ORDER, STAGE_CONSOLE_NAMES
 
 router = APIRouter(prefix="/api", tags=["quarantine"])
 

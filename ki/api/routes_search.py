@@ -1,7 +1,8 @@
 """``GET /v1/search``: permission-filtered search as the token's principal, paged by offset or cursor.
 
 Search results are paged, in the API as on the command line; DESIGN.md "CLI search" (the API always needs a
-principal) and "The operator surface is one app" (scope ``search``). The query means what :mod:`ki.index.query` says
+principal) and "The operator surface is one app" (scope ``search``). The query means what
+:mod:`ki.adapters.search.query` says
 (the CLI's and the MCP ``search`` tool's semantics); the page is :class:`ki.api.schemas_search.SearchPage`: ``hits``
 best first, ``next_cursor`` (pass it back as ``cursor`` for the next page; None on the last page) and
 ``next_offset``. A cursor belongs to its query, filters, mode and principal: another query's cursor, or one not made
@@ -16,12 +17,12 @@ from typing import Literal
 
 from fastapi import APIRouter, Depends, Query
 
+from ki.adapters.search.search import MAX_LIMIT, MAX_OFFSET
 from ki.api.auth import Identity, require_scope
 from ki.api.errors import ApiError, error_responses
 from ki.api.schemas_search import SearchPage
 from ki.api.state import ServerState, server_state
 from ki.app.scopes import SEARCH
-from ki.index.search import MAX_LIMIT, MAX_OFFSET
 
 router = APIRouter(prefix="/v1/search", tags=["search"])
 
@@ -48,7 +49,7 @@ def search_as(state: ServerState, identity: Identity, query: str, *, limit: int 
 
     ``kind`` ``clause`` searches clause rows only (the page grouped by document; ``clause_type`` — a clause-facet
     node, descendants included — implies it); ``party`` and ``final`` filter any search
-    (:func:`ki.index.search.search`).
+    (:func:`ki.adapters.search.search.search`).
 
     Raises:
         SearchRefused: 403 ``no_principal`` (a token made without ``--principal``); 422 ``invalid_cursor``
@@ -57,8 +58,8 @@ def search_as(state: ServerState, identity: Identity, query: str, *, limit: int 
     if not identity.principal:
         raise SearchRefused(403, "no_principal", f"the token {identity.name!r} has no principal to search as "
                                                  "(ki token create --principal ...)")
-    from ki.entities.store import party_filter_ids
-    from ki.index.search import search
+    from ki.adapters.search.search import search
+    from ki.domain.entities.store import party_filter_ids
 
     try:
         response = search(state.ctx.db, query, principals=[identity.principal], limit=limit, offset=offset,

@@ -28,7 +28,7 @@ from ki.app.work_item_views import (
     WorkItemDetail,
     WorkItemPage,
 )
-from ki.errors import WorkItemRefused
+from ki.core.errors import WorkItemRefused
 from ki.orchestration import work_items as actions
 from ki.store.work_items import WorkItemFilter, parse_work_item_id
 

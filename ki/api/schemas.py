@@ -52,7 +52,7 @@ class ActiveRun(RunRow):
 
 
 class PausedDependency(BaseModel):
-    """An open circuit breaker (:mod:`ki.breaker`): the ``stages`` needing ``dependency``
+    """An open circuit breaker (:mod:`ki.adapters.breaker`): the ``stages`` needing ``dependency``
     are not claimed since ``since``; ``message`` reads ``paused: gateway unavailable since …``."""
 
     dependency: str
@@ -100,7 +100,7 @@ class SourceLastRun(BaseModel):
 
 
 class SourceOut(BaseModel):
-    """``GET /api/sources``: one source (:mod:`ki.sources.overview`): its folder, its permission model
+    """``GET /api/sources``: one source (:mod:`ki.adapters.sources.overview`): its folder, its permission model
     (``share``: readers from the share's owner, group, mode and ACLs; ``configured``: the grants of its
     configuration; ``public``: every principal sees every document) and how many of its indexed documents
     every principal may see (``open_to_everyone`` of ``indexed``)."""

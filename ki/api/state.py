@@ -17,7 +17,7 @@ from ki.api.status_cache import BucketCache
 from ki.app.config_edits import config_version
 from ki.app.launcher import RunLauncher
 from ki.config.settings import KiConfig
-from ki.context import PipelineContext
+from ki.domain.context import PipelineContext
 
 log = logging.getLogger(__name__)
 

@@ -6,7 +6,7 @@ the bare alias when the gateway cannot resolve it). The gateway is asked once a 
 LiteLLM's ``/model/info`` maps an alias (``model_name``) to the provider model
 (``litellm_params.model``) with per-token costs; any OpenAI-compatible gateway's ``/v1/models``
 at least says whether it serves the alias. Prices not given by the gateway come from
-:data:`ki.agents.usage.PRICES_PER_MILLION`.
+:data:`ki.adapters.agents.usage.PRICES_PER_MILLION`.
 """
 
 from __future__ import annotations
@@ -17,12 +17,12 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
-from ki.agents.gateway import ENV_BASE_URL, GatewayClient, model_for_stage
-from ki.agents.usage import Price, price_of
+from ki.adapters.agents.gateway import ENV_BASE_URL, GatewayClient, model_for_stage
+from ki.adapters.agents.usage import Price, price_of
 from ki.app.views import CatalogEntry, CatalogOut
 from ki.config.settings import KiConfig
-from ki.errors import ConfigurationError, KiError
-from ki.taxonomies import MODEL_STAGES, PIPELINE_STAGE_ORDER, STAGE_CONSOLE_NAMES
+from ki.core.errors import ConfigurationError, KiError
+from ki.core.taxonomies import MODEL_STAGES, PIPELINE_STAGE_ORDER, STAGE_CONSOLE_NAMES
 
 #: Seconds a gateway listing is reused.
 CACHE_SECONDS = 60.0

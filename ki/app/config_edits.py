@@ -27,8 +27,8 @@ from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from ki.config.loader import _read_saved, config_path, env_pinned_fields
 from ki.config.settings import KiConfig, PipelineConfig, StageConfig
-from ki.errors import ConfigValidationError, EnvPinnedError, StaleConfigVersion
-from ki.json_strings import strings
+from ki.core.errors import ConfigValidationError, EnvPinnedError, StaleConfigVersion
+from ki.core.json_strings import strings
 from ki.store.config_journal import EditAudit, commit, edit_lock, version_of
 
 #: The version of a data directory with no saved configuration file.

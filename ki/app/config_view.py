@@ -27,8 +27,8 @@ from ki.app.config_edits import config_version, saved_keys
 from ki.app.views import ConfigField, ConfigOut, StageConfigOut
 from ki.config.loader import env_pinned_fields
 from ki.config.settings import KiConfig, ProviderName, StageConfig
+from ki.core.taxonomies import MODEL_STAGES, PIPELINE_STAGE_ORDER, STAGE_CONSOLE_NAMES
 from ki.store.config_journal import EditAudit
-from ki.taxonomies import MODEL_STAGES, PIPELINE_STAGE_ORDER, STAGE_CONSOLE_NAMES
 
 RunRule = Literal["on_enable", "on_change", "on_set"]
 

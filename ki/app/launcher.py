@@ -21,8 +21,8 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from ki.context import PipelineContext
-from ki.launch import launch_insertion, launch_sync
+from ki.app.launch import launch_insertion, launch_sync
+from ki.domain.context import PipelineContext
 
 log = logging.getLogger(__name__)
 
@@ -121,7 +121,7 @@ class RunLauncher:
         return int(box["run_id"])  # type: ignore[arg-type]
 
     def hand_off(self, ctx: PipelineContext, source_id: int, on_started: Callable[[int], None]) -> int | None:
-        """A sync's hand-off (ki.sources.sync.HandOff) to this launcher: starts the background insertion run,
+        """A sync's hand-off (ki.adapters.sources.sync.HandOff) to this launcher: starts the background insertion run,
         or, while one is active, records that run (a follow-up run picks up what it may miss)."""
         launch = self.launch(trigger="sync")
         if launch.run_id is not None:

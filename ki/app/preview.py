@@ -19,12 +19,12 @@ from decimal import Decimal
 from ki.app.catalog import gateway_models, stage_entry
 from ki.app.views import RerunPreview, StageEstimate
 from ki.config.settings import KiConfig
-from ki.context import PipelineContext
+from ki.core.taxonomies import MODEL_STAGES, PIPELINE_STAGE_ORDER, STAGE_CONSOLE_NAMES
+from ki.domain.context import PipelineContext
 from ki.orchestration.budget import estimate_against_budget, remaining_for_a_run
 from ki.store.runs import recent_rate
 from ki.store.status import bucket_counts, rerun_counts
 from ki.store.usage import SpendRow, spend_by
-from ki.taxonomies import MODEL_STAGES, PIPELINE_STAGE_ORDER, STAGE_CONSOLE_NAMES
 
 #: Stages whose paid work is keyed by content hash, not by version: a re-run finds it done.
 CONTENT_CACHED: dict[str, str] = {

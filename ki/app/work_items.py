@@ -9,7 +9,6 @@ from __future__ import annotations
 import uuid
 from dataclasses import replace
 
-from ki.access.visibility import split_visible, visible_objects
 from ki.app.work_item_views import (
     FailureGroups,
     WorkItem,
@@ -17,8 +16,9 @@ from ki.app.work_item_views import (
     WorkItemPage,
     work_item_out,
 )
-from ki.context import PipelineContext
-from ki.errors import WorkItemRefused
+from ki.core.errors import WorkItemRefused
+from ki.domain.access.visibility import split_visible, visible_objects
+from ki.domain.context import PipelineContext
 from ki.store.attempts import history
 from ki.store.work_items import WorkItemFilter, WorkItemRow, failure_groups, get_work_item, list_work_items
 

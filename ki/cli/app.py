@@ -46,7 +46,7 @@ def _options(
     show_version: bool = typer.Option(False, "--version", callback=_print_version, is_eager=True,
                                       help="Print ki's version and exit."),
 ) -> None:
-    from ki.observability.tracing import configure_from_env
+    from ki.adapters.observability.tracing import configure_from_env
 
     configure_from_env()  # OpenTelemetry traces when the OTEL_* variables ask for them (off by default)
 

@@ -12,8 +12,8 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from ki.errors import ConfigurationError
-from ki.taxonomies import BUCKETS, PIPELINE_STAGE_ORDER
+from ki.core.errors import ConfigurationError
+from ki.core.taxonomies import BUCKETS, PIPELINE_STAGE_ORDER
 
 #: Messages, progress and errors (stderr). Messages are never wrapped by rich (the terminal wraps them;
 #: a log or a test reads each message as one line).
@@ -40,7 +40,7 @@ FINISHED_BUCKETS = ("done", "skipped", "disabled", "quarantined")
 
 
 def open_context() -> Any:
-    """The :class:`~ki.context.PipelineContext` of this process.
+    """The :class:`~ki.domain.context.PipelineContext` of this process.
 
     Raises (each reported by :func:`ki.cli.faults.report` with its exit code):
         ConfigurationError: a bad environment variable or ``KI_DATABASE_URL`` that is no database URL (2).
@@ -51,7 +51,7 @@ def open_context() -> Any:
 
     from ki.cli.faults import DatabaseUnavailable, check_data_dir, database_opened
     from ki.config.loader import ProcessSettings
-    from ki.context import PipelineContext
+    from ki.domain.context import PipelineContext
     from ki.store.db import connect
 
     settings = ProcessSettings()
@@ -71,9 +71,9 @@ def open_context() -> Any:
 
 
 def serve_metrics(ctx: Any) -> None:
-    """Serve Prometheus metrics on ``KI_METRICS_PORT`` when it is set (:mod:`ki.observability.exposition`),
+    """Serve Prometheus metrics on ``KI_METRICS_PORT`` when it is set (:mod:`ki.adapters.observability.exposition`),
     saying where; a taken port is refused as a configuration error (exit 2) before any work starts."""
-    from ki.observability.exposition import start_metrics_port
+    from ki.adapters.observability.exposition import start_metrics_port
     from ki.orchestration.budget import budget_wait
 
     try:
@@ -96,7 +96,7 @@ def print_status(counts: dict[str, dict[str, int]]) -> None:
     """The bucket table on stdout: one row per bucket, one column per stage under its console name.
     Fits 80 columns with six-digit counts (long stage names wrap onto two header lines), on a terminal and
     piped alike (piped output is otherwise as wide as ``COLUMNS``, or 160)."""
-    from ki.taxonomies import STAGE_CONSOLE_NAMES
+    from ki.core.taxonomies import STAGE_CONSOLE_NAMES
 
     table = Table(title="documents by stage", box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 1),
                   collapse_padding=True)
@@ -115,7 +115,7 @@ STATUS_WIDTH = 80
 def print_stage_ids() -> None:
     """One wrapped note under the status table: which stage id (``--stage``, ``--json``, the settings)
     each console name stands for, where the two differ (``Parse is convert``)."""
-    from ki.taxonomies import STAGE_CONSOLE_NAMES
+    from ki.core.taxonomies import STAGE_CONSOLE_NAMES
 
     pairs = [f"{STAGE_CONSOLE_NAMES[s]} is {s}" for s in PIPELINE_STAGE_ORDER if STAGE_CONSOLE_NAMES[s].lower() != s]
     out.print("stage ids (for --stage, --json and the settings): " + ", ".join(pairs), markup=False,

@@ -54,7 +54,7 @@ def config_show() -> None:
 
 
 def _refuse(exc: Exception) -> typer.Exit:
-    from ki.errors import ConfigValidationError
+    from ki.core.errors import ConfigValidationError
 
     if isinstance(exc, ConfigValidationError):
         for key, messages in exc.errors.items():
@@ -121,7 +121,7 @@ def _explain(key: str, old: Any, new: Any) -> None:
     are processed with (:data:`FIRST_READER`), that it changes nothing already processed and how to apply
     it to those documents. Operational fields (timeouts, attempts, sizes) say nothing more."""
     from ki.app.config_view import requires_run, run_rule
-    from ki.taxonomies import STAGE_CONSOLE_NAMES
+    from ki.core.taxonomies import STAGE_CONSOLE_NAMES
 
     reason = requires_run(key, old, new)
     if reason:
@@ -151,7 +151,7 @@ def config_set(key: str = typer.Argument(..., help="dotted field, e.g. pipeline.
     nothing is written when it is refused, or when the field is pinned by the environment."""
     from ki.app.config_edits import apply_config_changes
     from ki.app.config_view import flat_values, is_secret
-    from ki.errors import ConfigurationError, ConfigValidationError
+    from ki.core.errors import ConfigurationError, ConfigValidationError
 
     data_dir = _data_dir()
     old = flat_values(load_config(data_dir)).get(key)
@@ -180,7 +180,7 @@ def config_unset(key: str = typer.Argument(..., help="dotted field, e.g. firm.na
     """Remove a field from the saved configuration: it falls back to its default."""
     from ki.app.config_edits import unset_config_value
     from ki.app.config_view import flat_values
-    from ki.errors import ConfigurationError
+    from ki.core.errors import ConfigurationError
 
     data_dir = _data_dir()
     old = flat_values(load_config(data_dir)).get(key)

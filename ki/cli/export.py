@@ -16,7 +16,7 @@ def export(
     root: Path = typer.Option(None, help="only the source registered for this folder"),
 ) -> None:
     """What Classify and Relate concluded: one JSON object per live source object, one per line."""
-    from ki.export import export_rows
+    from ki.app.export import export_rows
 
     ctx = open_context()
     root_s = str(root.expanduser().resolve()) if root else None

@@ -38,7 +38,7 @@ from pathlib import Path
 
 from rich.markup import escape
 
-from ki.errors import ConfigurationError, KiError, SchemaNewerThanCode, SourceUnavailable
+from ki.core.errors import ConfigurationError, KiError, SchemaNewerThanCode, SourceUnavailable
 
 EXIT_OK = 0
 EXIT_FAILED = 1

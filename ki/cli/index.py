@@ -1,7 +1,7 @@
 """``ki index reset-vectors``: drop the search index's vectors and its embedder record.
 
 Use it after changing ``retrieval.embedding_model`` on an index that holds another model's vectors
-(the index stage refuses to mix them: :class:`ki.index.backend.EmbedderMismatch`). With
+(the index stage refuses to mix them: :class:`ki.adapters.search.backend.EmbedderMismatch`). With
 ``components.opensearch_url`` set, the OpenSearch index is deleted too (the next index run re-creates
 it). Then bump ``pipeline.stages.index.rerun_token`` and run ``ki insert`` to re-embed with the new model.
 """
@@ -18,7 +18,7 @@ group = typer.Typer(no_args_is_help=True, help="The search index")
 @group.command("reset-vectors")
 def reset_vectors() -> None:
     """Drop every vector, the HNSW index, the embedding cache and the index's embedder record."""
-    from ki.index.factory import backend_for
+    from ki.adapters.search.factory import backend_for
 
     ctx = open_context()
     backend = backend_for(ctx.db, ctx.config)

@@ -1,6 +1,6 @@
 """``ki insert PATH`` and ``ki sync [SOURCE|PATH]``: a sync run of a source, handing off to an insertion run.
 
-Both go through :func:`ki.launch.launch_sync`. ``ki insert`` registers (or reuses) a
+Both go through :func:`ki.app.launch.launch_sync`. ``ki insert`` registers (or reuses) a
 local-folder source and always runs the insertion, even when the scan found nothing new (it also
 finishes work an earlier run left owed); ``ki sync`` hands off only when the scan brought something new
 and ``pipeline.auto_insert_after_sync`` is on. Shows a progress bar per stage, then the run summary, the
@@ -27,8 +27,8 @@ from ki.cli.common import (
     serve_metrics,
     shown,
 )
-from ki.errors import SourceUnavailable, SyncAlreadyRunning
-from ki.taxonomies import PIPELINE_STAGE_ORDER, STAGE_CONSOLE_NAMES, stage_label
+from ki.core.errors import SourceUnavailable, SyncAlreadyRunning
+from ki.core.taxonomies import PIPELINE_STAGE_ORDER, STAGE_CONSOLE_NAMES, stage_label
 
 
 def insert(
@@ -41,10 +41,10 @@ def insert(
 ) -> None:
     """Scan PATH and run every stage until idle; exit 0 when the run completes. Who may see a document is
     read from the share (file owner, group, mode, ACLs) unless the source is --public."""
-    from ki.startup import TIMELINE
+    from ki.core.startup import TIMELINE
 
     TIMELINE.begin()  # the restart's phases, logged once the first row is finished
-    from ki.sources.registry import SourceRefused, add_local_source
+    from ki.adapters.sources.registry import SourceRefused, add_local_source
 
     ctx = open_context()
     serve_metrics(ctx)
@@ -65,7 +65,7 @@ def insert(
 
 def say_permissions(ctx, source_id: int) -> None:
     """One line on the source's permission model; loud when every principal sees its documents."""
-    from ki.access.share_permissions import PUBLIC, SHARE, permission_model
+    from ki.domain.access.share_permissions import PUBLIC, SHARE, permission_model
     from ki.store.sources import open_documents, source_configs
 
     with ctx.db.engine.connect() as conn:
@@ -94,7 +94,7 @@ def sync(
     wait_retries: float = typer.Option(None, help="wait this many seconds for retries falling due"),
 ) -> None:
     """Sync sources: scan, then hand off to an insertion run when something is new (auto-insert on)."""
-    from ki.sources.registry import SourceRefused, named_sources
+    from ki.adapters.sources.registry import SourceRefused, named_sources
     from ki.store.sources import list_sources
 
     ctx = open_context()
@@ -122,7 +122,7 @@ def sync(
 
 def scan_and_run(ctx, source_id: int, root: Path | str, *, workers: int | None = None,
                  wait_retries: float | None = None, insert: bool = True) -> None:
-    """One sync run of a source (:func:`ki.launch.launch_sync`) with progress bars, then the summary.
+    """One sync run of a source (:func:`ki.app.launch.launch_sync`) with progress bars, then the summary.
 
     ``insert``: hand off to the insertion run even when nothing is new and auto-insert is off (``ki insert``,
     ``ki source rescan``); False: as a sync decides (``ki sync``).
@@ -131,9 +131,9 @@ def scan_and_run(ctx, source_id: int, root: Path | str, *, workers: int | None =
         typer.Exit: 3 when the folder is unavailable (nothing changed), 1 when a run failed, 4 when a sync
             of the source is already running.
     """
-    from ki.launch import launch_sync
+    from ki.app.launch import launch_sync
+    from ki.core.startup import TIMELINE
     from ki.orchestration.runner import RunnerStatus
-    from ki.startup import TIMELINE
 
     enabled = [s for s in PIPELINE_STAGE_ORDER if ctx.config.pipeline.stage(s).enabled]
     progress = Progress(TextColumn("{task.description:<18}"), BarColumn(), MofNCompleteColumn(),
@@ -160,9 +160,9 @@ def scan_and_run(ctx, source_id: int, root: Path | str, *, workers: int | None =
         if not tasks:
             tasks.update({s: progress.add_task(STAGE_CONSOLE_NAMES[s], total=None, note="") for s in enabled})
         counts = bucket_counts(ctx)
-        paused = {}  # stage → "paused: gateway unavailable since …" (an open circuit breaker, ki.breaker)
+        paused = {}  # stage → "paused: gateway unavailable since …" (an open circuit breaker, ki.adapters.breaker)
         if getattr(status, "paused", None):
-            from ki.breaker import describe_pauses
+            from ki.adapters.breaker import describe_pauses
 
             paused = {st: p["message"] for p in describe_pauses(status.paused, ctx.config) for st in p["stages"]}
         for s in enabled:
@@ -200,7 +200,7 @@ def scan_and_run(ctx, source_id: int, root: Path | str, *, workers: int | None =
         console.print(f"[red]sync run {result.run_id} failed:[/] {result.error}")
         raise typer.Exit(1)
     if result.report is None:  # the hatchet provider's worker scanned
-        from ki.launch import run_counters
+        from ki.app.launch import run_counters
 
         _, c, _ = run_counters(ctx, result.run_id)
         console.print(f"sync run {result.run_id} of {shown(str(root))}: {c.processed} files listed, {c.done} new "
@@ -236,7 +236,7 @@ QUARANTINED_SHOWN = 20
 
 def scan_counts(report) -> str:
     """``5 files: 1 new, 1 changed, 2 unchanged, 1 restored`` (+ renamed, not taken when any): the parts
-    add up to the files listed (:attr:`ki.sources.scan.ScanReport.not_taken`)."""
+    add up to the files listed (:attr:`ki.adapters.sources.scan.ScanReport.not_taken`)."""
     parts = [f"{report.new} new", f"{report.changed} changed", f"{report.unchanged} unchanged",
              f"{report.reappeared} restored"]
     if report.renamed:

@@ -21,7 +21,7 @@ def quarantine_list(as_json: bool = typer.Option(False, "--json")) -> None:
     if as_json:
         out.print_json(json.dumps([e.model_dump() for e in entries]))
         return
-    from ki.taxonomies import stage_label
+    from ki.core.taxonomies import stage_label
 
     if not entries:
         out.print("no quarantined files")
@@ -48,7 +48,7 @@ def quarantine_retry(
     Prints on stdout what was released, what was invalidated and the outcome as text
     (:func:`retry_lines`, :func:`outcome_line`); with ``--json`` the retry's JSON record instead.
     """
-    from ki.launch import launch_insertion
+    from ki.app.launch import launch_insertion
     from ki.orchestration.quarantine import retry_quarantined
 
     ctx = open_context()
@@ -84,7 +84,7 @@ def quarantine_retry(
 def retry_lines(resp) -> list[str]:
     """What a retry released and invalidated, for people: ``released Parse (convert) of object 12 with a
     fresh budget of 3 attempts``, ``invalidated: Index (index), …`` (or ``none``), ``previous error: …``."""
-    from ki.taxonomies import stage_label
+    from ki.core.taxonomies import stage_label
 
     invalidated = ", ".join(stage_label(s) for s in resp.invalidated_stages) or "none (no later stage had run)"
     error = resp.previous_error
@@ -99,7 +99,7 @@ def retry_lines(resp) -> list[str]:
 
 def outcome_line(source_object_id: int, stage: str, quarantined: int, status: str) -> str:
     """The retry's outcome in one line: ran through, quarantined again, or the run's status."""
-    from ki.taxonomies import stage_label
+    from ki.core.taxonomies import stage_label
 
     if status == "failed":
         return f"outcome: the run failed; object {source_object_id} stays released"

@@ -1,4 +1,5 @@
-"""``ki run list [--json]`` and ``ki run cancel RUN_ID``: the run ledger and a run's cancellation (:mod:`ki.cancel`)."""
+"""``ki run list [--json]`` and ``ki run cancel RUN_ID``: the run ledger and a run's cancellation
+(:mod:`ki.app.cancel`)."""
 
 from __future__ import annotations
 
@@ -57,7 +58,7 @@ def run_cancel(
 
     Exit 0 when the run is cancelled (or, past ``--wait``, still finishing the stages it holds), 2 for an unknown
     run, a run that already ended or a sync run (nothing is written)."""
-    from ki.cancel import RunNotCancellable, cancel_run
+    from ki.app.cancel import RunNotCancellable, cancel_run
 
     ctx = open_context()
     try:

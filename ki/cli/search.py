@@ -39,8 +39,8 @@ def search(
     """
     from datetime import date
 
-    from ki.entities.store import party_filter_ids
-    from ki.index.search import search as run_search
+    from ki.adapters.search.search import search as run_search
+    from ki.domain.entities.store import party_filter_ids
 
     try:
         since_day = date.fromisoformat(since) if since else None

@@ -59,7 +59,7 @@ def _warm_search(ctx) -> None:  # noqa: ANN001 - a PipelineContext
     import threading
 
     def run() -> None:
-        from ki.index.search import warm
+        from ki.adapters.search.search import warm
 
         try:
             logging.getLogger("ki.serve").info("search path warm in %.2f s", warm(ctx.db, ctx.config))

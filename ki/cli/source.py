@@ -22,8 +22,8 @@ def source_list(as_json: bool = typer.Option(False, "--json", help="one JSON arr
     """Every source: id, folder, permission model (share, configured, or public: open to everyone), files (and
     how many are missing, and waiting because ki may not read them), last scan, last run's outcome,
     quarantined files, watcher state."""
-    from ki.access.share_permissions import PUBLIC
-    from ki.sources.overview import source_overview
+    from ki.adapters.sources.overview import source_overview
+    from ki.domain.access.share_permissions import PUBLIC
 
     ctx = open_context()
     with ctx.db.engine.connect() as conn:
@@ -60,7 +60,7 @@ def source_remove(
 ) -> None:
     """Remove a source: every document of it is tombstoned (hidden from search and export); its history is
     kept. Inserting the folder again restores it."""
-    from ki.sources.registry import SourceRefused, remove_source, resolve_source
+    from ki.adapters.sources.registry import SourceRefused, remove_source, resolve_source
 
     ctx = open_context()
     try:
@@ -97,8 +97,8 @@ def source_rescan(
     Exit code: the worst of the sources' (0 completed, 1 a run failed, 3 a folder unavailable)."""
     from pathlib import Path
 
+    from ki.adapters.sources.registry import SourceRefused, resolve_source
     from ki.cli.insert import scan_and_run
-    from ki.sources.registry import SourceRefused, resolve_source
     from ki.store.sources import list_sources
 
     ctx = open_context()

@@ -1,6 +1,6 @@
 """``ki status [--json] [--watch]``: per-stage bucket counts, active runs with rate and ETA, the runnable queue
 and waiting reasons, the work owed per claim lane, the paused dependencies (``paused: gateway unavailable
-since …``), the optional converters (available or what to install: :mod:`ki.convert.components`) and the
+since …``), the optional converters (available or what to install: :mod:`ki.adapters.convert.components`) and the
 folder watcher's health per watched source."""
 
 from __future__ import annotations
@@ -52,7 +52,7 @@ def show_status(ctx, as_json: bool) -> None:
 
     sweep_if_due(ctx)  # opportunistic (hatchet provider only; spec: "the sweeper")
     counts = bucket_counts(ctx)
-    from ki.breaker import describe_pauses
+    from ki.adapters.breaker import describe_pauses
     from ki.cli.live import live_report, print_live
     from ki.store.blocked import blocked_counts
     from ki.store.lanes import lane_counts
@@ -66,14 +66,14 @@ def show_status(ctx, as_json: bool) -> None:
         lanes = lane_counts(conn)
         unreadable = [unreadable_entry(p) for p in parked_unreadable(conn, limit=UNREADABLE_SHOWN + 1000)]
         blocked = blocked_counts(conn)
-    from ki.convert.components import converter_components, describe
+    from ki.adapters.convert.components import converter_components, describe
     from ki.orchestration.budget import budget_wait
 
     budget = budget_wait(ctx.db.engine, ctx.config)
     converters = converter_components(ctx.config)
     live = live_report(ctx)
     if as_json:
-        from ki.taxonomies import STAGE_CONSOLE_NAMES
+        from ki.core.taxonomies import STAGE_CONSOLE_NAMES
 
         out.print_json(json.dumps({"stages": counts, "blocked_by_quarantine": blocked,
                                    "stage_names": STAGE_CONSOLE_NAMES, "lanes": lanes,
@@ -135,7 +135,7 @@ def print_unreadable(unreadable: list[dict]) -> None:
 def print_blocked(blocked: dict[str, int]) -> None:
     """One line when waiting rows will not move on their own: ``of the waiting, blocked by a quarantined
     stage: Classify 1, Index 1 …`` (they are in the waiting row of the table too)."""
-    from ki.taxonomies import STAGE_CONSOLE_NAMES
+    from ki.core.taxonomies import STAGE_CONSOLE_NAMES
 
     named = [f"{STAGE_CONSOLE_NAMES[s]} {n}" for s, n in blocked.items() if n]
     if named:

@@ -1,4 +1,4 @@
-"""``ki watch [PATH ...]``: watch local-folder sources and sync what changes (ki.sources.watch).
+"""``ki watch [PATH ...]``: watch local-folder sources and sync what changes (ki.adapters.sources.watch).
 
 Watches every registered local-folder source, or only the folders given (registered when new). Each
 settled change is synced through ``launch_sync`` and handed off to an insertion run in this process
@@ -27,9 +27,9 @@ def start_watcher(ctx, launcher, paths: list[Path] | None = None, *, mode: str |
     Raises: SourceRefused when a path is not a registered source and cannot be added; ValueError for a bad
         ``watch_mode`` setting.
     """
-    from ki.launch import launch_sync
-    from ki.sources.registry import watchable_sources
-    from ki.sources.watch import Watcher
+    from ki.adapters.sources.registry import watchable_sources
+    from ki.adapters.sources.watch import Watcher
+    from ki.app.launch import launch_sync
 
     sources = watchable_sources(ctx, [str(p) for p in paths] if paths else None)
 
@@ -50,9 +50,9 @@ def watch(
                                         "setting, else poll on network file systems)"),
 ) -> None:
     """Watch local-folder sources; sync and insert what arrives, changes, moves or goes (until Ctrl-C)."""
+    from ki.adapters.sources.registry import SourceRefused
     from ki.app.launcher import RunLauncher
     from ki.cli.faults import configure_logging
-    from ki.sources.registry import SourceRefused
 
     configure_logging(logging.INFO)
 

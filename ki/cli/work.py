@@ -101,7 +101,7 @@ def work_list(filters: list[str] = _FILTERS, limit: int = typer.Option(50, min=1
 def work_show(work_item_id: str = typer.Argument(..., help="work_item:<uuid>"), as_json: bool = _JSON) -> None:
     """One work item with its whole attempt history."""
     from ki.app.work_items import detail
-    from ki.errors import WorkItemRefused
+    from ki.core.errors import WorkItemRefused
     from ki.store.work_items import parse_work_item_id
 
     try:
@@ -144,7 +144,7 @@ def work_groups(filters: list[str] = _FILTERS, as_json: bool = _JSON) -> None:
 
 def _act(action: str, target: list[str] | None, dry_run: bool, yes: bool, limit: int, run: bool,
          as_json: bool) -> None:
-    from ki.errors import WorkItemRefused
+    from ki.core.errors import WorkItemRefused
     from ki.orchestration import work_items as actions
     from ki.store.work_items import parse_work_item_id
 
@@ -184,7 +184,7 @@ def _act(action: str, target: list[str] | None, dry_run: bool, yes: bool, limit:
     else:
         out.print(f"{result.id}: {result.message}" if single else result.message, markup=False, highlight=False)
     if action == "retry" and run and acted:
-        from ki.launch import launch_insertion
+        from ki.app.launch import launch_insertion
 
         summary = launch_insertion(ctx, trigger="work_item_retry")
         console.print(f"run {summary.run_id} {summary.status}: {summary.counters.quarantined} quarantined")

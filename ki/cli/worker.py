@@ -24,12 +24,12 @@ def worker(
 ) -> None:
     """Run a Hatchet worker with ki's workflows (and the run sweeper) until SIGTERM/SIGINT."""
     from ki.cli.faults import EXIT_USAGE, configure_logging, log_path
-    from ki.errors import OrchestratorUnavailable
+    from ki.core.errors import OrchestratorUnavailable
 
     configure_logging(logging.INFO)
+    from ki.app.launch import hand_off_to_insertion
     from ki.cli.common import open_context, serve_metrics
     from ki.config.process import ProcessSettings, current
-    from ki.launch import hand_off_to_insertion
     from ki.workflows.worker import run_worker
 
     if current(ProcessSettings).metrics_port is not None:  # only then the database is opened here
@@ -58,7 +58,7 @@ def configured_provider() -> str:
 
 def no_engine(cause: str, provider: str) -> tuple[str, str]:
     """(what, what to do) when ``ki worker`` has no Hatchet engine to serve: ``cause`` is the
-    :class:`~ki.errors.OrchestratorUnavailable` message, ``provider`` the configured one."""
+    :class:`~ki.core.errors.OrchestratorUnavailable` message, ``provider`` the configured one."""
     if "not installed" in cause:
         connect = "install the Hatchet SDK (pip install 'ki[hatchet]'), start an engine and set HATCHET_CLIENT_TOKEN"
     elif "TOKEN is not set" in cause:

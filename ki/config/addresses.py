@@ -9,7 +9,7 @@ API keys, at the host's metadata service (``http://169.254.169.254/…``). Two c
 - at connection, the peer a socket actually reached is checked (:class:`GuardedTransport` for httpx clients —
   Docling Serve —, :func:`guard_urllib3_pool` for opensearch-py's urllib3 pool), so a *host name* that resolves
   to such an address — at edit time or only later, by DNS rebinding — is refused before a byte of the request
-  is sent. The refusal is a :class:`ki.errors.ConfigurationError` (the run stops and says why; nothing is
+  is sent. The refusal is a :class:`ki.core.errors.ConfigurationError` (the run stops and says why; nothing is
   charged to a file or to a dependency's breaker).
 
 Spec: DESIGN.md "Security" (component URLs); the decision "Component URLs never reach metadata addresses".
@@ -22,7 +22,7 @@ import socket
 from typing import Any
 from urllib.parse import urlsplit
 
-from ki.errors import ConfigurationError
+from ki.core.errors import ConfigurationError
 
 #: Host names of cloud metadata services (their addresses are link-local or listed in METADATA_ADDRESSES).
 METADATA_HOSTS = frozenset({"metadata", "metadata.google.internal", "instance-data", "instance-data.ec2.internal",

@@ -1,7 +1,7 @@
 """The grammar of ``retrieval.embedding_model``: which embedder a configuration names (pure, no model loaded).
 
 Spec: insertion-pipeline.md "Index" and "Configuration" (``retrieval.embedding_model``). The forms and the
-embedder each one makes are :mod:`ki.index.embeddings`'s table; the configuration validates a value with
+embedder each one makes are :mod:`ki.adapters.search.embeddings`'s table; the configuration validates a value with
 :func:`parse_embedding_model` when it is loaded, without importing the embedders.
 """
 
@@ -24,7 +24,7 @@ class EmbeddingSpec:
 
 
 def parse_embedding_model(value: str | None) -> EmbeddingSpec:
-    """Parse ``retrieval.embedding_model`` (see :mod:`ki.index.embeddings`).
+    """Parse ``retrieval.embedding_model`` (see :mod:`ki.adapters.search.embeddings`).
 
     Raises: ValueError naming the accepted forms for anything else.
     """

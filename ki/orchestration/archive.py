@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime, timedelta
 
-from ki.context import PipelineContext
+from ki.domain.context import PipelineContext
 from ki.store import archive
 
 log = logging.getLogger(__name__)

@@ -2,10 +2,10 @@
 
 Spec work-queue.md "Poison messages" and "Lifecycle deadline"; the decision is written in
 docs/design-decisions.md ("Whose fault is a fault that only one file meets"). An infrastructure fault
-of a dependency (Docling Serve, the gateway, OpenSearch: ``ki.breaker.dependency_of``) or a
-:class:`~ki.errors.StageTimeout` is the dependency's fault — retried, never quarantined, counted by
+of a dependency (Docling Serve, the gateway, OpenSearch: ``ki.adapters.breaker.dependency_of``) or a
+:class:`~ki.core.errors.StageTimeout` is the dependency's fault — retried, never quarantined, counted by
 its circuit breaker — unless the evidence says the dependency served other files since this file's
-fault streak began and fails for nobody else (:mod:`ki.served` for a dependency's answers,
+fault streak began and fails for nobody else (:mod:`ki.core.served` for a dependency's answers,
 :func:`ki.store.faults.fault_evidence` for others passing the same stage before its deadline):
 then it is the file's fault, counted toward ``max_attempts`` (treatment ``retry``) and kept from the
 breaker, and the file is quarantined ``poison_suspected`` (``timeout`` for a deadline) with the
@@ -19,11 +19,11 @@ from datetime import UTC, datetime
 
 from sqlalchemy.engine import Connection
 
-from ki.breaker import dependency_of, stage_dependencies
-from ki.context import PipelineContext
-from ki.errors import StageTimeout
-from ki.retry import ErrorVerdict, Treatment
-from ki.served import SERVED
+from ki.adapters.breaker import dependency_of, stage_dependencies
+from ki.core.errors import StageTimeout
+from ki.core.retry import ErrorVerdict, Treatment
+from ki.core.served import SERVED
+from ki.domain.context import PipelineContext
 from ki.store.claims import Claim
 from ki.store.faults import fault_evidence
 
@@ -60,7 +60,7 @@ def _parse(value: object) -> datetime | None:
 def blame(ctx: PipelineContext, conn: Connection, claim: Claim, exc: BaseException,
           verdict: ErrorVerdict) -> Blame:
     """Decide whose fault ``exc`` (classified as ``verdict``) on ``claim`` is. A dependency's fault
-    is judged by what the dependency answered other files in this process (:data:`ki.served.SERVED`) since
+    is judged by what the dependency answered other files in this process (:data:`ki.core.served.SERVED`) since
     the file's fault streak began (``last_error.fault_since``; a streak begins at its first fault, which is
     never the file's: it goes to the breaker); a deadline by the attempt history of the same stage, read on
     ``conn`` (:func:`ki.store.faults.fault_evidence`: others passing it, any process, since the attempt
@@ -86,7 +86,7 @@ def blame(ctx: PipelineContext, conn: Connection, claim: Claim, exc: BaseExcepti
         evidence = fault_evidence(conn, row_id=claim.row_id, source_object_id=claim.source_object_id,
                                   stages=stages, since=previous)
         began = evidence.since
-    else:  # others the dependency answered (this process): ki.served
+    else:  # others the dependency answered (this process): ki.core.served
         began = _parse(previous) or datetime.now(UTC)
         evidence = SERVED.since(dependency, began, claim.source_object_id)
     since = began.isoformat()

@@ -4,7 +4,7 @@ Spec: work-queue.md "Retry with Exponential Backoff" (budget exceeded is not ret
 attempted: the rows wait) and insertion-pipeline.md "Costs" (the usage ledger); docs/design-decisions.md
 "Spending caps". The spend is read from the usage ledger (``model_usage``, :func:`ki.store.usage.spent_since`):
 today's spend is everything recorded since 00:00 UTC of the injected clock's day, a run's spend everything
-recorded since the run started. When a cap is reached the model stages (:data:`ki.taxonomies.MODEL_STAGES`) are
+recorded since the run started. When a cap is reached the model stages (:data:`ki.core.taxonomies.MODEL_STAGES`) are
 not claimed: their rows stay as they are (pending, awaiting retry), no attempt is spent, nothing is quarantined;
 ``ki status``, ``GET /api/status`` and the console show them waiting with the reason ``budget``. They are claimed
 again once the day rolls over or the cap is raised (the configuration is read afresh at every check). A call
@@ -23,10 +23,10 @@ from typing import Any
 from sqlalchemy.engine import Connection
 
 from ki.config import load_config
+from ki.core.taxonomies import MODEL_STAGES, PIPELINE_STAGE_ORDER
 from ki.store import runs
 from ki.store.status import held_rows
 from ki.store.usage import spent_since
-from ki.taxonomies import MODEL_STAGES, PIPELINE_STAGE_ORDER
 
 #: The reason the waiting model stages show.
 REASON_BUDGET = "budget"

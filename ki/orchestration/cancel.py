@@ -7,7 +7,7 @@ Lifecycle" (``Cancelled``); docs/design-decisions.md "Cancelling a run".
 
 from __future__ import annotations
 
-from ki.context import PipelineContext
+from ki.domain.context import PipelineContext
 from ki.store import cancel
 
 

@@ -21,25 +21,25 @@ from typing import Literal
 
 from sqlalchemy.engine import Connection
 
-from ki.breaker import BREAKERS, CONFIRMED_BY_COMPLETION, retry_after_of, stage_dependencies
-from ki.context import EnsureReady, PipelineContext, SourceObjectView, StageContext, StageOutcome, StagePlan
-from ki.errors import CAPABILITY_REASONS, ConfigurationError, RunAborted, StageTimeout
+from ki.adapters.breaker import BREAKERS, CONFIRMED_BY_COMPLETION, retry_after_of, stage_dependencies
+from ki.core.errors import CAPABILITY_REASONS, ConfigurationError, RunAborted, StageTimeout
+from ki.core.retry import Treatment, backoff_seconds, classify_error
+from ki.core.served import SERVED, working_on
+from ki.core.taxonomies import (
+    DISABLED_BY_CONFIGURATION,
+    INPUT_STAGE_DISABLED,
+    SOURCE_OBJECT_DELETED,
+)
+from ki.domain.context import EnsureReady, PipelineContext, SourceObjectView, StageContext, StageOutcome, StagePlan
+from ki.domain.relate.inline_conversion import ensure_source_object_ready
 from ki.orchestration.blame import FAULT_SINCE_KEY, blame
 from ki.orchestration.heartbeat import ClaimKeeper
 from ki.orchestration.observe import note_failure, note_timeout, observed
-from ki.relate.inline_conversion import ensure_source_object_ready
-from ki.retry import Treatment, backoff_seconds, classify_error
-from ki.served import SERVED, working_on
 from ki.store import claims as q
 from ki.store.attempts import MESSAGE_MAX_CHARS
 from ki.store.claims import Claim
 from ki.store.downstream import skip_downstream
 from ki.store.status import lost_claim
-from ki.taxonomies import (
-    DISABLED_BY_CONFIGURATION,
-    INPUT_STAGE_DISABLED,
-    SOURCE_OBJECT_DELETED,
-)
 
 log = logging.getLogger(__name__)
 
@@ -136,7 +136,7 @@ def run_stage_watched(ctx: PipelineContext, stage: str, source_object_id: int, *
     abandoned at the stage's deadline (``keeper`` records ``StageTimeout``; the returned result is that
     outcome and the thread is left to die). A Hatchet task uses it, so a hung handler frees the task slot.
 
-    Raises: what ``run_stage_for_object`` raises; ``ki.errors.TaskCancelled`` when ``cancelled()`` turns
+    Raises: what ``run_stage_for_object`` raises; ``ki.core.errors.TaskCancelled`` when ``cancelled()`` turns
     true while the handler runs (the handler goes on under its claim until it returns or its deadline
     passes, so the row never stays running past its deadline).
     """
@@ -161,7 +161,7 @@ def run_stage_watched(ctx: PipelineContext, stage: str, source_object_id: int, *
     threading.Thread(target=body, name=f"ki-{stage}-{source_object_id}", daemon=True).start()
     while not finished.wait(poll_seconds):
         if cancelled():
-            from ki.errors import TaskCancelled
+            from ki.core.errors import TaskCancelled
 
             raise TaskCancelled("cancelled by the orchestrator while the handler ran")
     if "error" in box and "result" not in box:
@@ -318,7 +318,7 @@ def _report_lost_claim(ctx: PipelineContext, claim: Claim) -> None:
 
 
 def _confirm_dependencies(ctx: PipelineContext, stage: str, source_object_id: int) -> None:
-    """A completed fetch/index reached its source root/OpenSearch: close their breakers (ki.breaker)."""
+    """A completed fetch/index reached its source root/OpenSearch: close their breakers (ki.adapters.breaker)."""
     needs = stage_dependencies(ctx.config).get(stage, frozenset()) & CONFIRMED_BY_COMPLETION
     for dependency in needs:
         BREAKERS.succeeded(dependency)
@@ -340,7 +340,7 @@ def _record_failure_on(ctx: PipelineContext, rec: Connection, claim: Claim, exc:
     base = ctx.config.pipeline.retry_base_seconds
     capabilities = None
     if verdict.reason in CAPABILITY_REASONS:
-        from ki.convert.router import capabilities as current_capabilities
+        from ki.adapters.convert.router import capabilities as current_capabilities
 
         capabilities = sorted(current_capabilities(ctx.config))
     if verdict.treatment is Treatment.infrastructure:
@@ -361,7 +361,7 @@ def _record_failure_on(ctx: PipelineContext, rec: Connection, claim: Claim, exc:
         record[FAULT_SINCE_KEY] = judged.fault_since
     if stack:
         record["traceback"] = f"the handler was abandoned here:\n{stack}"
-    if judged.breaker is not None:  # the circuit breaker counts the outage (ki.breaker)
+    if judged.breaker is not None:  # the circuit breaker counts the outage (ki.adapters.breaker)
         BREAKERS.failed(judged.breaker, record["infrastructure"] or record["message"],
                         retry_after=retry_after_of(exc))
     status = q.fail_claim(rec, claim, treatment=verdict.treatment.value, max_attempts=stage_max_attempts,

@@ -1,8 +1,8 @@
 """Every stage execution counted and traced: the wrapper around ``execute_claim``.
 
 :func:`observed` times an execution from claim to recorded outcome, counts it in the Prometheus
-metrics (:func:`ki.observability.metrics.record_execution`) and, while tracing is on, runs it inside the
-stage attempt's span (:func:`ki.observability.tracing.stage_span`). Quarantine reasons and the dependency of
+metrics (:func:`ki.adapters.observability.metrics.record_execution`) and, while tracing is on, runs it inside the
+stage attempt's span (:func:`ki.adapters.observability.tracing.stage_span`). Quarantine reasons and the dependency of
 an infrastructure fault are counted where the failure is classified (:func:`note_failure`).
 """
 
@@ -13,10 +13,10 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from ki.observability import metrics, tracing
+from ki.adapters.observability import metrics, tracing
 
 if TYPE_CHECKING:
-    from ki.context import PipelineContext
+    from ki.domain.context import PipelineContext
     from ki.store.claims import Claim
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -42,7 +42,7 @@ def observed(execute: F) -> F:
 def note_failure(stage: str, *, status: str | None, reason: str | None, dependency: str | None,
                  infrastructure: str | None) -> None:
     """Count a recorded failure: a quarantine by reason; an infrastructure fault by its dependency
-    (``dependency`` from :func:`ki.breaker.dependency_of`, else ``source`` for fetch, ``database`` for a
+    (``dependency`` from :func:`ki.adapters.breaker.dependency_of`, else ``source`` for fetch, ``database`` for a
     database fault, else ``other``). ``infrastructure`` is the outage in words (None: not an outage)."""
     if status == "quarantined":
         metrics.record_quarantine(stage, reason)

@@ -1,13 +1,13 @@
-"""Which stages an executor may claim while circuit breakers are open (:mod:`ki.breaker`).
+"""Which stages an executor may claim while circuit breakers are open (:mod:`ki.adapters.breaker`).
 
 The local runner's workers claim any eligible row except those of paused stages, and one of them
 takes a dependency's probe when it is due (:meth:`ClaimGate.probe`); a Hatchet task, which drives
 one row, asks :meth:`ClaimGate.admit` before it claims and waits while its stage is paused. Both read
-the stage → dependencies table once (:func:`ki.breaker.stage_dependencies`) and follow the pauses
+the stage → dependencies table once (:func:`ki.adapters.breaker.stage_dependencies`) and follow the pauses
 other processes recorded (:meth:`ClaimGate.refresh`, about once a second). The gate records the
 breakers this process opens in PostgreSQL (``ki.store.pauses.PauseSink``) while it is in use, and
 tells the breakers the host and port of each configured dependency, which a probe connects to before
-it sends a request (:func:`ki.breaker.dependency_endpoints`).
+it sends a request (:func:`ki.adapters.breaker.dependency_endpoints`).
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ import logging
 import threading
 import time
 
-from ki.breaker import BREAKERS, dependency_endpoints, stage_dependencies
-from ki.context import PipelineContext
+from ki.adapters.breaker import BREAKERS, dependency_endpoints, stage_dependencies
+from ki.domain.context import PipelineContext
 from ki.store import pauses
 
 log = logging.getLogger(__name__)
@@ -36,7 +36,7 @@ class ClaimGate:
     def __init__(self, ctx: PipelineContext) -> None:
         self.ctx = ctx
         self.needs = stage_dependencies(ctx.config)
-        BREAKERS.locate(dependency_endpoints(ctx.config))  # probes begin with a TCP connect (ki.breaker)
+        BREAKERS.locate(dependency_endpoints(ctx.config))  # probes begin with a TCP connect (ki.adapters.breaker)
 
     def attach(self) -> None:
         """Record the breakers this process opens in ``ctx``'s database from now on; calls to a paused

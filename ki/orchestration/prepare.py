@@ -11,12 +11,12 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
-from ki.context import PipelineContext
-from ki.errors import CAPABILITY_REASONS
-from ki.liveness import dead_here
-from ki.ontology.requeue import requeue_ontology_outdated
+from ki.core.errors import CAPABILITY_REASONS
+from ki.core.liveness import dead_here
+from ki.core.taxonomies import PIPELINE_STAGE_ORDER
+from ki.domain.context import PipelineContext
+from ki.domain.ontology.requeue import requeue_ontology_outdated
 from ki.store import requeue, stale_claims
-from ki.taxonomies import PIPELINE_STAGE_ORDER
 
 log = logging.getLogger(__name__)
 
@@ -36,7 +36,7 @@ class PrepareReport:
 
 def dead_claim_holders(ctx: PipelineContext) -> list[str]:
     """The ``claimed_by`` of running rows whose process is known dead: on this host, gone or its pid
-    reused (``ki.liveness``). Other hosts' claims wait for the timeout."""
+    reused (``ki.core.liveness``). Other hosts' claims wait for the timeout."""
     with ctx.db.engine.connect() as conn:
         holders = stale_claims.claim_holders(conn)
     return [h.worker for h in holders if h.worker is not None and dead_here(h.worker)]
@@ -79,7 +79,7 @@ def release_capability_quarantines(ctx: PipelineContext) -> int:
     reason. Returns rows released (fresh attempt budget, pending). Without any capability quarantine
     nothing is probed (finding out whether OCR works imports onnxruntime: ~0.3 s of every restart).
     """
-    from ki.convert.router import capabilities, handles_reason
+    from ki.adapters.convert.router import capabilities, handles_reason
 
     with ctx.db.engine.connect() as conn:
         if not requeue.capability_quarantines_exist(conn, sorted(CAPABILITY_REASONS)):

@@ -13,11 +13,11 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from ki.context import PipelineContext
+from ki.core.taxonomies import PIPELINE_STAGE_ORDER
+from ki.domain.context import PipelineContext
 from ki.store.audit import record_audit
 from ki.store.requeue import release_quarantined
 from ki.store.status import object_rows, quarantine_page
-from ki.taxonomies import PIPELINE_STAGE_ORDER
 
 
 class QuarantineEntry(BaseModel):
@@ -127,8 +127,8 @@ def reset_provider_cooldowns(previous_errors: list[dict[str, Any]]) -> None:
     """After a retry released rows that failed on ``provider_permanent``: the operator says the account
     is fixed, so the gateway and Docling stop failing fast on the old verdict (their cooldowns end)."""
     if any(e.get("reason") == "provider_permanent" for e in previous_errors):
-        from ki.agents.gateway import reset_cooldowns
-        from ki.convert.docling import reset_cooldown
+        from ki.adapters.agents.gateway import reset_cooldowns
+        from ki.adapters.convert.docling import reset_cooldown
 
         reset_cooldowns()
         reset_cooldown()

@@ -1,7 +1,7 @@
 """The sweeper of local runs: a run whose process is gone never stays ``running``.
 
 A local run records the process running it (``pipeline_runs.worker``, ``host:pid:start``;
-``ki.liveness``) and writes its counters about every second (``updated_at`` is its heartbeat).
+``ki.core.liveness``) and writes its counters about every second (``updated_at`` is its heartbeat).
 :func:`sweep_local_runs` fails, with the recorded cause:
 
 * a run whose process on this host has ended (killed, crashed) or whose pid another program now
@@ -19,8 +19,8 @@ from __future__ import annotations
 
 import logging
 
-from ki.context import PipelineContext
-from ki.liveness import dead_here
+from ki.core.liveness import dead_here
+from ki.domain.context import PipelineContext
 from ki.store import batches, runs
 
 log = logging.getLogger(__name__)

@@ -20,16 +20,16 @@ from sqlalchemy import create_engine
 from sqlalchemy.engine import Connection
 from sqlalchemy.pool import NullPool
 
-from ki.breaker import BREAKERS, Pause
-from ki.context import PipelineContext
-from ki.errors import RunAborted
-from ki.liveness import dead_here
+from ki.adapters.breaker import BREAKERS, Pause
+from ki.core.errors import RunAborted
+from ki.core.liveness import dead_here
+from ki.core.startup import FIRST_ROW, TIMELINE
+from ki.domain.context import PipelineContext
 from ki.orchestration.budget import BudgetGate
 from ki.orchestration.execute import ExecutionResult, execute_claim
 from ki.orchestration.heartbeat import ClaimKeeper
 from ki.orchestration.pausing import ClaimGate
 from ki.orchestration.prepare import PrepareReport, recover_stale_claims, run_prepare_steps
-from ki.startup import FIRST_ROW, TIMELINE
 from ki.store import claims as q
 from ki.store.cancel import cancel_requested
 from ki.store.claims import Claim
@@ -84,7 +84,7 @@ class RunnerStatus:
     #: seconds since its oldest heartbeat); the timeout after which a silent holder is presumed dead
     holders: list[ClaimHolder] = field(default_factory=list)
     claim_timeout_seconds: float = 0.0
-    #: the open circuit breakers (:mod:`ki.breaker`): the stages needing them are not claimed
+    #: the open circuit breakers (:mod:`ki.adapters.breaker`): the stages needing them are not claimed
     paused: list[Pause] = field(default_factory=list)
 
 
@@ -136,7 +136,7 @@ class PipelineRunner:
         self._last_waiting: RunnerStatus | None = None  # the last status that found others holding rows
         self._progress = (0, time.monotonic())  # (counters.processed, when it last changed)
         self._holders_checked = 0.0
-        self.gate = ClaimGate(ctx)  # the stages paused by open circuit breakers (ki.breaker)
+        self.gate = ClaimGate(ctx)  # the stages paused by open circuit breakers (ki.adapters.breaker)
         self.budget = BudgetGate(ctx, run_id=run_id)  # the model stages held by a reached spending cap
         timeout = ctx.config.pipeline.claim_timeout_seconds
         self._stale_every = max(0.5, min(60.0, timeout / 3))

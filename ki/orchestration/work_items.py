@@ -23,8 +23,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel
 
-from ki.context import PipelineContext
-from ki.errors import WorkItemRefused
+from ki.core.errors import WorkItemRefused
+from ki.domain.context import PipelineContext
 from ki.orchestration.quarantine import reset_provider_cooldowns
 from ki.store.audit import record_audit
 from ki.store.requeue import release_rows
@@ -89,7 +89,7 @@ def confirmation_token(action: str, flt: WorkItemFilter, count: int, limit: int,
 
 def _item(ctx: PipelineContext, conn: Any, work_item_id: uuid.UUID, principal: str | None) -> Any:
     """The item to act on; one of a file ``principal`` may not see is ``not_found``, like an unknown id."""
-    from ki.access.visibility import visible_objects
+    from ki.domain.access.visibility import visible_objects
 
     row = get_work_item(conn, work_item_id, restore=True)  # an archived item comes back to be retried
     if row is None or not visible_objects(ctx.db.engine, principal, [row.source_object_id]):
@@ -177,7 +177,7 @@ def preview_bulk(ctx: PipelineContext, action: Action, flt: WorkItemFilter, *, a
     """The dry run of a bulk ``action`` (changes nothing); the sample shows only what ``principal`` may
     see (None: an operator, everything). Raises ValueError for a limit out of range, WorkItemRefused
     ``filter_required`` for an empty filter without ``all_items``."""
-    from ki.access.visibility import split_visible
+    from ki.domain.access.visibility import split_visible
 
     _check_limit(limit)
     _check_scope(flt, all_items)
@@ -194,7 +194,7 @@ def run_bulk(ctx: PipelineContext, action: Action, flt: WorkItemFilter, *, actor
     """Retry or cancel up to ``limit`` items matching ``flt`` (oldest first) in one transaction, given the
     ``token`` of a dry run of the same action, filter, count and limit; an empty filter needs ``all_items``.
     A caller with a ``principal`` acts only on items of files that principal may see
-    (:mod:`ki.access.visibility`): the others among the selection are left as they are and counted in
+    (:mod:`ki.domain.access.visibility`): the others among the selection are left as they are and counted in
     ``hidden`` (and not in ``remaining`` when the selection held every match).
 
     Raises: WorkItemRefused ``confirmation_required`` (no token), ``confirmation_mismatch`` (the filter,
@@ -205,7 +205,7 @@ def run_bulk(ctx: PipelineContext, action: Action, flt: WorkItemFilter, *, actor
     if not token:
         raise WorkItemRefused("confirmation_required", "a bulk action needs the confirmation_token of a dry run "
                                                        "(dry_run=true) of the same filter and limit")
-    from ki.access.visibility import visible_objects
+    from ki.domain.access.visibility import visible_objects
 
     with ctx.db.engine.begin() as conn:
         count, selected, _sample = select_for_action(conn, flt, action, limit=limit)

@@ -13,8 +13,8 @@ from __future__ import annotations
 import importlib
 from collections.abc import Callable
 
-from ki.context import StageContext, StageOutcome
-from ki.taxonomies import PIPELINE_STAGE_ORDER
+from ki.core.taxonomies import PIPELINE_STAGE_ORDER
+from ki.domain.context import StageContext, StageOutcome
 
 Handler = Callable[[StageContext], StageOutcome]
 

@@ -11,12 +11,12 @@ from collections.abc import Callable
 
 from pydantic import BaseModel
 
-from ki.agents.gateway import model_for_stage
-from ki.agents.loop import AgentResult, AgentState, Policy, Tool, chat_agent, run_policy
-from ki.agents.shared_gateway import gateway
-from ki.agents.usage import ledger_sink
+from ki.adapters.agents.gateway import model_for_stage
+from ki.adapters.agents.loop import AgentResult, AgentState, Policy, Tool, chat_agent, run_policy
+from ki.adapters.agents.shared_gateway import gateway
+from ki.adapters.agents.usage import ledger_sink
 from ki.config.process import LlmSettings, current
-from ki.context import StageContext
+from ki.domain.context import StageContext
 
 Validator = Callable[[BaseModel, AgentState], "str | None"]
 
@@ -34,7 +34,7 @@ def run_agent(ctx: StageContext, *, system: str, user: str | Callable[[], str], 
     ``user`` is the prompt payload, or a function building it (called only when the model runs: the
     rules policy reads what it needs through the tools).
 
-    Returns: the accepted :class:`~ki.agents.loop.AgentResult` (``provenance["model"]`` is the gateway
+    Returns: the accepted :class:`~ki.adapters.agents.loop.AgentResult` (``provenance["model"]`` is the gateway
         model, or ``"rules"``).
     Raises: ModelOutputInvalid (no acceptable answer), gateway errors (GatewayUnavailable,
         ProviderPermanentError, GatewayRequestRejected), ConfigurationError (no model assigned).

@@ -10,7 +10,7 @@ reference-number scan and then to the ``UNASSIGNED-<slug>`` placeholder of the t
 ``search_matters`` ranks by meaning too while the index holds vectors (the query embedded with the model
 the index records). While the active ontology's Area-of-Law / Service facets are active, the payload offers
 the practice-area menu, the ``service_*`` tools walk the Service facet, and the answer's practice area and
-kind fill the matter's empty fields (:mod:`ki.matters.facets`; a placeholder or imported matter is left as
+kind fill the matter's empty fields (:mod:`ki.domain.matters.facets`; a placeholder or imported matter is left as
 it is). Writes the MatterAssignment and the content's ``classification`` artifact, then replays relation
 intents other files parked against this one. The model call holds no transaction or lock.
 """
@@ -21,23 +21,24 @@ import functools
 import json
 from typing import Any
 
-from ki.agents.loop import AgentResult
-from ki.context import StageContext, StageOutcome
-from ki.matters import basis
-from ki.matters.corpus import DbCorpus, evidence_text
-from ki.matters.evidence import Knowledge, infer_reference
-from ki.matters.facets import matter_kind_ids, practice_area_menu
-from ki.matters.neighbourhood import folder_of, neighbourhood
-from ki.matters.policy import ClassifyRulesPolicy, classify_knowledge
-from ki.matters.references import (
+from ki.adapters.agents.loop import AgentResult
+from ki.core.text_window import window_text, windowed_body
+from ki.domain.context import StageContext, StageOutcome
+from ki.domain.matters import basis
+from ki.domain.matters.corpus import DbCorpus, evidence_text
+from ki.domain.matters.evidence import Knowledge, infer_reference
+from ki.domain.matters.facets import matter_kind_ids, practice_area_menu
+from ki.domain.matters.neighbourhood import folder_of, neighbourhood
+from ki.domain.matters.policy import ClassifyRulesPolicy, classify_knowledge
+from ki.domain.matters.references import (
     case_numbers_in,
     is_placeholder,
     path_reference,
     placeholder_reference,
     title_from_folder,
 )
-from ki.matters.schema import ClassifyResult
-from ki.matters.store import (
+from ki.domain.matters.schema import ClassifyResult
+from ki.domain.matters.store import (
     add_identifiers,
     drop_unused_placeholder,
     get_matter,
@@ -49,14 +50,13 @@ from ki.matters.store import (
     settle_matter_folder,
     write_assignment,
 )
-from ki.matters.tools import classify_tools, classify_validators
-from ki.ontology import active_ontology
-from ki.ontology.service_tools import service_tools
+from ki.domain.matters.tools import classify_tools, classify_validators
+from ki.domain.ontology import active_ontology
+from ki.domain.ontology.service_tools import service_tools
 from ki.stages.agentic import run_agent
 from ki.store.downstream import request_rerun_from
 from ki.store.objects import relative_path, structured_body
 from ki.store.sources import project_of_source
-from ki.text_window import window_text, windowed_body
 
 ABSTAIN_BELOW = 0.5
 TEXT_CHARS = 8000
@@ -104,7 +104,7 @@ fits the matter, else null."""
 def build_payload(*, rel_path: str, hood: dict[str, Any], text_: str,
                   practice_areas: list[dict[str, Any]] | None = None) -> dict[str, Any]:
     """The prompt payload (spec: "Classify: what the model is given"); ``practice_areas`` is the Area-of-Law
-    facet's menu while it is active (:func:`ki.matters.facets.practice_area_menu`)."""
+    facet's menu while it is active (:func:`ki.domain.matters.facets.practice_area_menu`)."""
     payload = {"path": rel_path, "filename": rel_path.rsplit(" » ", 1)[-1].rsplit("/", 1)[-1],
                "parent_folder": folder_of(rel_path) or "/", "folder_neighbourhood": {k: hood[k] for k in
                                                                                       ("above", "own", "below")},
@@ -117,9 +117,9 @@ def build_payload(*, rel_path: str, hood: dict[str, Any], text_: str,
 
 def query_embedding(db: Any) -> Any:
     """``embed_query`` for ``search_matters``: the query embedder of the model the search record's index records
-    (:func:`ki.index.search.query_embedder`), or None while the index holds no vectors."""
-    from ki.index.postgres import PostgresBackend
-    from ki.index.search import query_embedder
+    (:func:`ki.adapters.search.search.query_embedder`), or None while the index holds no vectors."""
+    from ki.adapters.search.postgres import PostgresBackend
+    from ki.adapters.search.search import query_embedder
 
     embedder = query_embedder(PostgresBackend(db, lexical=False).index_identity())
     return None if embedder is None else embedder.embed_query
@@ -213,8 +213,8 @@ def _fallback(ctx: StageContext, project_id: int, rel_path: str, text_: str, mai
 def _commit(ctx: StageContext, project_id: int, matter_id: int, reference: str, decision: dict[str, Any],
             body: dict[str, Any], rel_path: str, *, policy: ClassifyRulesPolicy | None, started: int | None,
             queries: basis.Queries | None, knowledge: Knowledge) -> StageOutcome:
-    from ki.relate.basis import on_classified
-    from ki.relate.intents import replay_intents
+    from ki.domain.relate.basis import on_classified
+    from ki.domain.relate.intents import replay_intents
 
     db = ctx.pipeline.db
     with db.engine.begin() as conn:

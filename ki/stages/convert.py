@@ -4,7 +4,7 @@ Spec: insertion-pipeline.md "Parse (convert)" and "Failure modes". An existing
 artifact for the content hash makes the stage a no-op; identical bytes arriving
 as several files are converted once (a per-hash advisory lock serialises the
 converters of the same content; the second finds the artifact). A container
-(mail, mbox, DOCX/PPTX/XLSX, PDF: ``ki.convert.embedded.CONTAINER_FORMATS``) registers its
+(mail, mbox, DOCX/PPTX/XLSX, PDF: ``ki.adapters.convert.embedded.CONTAINER_FORMATS``) registers its
 attachments, messages or embedded documents as child objects, each converted and indexed as a
 document of its own, linked by ``parent_id``.
 """
@@ -13,11 +13,11 @@ from __future__ import annotations
 
 from pathlib import PurePath
 
-from ki.context import StageContext, StageOutcome
-from ki.convert.embedded import CONTAINER_FORMATS, extract_embedded, may_embed
-from ki.convert.router import convert_bytes
-from ki.errors import RetryableStageError
-from ki.sources.children import register_children
+from ki.adapters.convert.embedded import CONTAINER_FORMATS, extract_embedded, may_embed
+from ki.adapters.convert.router import convert_bytes
+from ki.adapters.sources.children import register_children
+from ki.core.errors import RetryableStageError
+from ki.domain.context import StageContext, StageOutcome
 from ki.store.artifacts import STRUCTURED_JSON, get_artifact, put_artifact
 from ki.store.locks import session_advisory_lock
 

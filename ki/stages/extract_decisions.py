@@ -13,11 +13,11 @@ from __future__ import annotations
 
 import json
 
-from ki.context import StageContext, StageOutcome
-from ki.decisions.changes import CONTENT_KINDS
-from ki.decisions.policy import DecisionRulesPolicy
-from ki.decisions.schema import DecisionResult, make_validators
-from ki.decisions.taxonomy import rationale_taxonomy
+from ki.domain.context import StageContext, StageOutcome
+from ki.domain.decisions.changes import CONTENT_KINDS
+from ki.domain.decisions.policy import DecisionRulesPolicy
+from ki.domain.decisions.schema import DecisionResult, make_validators
+from ki.domain.decisions.taxonomy import rationale_taxonomy
 from ki.stages.agentic import run_agent
 from ki.store.decisions import existing_record, version_pair, write_record
 

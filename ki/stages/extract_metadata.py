@@ -5,11 +5,11 @@ document typing) and "Agentic stages" (same loop-and-validator mechanics as Clas
 ontology; its context is the single document). Steps:
 
 1. read the structured_json artifact (missing → RetryableStageError) and the active ontology;
-2. read the document by rule (:func:`ki.metadata.policy.read_document`) with the firm's names and the
+2. read the document by rule (:func:`ki.domain.metadata.policy.read_document`) with the firm's names and the
    aliases of entities the firm already holds that occur in it (its gazetteer) — of a huge text only its
-   bounded window (``pipeline.text_window``, :mod:`ki.text_window`; recorded as ``text_window`` in
+   bounded window (``pipeline.text_window``, :mod:`ki.core.text_window`; recorded as ``text_window`` in
    the Extraction provenance); the date comes from the content, else the file and folder names, else the
-   mtime unless the folder's files share one mtime (:func:`ki.metadata.path_dates.dated`);
+   mtime unless the folder's files share one mtime (:func:`ki.domain.metadata.path_dates.dated`);
 3. decide with the model (``chat_agent`` with the ontology tools, ``search_entities`` and — when the
    clause facet is active — ``clause_search``) when ``KI_LLM_BASE_URL`` is set, else with the rules
    policy through the same tools; validators accept only visited, in-scope node ids;
@@ -24,27 +24,27 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from ki.context import StageContext, StageOutcome
-from ki.entities.abbreviations import FolderScope
-from ki.entities.identifiers import Identifier, unique
-from ki.entities.mentions import KnownName, Mention
-from ki.entities.names import is_party_name, name_key
-from ki.entities.store import known_names
-from ki.entities.tools import search_entities_tool
-from ki.metadata.amounts import find_amounts
-from ki.metadata.matter import MatterContext, code_hint, folder_hints, matter_context
-from ki.metadata.parties import resolve_parties, settle_parties
-from ki.metadata.path_dates import UNIFORM_MIN_FILES, uniform_mtimes
-from ki.metadata.policy import MetadataRulesPolicy, Reading, mention_text, read_document
-from ki.metadata.schema import MetadataResult, make_validators
-from ki.ontology import active_ontology
-from ki.ontology.model import Ontology
-from ki.ontology.terms import tokens
-from ki.ontology.tools import ontology_tools
+from ki.core.text_window import windowed_body
+from ki.domain.context import StageContext, StageOutcome
+from ki.domain.entities.abbreviations import FolderScope
+from ki.domain.entities.identifiers import Identifier, unique
+from ki.domain.entities.mentions import KnownName, Mention
+from ki.domain.entities.names import is_party_name, name_key
+from ki.domain.entities.store import known_names
+from ki.domain.entities.tools import search_entities_tool
+from ki.domain.metadata.amounts import find_amounts
+from ki.domain.metadata.matter import MatterContext, code_hint, folder_hints, matter_context
+from ki.domain.metadata.parties import resolve_parties, settle_parties
+from ki.domain.metadata.path_dates import UNIFORM_MIN_FILES, uniform_mtimes
+from ki.domain.metadata.policy import MetadataRulesPolicy, Reading, mention_text, read_document
+from ki.domain.metadata.schema import MetadataResult, make_validators
+from ki.domain.ontology import active_ontology
+from ki.domain.ontology.model import Ontology
+from ki.domain.ontology.terms import tokens
+from ki.domain.ontology.tools import ontology_tools
 from ki.stages.agentic import gateway_configured, run_agent
 from ki.store.metadata import MetadataRow, folder_mtimes, write_extraction, write_metadata, write_notable_clauses
 from ki.store.sources import project_of_source
-from ki.text_window import windowed_body
 
 TEXT_CHARS = 12_000
 
@@ -92,7 +92,7 @@ def _merge_agent_parties(result: MetadataResult, reading: Reading, firm_names: l
                          ) -> tuple[list[Mention], dict[int, int]]:
     """The rule mentions plus the model's parties the rules missed; the model's roles count as inferred
     (roles are decided by rule); a party named like the firm is the firm; a name without a proper-name head
-    (:func:`ki.entities.names.is_party_name`) is no party."""
+    (:func:`ki.domain.entities.names.is_party_name`) is no party."""
     firm_keys = {name_key(n, kind="law_firm").key for n in firm_names}
     mentions = list(reading.mentions)
     suggested: dict[int, int] = {}

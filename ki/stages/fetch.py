@@ -8,8 +8,8 @@ present root is FileNotFoundError (deterministic).
 
 from __future__ import annotations
 
-from ki.context import StageContext, StageOutcome
-from ki.sources import open_source
+from ki.adapters.sources import open_source
+from ki.domain.context import StageContext, StageOutcome
 from ki.store.objects import record_blob, set_content
 
 
@@ -23,7 +23,7 @@ def handle(ctx: StageContext) -> StageOutcome:
         ArtifactTooLarge: the stream exceeds the limit.
     """
     if ctx.obj.parent_id is not None:  # an attachment or an mbox message: bytes come from its container
-        from ki.sources.children import fetch_child
+        from ki.adapters.sources.children import fetch_child
 
         content_hash, size = fetch_child(ctx.pipeline, ctx.obj)
     else:

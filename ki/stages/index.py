@@ -9,16 +9,16 @@ and date); the permission projection compiled from project,
 source, connector (folder grants) and document grants on every row; re-indexing diffs by ordinal
 (new rows written before surplus ones are deleted); the model name and dimension recorded on the
 index, another model refused before any write. DESIGN.md "Duplicates and permissions": vectors
-are cached per blob (:mod:`ki.index.embedding_cache`), rows are per object.
+are cached per blob (:mod:`ki.adapters.search.embedding_cache`), rows are per object.
 
 **Access-only re-index.** A rescan that finds only an object's grants changed marks its done index
 row ``access_only_reindex`` (``last_error = {"access_only_reindex": true}``, status pending; see
-:func:`ki.access.refresh.mark_access_changes`). The handler then recompiles the projection,
+:func:`ki.domain.access.refresh.mark_access_changes`). The handler then recompiles the projection,
 updates only the permission fields of the object's rows and bumps their ``access_version``: no
 re-splitting, no embedding. A failed attempt keeps the marker (in ``last_error.details``), so the
 retry is access-only too; a full re-index (new bytes, a new producer version) clears it.
 
-**Every textual part**: :meth:`ki.convert.model.StructuredDocument.textual_parts` — the
+**Every textual part**: :meth:`ki.adapters.convert.model.StructuredDocument.textual_parts` — the
 body (the accepted view), comments (with their anchor), footnotes, endnotes, headers, footers, text boxes,
 annotations, form fields, charts, SmartArt, mail headers the body lacks, attachment names and tracked
 deletions (kind ``deleted``: struck text stays findable, marked and filterable) — is chunked, body first;
@@ -53,20 +53,20 @@ import re
 from pathlib import PurePath, PurePosixPath
 from typing import Any
 
-from ki.access.load import object_projection
-from ki.context import StageContext, StageOutcome
-from ki.convert.model import StructuredDocument
-from ki.errors import ClaimLost
-from ki.index import query_embedder
-from ki.index.backend import IndexDocument
-from ki.index.embedding_cache import CachedVectors, embed_rows
-from ki.index.embeddings import context_header, identity_of
-from ki.index.factory import backend_for
-from ki.index.facts import document_facts
+from ki.adapters.convert.model import StructuredDocument
+from ki.adapters.search import query_embedder
+from ki.adapters.search.backend import IndexDocument
+from ki.adapters.search.embedding_cache import CachedVectors, embed_rows
+from ki.adapters.search.embeddings import context_header, identity_of
+from ki.adapters.search.factory import backend_for
+from ki.adapters.search.facts import document_facts
+from ki.core.errors import ClaimLost
+from ki.core.taxonomies import ACCESS_ONLY_REINDEX, SOURCE_OBJECT_DELETED, has_access_only_marker
+from ki.domain.access.load import object_projection
+from ki.domain.context import StageContext, StageOutcome
 from ki.stages.index_clauses import clause_rows, document_holders, profile_lines
 from ki.stages.index_rows import STREAM_ROWS, DocumentRows, PassagePlan
 from ki.store.chunks import indexed_hashes
-from ki.taxonomies import ACCESS_ONLY_REINDEX, SOURCE_OBJECT_DELETED, has_access_only_marker
 
 PROFILE_OPENING_CHARS = 600
 HEADER_TITLE_MAX_CHARS = 200
@@ -117,7 +117,7 @@ def document_fields(ctx: StageContext, title: str | None, doc_type: str | None, 
     """The profile row's searchable fields: ``title``, ``name`` (the file name; an embedded
     object's own name), ``folder`` (the folders from the source root down), ``type`` (the document type's
     labels in both languages), ``matter`` (reference and title), ``party`` (names on the document)."""
-    from ki.sources.children import SEP
+    from ki.adapters.sources.children import SEP
 
     top = ctx.obj.external_id.split("#", 1)[0]
     fields = {"title": title or "", "name": PurePath(ctx.obj.path.split(SEP)[-1]).name,
@@ -126,7 +126,7 @@ def document_fields(ctx: StageContext, title: str | None, doc_type: str | None, 
     if doc_type:
         labels = [doc_type.replace("_", " ")]
         try:
-            from ki.ontology.load import active_ontology
+            from ki.domain.ontology.load import active_ontology
 
             node = active_ontology(ctx.config).node_view(doc_type)
             labels = [node["label"]["de"], node["label"]["en"]]
@@ -174,7 +174,8 @@ def _normalised_opening(text_: str, chars: int) -> str:
 
 
 def stage_embedder(ctx: StageContext) -> Any:
-    """The process's embedder for ``retrieval.embedding_model`` (:func:`ki.index.query_embedder.stage_embedder`)."""
+    """The process's embedder for ``retrieval.embedding_model``
+    (:func:`ki.adapters.search.query_embedder.stage_embedder`)."""
     return query_embedder.stage_embedder(ctx.config.retrieval, ctx.pipeline.db)
 
 

@@ -2,8 +2,9 @@
 
 Spec: insertion-pipeline.md "Index" ("a profile embedding at ordinal −1 for the latest final version and clause
 embeddings at ordinals 1000+ for final/executed versions"; re-indexing diffs by ordinal: replaced, not orphaned).
-Who holds them is :func:`ki.store.finality.holders_of`; the clauses are :func:`ki.index.clauses.split_clauses` of
-the body, typed by :func:`ki.index.clause_types.clause_type` (the ``notable_clauses`` artifact of Extract
+Who holds them is :func:`ki.store.finality.holders_of`; the clauses are
+:func:`ki.adapters.search.clauses.split_clauses` of
+the body, typed by :func:`ki.adapters.search.clause_types.clause_type` (the ``notable_clauses`` artifact of Extract
 metadata first, rules otherwise).
 """
 
@@ -14,9 +15,9 @@ from typing import Any
 
 from sqlalchemy.engine import Connection
 
-from ki.index.backend import clause_base
-from ki.index.clause_types import clause_type, notable_types
-from ki.index.clauses import split_clauses
+from ki.adapters.search.backend import clause_base
+from ki.adapters.search.clause_types import clause_type, notable_types
+from ki.adapters.search.clauses import split_clauses
 from ki.stages.index_rows import ClauseRows
 from ki.store.artifacts import get_artifact
 from ki.store.finality import Holders, holders_of
@@ -27,7 +28,7 @@ NOTABLE_CLAUSES = "notable_clauses"
 def document_holders(conn: Connection, source_object_id: int) -> Holders:
     """Which files of the object's document hold the profile and the clause rows (no DocumentVersion table:
     the object is its own document)."""
-    from ki.index.facts import fact_sources
+    from ki.adapters.search.facts import fact_sources
 
     if not fact_sources(conn).has("document_version", "source_object_id", "rendition", "duplicate_of"):
         return Holders(None, frozenset({source_object_id}), frozenset(), frozenset({source_object_id}))
@@ -39,7 +40,7 @@ def clause_rows(conn: Connection, config: Any, content_hash: str, body_text: str
     """The clause rows of a final version's body text (None when it is not split into clauses).
 
     Each row's ``meta``: ``clause_type`` (a clause-facet node id, or None), ``number``, ``heading``, ``span``
-    ([start, end) offsets into the body text). Ordinals from :func:`ki.index.backend.clause_base` of
+    ([start, end) offsets into the body text). Ordinals from :func:`ki.adapters.search.backend.clause_base` of
     ``passages``. Reads the active ontology (no clause facet: every clause untyped) and the content's
     ``notable_clauses`` artifact.
     """
@@ -47,7 +48,7 @@ def clause_rows(conn: Connection, config: Any, content_hash: str, body_text: str
     if not clauses:
         return None
     try:
-        from ki.ontology.load import active_ontology
+        from ki.domain.ontology.load import active_ontology
 
         onto = active_ontology(config)
     except Exception:  # noqa: BLE001 - an unreadable ontology types nothing; the rows are still written

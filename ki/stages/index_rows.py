@@ -9,7 +9,7 @@ a document's passages are kept as positions in its parts' texts (:class:`Passage
 :data:`STREAM_ROWS` ordinals when they are embedded or written, then drops them.
 
 The rows are exactly the ones the stage wrote before (same ordinals, kinds, meta, texts and embedding
-inputs): :func:`ki.index.chunking.chunk_spans` gives the chunks of ``chunk_text`` as offsets.
+inputs): :func:`ki.adapters.search.chunking.chunk_spans` gives the chunks of ``chunk_text`` as offsets.
 """
 
 from __future__ import annotations
@@ -21,10 +21,10 @@ from typing import Any, Protocol, overload
 
 import numpy as np
 
-from ki.convert.model import TextualPart
-from ki.index.backend import CLAUSE_KIND, PROFILE_KIND, PROFILE_ORDINAL, ChunkRow
-from ki.index.chunking import chunk_spans
-from ki.index.embeddings import embedding_input
+from ki.adapters.convert.model import TextualPart
+from ki.adapters.search.backend import CLAUSE_KIND, PROFILE_KIND, PROFILE_ORDINAL, ChunkRow
+from ki.adapters.search.chunking import chunk_spans
+from ki.adapters.search.embeddings import embedding_input
 
 #: The embedding cache's pseudo-ordinal of a document's matter header: embedded once per (blob, matter), never as
 #: part of a passage (so every passage of a blob is embedded once, whatever matter its copies are filed under).
@@ -32,7 +32,7 @@ MATTER_ORDINAL = -2
 #: The share of the matter header's vector in a passage's or clause's vector (the sum is re-normalised).
 MATTER_WEIGHT = 0.25
 #: Ordinals per batch of the index stage: embedded (one cache lookup and store) and built for the write
-#: together; the PostgreSQL write's own statements are :data:`ki.index.postgres.WRITE_BATCH_ROWS` rows.
+#: together; the PostgreSQL write's own statements are :data:`ki.adapters.search.postgres.WRITE_BATCH_ROWS` rows.
 STREAM_ROWS = 1_000
 
 
@@ -83,7 +83,8 @@ class PassagePlan:
 
 
 class VectorSource(Protocol):
-    """Where the rows' vectors are read from when they are written (:class:`ki.index.embedding_cache.CachedVectors`)."""
+    """Where the rows' vectors are read from when they are written
+    (:class:`ki.adapters.search.embedding_cache.CachedVectors`)."""
 
     def get(self, inputs: Mapping[int, str]) -> dict[int, np.ndarray]:
         """ordinal → float32 vector for every ordinal of ``inputs`` (ordinal → exact embedded text)."""
@@ -103,7 +104,7 @@ def blend(vector: np.ndarray | None, matter: np.ndarray | None) -> np.ndarray | 
 
 @dataclass(frozen=True)
 class ClauseRows:
-    """The clause rows of a final version (:mod:`ki.index.clauses`), in ordinal order from ``base``.
+    """The clause rows of a final version (:mod:`ki.adapters.search.clauses`), in ordinal order from ``base``.
 
     ``texts``: each clause's text (the row's text); ``meta``: each row's ``meta`` (``clause_type``, ``number``,
     ``heading``, ``span``); ``chunk_chars``: the part of a clause that is embedded (its opening, heading first).
@@ -122,7 +123,7 @@ class DocumentRows(Sequence[ChunkRow]):
     """Every row of one document, built on demand: the profile row (ordinal −1) when the object holds it, the
     passages (``0..n-1``), then the clause rows (``clauses.base + i``) when it holds them. Indexing or slicing
     builds only the rows asked for; iterating builds :data:`STREAM_ROWS` at a time. Passed as
-    :attr:`ki.index.backend.IndexDocument.rows`.
+    :attr:`ki.adapters.search.backend.IndexDocument.rows`.
 
     Args:
         profile_text: the profile row's text (what its vector is made from), or None when the object does not
@@ -181,7 +182,8 @@ class DocumentRows(Sequence[ChunkRow]):
 
     def inputs(self, lo: int, hi: int) -> dict[int, str]:
         """ordinal → the exact text embedded for the rows at positions ``lo..hi-1`` (the profile row's text
-        alone; a passage or a clause's opening with the header: :func:`ki.index.embeddings.embedding_input`)."""
+        alone; a passage or a clause's opening with the header:
+        :func:`ki.adapters.search.embeddings.embedding_input`)."""
         return {self.ordinal_at(pos): self._input(pos) for pos in range(max(lo, 0), min(hi, len(self)))}
 
     def input_batches(self, size: int = STREAM_ROWS) -> Iterator[dict[int, str]]:

@@ -7,7 +7,7 @@ provenance); builds the payload (the matter's references and title, the file's p
 tracked-changes digest, e-mail headers, a complete folder listing one level above and below);
 decides with the model or the rules policy (same tools: list_folder, search_documents, open_file;
 same validators) while holding no transaction or lock; then
-:func:`ki.relate.materialize.materialize` re-validates and writes.
+:func:`ki.domain.relate.materialize.materialize` re-validates and writes.
 """
 
 from __future__ import annotations
@@ -15,18 +15,18 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from ki.context import StageContext, StageOutcome
-from ki.errors import RetryableStageError
-from ki.matters.neighbourhood import neighbourhood
-from ki.matters.store import get_matter, read_assignment
-from ki.relate import basis
-from ki.relate.facts import FileFacts
-from ki.relate.materialize import RelatePlan, materialize
-from ki.relate.policy import RelateRulesPolicy
-from ki.relate.schema import RelateResult, make_validators
-from ki.relate.threads import parent_ids
-from ki.relate.tools import RelateTools, mail_headers, oid_of, ref_of, tracked_changes_digest
-from ki.relate.wants import Wants
+from ki.core.errors import RetryableStageError
+from ki.domain.context import StageContext, StageOutcome
+from ki.domain.matters.neighbourhood import neighbourhood
+from ki.domain.matters.store import get_matter, read_assignment
+from ki.domain.relate import basis
+from ki.domain.relate.facts import FileFacts
+from ki.domain.relate.materialize import RelatePlan, materialize
+from ki.domain.relate.policy import RelateRulesPolicy
+from ki.domain.relate.schema import RelateResult, make_validators
+from ki.domain.relate.threads import parent_ids
+from ki.domain.relate.tools import RelateTools, mail_headers, oid_of, ref_of, tracked_changes_digest
+from ki.domain.relate.wants import Wants
 from ki.stages.agentic import run_agent
 from ki.store.objects import attachments_of, identical_files, messages_of_matter, relative_path
 from ki.store.sources import project_of_source

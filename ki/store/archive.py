@@ -30,8 +30,8 @@ from datetime import datetime
 from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
+from ki.core.taxonomies import STAGE_BUCKET_SQL
 from ki.store.models import ProcessingState
-from ki.taxonomies import STAGE_BUCKET_SQL
 
 _ACTIVE = "('queued', 'running')"
 #: processing_state's columns a restore writes (generated ones are computed again).

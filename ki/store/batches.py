@@ -33,8 +33,8 @@ from datetime import datetime
 from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
+from ki.core.taxonomies import ACCESS_ONLY_REINDEX, DISABLED_BY_CONFIGURATION, WAITING_FOR_PREVIOUS_STAGE
 from ki.store.runs import KIND_ACCESS_REFRESH, LABEL_ACCESS_REFRESH
-from ki.taxonomies import ACCESS_ONLY_REINDEX, DISABLED_BY_CONFIGURATION, WAITING_FOR_PREVIOUS_STAGE
 
 #: pg_advisory_xact_lock key serialising batch reservations (all of ki's launchers).
 RESERVE_LOCK_KEY = 0x6B69_0007

@@ -13,7 +13,7 @@ import tempfile
 from pathlib import Path
 from typing import BinaryIO
 
-from ki.errors import ArtifactTooLarge
+from ki.core.errors import ArtifactTooLarge
 
 CHUNK_BYTES = 1 << 20
 

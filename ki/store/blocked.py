@@ -2,7 +2,7 @@
 
 Spec: insertion-pipeline.md "Processing states and console buckets". A stage row parked behind its
 predecessor is in the ``waiting`` bucket; when that predecessor (or any stage it needs, transitively,
-:data:`ki.taxonomies.STAGE_INPUTS`) is quarantined, the row waits for an operator, not for work that will
+:data:`ki.core.taxonomies.STAGE_INPUTS`) is quarantined, the row waits for an operator, not for work that will
 come. :func:`blocked_counts` counts those rows apart — a sub-count of ``waiting``, never a ninth bucket, so
 the eight buckets and their sums stay as the spec has them. ``ki status``, ``GET /api/status`` and the
 console's stage cards show it ("blocked by a quarantined stage").
@@ -13,7 +13,7 @@ from __future__ import annotations
 from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
-from ki.taxonomies import PIPELINE_STAGE_ORDER, STAGE_INPUTS, WAITING_FOR_PREVIOUS_STAGE
+from ki.core.taxonomies import PIPELINE_STAGE_ORDER, STAGE_INPUTS, WAITING_FOR_PREVIOUS_STAGE
 
 
 def upstream(stage: str) -> list[str]:

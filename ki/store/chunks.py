@@ -3,9 +3,9 @@
 Spec: insertion-pipeline.md "Index" (re-index diffs by ordinal; an access-only update when only permissions
 changed; OpenSearch synced from the record); DESIGN.md "Duplicates and permissions" (identical bytes are
 embedded once per blob: ``embedding_cache`` by embedder, content hash, ordinal and input hash). The chunk rows
-themselves are written by :class:`ki.index.postgres.PostgresBackend`. Every function takes a connection the
+themselves are written by :class:`ki.adapters.search.postgres.PostgresBackend`. Every function takes a connection the
 caller owns; one that reads or writes vectors needs pgvector's types registered on it
-(:func:`ki.index.pgvector.register_vector`).
+(:func:`ki.adapters.search.pgvector.register_vector`).
 """
 
 from __future__ import annotations

@@ -19,13 +19,13 @@ from typing import Any
 from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
-from ki.store.attempts import INSERT_FROM_COMPLETED, INSERT_FROM_FAILED, MESSAGE_MAX_CHARS
-from ki.store.lanes import probe_order
-from ki.store.signatures import record_signature
-from ki.taxonomies import (
+from ki.core.taxonomies import (
     DISABLED_BY_CONFIGURATION,
     WAITING_FOR_PREVIOUS_STAGE,
 )
+from ki.store.attempts import INSERT_FROM_COMPLETED, INSERT_FROM_FAILED, MESSAGE_MAX_CHARS
+from ki.store.lanes import probe_order
+from ki.store.signatures import record_signature
 
 WAITING_JSON = json.dumps({"reason": WAITING_FOR_PREVIOUS_STAGE})
 
@@ -87,7 +87,7 @@ _CLAIM_RETURNING = ("RETURNING ps.id, ps.source_object_id, ps.stage, ps.attempts
 
 # -- name: claim_next --
 # Claim the oldest eligible row (pending, or failed with its retry due) by updated_at, of a stage
-# not paused (:paused, the stages whose dependency's circuit breaker is open; ki.breaker).
+# not paused (:paused, the stages whose dependency's circuit breaker is open; ki.adapters.breaker).
 # Its transaction commits asynchronously (set_config(..., true) = SET LOCAL, in the statement
 # itself so an autocommit connection needs no extra round trip): a claim lost in a server crash
 # only returns its row to pending, and the worker's late completion is refused by the token.
@@ -174,7 +174,7 @@ def claim_next(conn: Connection, *, worker: str, run_id: int | None, limit: int 
                model_first: bool = False) -> list[Claim]:
     """Claim up to ``limit`` eligible rows with ``FOR UPDATE SKIP LOCKED``.
 
-    ``lanes`` (DESIGN.md "Lanes": a permutation of ``ki.taxonomies.CLAIM_LANES``, from
+    ``lanes`` (DESIGN.md "Lanes": a permutation of ``ki.core.taxonomies.CLAIM_LANES``, from
     :class:`ki.store.lanes.LaneSchedule`): the rows of the first lane in that order that has an
     eligible row, of that lane's latest stage that has one, oldest first (depth-first:
     docs/design-decisions.md "Depth-first claim order"; :func:`ki.store.lanes.probe_order`);
@@ -186,7 +186,7 @@ def claim_next(conn: Connection, *, worker: str, run_id: int | None, limit: int 
     row would be shared otherwise, so the batch shares one token per call; the
     fencing is per row id + token). ``order_seed`` (``pipeline.claim_order_seed``, tests and
     benchmarks only) replaces the order by a pseudo-random one fixed by the seed (lanes ignored).
-    ``paused``: stages not to claim (their dependency's circuit breaker is open, :mod:`ki.breaker`;
+    ``paused``: stages not to claim (their dependency's circuit breaker is open, :mod:`ki.adapters.breaker`;
     their rows stay as they are, no attempt is spent).
     Returns the claims (maybe empty).
     """

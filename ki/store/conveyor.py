@@ -136,7 +136,7 @@ RETURNING m.source_object_id
 
 def reopen_finished(conn: Connection, run_id: int) -> list[int]:
     """Put back on the conveyor the finished members of run ``run_id`` that a later classification
-    re-opened (a pending row in lane ``rerun``: ``ki.relate.basis`` re-runs a relate whose basis changed);
+    re-opened (a pending row in lane ``rerun``: ``ki.domain.relate.basis`` re-runs a relate whose basis changed);
     returns their object ids, ascending.
 
     Order independence on the Hatchet provider: a document's DAG can end before another document's

@@ -26,7 +26,7 @@ from sqlalchemy.engine import Connection, make_url
 from sqlalchemy.exc import OperationalError
 
 from ki.config.loader import ProcessSettings
-from ki.errors import ConfigurationError
+from ki.core.errors import ConfigurationError
 
 if TYPE_CHECKING:
     from sqlalchemy.orm import Session
@@ -295,9 +295,9 @@ def stored_revisions(connection: Connection) -> set[str] | None:
 
 
 def _refuse_newer_schema(connection: Connection) -> None:
-    """Raise :class:`~ki.errors.SchemaNewerThanCode` when ``alembic_version`` names a revision this code
+    """Raise :class:`~ki.core.errors.SchemaNewerThanCode` when ``alembic_version`` names a revision this code
     does not know (a newer ki migrated the database); a fresh database passes."""
-    from ki.errors import SchemaNewerThanCode
+    from ki.core.errors import SchemaNewerThanCode
     from ki.store.migrations import head_revisions, known_revisions
 
     unknown = sorted((stored_revisions(connection) or set()) - known_revisions())

@@ -19,7 +19,7 @@ from sqlalchemy.engine import Connection
 from ki.store.db import has_table
 
 if TYPE_CHECKING:  # the store reads the answer's fields; it never imports the domain above it
-    from ki.decisions.schema import DecisionResult
+    from ki.domain.decisions.schema import DecisionResult
 
 
 @dataclass(frozen=True)

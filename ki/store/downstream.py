@@ -13,8 +13,8 @@ import json
 from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
+from ki.core.taxonomies import LANE_RERUN, PIPELINE_STAGE_ORDER, WAITING_FOR_PREVIOUS_STAGE
 from ki.store.claims import WAITING_JSON
-from ki.taxonomies import LANE_RERUN, PIPELINE_STAGE_ORDER, WAITING_FOR_PREVIOUS_STAGE
 
 # -- name: skip_downstream --
 # A handler verdict that ends the document (e.g. source_object_deleted) skips every later stage.

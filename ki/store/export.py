@@ -2,7 +2,8 @@
 and what extract_metadata and extract_decisions recorded.
 
 Spec: insertion-pipeline.md "Classify", "Relate", "Extract metadata" and "Extract decisions" (what the export
-shows of them); the fields are :mod:`ki.export`'s and :mod:`ki.metadata.export`'s. Paths are relative to their
+shows of them); the fields are :mod:`ki.app.export`'s and :mod:`ki.domain.metadata.export`'s. Paths are relative to
+their
 source root. Every function takes a connection the caller owns and returns the rows in a stable order.
 """
 

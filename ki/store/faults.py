@@ -16,7 +16,7 @@ from datetime import datetime
 from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
-from ki.served import Served
+from ki.core.served import Served
 
 #: Successes counted at most (the evidence says "at least this many"; the read stays bounded).
 SUCCESS_COUNT_CAP = 1000
@@ -50,7 +50,7 @@ SELECT (SELECT at FROM since) AS since, (SELECT count(*) FROM ok) AS succeeded,
 
 @dataclass(frozen=True)
 class FaultEvidence(Served):
-    """What other files met in the same stages since a file's fault streak began (:class:`ki.served.Served`:
+    """What other files met in the same stages since a file's fault streak began (:class:`ki.core.served.Served`:
     ``succeeded`` counts attempts of other files that finished ``done``, at most :data:`SUCCESS_COUNT_CAP`;
     ``others_failing``: another file of those stages failed with an outage-looking fault after the latest).
 

@@ -1,8 +1,8 @@
 """The reads the access projection is compiled from: grants, a source's row, and embedded objects' lineage.
 
 Spec: insertion-pipeline.md "Index" (the projection compiled from source, project and document grants; an
-embedded object inherits its container's). The compilation itself is :mod:`ki.access.load` and
-:mod:`ki.access.projection`. Every function takes a connection the caller owns.
+embedded object inherits its container's). The compilation itself is :mod:`ki.domain.access.load` and
+:mod:`ki.domain.access.projection`. Every function takes a connection the caller owns.
 """
 
 from __future__ import annotations

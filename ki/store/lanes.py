@@ -2,7 +2,7 @@
 
 DESIGN.md "Lanes"; spec work-queue.md "Lease-Based Claiming" (1. Poll: runnable items by priority
 within claim lanes). A ``processing_state`` row records why it is owed (``lane``, migration
-0020_lanes; ``ki.taxonomies.CLAIM_LANES``), set by the statement that makes it owed: a scan's seeding
+0020_lanes; ``ki.core.taxonomies.CLAIM_LANES``), set by the statement that makes it owed: a scan's seeding
 and requeue of changed bytes (``backfill`` for a source's first full scan and for a bulk arrival of more
 than ``pipeline.lanes.live_max_files`` documents, ``live`` otherwise),
 the prepare steps' requeues (``rerun``), an operator's release (``retry``); a stage unlocked by its
@@ -25,11 +25,11 @@ from collections.abc import Mapping, Sequence
 from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
-from ki.taxonomies import CLAIM_LANES, DEFAULT_LANE_WEIGHTS, MODEL_STAGES, PIPELINE_STAGE_ORDER
+from ki.core.taxonomies import CLAIM_LANES, DEFAULT_LANE_WEIGHTS, MODEL_STAGES, PIPELINE_STAGE_ORDER
 
 
 class LaneSchedule:
-    """Smooth weighted round robin over :data:`ki.taxonomies.CLAIM_LANES` (thread-safe).
+    """Smooth weighted round robin over :data:`ki.core.taxonomies.CLAIM_LANES` (thread-safe).
 
     Args:
         weights: lane → positive integer weight (missing lanes take :data:`DEFAULT_LANE_WEIGHTS`).
@@ -67,7 +67,7 @@ def probe_order(lanes: Sequence[str], paused: Sequence[str] = (), *,
     """The (lane, stage) pairs a lane claim probes, in order, as two parallel lists.
 
     Each lane of ``lanes`` in turn, and within it every stage not in ``paused`` latest first
-    (:data:`LATEST_FIRST`; only :data:`ki.taxonomies.MODEL_STAGES` with ``model_only``):
+    (:data:`LATEST_FIRST`; only :data:`ki.core.taxonomies.MODEL_STAGES` with ``model_only``):
     docs/design-decisions.md "Depth-first claim order".
     """
     stages = [s for s in LATEST_FIRST if s not in paused and (not model_only or s in MODEL_STAGES)]

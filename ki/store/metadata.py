@@ -22,7 +22,7 @@ from sqlalchemy.engine import Connection
 from ki.store.db import has_table
 
 if TYPE_CHECKING:  # the store reads the rows' fields; it never imports the domain above it
-    from ki.metadata.parties import PartyRow
+    from ki.domain.metadata.parties import PartyRow
 
 NOTABLE_CLAUSES = "notable_clauses"
 
@@ -74,7 +74,7 @@ def write_metadata(conn: Connection, source_object_id: int, row: MetadataRow, pa
     """Upsert the document's metadata and replace its party rows (same transaction as the resolution).
 
     Returns: the matter keys the replaced party rows were on (a document classified into another matter
-    leaves its old one, which :func:`ki.metadata.parties.settle_parties` settles again).
+    leaves its old one, which :func:`ki.domain.metadata.parties.settle_parties` settles again).
     """
     conn.execute(UPSERT_METADATA_SQL, {
         "so": source_object_id, "h": row.content_hash, "dv": document_version_id(conn, source_object_id),
@@ -133,7 +133,7 @@ FOLDER_MTIME_SAMPLE = 200
 def folder_mtimes(conn: Connection, source_id: int, root: str, path: str, *, min_files: int) -> list[int]:
     """Modification times (ns) of the live top-level files under the folder holding ``path`` (an absolute
     path under the source's ``root``): the file's own folder, or — while that holds fewer than ``min_files``
-    files (:data:`ki.metadata.path_dates.UNIFORM_MIN_FILES`) — the folder above it, up to the source's top;
+    files (:data:`ki.domain.metadata.path_dates.UNIFORM_MIN_FILES`) — the folder above it, up to the source's top;
     at most :data:`FOLDER_MTIME_SAMPLE` values."""
     folder = path.rsplit("/", 1)[0] if "/" in path else ""
     out: list[int] = []

@@ -146,7 +146,7 @@ class ProcessingState(Base):
     work_item_id: Mapped[uuid.UUID] = mapped_column(UUID(as_uuid=True), server_default=sa_text("gen_random_uuid()"))
     # Migration 0016_work_item_signature: the failure's signature (``last_error->>'signature'``), stored.
     signature: Mapped[str | None] = mapped_column(Text, Computed("last_error->>'signature'", persisted=True))
-    # Migration 0020_lanes: why the row is owed (ki.taxonomies.CLAIM_LANES).
+    # Migration 0020_lanes: why the row is owed (ki.core.taxonomies.CLAIM_LANES).
     lane: Mapped[str] = mapped_column(Text, server_default=sa_text("'backfill'"))
     __table_args__ = (
         UniqueConstraint("source_object_id", "stage", name="uq_processing_state_object_stage"),
@@ -180,7 +180,7 @@ class PipelineRun(Base):
     source_id: Mapped[int | None] = mapped_column(ForeignKey("source.id"))
     trigger: Mapped[str] = mapped_column(Text, server_default=sa_text("'cli'"))
     workflow_run_id: Mapped[str | None] = mapped_column(Text)
-    # the process running a local run (``host:pid:start``, ki.liveness); its heartbeat is updated_at
+    # the process running a local run (``host:pid:start``, ki.core.liveness); its heartbeat is updated_at
     worker: Mapped[str | None] = mapped_column(Text)
     insertion_run_id: Mapped[int | None] = mapped_column(ForeignKey("pipeline_runs.id", ondelete="SET NULL"))
     #: the document workflow of a Hatchet batch and its window (migration 0018_conveyor)

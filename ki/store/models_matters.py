@@ -1,8 +1,8 @@
 """SQLAlchemy models of matters, assignments, documents, relations and threads (migration ``0004_matters``).
 
 Spec: insertion-pipeline.md "Classify (classify_matter)" and "Relate (relate)". Written by
-:mod:`ki.matters.store` (Classify) and :mod:`ki.relate.materialize` (Relate); read by
-:mod:`ki.export`.
+:mod:`ki.domain.matters.store` (Classify) and :mod:`ki.domain.relate.materialize` (Relate); read by
+:mod:`ki.app.export`.
 """
 
 from __future__ import annotations
@@ -203,7 +203,7 @@ class RelationIntent(Base):
 
 
 class RelateEpoch(Base):
-    """Per matter, a counter bumped by every classification into it (:mod:`ki.relate.basis`)."""
+    """Per matter, a counter bumped by every classification into it (:mod:`ki.domain.relate.basis`)."""
 
     __tablename__ = "relate_epoch"
     matter_id: Mapped[int] = mapped_column(ForeignKey("matter.id", ondelete="CASCADE"), primary_key=True)
@@ -223,7 +223,7 @@ class RelateBasis(Base):
 
 
 class ClassifyEpoch(Base):
-    """Per project, a counter bumped by every classification (:mod:`ki.matters.basis`)."""
+    """Per project, a counter bumped by every classification (:mod:`ki.domain.matters.basis`)."""
 
     __tablename__ = "classify_epoch"
     project_id: Mapped[int] = mapped_column(ForeignKey("project.id", ondelete="CASCADE"), primary_key=True)

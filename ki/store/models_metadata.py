@@ -85,7 +85,7 @@ class EntityIdentifier(Base):
 class MatterParty(Base):
     """An entity's role on a matter (``matter_key``: ``matter:<id>`` once classified, else a fallback).
 
-    ``basis`` says why (see :data:`ki.entities.roles.RANKS`); ``rank`` is its strength. A stronger
+    ``basis`` says why (see :data:`ki.domain.entities.roles.RANKS`); ``rank`` is its strength. A stronger
     claim replaces the role, an equal or weaker one keeps it.
     """
 

@@ -2,7 +2,7 @@
 
 Spec: insertion-pipeline.md "Index" (model name and dimension recorded on the index; permission
 projection compiled from source, project and document grants); DESIGN.md "Duplicates and
-permissions" (identical bytes embedded once per blob). Written and read by :mod:`ki.index`.
+permissions" (identical bytes embedded once per blob). Written and read by :mod:`ki.adapters.search`.
 The chunk's own vector column is ``Chunk.embedding`` in :mod:`ki.store.models`.
 """
 
@@ -26,7 +26,7 @@ class IndexMeta(Base):
 
     One row per index (the embedded backend has one, ``default``). Written when the first
     vectors are stored; writing vectors of another embedder or dimension is refused
-    (:class:`ki.index.backend.EmbedderMismatch`).
+    (:class:`ki.adapters.search.backend.EmbedderMismatch`).
     """
 
     __tablename__ = "index_meta"
@@ -60,7 +60,7 @@ class AccessGrant(Base):
 
     Exactly one of ``project_id``, ``source_id``, ``source_object_id`` is set. Compiled with the
     source configuration and the connector's ACL into each chunk's ``allowed_principals`` /
-    ``denied_principals`` (:mod:`ki.access`).
+    ``denied_principals`` (:mod:`ki.domain.access`).
     """
 
     __tablename__ = "access_grant"
@@ -84,7 +84,7 @@ class AccessGrant(Base):
 
 class IndexChange(Base):
     """The change log of the search record: one row per object whose rows changed, ``seq`` bumped by every
-    write (migration 0014; :mod:`ki.index.record`). Projections (the embedded lexical index) apply the
+    write (migration 0014; :mod:`ki.adapters.search.record`). Projections (the embedded lexical index) apply the
     objects changed after the last ``seq`` they applied."""
 
     __tablename__ = "index_change"

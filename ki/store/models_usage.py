@@ -2,7 +2,7 @@
 
 One row per model-gateway call: stage, model, the document and trace it served,
 token counts, latency (ms) and the cost in USD when the model's price is known
-(NULL otherwise). Written by :func:`ki.agents.usage.record_usage`; read by the
+(NULL otherwise). Written by :func:`ki.adapters.agents.usage.record_usage`; read by the
 per-stage spend (spec: insertion-pipeline.md "The console page", GET /api/costs).
 """
 
@@ -28,7 +28,7 @@ class ModelUsage(Base):
         source_object_id: the document, when the call was for one (no FK: spend survives deletion).
         trace_id: the agent loop's trace id (uuid4 hex), shared by every call of one attempt.
         prompt_tokens / completion_tokens / total_tokens: as the gateway reported them (0 if absent).
-        cost_usd: computed from :data:`ki.agents.usage.PRICES_PER_MILLION`; NULL for unknown models.
+        cost_usd: computed from :data:`ki.adapters.agents.usage.PRICES_PER_MILLION`; NULL for unknown models.
         latency_ms: wall time of the HTTP call in milliseconds.
     """
 

@@ -2,7 +2,7 @@
 ``0017_watch``) and the open circuit breakers (``dependency_pause``, ``0019_dependency_pause``).
 
 Written through :mod:`ki.store.watch` by ``ki watch`` / ``ki serve --watch``
-(:mod:`ki.sources.watch`), read by ``ki status`` and the console's status.
+(:mod:`ki.adapters.sources.watch`), read by ``ki status`` and the console's status.
 """
 
 from __future__ import annotations
@@ -52,7 +52,7 @@ class SourceWatch(Base):
 
 
 class DependencyPause(Base):
-    """An open circuit breaker (``dependency_pause``, migration ``0019_dependency_pause``; :mod:`ki.breaker`).
+    """An open circuit breaker (``dependency_pause``, migration ``0019_dependency_pause``; :mod:`ki.adapters.breaker`).
 
     Attributes:
         dependency: ``gateway``, ``docling``, ``opensearch`` or ``source``.

@@ -2,7 +2,7 @@
 
 Spec: insertion-pipeline.md "Parse (convert)" (each attachment or embedded document is a source object of its
 own, in its container's source) and "Fetch" (a rename inside the root keeps the document; a tombstoned
-container takes its embedded objects with it). The reconciliation rules are :mod:`ki.sources.children`'s.
+container takes its embedded objects with it). The reconciliation rules are :mod:`ki.adapters.sources.children`'s.
 Every function takes a connection the caller owns.
 """
 

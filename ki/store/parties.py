@@ -2,7 +2,7 @@
 the documents a search's ``--party`` names (the entities a name names on the ledger; the SQL condition).
 
 Spec: insertion-pipeline.md "Extract metadata" (parties resolved by rule, one real person one entity); the
-rules are :mod:`ki.entities.abbreviations`'s. Every function takes a connection the caller owns (the
+rules are :mod:`ki.domain.entities.abbreviations`'s. Every function takes a connection the caller owns (the
 extraction's transaction, under the matter's roles lock).
 """
 
@@ -60,7 +60,7 @@ ORDER BY 1
 
 
 def entities_named(conn: Connection, key: str, tokens: Sequence[str]) -> tuple[int, ...]:
-    """Entity ids whose identity key or an alias's key is ``key`` (a :class:`ki.entities.names.NameKey` key), or
+    """Entity ids whose identity key or an alias's key is ``key`` (a :class:`ki.domain.entities.names.NameKey` key), or
     one of whose aliases holds every one of ``tokens`` (its distinctive words): what ``--party`` names."""
     return tuple(int(r[0]) for r in conn.execute(_ENTITIES_NAMED, {"key": key, "tokens": list(tokens)}))
 

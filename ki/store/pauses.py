@@ -1,7 +1,7 @@
-"""The open circuit breakers in PostgreSQL (``dependency_pause``; :mod:`ki.breaker`).
+"""The open circuit breakers in PostgreSQL (``dependency_pause``; :mod:`ki.adapters.breaker`).
 
 A process running stages records the breakers it opens (:class:`PauseSink`, attached to
-``ki.breaker.BREAKERS`` by the local runner) and reads the others' (:func:`read_pauses`), so every
+``ki.adapters.breaker.BREAKERS`` by the local runner) and reads the others' (:func:`read_pauses`), so every
 process pauses the stages of a dependency one of them found down, and ``ki status`` / the console's
 ``/api/status`` say so. The first success anywhere deletes the row.
 """
@@ -59,7 +59,7 @@ def read_pauses(conn: Connection) -> list[Pause]:
 
 
 class PauseSink:
-    """A :class:`ki.breaker.BreakerSink` writing to ``engine``'s database, each event in its own
+    """A :class:`ki.adapters.breaker.BreakerSink` writing to ``engine``'s database, each event in its own
     transaction. ``worker`` (``host:pid:start``) is recorded as ``paused_by``."""
 
     def __init__(self, engine: Engine, worker: str | None = None) -> None:

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
-from ki.taxonomies import CLAIM_LANES, PIPELINE_STAGE_ORDER
+from ki.core.taxonomies import CLAIM_LANES, PIPELINE_STAGE_ORDER
 
 #: Reasons a row waits with besides its place in the stage order and a retry not yet due (``last_error.reason``
 #: of a pending, failed or skipped row): a file the share will not let ki read.

@@ -20,10 +20,7 @@ from typing import Any
 from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
-from ki.store.archive import restore_objects
-from ki.store.attempts import INSERT_FROM_ACTION
-from ki.store.claims import WAITING_JSON
-from ki.taxonomies import (
+from ki.core.taxonomies import (
     ACCESS_ONLY_REINDEX,
     CANCELLED,
     DISABLED_BY_CONFIGURATION,
@@ -34,6 +31,9 @@ from ki.taxonomies import (
     PIPELINE_STAGE_ORDER,
     WAITING_FOR_PREVIOUS_STAGE,
 )
+from ki.store.archive import restore_objects
+from ki.store.attempts import INSERT_FROM_ACTION
+from ki.store.claims import WAITING_JSON
 
 # -- name: seed_rows --
 # A new object gets one row per stage: fetch pending, every later stage waiting.
@@ -60,7 +60,7 @@ WHERE source_object_id = ANY(CAST(:ids AS bigint[]))
 
 def seed_rows(conn: Connection, ids: list[int], *, lane: str = LANE_BACKFILL) -> None:
     """Insert the seven stage rows of each new object (fetch pending, the rest waiting) in ``lane``
-    (``ki.taxonomies.CLAIM_LANES``: ``backfill`` for a first insertion, ``live`` for a change); existing
+    (``ki.core.taxonomies.CLAIM_LANES``: ``backfill`` for a first insertion, ``live`` for a change); existing
     rows stay."""
     if ids:
         conn.execute(SEED_ROWS_SQL, {"ids": ids, "stages": list(PIPELINE_STAGE_ORDER),
@@ -181,7 +181,7 @@ picked AS (
 def requeue_ontology_outdated(conn: Connection, versions: dict[str, str], *, visible: list[str],
                               fingerprint: str) -> tuple[int, int]:
     """Requeue ``extract_metadata`` where the scope ``visible`` / ``fingerprint`` no longer holds the
-    judgement (see ``ki.ontology.requeue``). Returns (rows requeued, rows parked back to waiting)."""
+    judgement (see ``ki.domain.ontology.requeue``). Returns (rows requeued, rows parked back to waiting)."""
     params = _stage_table(versions) | {"waiting_reason": WAITING_FOR_PREVIOUS_STAGE,
                                       "visible": sorted(visible), "fingerprint": fingerprint}
     row = conn.execute(REQUEUE_ONTOLOGY_SQL, params).one()

@@ -18,7 +18,7 @@ from ki.store.signatures import error_signature
 
 # -- name: recover_stale_claims --
 # Running rows silent longer than claim_timeout_seconds, or held by a worker known dead (a process
-# of this host that is gone: ki.liveness), become failed (StaleClaim), due now; a row whose
+# of this host that is gone: ki.core.liveness), become failed (StaleClaim), due now; a row whose
 # attempts (outage attempts excepted) reached max_attempts is quarantined instead.
 # Each is appended to the history (outcome ``stale``, the silent worker named) in the same statement.
 STALE_CLASS = "StaleClaim"

@@ -19,10 +19,7 @@ from typing import Any
 from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
-from ki.store.archive import archived_bucket_counts
-from ki.store.claims import ELIGIBLE_SQL
-from ki.store.stale_claims import STALE_CLASS
-from ki.taxonomies import (
+from ki.core.taxonomies import (
     BUCKETS,
     LANE_RERUN,
     PIPELINE_STAGE_ORDER,
@@ -30,6 +27,9 @@ from ki.taxonomies import (
     WAITING_FOR_PREVIOUS_STAGE,
     stage_bucket,
 )
+from ki.store.archive import archived_bucket_counts
+from ki.store.claims import ELIGIBLE_SQL
+from ki.store.stale_claims import STALE_CLASS
 
 # -- name: bucket_counts --
 # Exact per-stage bucket counts (GET /api/status, ki status): stage_bucket() in SQL.

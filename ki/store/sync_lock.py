@@ -4,7 +4,7 @@ Spec: insertion-pipeline.md "Orchestration" (``uq_pipeline_runs_active_sync``: o
 source). The unique index
 refuses a second sync run, but a process that dies mid-sync (killed, or its database stopped) leaves its
 run ``running`` for ever; the lock tells a live owner from a dead one, because PostgreSQL drops a
-session's advisory locks with its connection (``ki.launch.launch_sync``).
+session's advisory locks with its connection (``ki.app.launch.launch_sync``).
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 Spec insertion-pipeline.md "Retry policy and quarantine" (a source fault is never the file's) and
 DESIGN.md "Outages are not the file's fault"; the decision is in docs/design-decisions.md ("A file ki
 may not read waits for its permissions to change"). A fetch that meets a permission fault
-(:class:`ki.errors.SourceReadDenied`) parks its row — ``skipped`` with reason ``source_unreadable``, the
+(:class:`ki.core.errors.SourceReadDenied`) parks its row — ``skipped`` with reason ``source_unreadable``, the
 console bucket ``waiting`` — with the file's mode, owner and inode change time (``details``); it is not
 retried by every run. A scan that sees that file's mode, owner or ACL change (its ``st_ctime_ns``
 moves with each of them), or finds it readable, releases it: pending, a fresh attempt budget.
@@ -17,7 +17,7 @@ from typing import Any
 from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
-from ki.taxonomies import PIPELINE_STAGE_ORDER, SOURCE_UNREADABLE
+from ki.core.taxonomies import PIPELINE_STAGE_ORDER, SOURCE_UNREADABLE
 
 # -- name: parked_unreadable --
 # The fetch rows of a source (or every source) parked as unreadable, with their file and evidence.

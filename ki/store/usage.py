@@ -2,7 +2,7 @@
 
 Spec: insertion-pipeline.md "The console page" (GET /api/costs: realized spend per stage from
 the usage ledger; the re-run dialog shows a stage's spend so far). Rows are written by
-:func:`insert_usage` (through :func:`ki.agents.usage.record_usage`). Costs are USD (``cost_usd`` is NULL for a
+:func:`insert_usage` (through :func:`ki.adapters.agents.usage.record_usage`). Costs are USD (``cost_usd`` is NULL for a
 model without a price: such calls are counted in ``unpriced_calls``, never as free).
 """
 

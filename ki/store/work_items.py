@@ -24,11 +24,7 @@ from typing import Any
 from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
-from ki.store.archive import restore_work_item
-from ki.store.attempts import INSERT_FROM_ACTION
-from ki.store.claims import WAITING_JSON
-from ki.store.requeue import RETRYABLE_SQL
-from ki.taxonomies import (
+from ki.core.taxonomies import (
     BUCKETS,
     CANCELLED,
     DISABLED_BY_CONFIGURATION,
@@ -36,6 +32,10 @@ from ki.taxonomies import (
     WAITING_FOR_PREVIOUS_STAGE,
     stage_bucket,
 )
+from ki.store.archive import restore_work_item
+from ki.store.attempts import INSERT_FROM_ACTION
+from ki.store.claims import WAITING_JSON
+from ki.store.requeue import RETRYABLE_SQL
 
 #: The work-queue statuses (DESIGN.md's table): pending = waiting on a predecessor, runnable = ki's
 #: pending or failed-awaiting-retry, failed = quarantined (terminal until an operator retries).

@@ -12,5 +12,5 @@ One concept per module, imports pointing downwards:
 * :mod:`ki.workflows.worker` — ``ki worker``.
 
 Task bodies never import the trigger: ``ki worker`` hands them what they may start. Importing these
-modules has no side effects (Hatchet workers spawn processes). ``ki.launch`` sits above this package.
+modules has no side effects (Hatchet workers spawn processes). ``ki.app.launch`` sits above this package.
 """

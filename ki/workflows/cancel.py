@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 
-from ki.context import PipelineContext
+from ki.domain.context import PipelineContext
 from ki.store import cancel
 from ki.workflows.client import hatchet_client
 

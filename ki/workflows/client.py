@@ -13,8 +13,8 @@ import weakref
 from typing import Any
 
 from ki.config.process import HatchetClientSettings, current
-from ki.errors import OrchestratorUnavailable
-from ki.shared_clients import on_reset, shared
+from ki.core.errors import OrchestratorUnavailable
+from ki.core.shared_clients import on_reset, shared
 
 #: Workflow names registered per client (the entry goes with the client).
 _registered: weakref.WeakKeyDictionary[Any, set[str]] = weakref.WeakKeyDictionary()
@@ -22,7 +22,7 @@ _registered_lock = threading.Lock()
 
 
 def hatchet_client(*, once: bool = False) -> Any:
-    """The process's ``hatchet_sdk.Hatchet`` client for the ``HATCHET_CLIENT_*`` environment (``ki.services``).
+    """The process's ``hatchet_sdk.Hatchet`` client for the ``HATCHET_CLIENT_*`` environment (``ki.app.wiring``).
 
     ``once=True``: a client whose REST and gRPC calls are attempted once (the sweeper: an unknown run id
     answers NotFound in milliseconds instead of after ~15 s of retries; the triggers: every refusal reaches
@@ -55,7 +55,7 @@ def _build(once: bool) -> Any:
 
 @on_reset
 def forget_registrations() -> None:
-    """Forget which workflows were registered (``ki.services.reset`` forgets the clients)."""
+    """Forget which workflows were registered (``ki.app.wiring.reset`` forgets the clients)."""
     with _registered_lock:
         _registered.clear()
 

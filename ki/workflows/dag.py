@@ -58,7 +58,7 @@ from collections.abc import Iterable
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
-from ki.taxonomies import PIPELINE_STAGE_ORDER
+from ki.core.taxonomies import PIPELINE_STAGE_ORDER
 from ki.workflows.inputs import DocumentInput, SyncInput
 from ki.workflows.pools import task_labels
 
@@ -170,7 +170,7 @@ def _stage_fn(stage: str, *, final: bool):
     def run(inp: DocumentInput, ctx) -> dict[str, Any]:
         from hatchet_sdk import NonRetryableException
 
-        from ki.errors import RunAborted
+        from ki.core.errors import RunAborted
         from ki.workflows.task import stage_task
 
         try:

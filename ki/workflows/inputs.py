@@ -34,7 +34,7 @@ class DocumentInput(BaseModel):
 
 class SyncInput(BaseModel):
     """Input of a sync run: the pipeline_runs id (kind ``sync``) and the source, as decimal strings, and
-    what the scan looks at (``ki.sources.scan.ScanScope``: the watcher's settled paths, what to defer;
+    what the scan looks at (``ki.adapters.sources.scan.ScanScope``: the watcher's settled paths, what to defer;
     the defaults: the whole source). ``attempt``: empty for the run's trigger; a fresh token when the sweeper
     re-triggers a sync whose workflow run the engine lost (its own idempotency key, ``input.run_id + ':' +
     input.attempt``)."""

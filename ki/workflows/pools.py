@@ -35,9 +35,9 @@ import sys
 from typing import Any
 
 from ki.config.process import WorkerPoolSettings, child_environment, current
-from ki.errors import ConfigurationError
+from ki.core.errors import ConfigurationError
+from ki.core.taxonomies import MODEL_STAGES
 from ki.store.lanes import model_workers
-from ki.taxonomies import MODEL_STAGES
 
 log = logging.getLogger(__name__)
 

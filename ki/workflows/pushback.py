@@ -26,8 +26,8 @@ import threading
 from collections.abc import Callable
 from typing import TypeVar
 
-from ki.context import PipelineContext
-from ki.errors import OrchestratorUnavailable
+from ki.core.errors import OrchestratorUnavailable
+from ki.domain.context import PipelineContext
 from ki.store import pushback
 
 log = logging.getLogger(__name__)

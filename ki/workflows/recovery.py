@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from ki.context import PipelineContext
+from ki.domain.context import PipelineContext
 from ki.store import batches, conveyor, pushback, runs
 from ki.workflows.client import hatchet_client
 from ki.workflows.trigger import advance_conveyor, trigger_members, trigger_sync

@@ -60,7 +60,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Literal
 
-from ki.context import PipelineContext
+from ki.domain.context import PipelineContext
 from ki.orchestration.run_sweep import sweep_local_runs
 from ki.store import batches, runs
 from ki.store.conveyor import conveyor_states

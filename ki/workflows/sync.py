@@ -1,4 +1,4 @@
-"""The body of the source scan task (workflow ``ki-sync``): :func:`ki.sources.sync.run_sync_body` in a worker.
+"""The body of the source scan task (workflow ``ki-sync``): :func:`ki.adapters.sources.sync.run_sync_body` in a worker.
 
 Spec: insertion-pipeline.md "Orchestration" (``KI_HATCHET_SYNC_CONCURRENCY``: concurrent source
 scans; the sweeper fails a sync run whose workflow ended without finishing it, because
@@ -28,8 +28,8 @@ def run_sync(run_id: int, source_id: int, inp: SyncInput | None = None) -> dict[
     Returns ``{"run_id", "status", "listed", "new", "changed", "insertion_run_id"}`` (``error`` when failed).
     Raises: RuntimeError when a hand-off is due and this worker runtime cannot launch runs.
     """
-    from ki.sources.scan import ScanScope
-    from ki.sources.sync import run_sync_body
+    from ki.adapters.sources.scan import ScanScope
+    from ki.adapters.sources.sync import run_sync_body
 
     rt = worker_runtime()
     ctx = rt.ctx

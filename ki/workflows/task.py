@@ -45,9 +45,10 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from ki.breaker import BREAKERS
-from ki.context import PipelineContext
-from ki.errors import TaskCancelled
+from ki.adapters.breaker import BREAKERS
+from ki.core.errors import TaskCancelled
+from ki.core.taxonomies import PIPELINE_STAGE_ORDER, stage_bucket
+from ki.domain.context import PipelineContext
 from ki.orchestration.budget import BudgetGate
 from ki.orchestration.execute import run_stage_watched
 from ki.orchestration.heartbeat import ClaimKeeper
@@ -56,7 +57,6 @@ from ki.orchestration.prepare import recover_stale_claims
 from ki.store import batches, conveyor
 from ki.store.cancel import cancel_requested
 from ki.store.status import StageRow, rows_by_stage
-from ki.taxonomies import PIPELINE_STAGE_ORDER, stage_bucket
 
 log = logging.getLogger(__name__)
 
@@ -77,8 +77,8 @@ CONFIG_RELOAD_SECONDS = 5.0
 #: ``(ctx, run_id, object ids) -> DAGs triggered``: ``ki.workflows.trigger.trigger_members`` (the members
 #: the batch's conveyor released, on the run's recorded document workflow).
 TriggerMembers = Callable[[PipelineContext, int, list[int]], int]
-#: ``(ctx, source_id, on_started) -> insertion run id``: ``ki.launch.launch_insertion`` for the sync hand-off
-#: (``on_started(run_id)`` once the insertion run's row exists; see ki.sources.sync).
+#: ``(ctx, source_id, on_started) -> insertion run id``: ``ki.app.launch.launch_insertion`` for the sync hand-off
+#: (``on_started(run_id)`` once the insertion run's row exists; see ki.adapters.sources.sync).
 HandOff = Callable[[PipelineContext, int, Callable[[int], None]], int]
 
 
@@ -229,7 +229,8 @@ def drive_stage(rt: WorkerRuntime, run_id: int, oid: int, stage: str, *,
         if target.status == "pending" or (target.status == "failed" and target.next_retry_at is not None
                                           and target.next_retry_at <= now):
             admitted, probe = (False, None) if target.stage in budget.held() else gate.admit(target.stage)
-            # its dependency is paused (ki.breaker), or a spending cap holds it (ki.orchestration.budget): the row
+            # its dependency is paused (ki.adapters.breaker), or a spending cap holds it (ki.orchestration.budget):
+            # the row
             # stays pending, no attempt spent
             if not admitted:
                 _sleep(PAUSED_POLL_SECONDS, cancelled)

@@ -4,7 +4,7 @@ Provider ``hatchet``: one Hatchet DAG per document, the database row still the i
 
 Spec: insertion-pipeline.md "Orchestration" (Hatchet provider, concurrency and sweeper variables,
 the sweeper), "Failure modes", and the decision "Hatchet DAG shape and pacing" (DESIGN.md).
-``ki.launch.launch_insertion`` creates the ledger row and calls :func:`trigger_insertion`, which
+``ki.app.launch.launch_insertion`` creates the ledger row and calls :func:`trigger_insertion`, which
 
 1. runs the same prepare steps as the local provider (``run_prepare_steps``);
 2. in one transaction, reserves the batch (:func:`ki.store.batches.reserve_batch`: under a global
@@ -24,7 +24,7 @@ the sweeper), "Failure modes", and the decision "Hatchet DAG shape and pacing" (
 The run then belongs to the workers (``ki worker``): each task drives its row
 (:mod:`ki.workflows.task`), progress is aggregated into the run row, each DAG's final task (or
 failure hook) releases and triggers the next members, the last document's final task completes
-the run. ``ki.launch.wait_for_run`` is what ``ki insert`` does meanwhile (polls the rows).
+the run. ``ki.app.launch.wait_for_run`` is what ``ki insert`` does meanwhile (polls the rows).
 
 Errors: :class:`OrchestratorUnavailable` when the token is missing or the engine refuses the
 trigger (the run is then failed with the cause; members already triggered still run and their
@@ -38,10 +38,10 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from ki.context import PipelineContext
-from ki.errors import OrchestratorUnavailable
+from ki.adapters.sources.scan import ScanScope
+from ki.core.errors import OrchestratorUnavailable
+from ki.domain.context import PipelineContext
 from ki.orchestration.prepare import run_prepare_steps
-from ki.sources.scan import ScanScope
 from ki.store import batches, conveyor, objects, runs
 from ki.workflows.client import ensure_registered, hatchet_client
 from ki.workflows.dag import (

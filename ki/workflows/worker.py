@@ -3,7 +3,7 @@
 The worker wires the task bodies (:mod:`ki.workflows.task`, :mod:`ki.workflows.sync`) to what they
 start beyond their own rows: the DAGs of members the batch's conveyor released
 (:func:`ki.workflows.trigger.trigger_members`) and the insertion run after a sync
-(``ki.launch.launch_insertion``).
+(``ki.app.launch.launch_insertion``).
 
 Which document workflows it serves (decision "Hatchet DAG shape and pacing", DESIGN.md): the DAG of
 the enabled stages of the configuration it loaded, plus the DAG of every active batch (a batch in
@@ -32,7 +32,7 @@ import sys
 import threading
 
 from ki.config.process import WorkerPoolSettings, current, prefer_sleeping_omp_threads
-from ki.context import PipelineContext
+from ki.domain.context import PipelineContext
 from ki.workflows.task import HandOff
 
 log = logging.getLogger(__name__)
@@ -96,7 +96,7 @@ def run_worker(*, hand_off: HandOff, slots: int | None = None, name: str | None 
 
     Args:
         hand_off: how a sync task hands off to an insertion run (``(ctx, source_id, on_started) -> run id``;
-            ``ki worker`` gives :func:`ki.launch.hand_off_to_insertion`): the caller wires it, so the provider
+            ``ki worker`` gives :func:`ki.app.launch.hand_off_to_insertion`): the caller wires it, so the provider
             never imports the launcher above it.
         slots: concurrent tasks (default ``KI_WORKER_SLOTS``, 8). With a model stage enabled, a ``general`` worker
             (``KI_WORKER_POOL``, :mod:`ki.workflows.pools`) keeps ``pipeline.lanes.model_workers`` of them (default

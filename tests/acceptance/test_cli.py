@@ -22,7 +22,7 @@ import psutil
 import pytest
 
 from ki.config.settings import UNIMPLEMENTED_STAGES
-from ki.taxonomies import BUCKETS, PIPELINE_STAGE_ORDER
+from ki.core.taxonomies import BUCKETS, PIPELINE_STAGE_ORDER
 
 # `ki insert` of the estate runs every stage; give a loaded CI machine room.
 pytestmark = pytest.mark.timeout(1200)

@@ -1,6 +1,6 @@
 """What a newcomer meets first, as the real ``ki`` command on a fresh data directory: a taken port
 (ki/cli/serve.py ``listen``), ``ki db stop`` naming the ki processes that hold the database
-(ki/store/db.py ``application_name``), search output (ki/cli/search.py ``print_hit``, ki/index/snippets.py),
+(ki/store/db.py ``application_name``), search output (ki/cli/search.py ``print_hit``, ki/adapters/search/snippets.py),
 ``ki status`` piped at 80 columns with the stage ids, and the rows a quarantined stage blocks
 (ki/store/blocked.py).
 

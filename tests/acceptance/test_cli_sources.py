@@ -1,5 +1,5 @@
 """``ki source list|remove|rescan`` and the folders ``ki insert`` refuses (issue 21, "Sources cannot be
-managed"; ki/sources/registry.py, ki/store/sources.py), driven as the real ``ki`` command.
+managed"; ki/adapters/sources/registry.py, ki/store/sources.py), driven as the real ``ki`` command.
 
 One test, one fresh data directory on the embedded PostgreSQL: four small text files inserted twice
 and rescanned once (~1-2 min on a loaded 2-core machine, most of it interpreter starts).

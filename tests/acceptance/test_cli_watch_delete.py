@@ -1,7 +1,8 @@
 """A file deleted while ``ki watch`` runs, as the real commands on a fresh data directory: one deletion
 the watcher sees (its folder still listed) leaves search at once; more at once than
 ``pipeline.watch.delete_at_once_max`` wait for ``pipeline.deletion_confirmations``, and until then every
-hit of them says "missing from the share since …" (ki/sources/scan.py ``seen_gone``, ki/index/search.py
+hit of them says "missing from the share since …" (ki/adapters/sources/scan.py ``seen_gone``,
+ki/adapters/search/search.py
 ``missing_note``).
 
 Three small files, a real ``ki watch`` process (~1-2 min under load).

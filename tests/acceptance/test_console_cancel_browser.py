@@ -1,4 +1,4 @@
-"""The run banner's Cancel button in a real browser against a real ``ki serve`` (ki.cancel).
+"""The run banner's Cancel button in a real browser against a real ``ki serve`` (ki.app.cancel).
 
 A server (``tests/helpers/gated_serve.py``: its fetches wait for a gate file) holds a run whose fetches cannot
 finish; the banner shows the run with **Cancel run**; the click (confirmed) asks the API to cancel: the banner says
@@ -37,8 +37,8 @@ def test_cancel_from_the_run_banner(make_ctx, db_url, data_dir, tmp_path, browse
     for i in range(8):
         (root / f"Schreiben {i}.txt").write_text(f"Schreiben {i} an die Mandantschaft.\n", encoding="utf-8")
     ctx = make_ctx(workers=2)
+    from ki.adapters.sources.scan import register_local_source, scan_source
     from ki.app.tokens import create_token
-    from ki.sources.scan import register_local_source, scan_source
 
     scan_source(ctx, register_local_source(ctx, root))
     with ctx.db.engine.connect() as conn:

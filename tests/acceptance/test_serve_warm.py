@@ -1,5 +1,5 @@
 """``ki serve`` warms the search path while it starts (lexicons, lexical indexes, embedder): ``ki.log`` says
-so, without a request (``ki.cli.serve._warm_search``, ``ki.index.search.warm``). ~10-30 s."""
+so, without a request (``ki.cli.serve._warm_search``, ``ki.adapters.search.search.warm``). ~10-30 s."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""A clock a test moves by hand, for code that takes an injectable monotonic clock (``ki.breaker.Breakers``,
-``ki.cooldown.Cooldowns``): a delay "passes" when the test says so, never by sleeping."""
+"""A clock a test moves by hand, for code that takes an injectable monotonic clock (``ki.adapters.breaker.Breakers``,
+``ki.adapters.cooldown.Cooldowns``): a delay "passes" when the test says so, never by sleeping."""
 
 from __future__ import annotations
 

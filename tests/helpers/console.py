@@ -27,8 +27,8 @@ def small_estate(shared: Path, dest: Path) -> Path:
 
 def insert_estate(ctx, root: Path):
     """Register ``root`` as a local source, scan it and run the pipeline to idle (a real run)."""
-    from ki.launch import launch_insertion
-    from ki.sources.scan import register_local_source, scan_source
+    from ki.adapters.sources.scan import register_local_source, scan_source
+    from ki.app.launch import launch_insertion
 
     source_id = register_local_source(ctx, root)
     scan_source(ctx, source_id)

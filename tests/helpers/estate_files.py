@@ -16,8 +16,8 @@ def converted_estate(ctx: Any, root: Path, files: dict[str, str]) -> tuple[dict[
     """Write ``files`` (relative path → UTF-8 text) under ``root``, register and scan it, fetch and convert every
     object. Returns (relative path → source object id, the default project's id). Fails the test when a stage
     does not finish."""
+    from ki.adapters.sources.scan import register_local_source, scan_source
     from ki.orchestration.execute import run_stage_for_object
-    from ki.sources.scan import register_local_source, scan_source
 
     for rel, body in files.items():
         (root / rel).parent.mkdir(parents=True, exist_ok=True)

@@ -20,11 +20,11 @@ from pathlib import Path
 
 from sqlalchemy import text
 
+from ki.adapters.sources.scan import register_local_source, scan_source
+from ki.app.launch import wait_for_run
 from ki.config.loader import set_config_value
-from ki.context import PipelineContext
-from ki.launch import wait_for_run
-from ki.sources.scan import register_local_source, scan_source
-from ki.taxonomies import MODEL_STAGES, PIPELINE_STAGE_ORDER
+from ki.core.taxonomies import MODEL_STAGES, PIPELINE_STAGE_ORDER
+from ki.domain.context import PipelineContext
 from ki.workflows.client import hatchet_client
 
 REPO = Path(__file__).resolve().parents[2]
@@ -50,7 +50,7 @@ class Harness:
                      host: str | None = None, network=None) -> subprocess.Popen:
         """A ``ki worker`` subprocess (own process group) on this test's database and namespace; with ``host``,
         in a UTS namespace of its own whose host name is ``host`` (``unshare --uts``, root): another host as
-        far as claim liveness goes (``ki.liveness``: a holder on another host keeps the claim timeout). With
+        far as claim liveness goes (``ki.core.liveness``: a holder on another host keeps the claim timeout). With
         ``network`` (a :class:`tests.helpers.netns.NetworkHosts` naming ``host``) also in that host's network
         namespace, reaching the engine, PostgreSQL and OpenSearch over its veth (``env``: :func:`network_env`)."""
         e = dict(os.environ)
@@ -154,7 +154,7 @@ def network_env(network, engine, database_url: str, opensearch_url: str | None =
 def opensearch_index(ctx: PipelineContext, url: str):
     """Point ``ctx``'s saved configuration at the OpenSearch node ``url`` and return its search backend, with
     this test's index (one per database) dropped: the workers index into it."""
-    from ki.index.factory import backend_for
+    from ki.adapters.search.factory import backend_for
 
     set_config_value(ctx.settings.data_dir, "components.opensearch_url", url)
     ctx.reload_config()

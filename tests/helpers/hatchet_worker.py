@@ -29,7 +29,7 @@ import time
 
 
 def _install_faults() -> None:
-    from ki.errors import RetryableStageError
+    from ki.core.errors import RetryableStageError
     from ki.stages import STAGE_HANDLERS
 
     fail_stage, _, fail_id = (os.environ.get("KI_TEST_FAIL_ONCE") or "").partition(":")
@@ -67,7 +67,7 @@ def main() -> None:
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(process)d %(levelname)s %(name)s: %(message)s")
     _install_faults()
-    from ki.launch import hand_off_to_insertion
+    from ki.app.launch import hand_off_to_insertion
     from ki.workflows.worker import run_worker
 
     run_worker(hand_off=hand_off_to_insertion, slots=args.slots, name=args.name)

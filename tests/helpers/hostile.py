@@ -10,8 +10,8 @@ import os
 import signal
 import time
 
-from ki.convert.model import StructuredDocument
-from ki.errors import UnsupportedDocument
+from ki.adapters.convert.model import StructuredDocument
+from ki.core.errors import UnsupportedDocument
 
 
 def allocate(data: bytes, filename: str, *, megabytes: int) -> StructuredDocument:

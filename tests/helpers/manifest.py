@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from ki.convert.model import StructuredDocument
-from ki.errors import UnsupportedDocument
+from ki.adapters.convert.model import StructuredDocument
+from ki.core.errors import UnsupportedDocument
 
 Result = StructuredDocument | UnsupportedDocument
 

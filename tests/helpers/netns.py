@@ -4,7 +4,7 @@ Not a test module. :class:`NetworkHosts` builds, for each host name, a network n
 loopback, own interfaces) joined to a Linux bridge in the machine's namespace by a veth pair, all on one
 private ``/24`` (the bridge ``.1``, the hosts ``.2``, ``.3``, …). A process started with
 :meth:`NetworkHosts.command` runs in that namespace and, through ``unshare --uts``, under that host name: for
-claim liveness (``ki.liveness``: host name + pid + start time) and for the network it is another host — the
+claim liveness (``ki.core.liveness``: host name + pid + start time) and for the network it is another host — the
 machine's loopback services are out of its reach, everything it uses must be addressed over the bridge.
 
 The session's services listen on the loopback interface or a Unix socket (the engine, the OpenSearch node,

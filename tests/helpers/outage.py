@@ -1,4 +1,4 @@
-"""Scripted outages of the loopback gateway and Docling stubs (issue 14 item 9, ``ki.breaker``).
+"""Scripted outages of the loopback gateway and Docling stubs (issue 14 item 9, ``ki.adapters.breaker``).
 
 * :func:`stage_answer`: a valid minimal answer for each model stage (by the ``X-Ki-Stage`` header), so
   a whole ``ki insert`` runs its model stages on :class:`~tests.helpers.gateway_stub.GatewayStub`;
@@ -58,7 +58,8 @@ STAGE_ANSWERS: dict[str, dict] = {
 
 def gateway_refusing(ctx, shown: list, dependency: str = "gateway") -> Callable[[], bool]:
     """A :func:`wait_until` condition: the recorded pause of ``dependency`` (the gateway unless told) says its
-    port refuses TCP connections (``ki.breaker``'s connect probe); ``shown`` receives its pauses at each check."""
+    port refuses TCP connections (``ki.adapters.breaker``'s connect probe); ``shown`` receives its pauses at each
+    check."""
     from ki.store.pauses import read_pauses
 
     def refusing() -> bool:

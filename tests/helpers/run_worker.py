@@ -87,8 +87,8 @@ def main() -> int:
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr,
                         format=f"[pid {os.getpid()}] %(levelname)s %(name)s: %(message)s")
 
-    from ki.context import PipelineContext
-    from ki.launch import launch_insertion
+    from ki.app.launch import launch_insertion
+    from ki.domain.context import PipelineContext
 
     watched: list[dict] = []
     recovered: list[int] = []

@@ -13,12 +13,12 @@ from pathlib import Path
 
 from sqlalchemy import text
 
+from ki.adapters.sources.scan import register_local_source, scan_source
 from ki.config.loader import set_config_value
-from ki.context import PipelineContext, StageContext, StageOutcome
+from ki.core.taxonomies import MODEL_STAGES, PIPELINE_STAGE_ORDER, stage_bucket
+from ki.domain.context import PipelineContext, StageContext, StageOutcome
 from ki.orchestration.execute import run_stage_for_object
-from ki.sources.scan import register_local_source, scan_source
 from ki.store import claims as q
-from ki.taxonomies import MODEL_STAGES, PIPELINE_STAGE_ORDER, stage_bucket
 
 AFTER_FETCH = PIPELINE_STAGE_ORDER[1:]
 MODEL_STAGE_LIST = [s for s in PIPELINE_STAGE_ORDER if s in MODEL_STAGES]

@@ -20,7 +20,7 @@ from pathlib import Path
 def user_context(db_url: str) -> Iterator:
     """A PipelineContext whose data directory (and ``ctx.place`` for estates) another user can reach."""
     from ki.config.loader import ProcessSettings
-    from ki.context import PipelineContext
+    from ki.domain.context import PipelineContext
     from ki.store.db import open_database
 
     place = Path(tempfile.mkdtemp(prefix="ki-perm-"))

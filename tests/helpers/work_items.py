@@ -8,12 +8,12 @@ Index fails for one more. The faults are our own stage handlers replaced (the st
 
 from __future__ import annotations
 
-from ki import errors
+from ki.app.launch import launch_insertion
 from ki.app.tokens import create_token
 from ki.config.loader import set_config_value
-from ki.launch import launch_insertion
+from ki.core import errors
+from ki.core.taxonomies import MODEL_STAGES
 from ki.stages import STAGE_HANDLERS
-from ki.taxonomies import MODEL_STAGES
 from tests.helpers.state import make_source
 
 N_DOCS = 12

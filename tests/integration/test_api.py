@@ -17,11 +17,11 @@ import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import text
 
+from ki.adapters.convert.soffice import find_soffice
 from ki.api.app import create_app
 from ki.app.config_edits import config_version
-from ki.convert.soffice import find_soffice
+from ki.core.taxonomies import PIPELINE_STAGE_ORDER
 from ki.store.status import bucket_counts
-from ki.taxonomies import PIPELINE_STAGE_ORDER
 from tests.helpers.console import insert_estate, make_tokens, small_estate
 
 pytestmark = pytest.mark.timeout(600)
@@ -164,7 +164,7 @@ def test_status_counts_match_the_buckets_and_runs_are_listed(inserted):
 
 def test_start_pipeline_runs_in_the_background_with_a_follow_up(console, shared, tmp_path):
     client, tokens, ctx = console
-    from ki.sources.scan import register_local_source, scan_source
+    from ki.adapters.sources.scan import register_local_source, scan_source
 
     scan_source(ctx, register_local_source(ctx, small_estate(shared, tmp_path)))
     op = tokens.header("operator")
@@ -405,7 +405,7 @@ def test_rerun_preview_counts_and_rerun(inserted):
 
 def test_costs_against_scripted_usage(console):
     client, tokens, ctx = console
-    from ki.agents.usage import record_usage
+    from ki.adapters.agents.usage import record_usage
     from tests.helpers.postgres import insert_objects
 
     a, b, c = insert_objects(ctx, 3)

@@ -30,7 +30,7 @@ def fuzz_app(pg_server_uri, template_db, tmp_path_factory, shared):
     from ki.api.app import create_app
     from ki.app.tokens import create_token
     from ki.config.loader import ProcessSettings
-    from ki.context import PipelineContext
+    from ki.domain.context import PipelineContext
     from ki.store.db import open_database, sqlalchemy_url
     from tests.helpers.console import insert_estate, small_estate
     from tests.helpers.postgres import admin_connection

@@ -25,10 +25,10 @@ from pathlib import Path
 from fastapi.testclient import TestClient
 from sqlalchemy import text
 
+from ki.adapters.sources.scan import register_local_source, scan_source
 from ki.api.app import create_app
-from ki.launch import launch_insertion
+from ki.app.launch import launch_insertion
 from ki.orchestration.archive import archive_history
-from ki.sources.scan import register_local_source, scan_source
 from ki.store.status import bucket_counts
 from tests.helpers.console import make_tokens
 

@@ -11,11 +11,11 @@ import random
 
 from sqlalchemy import text
 
-from ki.export import export_rows
-from ki.index.projection import projection_for
-from ki.index.search import search
-from ki.launch import launch_insertion
-from ki.sources.scan import register_local_source, scan_source
+from ki.adapters.search.projection import projection_for
+from ki.adapters.search.search import search
+from ki.adapters.sources.scan import register_local_source, scan_source
+from ki.app.export import export_rows
+from ki.app.launch import launch_insertion
 
 SIZE = 8 * 1024 * 1024
 MIDDLE_WORD = "Zwischenvermerkwort"
@@ -80,10 +80,10 @@ def test_a_huge_text_is_read_in_bounded_windows_and_indexed_whole(ctx, tmp_path)
 
     # relate reads a huge neighbour only in its window's pages, with the same facts as the whole artifact (before:
     # every 100,000-character page, each loading the whole text — 1,200 pages for a 120 MB neighbour)
-    from ki.agents.loop import AgentState
-    from ki.relate.documents import facts_for
-    from ki.relate.policy import READ_CHARS, read_whole
-    from ki.relate.tools import RelateTools
+    from ki.adapters.agents.loop import AgentState
+    from ki.domain.relate.documents import facts_for
+    from ki.domain.relate.policy import READ_CHARS, read_whole
+    from ki.domain.relate.tools import RelateTools
 
     with ctx.db.engine.connect() as conn:
         project = conn.execute(text("SELECT id FROM project WHERE name = 'default'")).scalar_one()

@@ -1,4 +1,4 @@
-"""Circuit breakers per dependency in a real insertion (issue 14 item 9, ``ki.breaker``).
+"""Circuit breakers per dependency in a real insertion (issue 14 item 9, ``ki.adapters.breaker``).
 
 A real ``launch_insertion`` (local provider, 4 workers, the embedded PostgreSQL of the tests) runs the
 model stages on the loopback gateway (``tests/helpers/gateway_stub.py``) or the scans' conversion on the
@@ -25,10 +25,10 @@ from pathlib import Path
 import pytest
 from sqlalchemy import text
 
-from ki.breaker import BREAKERS
+from ki.adapters.breaker import BREAKERS
+from ki.adapters.sources.scan import register_local_source, scan_source
+from ki.app.launch import launch_insertion
 from ki.config.loader import set_config_value
-from ki.launch import launch_insertion
-from ki.sources.scan import register_local_source, scan_source
 from ki.store.pauses import read_pauses
 from tests.helpers.docling_stub import DoclingStub, Scenario
 from tests.helpers.gateway_stub import GatewayStub
@@ -48,11 +48,11 @@ def breaker_env(monkeypatch, data_dir):
     monkeypatch.setenv("KI_BREAKER_PROBE_SECONDS", str(PROBE))
     monkeypatch.setenv("KI_BREAKER_PROBE_MAX_SECONDS", str(PROBE_MAX))
     set_config_value(data_dir, "pipeline.retry_base_seconds", 0.2)
-    from ki import services
+    from ki.app import wiring
 
-    services.reset()
+    wiring.reset()
     yield
-    services.reset()
+    wiring.reset()
 
 
 def _estate(root: Path, n: int) -> Path:
@@ -155,8 +155,8 @@ def test_gateway_outage_pauses_the_model_stages_and_resumes(make_ctx, tmp_path, 
 
 def test_docling_outage_pauses_convert_and_resumes(make_ctx, data_dir, tmp_path, breaker_env, monkeypatch,
                                                    real_corpus):
-    import ki.convert.router as router
-    from ki.convert import docling as docling_mod
+    import ki.adapters.convert.router as router
+    from ki.adapters.convert import docling as docling_mod
 
     monkeypatch.setattr(router, "ocr_enabled", lambda config: False)  # the scans go to Docling
     docling_mod.reset_cooldown()

@@ -21,12 +21,12 @@ import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import text
 
+from ki.adapters.sources.scan import register_local_source, scan_source
 from ki.api.app import create_app
+from ki.app.launch import launch_insertion
 from ki.config.loader import set_config_value
-from ki.launch import launch_insertion
+from ki.core.taxonomies import MODEL_STAGES
 from ki.orchestration import budget
-from ki.sources.scan import register_local_source, scan_source
-from ki.taxonomies import MODEL_STAGES
 from tests.helpers.console import make_tokens
 from tests.helpers.gateway_stub import GatewayStub
 from tests.helpers.outage import stage_answer
@@ -73,9 +73,9 @@ def test_a_reached_cap_holds_the_model_stages_until_raised_or_the_next_day(make_
         stub.prompt_tokens = 100_000
         monkeypatch.setenv("KI_LLM_BASE_URL", stub.url)
         monkeypatch.setenv("KI_LLM_MODEL", "gpt-4o")
-        from ki import services
+        from ki.app import wiring
 
-        services.reset()
+        wiring.reset()
         ctx = make_ctx(workers=WORKERS)
         scan_source(ctx, register_local_source(ctx, _estate(tmp_path / "estate", 12)))
 

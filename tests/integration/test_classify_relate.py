@@ -12,14 +12,14 @@ from pathlib import Path
 import pytest
 from sqlalchemy import text
 
-from ki.errors import RetryableStageError, ToolError
-from ki.export import export_rows
-from ki.launch import launch_insertion
-from ki.matters.store import get_or_create_matter, peek_matter, search_matters
+from ki.adapters.sources.scan import register_local_source, scan_source
+from ki.app.export import export_rows
+from ki.app.launch import launch_insertion
+from ki.core.errors import RetryableStageError, ToolError
+from ki.domain.matters.store import get_or_create_matter, peek_matter, search_matters
+from ki.domain.relate.inline_conversion import ensure_source_object_ready
+from ki.domain.relate.tools import OpenFileArgs, RelateTools, SearchDocumentsArgs
 from ki.orchestration.execute import ready_for, run_stage_for_object
-from ki.relate.inline_conversion import ensure_source_object_ready
-from ki.relate.tools import OpenFileArgs, RelateTools, SearchDocumentsArgs
-from ki.sources.scan import register_local_source, scan_source
 
 REF = "2024-0153"
 MATTER = f"Mandate/{REF} Keller Logistik GmbH gg. Nordwind AG"
@@ -128,7 +128,7 @@ def test_relate_waits_for_classify(ctx, estate):
     oid = _oid(ctx, "Eingang/Notiz.txt")
     for stage in ("fetch", "convert"):
         assert run_stage_for_object(ctx, stage, oid).kind == "done"
-    from ki.context import SourceObjectView, StageContext
+    from ki.domain.context import SourceObjectView, StageContext
     from ki.stages import relate
     from ki.store.claims import Claim
 

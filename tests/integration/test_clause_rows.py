@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 from sqlalchemy import text
 
-from ki.launch import launch_insertion
-from ki.sources.scan import register_local_source, scan_source
+from ki.adapters.sources.scan import register_local_source, scan_source
+from ki.app.launch import launch_insertion
 
 THALBACH = Path("corpus/estate-dev/estate/Akten/2023/"
                 "Thalbach Immobilien GmbH & Co. KG - Gewerbemietvertrag Büroflächen 4. OG")

@@ -14,14 +14,14 @@ from pathlib import Path
 import pytest
 from sqlalchemy import text
 
-from ki.access.folder_grants import write_grants_file
+from ki.adapters.search.factory import backend_for
+from ki.adapters.search.search import search
+from ki.adapters.sources.scan import register_local_source, scan_source
+from ki.app.launch import launch_insertion
 from ki.config.loader import set_config_value
-from ki.entities.names import name_key
-from ki.entities.store import add_alias, party_filter_ids
-from ki.index.factory import backend_for
-from ki.index.search import search
-from ki.launch import launch_insertion
-from ki.sources.scan import register_local_source, scan_source
+from ki.domain.access.folder_grants import write_grants_file
+from ki.domain.entities.names import name_key
+from ki.domain.entities.store import add_alias, party_filter_ids
 from tests.helpers.search_backend import backend_on
 
 ESTATE = Path("corpus/estate-dev/estate")

@@ -20,11 +20,11 @@ from pathlib import Path
 
 import pytest
 
+from ki.adapters.convert.docling.client import DoclingClient
+from ki.adapters.search.opensearch_bulk import classify_transport_error
+from ki.adapters.search.opensearch_index import client_for
 from ki.config.settings import ComponentsConfig
-from ki.convert.docling.client import DoclingClient
-from ki.errors import ConfigurationError
-from ki.index.opensearch_bulk import classify_transport_error
-from ki.index.opensearch_index import client_for
+from ki.core.errors import ConfigurationError
 
 TRAP = "169.254.77.77"
 REPO = Path(__file__).resolve().parents[2]
@@ -116,10 +116,10 @@ def test_a_host_name_resolving_to_a_link_local_address_is_refused_at_connection(
     hosts.write_text(f"127.0.0.1 localhost\n{TRAP} docling.trap.test search.trap.test\n")
     child = textwrap.dedent(f"""
         from ki.config.settings import ComponentsConfig
-        from ki.convert.docling.client import DoclingClient
-        from ki.errors import ConfigurationError
-        from ki.index.opensearch_bulk import classify_transport_error
-        from ki.index.opensearch_index import client_for
+        from ki.adapters.convert.docling.client import DoclingClient
+        from ki.core.errors import ConfigurationError
+        from ki.adapters.search.opensearch_bulk import classify_transport_error
+        from ki.adapters.search.opensearch_index import client_for
         c = ComponentsConfig(docling_url="http://docling.trap.test:{port}",
                              opensearch_url="http://search.trap.test:{port}")
         try:

@@ -21,12 +21,12 @@ from pathlib import Path
 import pytest
 from sqlalchemy import text
 
+from ki.adapters.sources.scan import register_local_source, scan_source
+from ki.core.taxonomies import DISABLED_BY_CONFIGURATION, PIPELINE_STAGE_ORDER, WAITING_FOR_PREVIOUS_STAGE
 from ki.orchestration.execute import execute_claim
-from ki.sources.scan import register_local_source, scan_source
 from ki.stages import STAGE_HANDLERS
 from ki.store import claims as q
 from ki.store import stale_claims
-from ki.taxonomies import DISABLED_BY_CONFIGURATION, PIPELINE_STAGE_ORDER, WAITING_FOR_PREVIOUS_STAGE
 
 HELPER = Path(__file__).resolve().parents[1] / "helpers" / "run_worker.py"
 

@@ -1,7 +1,7 @@
 """A process that is done with a database holds no connection to it (CI of session 5: "too many clients").
 
 Each insert left one idle connection per database for the life of the process: the lexical projection's
-background applier (``ki.index.projection``) reconnected after the owner had disposed the engine. In a
+background applier (``ki.adapters.search.projection``) reconnected after the owner had disposed the engine. In a
 long-lived process that opens and closes contexts (the test suite; ``ki serve`` switching data
 directories) they accumulated until PostgreSQL refused clients. Real PostgreSQL, real pipeline.
 """
@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import time
 
-from ki.index.search import search
-from ki.launch import launch_insertion
-from ki.sources.scan import register_local_source, scan_source
+from ki.adapters.search.search import search
+from ki.adapters.sources.scan import register_local_source, scan_source
+from ki.app.launch import launch_insertion
 from tests.helpers.postgres import admin_connection
 
 

@@ -1,6 +1,6 @@
 """DoclingClient against the loopback Docling Serve stub (conversion.md sections 3, 4.1 and 9).
 
-Every row of the failure-contract table in ki/convert/docling.py is exercised over real HTTP on
+Every row of the failure-contract table in ki/adapters/convert/docling.py is exercised over real HTTP on
 127.0.0.1: the stub parses the multipart request, validates the option names and values, runs a
 task with a scripted duration and answers with genuine DoclingDocument JSON.
 """
@@ -14,8 +14,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from ki.convert import docling as docling_mod
-from ki.convert.docling import (
+from ki.adapters.convert import docling as docling_mod
+from ki.adapters.convert.docling import (
     CANARY_MARKER,
     DoclingClient,
     DoclingKeyRejected,
@@ -25,8 +25,8 @@ from ki.convert.docling import (
     detect_format,
     reset_cooldown,
 )
-from ki.errors import ConfigurationError, InfrastructureError, ProviderPermanentError, UnsupportedDocument
-from ki.retry import ErrorVerdict, Treatment, classify_error
+from ki.core.errors import ConfigurationError, InfrastructureError, ProviderPermanentError, UnsupportedDocument
+from ki.core.retry import ErrorVerdict, Treatment, classify_error
 from tests.helpers.docling_stub import (
     DEFAULT_PARTIAL_ERRORS,
     FIXTURES,

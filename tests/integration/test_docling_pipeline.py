@@ -11,10 +11,10 @@ import shutil
 import pytest
 from sqlalchemy import text
 
+from ki.adapters.convert import docling as docling_mod
+from ki.adapters.sources.scan import register_local_source, scan_source
+from ki.app.launch import launch_insertion
 from ki.config.loader import set_config_value
-from ki.convert import docling as docling_mod
-from ki.launch import launch_insertion
-from ki.sources.scan import register_local_source, scan_source
 from tests.helpers.docling_stub import DoclingStub, Scenario
 
 pytestmark = pytest.mark.timeout(120)
@@ -59,7 +59,7 @@ def estate(tmp_path, real_corpus):
 
 def _no_ocr(monkeypatch):
     """Pin the routing to the no-OCR install so the test is about Docling alone."""
-    import ki.convert.router as router
+    import ki.adapters.convert.router as router
 
     if hasattr(router, "ocr_enabled"):
         monkeypatch.setattr(router, "ocr_enabled", lambda config: False)

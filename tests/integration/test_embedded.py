@@ -6,9 +6,9 @@ import shutil
 
 from sqlalchemy import text
 
-from ki.index.search import search as _search
-from ki.launch import launch_insertion
-from ki.sources.scan import register_local_source, scan_source
+from ki.adapters.search.search import search as _search
+from ki.adapters.sources.scan import register_local_source, scan_source
+from ki.app.launch import launch_insertion
 from ki.store.artifacts import STRUCTURED_JSON, get_artifact
 
 
@@ -176,7 +176,7 @@ def test_pdf_attachments_become_children_and_annotation_only_pages_convert(ctx, 
 def test_a_file_over_its_conversion_budget_is_quarantined_too_large_with_the_figure(make_ctx, tmp_path,
                                                                                    monkeypatch):
     """Issue 14 item 7d through the pipeline: a classified quarantine, never an outage; the rest converts."""
-    from ki.convert import isolation
+    from ki.adapters.convert import isolation
 
     monkeypatch.setenv("KI_PIPELINE__CONVERT__TIMEOUT_SECONDS", "1.0")
     isolation.reset_pools()

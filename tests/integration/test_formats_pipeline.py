@@ -8,9 +8,9 @@ from pathlib import Path
 
 from sqlalchemy import text
 
-from ki.index.search import search as _search
-from ki.launch import launch_insertion
-from ki.sources.scan import register_local_source, scan_source
+from ki.adapters.search.search import search as _search
+from ki.adapters.sources.scan import register_local_source, scan_source
+from ki.app.launch import launch_insertion
 from ki.store.artifacts import STRUCTURED_JSON, get_artifact
 
 FORMATS = Path(__file__).resolve().parents[1] / "fixtures" / "formats"

@@ -18,7 +18,7 @@ from pydantic import BaseModel, Field
 from sqlalchemy import text as sql_text
 
 import ki.stages
-from ki.agents.gateway import (
+from ki.adapters.agents.gateway import (
     HEADER_DOC,
     HEADER_STAGE,
     HEADER_TRACE,
@@ -27,11 +27,12 @@ from ki.agents.gateway import (
     model_for_stage,
     reset_cooldowns,
 )
-from ki.agents.loop import SUBMIT_TOOL, AgentState, Tool, chat_agent, run_policy
-from ki.agents.usage import cost_usd, ledger_sink, record_usage
+from ki.adapters.agents.loop import SUBMIT_TOOL, AgentState, Tool, chat_agent, run_policy
+from ki.adapters.agents.usage import cost_usd, ledger_sink, record_usage
+from ki.adapters.sources.scan import register_local_source, scan_source
+from ki.app.launch import launch_insertion
 from ki.config.settings import KiConfig
-from ki.context import StageContext, StageOutcome
-from ki.errors import (
+from ki.core.errors import (
     ConfigurationError,
     GatewayRequestRejected,
     GatewayUnavailable,
@@ -39,11 +40,10 @@ from ki.errors import (
     ProviderPermanentError,
     ToolError,
 )
-from ki.launch import launch_insertion
+from ki.core.retry import Treatment, classify_error
+from ki.core.taxonomies import PIPELINE_STAGE_ORDER
+from ki.domain.context import StageContext, StageOutcome
 from ki.orchestration.execute import run_stage_for_object
-from ki.retry import Treatment, classify_error
-from ki.sources.scan import register_local_source, scan_source
-from ki.taxonomies import PIPELINE_STAGE_ORDER
 from tests.helpers.gateway_stub import (
     GatewayStub,
     Reply,

@@ -27,10 +27,10 @@ from pathlib import Path
 import pytest
 from sqlalchemy import text
 
-from ki.breaker import BREAKERS, MODEL_STAGES
+from ki.adapters.breaker import BREAKERS, MODEL_STAGES
+from ki.adapters.sources.scan import register_local_source, scan_source
+from ki.app.launch import launch_insertion
 from ki.config.loader import set_config_value
-from ki.launch import launch_insertion
-from ki.sources.scan import register_local_source, scan_source
 from ki.store.pauses import read_pauses
 from tests.helpers.gateway_stub import GatewayStub
 from tests.helpers.outage import SocketOutage, gateway_refusing, note_estate, stage_answer, wait_until

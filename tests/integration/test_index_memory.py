@@ -21,15 +21,15 @@ import threading
 import numpy as np
 from sqlalchemy import event, text
 
+from ki.adapters.convert.model import StructuredDocument
+from ki.adapters.search.chunking import chunk_spans
+from ki.adapters.search.embeddings import HashingEmbedder, context_header, embedding_input
+from ki.adapters.search.facts import fact_sources
+from ki.adapters.search.postgres import WRITE_BATCH_ROWS
+from ki.adapters.sources.scan import register_local_source, scan_source
+from ki.app.launch import launch_insertion
 from ki.config.loader import set_config_value
-from ki.convert.model import StructuredDocument
-from ki.index.chunking import chunk_spans
-from ki.index.embeddings import HashingEmbedder, context_header, embedding_input
-from ki.index.facts import fact_sources
-from ki.index.postgres import WRITE_BATCH_ROWS
-from ki.launch import launch_insertion
-from ki.memory import resident_mb
-from ki.sources.scan import register_local_source, scan_source
+from ki.core.memory import resident_mb
 from ki.stages.index import header_title
 from ki.stages.index_rows import STREAM_ROWS, blend
 

@@ -18,14 +18,14 @@ import httpx
 import pytest
 from sqlalchemy import text
 
+from ki.adapters.sources.scan import register_local_source, scan_source
+from ki.app.launch import launch_insertion
 from ki.config.loader import set_config_value
-from ki.context import PipelineContext, StageContext
-from ki.errors import SourceUnavailable
-from ki.launch import launch_insertion
-from ki.sources.scan import register_local_source, scan_source
+from ki.core.errors import SourceUnavailable
+from ki.core.taxonomies import PIPELINE_STAGE_ORDER, stage_bucket
+from ki.domain.context import PipelineContext, StageContext
 from ki.stages import STAGE_HANDLERS
 from ki.store.status import bucket_counts
-from ki.taxonomies import PIPELINE_STAGE_ORDER, stage_bucket
 
 # The outage is injected into fetch; the model stages are switched off so the assertions are about
 # fetch's rows and the run stays short.

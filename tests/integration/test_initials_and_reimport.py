@@ -17,11 +17,11 @@ from pathlib import Path
 import pytest
 from sqlalchemy import text
 
+from ki.adapters.sources.scan import register_local_source, scan_source
+from ki.app.export import export_rows
+from ki.app.launch import launch_insertion
 from ki.config.loader import set_config_value
-from ki.export import export_rows
-from ki.launch import launch_insertion
 from ki.orchestration.execute import run_stage_for_object
-from ki.sources.scan import register_local_source, scan_source
 
 TRIBUNAL = {
     # matter 2024-0001: the claimant once in full, once by initial

@@ -16,10 +16,10 @@ from pathlib import Path
 import pytest
 from sqlalchemy import text
 
+from ki.adapters.search.search import search
+from ki.adapters.sources.scan import register_local_source, scan_source
+from ki.app.launch import launch_insertion
 from ki.config.loader import set_config_value
-from ki.index.search import search
-from ki.launch import launch_insertion
-from ki.sources.scan import register_local_source, scan_source
 from ki.store.artifacts import STRUCTURED_JSON, get_artifact
 from tests.helpers.ki_command import run_ki
 

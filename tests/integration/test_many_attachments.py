@@ -10,9 +10,9 @@ from __future__ import annotations
 from email.message import EmailMessage
 from pathlib import Path
 
-from ki.export import export_rows
-from ki.launch import launch_insertion
-from ki.sources.scan import register_local_source, scan_source
+from ki.adapters.sources.scan import register_local_source, scan_source
+from ki.app.export import export_rows
+from ki.app.launch import launch_insertion
 from ki.store.status import rows_by_stage
 
 ATTACHMENTS = 200

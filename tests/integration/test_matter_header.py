@@ -13,10 +13,10 @@ import json
 import numpy as np
 from sqlalchemy import text
 
+from ki.adapters.search.embeddings import HashingEmbedder
+from ki.adapters.sources.scan import register_local_source, scan_source
+from ki.app.launch import launch_insertion
 from ki.config.loader import set_config_value
-from ki.index.embeddings import HashingEmbedder
-from ki.launch import launch_insertion
-from ki.sources.scan import register_local_source, scan_source
 from ki.stages.index_rows import MATTER_WEIGHT
 
 KELLER = "Mandate/2024-0153 Keller Logistik GmbH gg. Nordwind AG"

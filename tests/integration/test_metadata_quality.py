@@ -1,7 +1,7 @@
 """Quality of Extract metadata / Extract decisions on estate-dev with the rules policies (issue 5 targets).
 
 The estate is inserted in-process (every stage at its default, ``firm.*`` and ``pipeline.ontology_file``
-from ``truth.json``), exported with ``ki.export.export_rows`` and scored by ``bench/quality_metadata.py``:
+from ``truth.json``), exported with ``ki.app.export.export_rows`` and scored by ``bench/quality_metadata.py``:
 doc-type accuracy ≥ 0.9, party F1 (with roles) ≥ 0.9, no duplicate entity rows (homonyms apart),
 doc_date accuracy ≥ 0.95, decision recall ≥ 0.9 on the DOCX files with revisions. Other seeds:
 ``bench/quality_metadata.py /tmp/estate-s2`` (see its docstring). Runs in about a minute (well under two on
@@ -14,10 +14,10 @@ import json
 import time
 
 from bench.quality_metadata import TARGETS, score_metadata
+from ki.adapters.sources.scan import register_local_source, scan_source
+from ki.app.export import export_rows
 from ki.config.loader import set_config_value
-from ki.export import export_rows
 from ki.orchestration.runner import PipelineRunner
-from ki.sources.scan import register_local_source, scan_source
 
 
 def test_metadata_quality_on_estate_dev(make_ctx, shared):

@@ -15,15 +15,15 @@ from pathlib import Path
 import pytest
 from sqlalchemy import text
 
+from ki.adapters.sources.scan import register_local_source, scan_source
 from ki.config.loader import set_config_value
-from ki.entities.identifiers import Identifier
-from ki.entities.mentions import Mention
-from ki.metadata.matter import MatterContext
-from ki.metadata.parties import resolve_parties
-from ki.ontology.requeue import requeue_ontology_outdated
+from ki.core.taxonomies import PIPELINE_STAGE_ORDER, WAITING_FOR_PREVIOUS_STAGE
+from ki.domain.entities.identifiers import Identifier
+from ki.domain.entities.mentions import Mention
+from ki.domain.metadata.matter import MatterContext
+from ki.domain.metadata.parties import resolve_parties
+from ki.domain.ontology.requeue import requeue_ontology_outdated
 from ki.orchestration.execute import run_stage_for_object
-from ki.sources.scan import register_local_source, scan_source
-from ki.taxonomies import PIPELINE_STAGE_ORDER, WAITING_FOR_PREVIOUS_STAGE
 from tests.helpers.gateway_stub import GatewayStub, submit, tool_call
 
 ESTATE = Path("corpus/estate-dev")
@@ -336,7 +336,7 @@ def test_firm_is_one_advisor_entity_and_an_imported_client_outranks_documents(ct
     assert {"KESSLER CLAUSSEN", FIRM} <= aliases
 
     # matter 2024-0002 was imported from practice management with Nordlicht Handel GmbH as its client
-    from ki.entities.store import set_matter_role
+    from ki.domain.entities.store import set_matter_role
 
     nordlicht = parties["Nordlicht Handel GmbH"]["entity_id"]
     with ctx.db.engine.begin() as conn:

@@ -10,8 +10,8 @@ from __future__ import annotations
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from ki.core.taxonomies import PIPELINE_STAGE_ORDER
 from ki.store.status import bucket_counts
-from ki.taxonomies import PIPELINE_STAGE_ORDER
 from tests.helpers.console import insert_estate, small_estate
 from tests.integration import test_api
 
@@ -105,7 +105,7 @@ def test_auth_rules_and_the_open_switch(console, monkeypatch):
 def test_runnable_rows_show_their_queue_age_and_lane(console, shared, tmp_path):
     """Rows owed but not claimed (a scan without a run) are runnable: counted per stage and lane, with age."""
     client, tokens, ctx = console
-    from ki.sources.scan import register_local_source, scan_source
+    from ki.adapters.sources.scan import register_local_source, scan_source
 
     source_id = register_local_source(ctx, small_estate(shared, tmp_path))
     scan_source(ctx, source_id)

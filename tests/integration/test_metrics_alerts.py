@@ -64,7 +64,7 @@ def test_the_rules_load():
 def test_alerts_fire_on_a_stalled_queue_and_stay_silent_on_a_healthy_run(make_ctx, shared, tmp_path):
     ctx = make_ctx(workers=2)
     tokens = make_tokens(ctx.db.engine)
-    from ki.sources.scan import register_local_source, scan_source
+    from ki.adapters.sources.scan import register_local_source, scan_source
 
     with TestClient(create_app(ctx)) as client:
         source_id = register_local_source(ctx, small_estate(shared, tmp_path / "a"))

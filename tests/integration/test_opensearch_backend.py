@@ -20,14 +20,14 @@ from urllib.parse import urlsplit
 import numpy as np
 import pytest
 
-from ki.access.projection import AccessProjection, principal_set
-from ki.errors import InfrastructureError
-from ki.index.backend import ChunkRow, EmbedderMismatch, IndexDocument, SearchFilters
-from ki.index.embeddings import EmbedderIdentity, HashingEmbedder
-from ki.index.opensearch import OpenSearchBackend
-from ki.index.opensearch_bulk import BulkOptions, DocumentRejected, IndexReadOnly
-from ki.index.opensearch_index import KI_SCHEMA
-from ki.retry import Treatment, classify_error
+from ki.adapters.search.backend import ChunkRow, EmbedderMismatch, IndexDocument, SearchFilters
+from ki.adapters.search.embeddings import EmbedderIdentity, HashingEmbedder
+from ki.adapters.search.opensearch import OpenSearchBackend
+from ki.adapters.search.opensearch_bulk import BulkOptions, DocumentRejected, IndexReadOnly
+from ki.adapters.search.opensearch_index import KI_SCHEMA
+from ki.core.errors import InfrastructureError
+from ki.core.retry import Treatment, classify_error
+from ki.domain.access.projection import AccessProjection, principal_set
 from tests.helpers.loopback import LoopbackServer, QuietHandler
 from tests.helpers.postgres import insert_objects
 
@@ -204,7 +204,7 @@ def test_index_mapping_is_strict_with_lucene_vectors_and_the_embedder_recorded(m
     assert (emb["type"], emb["dimension"]) == ("knn_vector", 32)
     assert (emb["method"]["name"], emb["method"]["engine"], emb["method"]["space_type"]) == (
         "hnsw", "lucene", "innerproduct")
-    # the token streams of ki.index.analysis, the same the embedded index holds (one analysis for both)
+    # the token streams of ki.adapters.search.analysis, the same the embedded index holds (one analysis for both)
     assert all(props[f]["analyzer"] == "whitespace" for f in ("t_exact", "t_de", "t_en", "t_parts", "f_name"))
     assert props["f_name_x"]["index_options"] == "freqs" and props["kind"] == {"type": "keyword"}
     assert props["allowed_principals"] == props["denied_principals"] == {"type": "keyword"}
@@ -383,7 +383,7 @@ def test_vector_scores_are_the_cosine_of_the_written_vectors(ctx, opensearch_nod
      ("1-5", 409, "version_conflict_engine_exception", "rejected")),
 ])
 def test_bulk_item_errors_of_every_recorded_shape_are_classified(item, expected):
-    from ki.index.opensearch_bulk import item_failure
+    from ki.adapters.search.opensearch_bulk import item_failure
 
     f = item_failure(item)
     assert (f.id, f.status, f.type, f.kind) == expected

@@ -1,4 +1,4 @@
-"""The real OpenSearch node stops mid-run and comes back (issue 14 item 9, ``ki.breaker``).
+"""The real OpenSearch node stops mid-run and comes back (issue 14 item 9, ``ki.adapters.breaker``).
 
 A real ``launch_insertion`` (local provider, 4 workers, the tests' embedded PostgreSQL) indexes 30
 documents into this test's own index on the session's OpenSearch node (``components.opensearch_url``;
@@ -21,11 +21,11 @@ from pathlib import Path
 import pytest
 from sqlalchemy import text
 
-from ki.breaker import BREAKERS
+from ki.adapters.breaker import BREAKERS
+from ki.adapters.search.factory import backend_for
+from ki.adapters.sources.scan import register_local_source, scan_source
+from ki.app.launch import launch_insertion
 from ki.config.loader import set_config_value
-from ki.index.factory import backend_for
-from ki.launch import launch_insertion
-from ki.sources.scan import register_local_source, scan_source
 from ki.store.pauses import read_pauses
 from tests.helpers.outage import note_estate, wait_until
 

@@ -18,9 +18,9 @@ from pathlib import Path
 
 from sqlalchemy import text
 
-from ki.export import export_rows
+from ki.adapters.sources.scan import register_local_source, scan_source
+from ki.app.export import export_rows
 from ki.orchestration.execute import run_stage_for_object
-from ki.sources.scan import register_local_source, scan_source
 from ki.store.claims import claim_next
 
 REF = "2024-0153"

@@ -15,12 +15,12 @@ import pytest
 from PIL import Image, ImageDraw
 from sqlalchemy import text
 
-from ki.breaker import BREAKERS
+from ki.adapters.breaker import BREAKERS
+from ki.adapters.convert import docling as docling_mod
+from ki.adapters.sources.scan import register_local_source, scan_source
+from ki.app.launch import launch_insertion
 from ki.config.loader import set_config_value
-from ki.convert import docling as docling_mod
-from ki.launch import launch_insertion
-from ki.served import SERVED
-from ki.sources.scan import register_local_source, scan_source
+from ki.core.served import SERVED
 from tests.helpers.docling_stub import DoclingStub, Scenario
 
 pytestmark = pytest.mark.timeout(180)

@@ -11,9 +11,9 @@ from __future__ import annotations
 import importlib.util
 import json
 
-from ki.export import export_rows
-from ki.launch import launch_insertion
-from ki.sources.scan import register_local_source, scan_source
+from ki.adapters.sources.scan import register_local_source, scan_source
+from ki.app.export import export_rows
+from ki.app.launch import launch_insertion
 from tests.helpers.paths import REPO_ROOT
 
 

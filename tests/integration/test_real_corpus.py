@@ -13,9 +13,9 @@ import shutil
 import pytest
 from sqlalchemy import text
 
-from ki.convert.router import capabilities
-from ki.launch import launch_insertion
-from ki.sources.scan import register_local_source, scan_source
+from ki.adapters.convert.router import capabilities
+from ki.adapters.sources.scan import register_local_source, scan_source
+from ki.app.launch import launch_insertion
 from tests.helpers.paths import shared_dir
 
 pytestmark = pytest.mark.timeout(900)
@@ -52,7 +52,7 @@ def corpus_run(tmp_path_factory, pg_server_uri, template_db):
     import os
 
     from ki.config.loader import ProcessSettings
-    from ki.context import PipelineContext
+    from ki.domain.context import PipelineContext
     from ki.store.db import open_database, sqlalchemy_url
     from tests.helpers.postgres import admin_connection
 

@@ -1,4 +1,4 @@
-"""Cancelling a local run mid-run (``ki run cancel``, ``POST /api/runs/{id}/cancel``; ki.cancel).
+"""Cancelling a local run mid-run (``ki run cancel``, ``POST /api/runs/{id}/cancel``; ki.app.cancel).
 
 Real reproduction: a local run whose two workers each hold a ``fetch`` that does not return until the runner has
 read the cancellation; the real ``ki run cancel`` command cancels it. Then: the two stages in hand finished (done),
@@ -21,10 +21,10 @@ from pathlib import Path
 from fastapi.testclient import TestClient
 from sqlalchemy import text
 
+from ki.adapters.sources.scan import register_local_source, scan_source
 from ki.api.app import create_app
-from ki.launch import launch_insertion
+from ki.app.launch import launch_insertion
 from ki.orchestration.runner import PipelineRunner
-from ki.sources.scan import register_local_source, scan_source
 from ki.stages import STAGE_HANDLERS
 from tests.helpers.console import make_tokens
 

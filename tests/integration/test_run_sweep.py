@@ -18,11 +18,11 @@ from pathlib import Path
 from fastapi.testclient import TestClient
 from sqlalchemy import text
 
+from ki.adapters.sources.scan import register_local_source, scan_source
 from ki.api.app import create_app
-from ki.launch import launch_insertion
-from ki.liveness import process_start_ticks
+from ki.app.launch import launch_insertion
+from ki.core.liveness import process_start_ticks
 from ki.orchestration.run_sweep import sweep_local_runs
-from ki.sources.scan import register_local_source, scan_source
 from ki.store import runs
 from tests.helpers.console import make_tokens
 

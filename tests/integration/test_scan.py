@@ -19,15 +19,15 @@ from pathlib import Path
 import pytest
 from sqlalchemy import text
 
-import ki.sources.scan as scan_module
+import ki.adapters.sources.scan as scan_module
 import ki.stages.convert as convert_stage
+from ki.adapters.search.search import search as _search
+from ki.adapters.sources.scan import register_local_source, scan_source
+from ki.app.launch import launch_insertion
 from ki.config.loader import set_config_value
-from ki.errors import SourceUnavailable
-from ki.index.search import search as _search
-from ki.launch import launch_insertion
+from ki.core.errors import SourceUnavailable
+from ki.core.taxonomies import PIPELINE_STAGE_ORDER, SOURCE_OBJECT_DELETED, WAITING_FOR_PREVIOUS_STAGE
 from ki.orchestration.quarantine import list_quarantine
-from ki.sources.scan import register_local_source, scan_source
-from ki.taxonomies import PIPELINE_STAGE_ORDER, SOURCE_OBJECT_DELETED, WAITING_FOR_PREVIOUS_STAGE
 
 
 def search(conn, query, *, principals=None):

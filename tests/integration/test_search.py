@@ -26,20 +26,20 @@ import numpy as np
 import pytest
 from sqlalchemy import text
 
-import ki.index.embedding_cache as cache_module
+import ki.adapters.search.embedding_cache as cache_module
 import ki.stages.index as index_stage
 import ki.stages.index_rows as index_rows
-from ki.access.folder_grants import GRANTS_FILE, write_grants_file
-from ki.access.projection import AccessProjection, GrantLevel, compile_projection, principal_set
+from ki.adapters.search.backend import ChunkRow, EmbedderMismatch, IndexDocument, SearchFilters
+from ki.adapters.search.embeddings import EmbedderIdentity, HashingEmbedder
+from ki.adapters.search.factory import backend_for
+from ki.adapters.search.hybrid import hybrid_search
+from ki.adapters.search.postgres import PostgresBackend
+from ki.adapters.search.search import search
+from ki.adapters.sources.scan import register_local_source, scan_source
+from ki.app.launch import launch_insertion
 from ki.config.loader import set_config_value
-from ki.index.backend import ChunkRow, EmbedderMismatch, IndexDocument, SearchFilters
-from ki.index.embeddings import EmbedderIdentity, HashingEmbedder
-from ki.index.factory import backend_for
-from ki.index.hybrid import hybrid_search
-from ki.index.postgres import PostgresBackend
-from ki.index.search import search
-from ki.launch import launch_insertion
-from ki.sources.scan import register_local_source, scan_source
+from ki.domain.access.folder_grants import GRANTS_FILE, write_grants_file
+from ki.domain.access.projection import AccessProjection, GrantLevel, compile_projection, principal_set
 from tests.helpers.postgres import insert_objects
 
 PRINCIPALS = ["user:anna", "user:bob", "user:carl", "user:dora", "group:lit", "group:corp"]

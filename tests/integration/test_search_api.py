@@ -16,11 +16,11 @@ import httpx
 import pytest
 from sqlalchemy import text
 
-from ki.access.projection import AccessProjection, GrantLevel, compile_projection
+from ki.adapters.search.backend import ChunkRow, IndexDocument
+from ki.adapters.search.factory import backend_for
 from ki.api.app import create_app
 from ki.app.tokens import create_token
-from ki.index.backend import ChunkRow, IndexDocument
-from ki.index.factory import backend_for
+from ki.domain.access.projection import AccessProjection, GrantLevel, compile_projection
 from tests.helpers.mcp_client import call_tool
 from tests.helpers.postgres import insert_objects
 from tests.helpers.served import serve_app

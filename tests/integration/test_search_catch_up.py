@@ -1,4 +1,4 @@
-"""A search never pays for a whole backlog of the full-text projection (ki.index.projection).
+"""A search never pays for a whole backlog of the full-text projection (ki.adapters.search.projection).
 
 Real PostgreSQL and the real tantivy projection. Seven documents are written to the record only (as a crashed
 insert or a restored database leaves them: logged, not applied); a projection in a fresh directory is then
@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import re
 
-from ki.access.projection import AccessProjection
-from ki.index import projection as projection_module
-from ki.index.backend import PROFILE_ORDINAL, ChunkRow, IndexDocument
-from ki.index.postgres import PostgresBackend
-from ki.index.record import changes_after
-from ki.index.search import search_with_backend
+from ki.adapters.search import projection as projection_module
+from ki.adapters.search.backend import PROFILE_ORDINAL, ChunkRow, IndexDocument
+from ki.adapters.search.postgres import PostgresBackend
+from ki.adapters.search.record import changes_after
+from ki.adapters.search.search import search_with_backend
+from ki.domain.access.projection import AccessProjection
 from tests.helpers.outage import wait_until
 from tests.helpers.postgres import insert_objects
 
@@ -69,8 +69,8 @@ def test_a_search_applies_a_bounded_share_and_says_the_index_is_behind(make_ctx,
 
 
 def test_the_answer_names_the_lag(make_ctx, tmp_path, monkeypatch):
-    """Through :func:`ki.index.search.search` (what ``ki search``, /v1/search and MCP call): the note."""
-    from ki.index.search import search
+    """Through :func:`ki.adapters.search.search.search` (what ``ki search``, /v1/search and MCP call): the note."""
+    from ki.adapters.search.search import search
 
     ctx = make_ctx()
     _record_only(ctx, 7)

@@ -12,11 +12,11 @@ from __future__ import annotations
 import pytest
 from sqlalchemy import text
 
-import ki.index.lexical_search as lexical_search
-from ki.access.projection import AccessProjection
-from ki.index.backend import ChunkRow, IndexDocument
-from ki.index.factory import backend_for
-from ki.index.search import search_with_backend
+import ki.adapters.search.lexical_search as lexical_search
+from ki.adapters.search.backend import ChunkRow, IndexDocument
+from ki.adapters.search.factory import backend_for
+from ki.adapters.search.search import search_with_backend
+from ki.domain.access.projection import AccessProjection
 from tests.helpers.postgres import insert_objects
 from tests.helpers.search_backend import backend_on
 

@@ -15,11 +15,11 @@ import random
 
 import pytest
 
-from ki.access.projection import AccessProjection
+from ki.adapters.search.backend import PROFILE_ORDINAL, ChunkRow, IndexDocument
+from ki.adapters.search.factory import backend_for
+from ki.adapters.search.search import search_with_backend
 from ki.config.loader import set_config_value
-from ki.index.backend import PROFILE_ORDINAL, ChunkRow, IndexDocument
-from ki.index.factory import backend_for
-from ki.index.search import search_with_backend
+from ki.domain.access.projection import AccessProjection
 from tests.helpers.postgres import insert_objects
 from tests.helpers.search_backend import backend_on
 

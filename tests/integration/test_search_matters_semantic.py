@@ -12,12 +12,12 @@ from __future__ import annotations
 
 from sqlalchemy import text
 
-from ki.agents.loop import AgentState
+from ki.adapters.agents.loop import AgentState
+from ki.adapters.sources.scan import register_local_source, scan_source
+from ki.app.launch import launch_insertion
 from ki.config.loader import set_config_value
-from ki.launch import launch_insertion
-from ki.matters.store import SEMANTIC_POINTS, semantic_points
-from ki.matters.tools import classify_tools
-from ki.sources.scan import register_local_source, scan_source
+from ki.domain.matters.store import SEMANTIC_POINTS, semantic_points
+from ki.domain.matters.tools import classify_tools
 from ki.stages.classify_matter import query_embedding
 
 MATTERS = {

@@ -14,12 +14,12 @@ import shutil
 import pytest
 from typer.testing import CliRunner
 
+from ki.adapters.search.factory import backend_for
+from ki.adapters.search.search import search
+from ki.adapters.sources.scan import register_local_source, scan_source
+from ki.app.launch import launch_insertion
 from ki.cli.app import app
 from ki.config.loader import set_config_value
-from ki.index.factory import backend_for
-from ki.index.search import search
-from ki.launch import launch_insertion
-from ki.sources.scan import register_local_source, scan_source
 
 FILES = ["tika_testWORD_2006ml.docx", "tika_testComment.docx", "docling_docx_page_header_footer_first_page.docx",
          "tika_footnotes.docx"]

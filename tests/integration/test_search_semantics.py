@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import pytest
 
-from ki.access.projection import AccessProjection
-from ki.index.backend import PROFILE_ORDINAL, ChunkRow, IndexDocument, SearchFilters
-from ki.index.factory import backend_for
-from ki.index.search import search_with_backend
+from ki.adapters.search.backend import PROFILE_ORDINAL, ChunkRow, IndexDocument, SearchFilters
+from ki.adapters.search.factory import backend_for
+from ki.adapters.search.search import search_with_backend
+from ki.domain.access.projection import AccessProjection
 from tests.helpers.postgres import insert_objects
 from tests.helpers.search_backend import backend_on
 
@@ -162,7 +162,7 @@ def test_file_names_score_by_the_statistics_of_file_names(ctx, backend):
     replies that mention the client once in a longer body. tantivy averaged a field's length over every row of
     its index (the passages too, which hold no file name), so a long file name looked about three times its
     real length and both named files fell out of the top 10; Lucene counts only the rows holding the field,
-    and the profile rows now have a tantivy index of their own (ki.index.projection). Fails with the profile
+    and the profile rows now have a tantivy index of their own (ki.adapters.search.projection). Fails with the profile
     rows among the passages."""
     ids = insert_objects(ctx, 22)
     b = backend
@@ -213,7 +213,7 @@ def test_a_huge_document_takes_one_place_in_a_top_ten(ctx, backend):
     ~40 s embedded, ~60 s on OpenSearch (4,700 rows)."""
     import random
 
-    from ki.index.chunking import chunk_text
+    from ki.adapters.search.chunking import chunk_text
 
     rng = random.Random(15)
     ids = insert_objects(ctx, 41)

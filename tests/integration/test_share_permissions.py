@@ -83,7 +83,7 @@ def test_permissions_come_from_the_share(accounts, db_url, data_dir, tmp_path, m
     def found(word: str, *principals: str) -> bool:
         """``ki search WORD --as P…`` in this process (the command's own search; a ``ki`` process per
         query would cost ~10 s each here), the local operator without principals."""
-        from ki.index.search import search
+        from ki.adapters.search.search import search
 
         page = search(ctx.db, word, principals=list(principals) or None, operator=not principals, mode="lexical")
         return bool(page.hits)  # each word is in one file only

@@ -25,11 +25,11 @@ from pathlib import Path
 import pytest
 from sqlalchemy import text
 
+from ki.adapters.sources.scan import register_local_source, scan_source
+from ki.app.launch import launch_insertion
 from ki.config.loader import set_config_value
-from ki.errors import QUARANTINE_REASONS
-from ki.launch import launch_insertion
-from ki.sources.scan import register_local_source, scan_source
-from ki.taxonomies import PIPELINE_STAGE_ORDER
+from ki.core.errors import QUARANTINE_REASONS
+from ki.core.taxonomies import PIPELINE_STAGE_ORDER
 from tests.helpers.unprivileged import unprivileged, user_context
 
 KI_SCRIPT = Path(sys.executable).parent / "ki"

@@ -18,12 +18,12 @@ from fastapi.testclient import TestClient
 from sqlalchemy import text
 from typer.testing import CliRunner
 
+from ki.adapters.sources.scan import register_local_source
 from ki.api.app import create_app
+from ki.app.launch import launch_sync
 from ki.cli.app import app as cli_app
 from ki.config.loader import set_config_value
-from ki.errors import SyncAlreadyRunning
-from ki.launch import launch_sync
-from ki.sources.scan import register_local_source
+from ki.core.errors import SyncAlreadyRunning
 from tests.helpers.console import make_tokens
 
 pytestmark = pytest.mark.timeout(300)

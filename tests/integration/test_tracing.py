@@ -12,11 +12,11 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from sqlalchemy import text
 
+from ki.adapters.observability import tracing
+from ki.adapters.sources.scan import register_local_source, scan_source
 from ki.config.process import TracingSettings
-from ki.matters.store import get_or_create_matter
-from ki.observability import tracing
+from ki.domain.matters.store import get_or_create_matter
 from ki.orchestration.execute import run_stage_for_object
-from ki.sources.scan import register_local_source, scan_source
 from tests.helpers.gateway_stub import GatewayStub, submit, tool_call
 
 

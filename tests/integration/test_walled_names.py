@@ -16,10 +16,10 @@ import httpx
 import pytest
 from sqlalchemy import text
 
+from ki.adapters.sources.scan import register_local_source, scan_source
 from ki.api.app import create_app
+from ki.app.launch import launch_insertion
 from ki.app.tokens import create_token
-from ki.launch import launch_insertion
-from ki.sources.scan import register_local_source, scan_source
 from tests.helpers.mcp_client import call_tools
 from tests.helpers.served import serve_app
 

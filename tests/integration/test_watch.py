@@ -19,12 +19,12 @@ import pytest
 from sqlalchemy import text
 from typer.testing import CliRunner
 
+from ki.adapters.sources.mounts import mount_fs_type, watch_mode_for
+from ki.adapters.sources.scan import register_local_source
 from ki.app.launcher import RunLauncher
 from ki.cli.app import app as cli_app
 from ki.cli.watch import start_watcher
 from ki.config.loader import set_config_value
-from ki.sources.mounts import mount_fs_type, watch_mode_for
-from ki.sources.scan import register_local_source
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -286,7 +286,7 @@ def test_watch_mode_from_the_mount_table(tmp_path):
 
 def test_rescan_defers_young_files(wctx, tmp_path):
     """The full rescan does not take a file modified within the settle window (it goes to the settler)."""
-    from ki.sources.scan import ScanScope, scan_source
+    from ki.adapters.sources.scan import ScanScope, scan_source
 
     root = tmp_path / "share"
     root.mkdir()

@@ -20,7 +20,7 @@ import pytest
 from sqlalchemy import text
 
 from ki.config.loader import set_config_value
-from ki.taxonomies import PIPELINE_STAGE_ORDER
+from ki.core.taxonomies import PIPELINE_STAGE_ORDER
 from tests.helpers.ki_command import KI
 from tests.helpers.unprivileged import unprivileged, user_context
 

@@ -18,8 +18,8 @@ from sqlalchemy import text
 
 from ki.api.app import create_app
 from ki.app.tokens import revoke
+from ki.core.taxonomies import PIPELINE_STAGE_ORDER, WAITING_FOR_PREVIOUS_STAGE
 from ki.store import claims as q
-from ki.taxonomies import PIPELINE_STAGE_ORDER, WAITING_FOR_PREVIOUS_STAGE
 from tests.helpers.served import serve_app
 from tests.helpers.state import rows
 from tests.helpers.work_items import CORRUPT, FLAKY_INDEX, N_DOCS, OUTAGE, faulty_estate

@@ -6,8 +6,10 @@
   ``ki/store/`` (and no use of their ORM models there);
 * no SQL statement at all outside ``ki/store/`` but in the modules of :data:`SQL_STILL_OUTSIDE_STORE`, a list that
   may only shrink (a module whose statements moved into the store must leave it, and cannot take SQL back);
-* package cycles (a package = ``ki.<name>``, a top-level module counts as one; lazy imports count) no more than
-  :data:`KNOWN_PACKAGE_CYCLES`, a list that may only shrink;
+* package cycles (a package = ``ki.<name>``, or ``ki.<group>.<name>`` under ``core``, ``domain`` and ``adapters``;
+  lazy imports count) no more than :data:`KNOWN_PACKAGE_CYCLES`, a list that may only shrink;
+* every import points to its own layer or below (:data:`LAYERS`, DESIGN.md "Layout" as this repository's
+  docs/design-decisions.md adapts it);
 * no module over 500 lines (DESIGN.md "Layout": one concept per module);
 * no issue number in a comment or docstring (``issue 14``, ``issue 14 item 7``, ``issue "Title"``): code cites the
   spec section or says the reason; the history lives in git (migrations included).
@@ -34,9 +36,21 @@ SQL_STATEMENT_RE = re.compile(r"\b(?:SELECT\s|INSERT\s+INTO\b|UPDATE\s+\w+(?:\s+
 #: The modules outside ``ki/store/`` that still hold SQL statements (DESIGN.md "Layout": every statement in the
 #: store). Remove a module once its statements moved; never add one.
 SQL_STILL_OUTSIDE_STORE = frozenset({
-    "ki.entities.store", "ki.index.facts", "ki.index.postgres", "ki.index.record", "ki.index.search",
-    "ki.matters.basis", "ki.matters.corpus", "ki.matters.store", "ki.relate.basis", "ki.relate.documents",
-    "ki.relate.intents", "ki.relate.materialize", "ki.relate.thread_store", "ki.relate.tools", "ki.sources.scan",
+    "ki.adapters.search.facts",
+    "ki.adapters.search.postgres",
+    "ki.adapters.search.record",
+    "ki.adapters.search.search",
+    "ki.adapters.sources.scan",
+    "ki.domain.entities.store",
+    "ki.domain.matters.basis",
+    "ki.domain.matters.corpus",
+    "ki.domain.matters.store",
+    "ki.domain.relate.basis",
+    "ki.domain.relate.documents",
+    "ki.domain.relate.intents",
+    "ki.domain.relate.materialize",
+    "ki.domain.relate.thread_store",
+    "ki.domain.relate.tools",
 })
 #: Package cycles (DESIGN.md "Layout": imports point down): none is left; this list may never grow.
 KNOWN_PACKAGE_CYCLES: list[list[str]] = []
@@ -178,9 +192,26 @@ def state_sql(path: Path) -> list[str]:
     return found
 
 
+#: The groups whose sub-packages are the packages (``ki.domain.matters``, ``ki.core.retry``).
+GROUPS = ("core", "domain", "adapters")
+#: DESIGN.md "Layout": each top-level package's layer; an import may point to its own layer or below, never up.
+#: ``domain`` and ``adapters`` share a layer (an adapter reads the domain's types, a rule calls the gateway), and
+#: the package-cycle check keeps their sub-packages acyclic.
+LAYERS = {"ki": 0, "core": 0, "config": 1, "store": 2, "domain": 3, "adapters": 3, "stages": 4,
+          "orchestration": 5, "workflows": 6, "app": 7, "api": 8, "cli": 8}
+
+
 def package_of(module: str) -> str:
-    """``ki.store.claims`` → ``ki.store``; ``ki.launch`` → ``ki.launch`` (a top-level module is its own package)."""
-    return ".".join(module.split(".")[:2])
+    """``ki.store.claims`` → ``ki.store``; ``ki.domain.matters.rules`` → ``ki.domain.matters`` (a group's
+    sub-package); ``ki.core.retry`` → ``ki.core.retry`` (a module of a group is its own package)."""
+    parts = module.split(".")
+    return ".".join(parts[:3] if len(parts) > 2 and parts[1] in GROUPS else parts[:2])
+
+
+def layer_of(module: str) -> int:
+    """The layer of a module's top-level package (:data:`LAYERS`); KeyError for a package DESIGN.md does not place."""
+    parts = module.split(".")
+    return LAYERS[parts[1] if len(parts) > 1 else "ki"]
 
 
 def package_graph(graph: dict[str, set[str]]) -> dict[str, set[str]]:
@@ -257,8 +288,8 @@ def test_the_checker_sees_a_cycle_inside_a_function_and_sql_in_a_string(tmp_path
     mod.write_text('"""Docstring naming processing_state is fine."""\n'
                    'def f():\n    return "UPDATE processing_state SET status = 1"\n')
     assert state_sql(mod) == ["3: UPDATE processing_state"]
-    fake = ast.parse("def f():\n    from ki.context import StageContext\n")
-    assert [n.module for n in _import_nodes(fake)] == ["ki.context"]
+    fake = ast.parse("def f():\n    from ki.domain.context import StageContext\n")
+    assert [n.module for n in _import_nodes(fake)] == ["ki.domain.context"]
 
 
 def test_the_line_limit_counts_every_line(tmp_path: Path) -> None:
@@ -314,6 +345,22 @@ def test_the_faces_share_the_application_layer_not_each_other() -> None:
     cli_web = {m: sorted(i for i in deps if i.startswith("ki.api")) for m, deps in graph.items()
                if m.startswith("ki.cli") and m != "ki.cli.serve"}
     assert {m: d for m, d in cli_web.items() if d} == {}
+
+
+def test_every_package_has_a_layer_and_imports_point_down() -> None:
+    """DESIGN.md "Layout": faces → app → workflows → orchestration → stages → domain/adapters → store → config →
+    core; an import (lazy ones included) never reaches a higher layer, and no package sits outside the tree."""
+    graph = import_graph()
+    unplaced = sorted({m.split(".")[1] for m in graph if len(m.split(".")) > 1} - set(LAYERS))
+    assert unplaced == []
+    up = {m: sorted(d for d in deps if layer_of(d) > layer_of(m)) for m, deps in graph.items()}
+    assert {m: d for m, d in up.items() if d} == {}
+
+
+def test_the_layer_check_sees_an_upward_import() -> None:
+    assert layer_of("ki.stages.index") > layer_of("ki.adapters.search.search") == layer_of("ki.domain.matters")
+    assert package_of("ki.domain.matters.rules") == "ki.domain.matters" and package_of("ki.store.db") == "ki.store"
+    assert package_of("ki.core.retry") == "ki.core.retry"
 
 
 def test_the_package_check_sees_a_cycle_through_submodules() -> None:

@@ -1,4 +1,4 @@
-"""Docling and OpenSearch clients fail fast while their dependency is paused (``ki.breaker``), as the
+"""Docling and OpenSearch clients fail fast while their dependency is paused (``ki.adapters.breaker``), as the
 gateway client does (tests/unit/test_breaker_probe.py): the real clients against loopback servers
 (``DoclingStub``; a JSON server answering as an OpenSearch node), every request counted by the server.
 ~3 s."""
@@ -10,11 +10,11 @@ import time
 
 import pytest
 
-from ki import breaker
-from ki.convert.docling import DoclingClient, canary_docx, reset_cooldown
-from ki.errors import DoclingUnavailable, OpenSearchUnavailable
-from ki.index.opensearch_index import client_for
-from ki.retry import Treatment, classify_error
+from ki.adapters import breaker
+from ki.adapters.convert.docling import DoclingClient, canary_docx, reset_cooldown
+from ki.adapters.search.opensearch_index import client_for
+from ki.core.errors import DoclingUnavailable, OpenSearchUnavailable
+from ki.core.retry import Treatment, classify_error
 from tests.helpers.clock import ManualClock
 from tests.helpers.docling_stub import DoclingStub, Scenario
 from tests.helpers.loopback import JsonServer
@@ -107,7 +107,7 @@ def test_the_opensearch_client_sends_nothing_while_paused(breakers):
         answer = _as_prober(breakers, breaker.OPENSEARCH, client.info)
         assert not isinstance(answer, Exception), answer
         assert node.hits == ["/", "/"]
-        # an index row's completion confirms OpenSearch (ki.breaker.CONFIRMED_BY_COMPLETION): here by hand
+        # an index row's completion confirms OpenSearch (ki.adapters.breaker.CONFIRMED_BY_COMPLETION): here by hand
         breakers.succeeded(breaker.OPENSEARCH)
         breakers.attach(None)
         assert client.info() and node.hits == ["/", "/", "/"]
@@ -158,15 +158,15 @@ def test_a_probe_taken_on_one_thread_is_sent_by_the_handler_thread_it_is_handed_
 def test_retry_after_header_values(value, seconds):
     from datetime import UTC, datetime
 
-    from ki.retry import retry_after_seconds
+    from ki.core.retry import retry_after_seconds
 
     now = datetime(2026, 12, 2, 4, 0, 0, tzinfo=UTC).timestamp()
     assert retry_after_seconds(value, now=now) == seconds
 
 
 def test_a_503_with_retry_after_defers_the_next_probe(breakers):
-    from ki.agents.gateway import GatewayClient
-    from ki.errors import GatewayUnavailable
+    from ki.adapters.agents.gateway import GatewayClient
+    from ki.core.errors import GatewayUnavailable
     from tests.helpers.gateway_stub import GatewayStub, Reply, unavailable
 
     down = unavailable()

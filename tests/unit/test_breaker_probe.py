@@ -1,4 +1,4 @@
-"""The breaker's probe begins with a TCP connect, and calls fail fast while paused (``ki.breaker``).
+"""The breaker's probe begins with a TCP connect, and calls fail fast while paused (``ki.adapters.breaker``).
 
 Real sockets on 127.0.0.1: a port bound but not listening refuses connections (a gateway process that
 is down), the same socket listening accepts them. While the port refuses, a due probe is a bare TCP
@@ -15,11 +15,11 @@ import threading
 
 import pytest
 
-from ki import breaker
-from ki.agents.gateway import GatewayClient
-from ki.breaker import BreakerPolicy, Breakers, Pause, dependency_endpoints, endpoint_of, port_accepts
+from ki.adapters import breaker
+from ki.adapters.agents.gateway import GatewayClient
+from ki.adapters.breaker import BreakerPolicy, Breakers, Pause, dependency_endpoints, endpoint_of, port_accepts
 from ki.config.settings import KiConfig
-from ki.errors import GatewayUnavailable
+from ki.core.errors import GatewayUnavailable
 from tests.helpers.clock import ManualClock
 from tests.helpers.gateway_stub import GatewayStub, text
 

@@ -1,4 +1,4 @@
-"""The circuit breaker's rules as a table (``ki.breaker``): pure, no database, a clock moved by hand.
+"""The circuit breaker's rules as a table (``ki.adapters.breaker``): pure, no database, a clock moved by hand.
 
 N consecutive faults open a breaker, a success in between resets the count; while open, one probe at a
 time is let through once due, a failed probe doubles the delay up to the cap, any success closes it;
@@ -12,9 +12,9 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from ki import errors
-from ki.breaker import BreakerPolicy, Breakers, Pause, dependency_of, describe_pauses, stage_dependencies
+from ki.adapters.breaker import BreakerPolicy, Breakers, Pause, dependency_of, describe_pauses, stage_dependencies
 from ki.config.settings import KiConfig
+from ki.core import errors
 from tests.helpers.clock import ManualClock
 
 POLICY = BreakerPolicy(failures=3, probe_seconds=0.05, probe_max_seconds=0.2)
@@ -108,7 +108,7 @@ def test_pauses_of_other_processes_are_adopted_and_their_end_followed():
 
 def test_stage_dependencies_follow_the_configuration():
     plain = stage_dependencies(KiConfig(), gateway_configured=False)
-    assert all(not plain[s] for s in plain)  # a source root is retried per row, not paused (ki.breaker)
+    assert all(not plain[s] for s in plain)  # a source root is retried per row, not paused (ki.adapters.breaker)
     full = KiConfig.model_validate({"components": {"docling_url": "http://127.0.0.1:5001",
                                                    "opensearch_url": "http://127.0.0.1:9200"},
                                     "retrieval": {"embedding_model": "gateway:text-embed"}})

@@ -11,15 +11,15 @@ from pathlib import Path
 
 import pytest
 
-from ki.convert.docx import convert_docx
-from ki.convert.pdf import convert_pdf
-from ki.index.backend import clause_base
-from ki.index.clause_types import clause_type, notable_types
-from ki.index.clauses import split_clauses
-from ki.ontology.model import Ontology
+from ki.adapters.convert.docx import convert_docx
+from ki.adapters.convert.pdf import convert_pdf
+from ki.adapters.search.backend import clause_base
+from ki.adapters.search.clause_types import clause_type, notable_types
+from ki.adapters.search.clauses import split_clauses
+from ki.domain.ontology.model import Ontology
 
 ESTATE = Path("corpus/estate-dev/estate")
-BUILTIN = Path(__file__).parents[2] / "ki" / "ontology" / "data" / "legal-document-types.json"
+BUILTIN = Path(__file__).parents[2] / "ki" / "domain" / "ontology" / "data" / "legal-document-types.json"
 
 
 @pytest.fixture(scope="module")

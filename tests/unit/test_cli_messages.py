@@ -7,7 +7,7 @@ from rich.console import Console
 
 from ki.cli.common import plain, shown
 from ki.cli.faults import EXIT_USAGE, classify, report
-from ki.errors import OrchestratorUnavailable, SourceUnavailable
+from ki.core.errors import OrchestratorUnavailable, SourceUnavailable
 
 
 def _printed(markup: str) -> str:

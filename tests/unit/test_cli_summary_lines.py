@@ -4,10 +4,10 @@ extra missing, a refused client configuration."""
 
 from __future__ import annotations
 
+from ki.adapters.sources.local import SkippedEntry
+from ki.adapters.sources.scan import ScanReport
 from ki.cli.insert import scan_counts
 from ki.cli.worker import no_engine
-from ki.sources.local import SkippedEntry
-from ki.sources.scan import ScanReport
 
 
 def test_scan_counts_add_up_with_renamed_and_untaken_files():

@@ -1,13 +1,13 @@
 """The compound lexicon's derived sets come from a per-user cache file when it matches, are recomputed when it
 is missing, corrupt or cannot be written, and are always what the packaged data derives
-(:func:`ki.index.compounds._derived`)."""
+(:func:`ki.adapters.search.compounds._derived`)."""
 
 from __future__ import annotations
 
 import platformdirs
 import pytest
 
-from ki.index import compounds
+from ki.adapters.search import compounds
 
 
 @pytest.fixture

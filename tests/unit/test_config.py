@@ -15,8 +15,8 @@ from pydantic import ValidationError
 from ki.config import CODE_STAGE_VERSIONS, PipelineConfig, StageConfig, env_pinned_fields, load_config
 from ki.config.loader import ProcessSettings, config_path, set_config_value
 from ki.config.settings import UNIMPLEMENTED_STAGES, ComponentsConfig, KiConfig
-from ki.errors import ConfigurationError, EnvPinnedError
-from ki.taxonomies import MODEL_STAGES, PIPELINE_STAGE_ORDER
+from ki.core.errors import ConfigurationError, EnvPinnedError
+from ki.core.taxonomies import MODEL_STAGES, PIPELINE_STAGE_ORDER
 
 
 @pytest.fixture(autouse=True)
@@ -391,8 +391,8 @@ def test_unknown_orchestrator_provider_refused(cfg_dir, monkeypatch, provider):
 
 
 def test_every_stage_has_a_handler_and_can_be_enabled(cfg_dir):
+    from ki.core.taxonomies import PIPELINE_STAGE_ORDER
     from ki.stages import STAGE_HANDLERS
-    from ki.taxonomies import PIPELINE_STAGE_ORDER
 
     assert UNIMPLEMENTED_STAGES == frozenset()
     assert set(STAGE_HANDLERS) == set(PIPELINE_STAGE_ORDER)

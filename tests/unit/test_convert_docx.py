@@ -1,4 +1,4 @@
-"""ki.convert.docx against cases R05-R07, every ``docx/`` row of the real corpus MANIFEST, and built packages.
+"""ki.adapters.convert.docx against cases R05-R07, every ``docx/`` row of the real corpus MANIFEST, and built packages.
 
 Each MANIFEST clause becomes one test. Clauses that describe the file rather than
 ki's output are not turned into tests (see ``FILE_FACTS``); clauses ki cannot meet
@@ -19,10 +19,10 @@ from pathlib import Path
 
 import pytest
 
-from ki.convert.docx import convert_docx
-from ki.convert.model import StructuredDocument
-from ki.convert.ooxml_package import MAX_MEMBER_BYTES
-from ki.errors import UnsupportedDocument
+from ki.adapters.convert.docx import convert_docx
+from ki.adapters.convert.model import StructuredDocument
+from ki.adapters.convert.ooxml_package import MAX_MEMBER_BYTES
+from ki.core.errors import UnsupportedDocument
 from tests.helpers.manifest import Manifest, document, quoted
 
 FOLDER = "docx"

@@ -2,7 +2,7 @@
 
 Each file of ``tests/fixtures/formats`` comes from a public test suite (Apache Tika, python-pptx; see its
 README) with the phrases that project's own tests assert; every MANIFEST clause is one test. Files go through
-the router (:func:`ki.convert.router.convert_bytes`) as the convert stage sends them, in this process.
+the router (:func:`ki.adapters.convert.router.convert_bytes`) as the convert stage sends them, in this process.
 """
 
 from __future__ import annotations
@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 
+from ki.adapters.convert.embedded import extract_embedded
+from ki.adapters.convert.model import StructuredDocument
+from ki.adapters.convert.router import convert_bytes
 from ki.config.settings import KiConfig
-from ki.convert.embedded import extract_embedded
-from ki.convert.model import StructuredDocument
-from ki.convert.router import convert_bytes
-from ki.errors import UnsupportedDocument
+from ki.core.errors import UnsupportedDocument
 from tests.helpers.manifest import Manifest, document, quoted
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "formats"

@@ -1,4 +1,4 @@
-"""ki.convert.html against every ``html/`` row of the real corpus MANIFEST, plus built edge cases.
+"""ki.adapters.convert.html against every ``html/`` row of the real corpus MANIFEST, plus built edge cases.
 
 Each MANIFEST clause becomes one test. Clauses that describe the file rather than
 ki's output are not turned into tests (see ``FILE_FACTS``); clauses ki cannot meet
@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from ki.convert.html import convert_html, decode_html
-from ki.convert.model import StructuredDocument
-from ki.errors import UnsupportedDocument
+from ki.adapters.convert.html import convert_html, decode_html
+from ki.adapters.convert.model import StructuredDocument
+from ki.core.errors import UnsupportedDocument
 from tests.helpers.manifest import Manifest, document, quoted
 
 FOLDER = "html"

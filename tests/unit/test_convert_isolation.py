@@ -1,6 +1,6 @@
 """Issue 14 item 7d: each conversion runs in a worker process under a memory and a wall-clock budget.
 
-Real worker processes (``python -m ki.convert.isolation``) run real converters and the misbehaving
+Real worker processes (``python -m ki.adapters.convert.isolation``) run real converters and the misbehaving
 ones of ``tests/helpers/hostile.py``; nothing is mocked. About 10 s (worker starts dominate).
 """
 
@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
+from ki.adapters.convert import isolation
+from ki.adapters.convert.router import convert_bytes
 from ki.config.settings import KiConfig
-from ki.convert import isolation
-from ki.convert.router import convert_bytes
-from ki.errors import ClaimLost, UnsupportedDocument
+from ki.core.errors import ClaimLost, UnsupportedDocument
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -1,7 +1,7 @@
 """Legacy Office (LibreOffice, xlrd), archives, TNEF and S/MIME on real files from other projects' test suites.
 
 ``tests/fixtures/formats/legacy/MANIFEST.tsv``: one test per clause, each file converted once through the
-router (:func:`ki.convert.router.convert_bytes`) in the isolated conversion workers, as the pipeline does.
+router (:func:`ki.adapters.convert.router.convert_bytes`) in the isolated conversion workers, as the pipeline does.
 LibreOffice is a real component here: CI installs it (``.ci/install_libreoffice.sh``).
 """
 
@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 
+from ki.adapters.convert.embedded import MAX_NESTING, NESTING_SEP, extract_embedded, may_embed
+from ki.adapters.convert.model import StructuredDocument
+from ki.adapters.convert.router import convert_bytes
 from ki.config.settings import KiConfig
-from ki.convert.embedded import MAX_NESTING, NESTING_SEP, extract_embedded, may_embed
-from ki.convert.model import StructuredDocument
-from ki.convert.router import convert_bytes
-from ki.errors import UnsupportedDocument
+from ki.core.errors import UnsupportedDocument
 from tests.helpers.loopback import LoopbackServer, QuietHandler
 from tests.helpers.manifest import Manifest, document, quoted
 from tests.helpers.outage import wait_until
@@ -201,7 +201,7 @@ def _own_soffice() -> set[int]:
 def test_libreoffice_past_its_time_is_killed_with_its_group(tmp_path):
     """LibreOffice's own limit (0.5 s) ends a conversion that cannot finish (its pictures are held): the process
     group is killed and nothing half-written is taken for a result."""
-    from ki.convert.soffice import convert_file, find_soffice
+    from ki.adapters.convert.soffice import convert_file, find_soffice
 
     program = find_soffice("soffice")
     assert program, "LibreOffice is not installed (.ci/install_libreoffice.sh)"
@@ -227,8 +227,8 @@ def test_a_killed_worker_takes_its_libreoffice_with_it(monkeypatch):
     spent by then, kills the worker while LibreOffice is inside that fetch. LibreOffice is then watched die while
     the server still holds its pictures, so nothing but the worker's death can end it. The worker is started by a
     first, plain-text file, so no renewal falls into its start-up (the held file is not sent yet then)."""
-    from ki.convert import isolation
-    from ki.convert.soffice import find_soffice
+    from ki.adapters.convert import isolation
+    from ki.adapters.convert.soffice import find_soffice
 
     monkeypatch.setattr(isolation, "RENEW_SECONDS", 0.05)
     held: set[int] = set()
@@ -241,10 +241,10 @@ def test_a_killed_worker_takes_its_libreoffice_with_it(monkeypatch):
 
         pool = isolation.WorkerPool(isolation.Budget(memory_mb=1536, seconds=3))
         try:
-            assert pool.run("ki.convert.text:convert_text", b"warm", "warm.txt").text == "warm"
+            assert pool.run("ki.adapters.convert.text:convert_text", b"warm", "warm.txt").text == "warm"
             with pytest.raises(UnsupportedDocument) as info:
-                pool.run("ki.convert.legacy:convert_legacy", _held_document(server.url), "held.fodt", renew=renew,
-                         soffice=find_soffice("soffice"), timeout_seconds=600)
+                pool.run("ki.adapters.convert.legacy:convert_legacy", _held_document(server.url), "held.fodt",
+                         renew=renew, soffice=find_soffice("soffice"), timeout_seconds=600)
         finally:
             pool.close()
         assert info.value.reason == "too_large" and info.value.details["limit_seconds"] == 3
@@ -263,7 +263,7 @@ def test_zip_bomb_member_is_refused_and_its_sibling_kept():
     import struct
     import zipfile
 
-    from ki.convert.archive import MAX_RATIO, convert_zip, read_members
+    from ki.adapters.convert.archive import MAX_RATIO, convert_zip, read_members
 
     buf = io.BytesIO()
     with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as z:

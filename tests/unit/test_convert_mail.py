@@ -1,4 +1,4 @@
-"""ki.convert.mail against every ``eml/`` row of the real corpus MANIFEST, cases R01/R02/R04, built edge cases.
+"""ki.adapters.convert.mail against every ``eml/`` row of the real corpus MANIFEST, cases R01/R02/R04, built edge cases.
 
 Each MANIFEST clause becomes one test (``check_clause`` interprets it; an unknown clause
 fails ``test_every_clause_is_interpreted``). Not table-driven:
@@ -18,15 +18,15 @@ from pathlib import Path
 
 import pytest
 
-from ki.convert.mail import (
+from ki.adapters.convert.mail import (
     MAX_HEADER_CHARS,
     convert_mail,
     decode_encoded_words,
     parse_addresses,
     split_mbox,
 )
-from ki.convert.model import Address, MailMeta, StructuredDocument
-from ki.errors import UnsupportedDocument
+from ki.adapters.convert.model import Address, MailMeta, StructuredDocument
+from ki.core.errors import UnsupportedDocument
 from tests.helpers.manifest import Manifest, document, quoted, split_clauses
 
 FOLDER = "eml"
@@ -417,7 +417,7 @@ def _png(width: int, height: int) -> bytes:
 
 
 def test_inline_images_stay_with_the_mail_and_real_attachments_become_children() -> None:
-    from ki.convert.embedded import extract_embedded
+    from ki.adapters.convert.embedded import extract_embedded
 
     msg = EmailMessage()
     msg["Subject"] = "Newsletter"
@@ -435,8 +435,8 @@ def test_inline_images_stay_with_the_mail_and_real_attachments_become_children()
 
 
 def test_msg_inline_images_keep_their_content_id(real_corpus: Path) -> None:
-    from ki.convert.embedded import extract_embedded
-    from ki.convert.msg import msg_to_rfc822
+    from ki.adapters.convert.embedded import extract_embedded
+    from ki.adapters.convert.msg import msg_to_rfc822
 
     data = (real_corpus / "msg/mail-parser_mail_outlook_1.msg").read_bytes()
     rebuilt = msg_to_rfc822(data, "x.msg")
@@ -445,7 +445,7 @@ def test_msg_inline_images_keep_their_content_id(real_corpus: Path) -> None:
 
 
 def test_raw_utf8_attachment_name_is_decoded(real_corpus: Path) -> None:
-    from ki.convert.embedded import extract_embedded
+    from ki.adapters.convert.embedded import extract_embedded
 
     data = (real_corpus / "eml/flanker_russian-attachment-yahoo.eml").read_bytes()
     (part,) = extract_embedded("eml", data, "r.eml")

@@ -6,9 +6,9 @@ import re
 
 import pytest
 
-from ki.convert.embedded import extract_embedded
-from ki.convert.msg import convert_msg
-from ki.errors import UnsupportedDocument
+from ki.adapters.convert.embedded import extract_embedded
+from ki.adapters.convert.msg import convert_msg
+from ki.core.errors import UnsupportedDocument
 from tests.helpers.manifest import Manifest, document
 
 # A PGP payload with no readable body is quarantined like the PGP/MIME .eml of the corpus; the

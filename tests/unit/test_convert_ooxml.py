@@ -14,15 +14,15 @@ from pathlib import Path
 
 import pytest
 
+from ki.adapters.convert.docx import convert_docx
+from ki.adapters.convert.embedded import extract_embedded, may_embed
+from ki.adapters.convert.formats import sniff_format
+from ki.adapters.convert.model import StructuredDocument
+from ki.adapters.convert.pptx import convert_pptx
+from ki.adapters.convert.router import convert_bytes
+from ki.adapters.convert.xlsx import convert_xlsx
 from ki.config.settings import KiConfig
-from ki.convert.docx import convert_docx
-from ki.convert.embedded import extract_embedded, may_embed
-from ki.convert.formats import sniff_format
-from ki.convert.model import StructuredDocument
-from ki.convert.pptx import convert_pptx
-from ki.convert.router import convert_bytes
-from ki.convert.xlsx import convert_xlsx
-from ki.errors import UnsupportedDocument
+from ki.core.errors import UnsupportedDocument
 from tests.helpers.manifest import Manifest, document, quoted
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "ooxml"

@@ -1,4 +1,4 @@
-"""ki.convert.pdf against every ``pdf/`` row of the real corpus MANIFEST, plus generated edge cases.
+"""ki.adapters.convert.pdf against every ``pdf/`` row of the real corpus MANIFEST, plus generated edge cases.
 
 Each MANIFEST clause becomes one test. Clauses that describe the file rather than
 ki's output are not turned into tests (see ``FILE_FACTS``); clauses ki cannot meet
@@ -15,9 +15,9 @@ from pathlib import Path
 import pypdfium2 as pdfium
 import pytest
 
-from ki.convert.model import StructuredDocument
-from ki.convert.pdf import PAGE_SEPARATOR, convert_pdf
-from ki.errors import UnsupportedDocument
+from ki.adapters.convert.model import StructuredDocument
+from ki.adapters.convert.pdf import PAGE_SEPARATOR, convert_pdf
+from ki.core.errors import UnsupportedDocument
 from tests.helpers.manifest import Manifest, document, quoted
 
 FOLDER = "pdf"

@@ -1,4 +1,4 @@
-"""ki.convert.rtf against every ``rtf/`` row of the real corpus MANIFEST, plus built edge cases.
+"""ki.adapters.convert.rtf against every ``rtf/`` row of the real corpus MANIFEST, plus built edge cases.
 
 Each MANIFEST clause becomes one test. Clauses that describe the file rather than
 ki's output are not turned into tests (see ``FILE_FACTS``); clauses ki cannot meet
@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from ki.convert.model import StructuredDocument
-from ki.convert.rtf import convert_rtf
-from ki.errors import UnsupportedDocument
+from ki.adapters.convert.model import StructuredDocument
+from ki.adapters.convert.rtf import convert_rtf
+from ki.core.errors import UnsupportedDocument
 from tests.helpers.manifest import Manifest, document, quoted
 
 FOLDER = "rtf"

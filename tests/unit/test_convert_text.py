@@ -1,4 +1,4 @@
-"""ki.convert.text against every ``txt/`` row of the real corpus MANIFEST, plus built edge cases.
+"""ki.adapters.convert.text against every ``txt/`` row of the real corpus MANIFEST, plus built edge cases.
 
 Each MANIFEST clause becomes one test. Every clause of the ``txt/`` rows is checked
 against ki's output (``bom:`` against ``metadata["bom"]``); an unknown clause fails
@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from ki.convert.model import StructuredDocument
-from ki.convert.text import convert_text, decode_text, fix_surrogates, sniff_wide
-from ki.errors import UnsupportedDocument
+from ki.adapters.convert.model import StructuredDocument
+from ki.adapters.convert.text import convert_text, decode_text, fix_surrogates, sniff_wide
+from ki.core.errors import UnsupportedDocument
 from tests.helpers.manifest import Manifest, document, quoted
 
 FOLDER = "txt"

@@ -11,11 +11,11 @@ from pathlib import Path
 import openpyxl
 import pytest
 
+from ki.adapters.convert import xlsx
+from ki.adapters.convert.router import convert_bytes
+from ki.adapters.convert.xlsx import cell_text, convert_xlsx
 from ki.config.settings import KiConfig
-from ki.convert import xlsx
-from ki.convert.router import convert_bytes
-from ki.convert.xlsx import cell_text, convert_xlsx
-from ki.errors import UnsupportedDocument
+from ki.core.errors import UnsupportedDocument
 
 S = "http://schemas.openxmlformats.org/spreadsheetml/2006/main"
 R = "http://schemas.openxmlformats.org/officeDocument/2006/relationships"
@@ -153,7 +153,7 @@ def test_new_readers_run_in_the_isolated_workers(name: str, phrase: str) -> None
 
 
 def test_header_and_footer_codes_are_dropped_and_sections_become_lines() -> None:
-    from ki.convert.xlsx_headers import header_footer_lines
+    from ki.adapters.convert.xlsx_headers import header_footer_lines
 
     assert header_footer_lines('&L&"Arial,Bold"&12Page &P of &N&C&KFF0000Smith && Partner&R&D &T') == [
         "Page of", "Smith & Partner"]

@@ -1,4 +1,4 @@
-"""The document's own date (ki.metadata.dates, issue 16 item 6), as a table: own date before cited dates,
+"""The document's own date (ki.domain.metadata.dates, issue 16 item 6), as a table: own date before cited dates,
 the firm's date order, English ordinals, draft stamps, German, Dutch and French month names."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import datetime as dt
 
 import pytest
 
-from ki.metadata.dates import date_order_of, document_date, parse_date
+from ki.domain.metadata.dates import date_order_of, document_date, parse_date
 
 D = dt.date
 

@@ -9,14 +9,14 @@ from __future__ import annotations
 
 import pytest
 
-from ki.agents.loop import AgentState, run_policy
+from ki.adapters.agents.loop import AgentState, run_policy
+from ki.adapters.convert.router import convert_bytes
 from ki.config.settings import KiConfig
-from ki.convert.router import convert_bytes
-from ki.decisions.changes import decision_entries, pair_changes
-from ki.decisions.locus import locus_for
-from ki.decisions.policy import DecisionRulesPolicy
-from ki.decisions.schema import DecisionEntryOut, DecisionResult, make_validators
-from ki.decisions.taxonomy import rationale_taxonomy
+from ki.domain.decisions.changes import decision_entries, pair_changes
+from ki.domain.decisions.locus import locus_for
+from ki.domain.decisions.policy import DecisionRulesPolicy
+from ki.domain.decisions.schema import DecisionEntryOut, DecisionResult, make_validators
+from ki.domain.decisions.taxonomy import rationale_taxonomy
 
 
 def rev(kind, text, author="A", paragraph=0, **kw):

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import pytest
 
-from ki.entities.identifiers import Identifier, contradicts, find_identifiers, lei_valid, shares_identifier
-from ki.entities.names import contained, name_key
-from ki.entities.resolve import Candidate, Context, resolve_mention
-from ki.entities.roles import decide_role
+from ki.domain.entities.identifiers import Identifier, contradicts, find_identifiers, lei_valid, shares_identifier
+from ki.domain.entities.names import contained, name_key
+from ki.domain.entities.resolve import Candidate, Context, resolve_mention
+from ki.domain.entities.roles import decide_role
 
 HRB_D = Identifier("register_number", "HRB 18864", "Amtsgericht Düsseldorf")
 HRB_L = Identifier("register_number", "HRB 154873", "Amtsgericht Leipzig")

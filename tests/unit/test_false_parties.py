@@ -1,12 +1,12 @@
 """What is not a party, the firm under its other spellings, renamed companies and legal-form variants as one
-party, and display names that do not depend on which document came first (ki.entities)."""
+party, and display names that do not depend on which document came first (ki.domain.entities)."""
 
 from __future__ import annotations
 
 import pytest
 
-from ki.entities.mentions import find_mentions
-from ki.entities.names import canonical_name, is_party_name, name_key
+from ki.domain.entities.mentions import find_mentions
+from ki.domain.entities.names import canonical_name, is_party_name, name_key
 
 FIRM = ["Fairbairn Stroud LLP"]
 

@@ -1,6 +1,6 @@
 """Database, system and transient faults are infrastructure; ki's own invalid output is internal_error.
 
-Issue 14 items 6 and 8, the table of ``ki.retry.classify_error`` with the real exception classes of
+Issue 14 items 6 and 8, the table of ``ki.core.retry.classify_error`` with the real exception classes of
 psycopg, SQLAlchemy and pydantic (work-queue spec "Retry with Exponential Backoff").
 """
 
@@ -13,7 +13,7 @@ import pytest
 import sqlalchemy.exc as sa
 from pydantic import BaseModel, Field, ValidationError
 
-from ki.retry import ErrorVerdict, Treatment, classify_error
+from ki.core.retry import ErrorVerdict, Treatment, classify_error
 
 
 def _wrapped(exc: BaseException) -> sa.DBAPIError:
@@ -87,7 +87,7 @@ def test_a_document_s_content_failing_a_check_is_deterministic_with_evidence():
 
 
 def test_ki_s_own_output_failing_its_schema_is_internal_error_with_evidence():
-    from ki.convert.model import StructuredDocument
+    from ki.adapters.convert.model import StructuredDocument
 
     with pytest.raises(ValidationError) as info:
         StructuredDocument.model_validate({"text": 5, "blocks": "none"})

@@ -15,7 +15,7 @@ import json
 import pytest
 
 from ki.config.loader import ProcessSettings
-from ki.taxonomies import PIPELINE_STAGE_ORDER
+from ki.core.taxonomies import PIPELINE_STAGE_ORDER
 
 
 def _b64(data: dict) -> str:
@@ -109,7 +109,7 @@ def test_the_model_stage_reserve_is_worker_labels(declare):
 
 
 def test_reserve_slots_follow_the_local_reserve(monkeypatch):
-    from ki.errors import ConfigurationError
+    from ki.core.errors import ConfigurationError
     from ki.workflows.pools import reserve_slots, worker_pool
 
     full = tuple(PIPELINE_STAGE_ORDER)
@@ -166,7 +166,7 @@ def test_input_ids_are_strings_for_cel():
 
 
 def test_no_token_fails_closed(monkeypatch):
-    from ki.errors import OrchestratorUnavailable
+    from ki.core.errors import OrchestratorUnavailable
     from ki.workflows.client import hatchet_client
 
     monkeypatch.delenv("HATCHET_CLIENT_TOKEN", raising=False)

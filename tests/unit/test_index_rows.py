@@ -11,10 +11,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ki.convert.model import TextualPart
-from ki.index.backend import PROFILE_KIND, row_ordinals
-from ki.index.chunking import chunk_spans, chunk_text
-from ki.index.embeddings import embedding_input
+from ki.adapters.convert.model import TextualPart
+from ki.adapters.search.backend import PROFILE_KIND, row_ordinals
+from ki.adapters.search.chunking import chunk_spans, chunk_text
+from ki.adapters.search.embeddings import embedding_input
 from ki.stages import index_rows
 from ki.stages.index_rows import DocumentRows, PassagePlan
 

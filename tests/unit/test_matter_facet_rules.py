@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import pytest
 
-from ki.agents.loop import AgentState
-from ki.errors import ToolError
-from ki.matters.facets import evidence_texts, facet_validators, matter_kind_ids, practice_area_menu, rule_facets
-from ki.matters.schema import ClassifyResult
-from ki.ontology import Ontology, OntologyError, default_ontology
-from ki.ontology.service_tools import service_tools
+from ki.adapters.agents.loop import AgentState
+from ki.core.errors import ToolError
+from ki.domain.matters.facets import evidence_texts, facet_validators, matter_kind_ids, practice_area_menu, rule_facets
+from ki.domain.matters.schema import ClassifyResult
+from ki.domain.ontology import Ontology, OntologyError, default_ontology
+from ki.domain.ontology.service_tools import service_tools
 
 DOC = {
     "version": "f1",

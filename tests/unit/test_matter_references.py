@@ -1,7 +1,7 @@
 """Matter references as configuration, the references the firm knows, and the evidence order (issue 16 items 1–2).
 
 Pure: patterns and contexts (ki.config.reference_patterns), known references, client numbers and names
-(ki.matters.references), the evidence chain over an in-memory corpus (ki.matters.evidence).
+(ki.domain.matters.references), the evidence chain over an in-memory corpus (ki.domain.matters.evidence).
 """
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ from __future__ import annotations
 import pytest
 
 from ki.config.reference_patterns import PatternError, ReferenceFormats, template_regex
-from ki.matters.evidence import CorpusFile, infer_reference, organisation_names
-from ki.matters.references import (
+from ki.domain.matters.evidence import CorpusFile, infer_reference, organisation_names
+from ki.domain.matters.references import (
     KnownReferences,
     case_numbers_in,
     content_reference,

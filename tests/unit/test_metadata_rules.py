@@ -12,17 +12,17 @@ from pathlib import Path
 
 import pytest
 
+from ki.adapters.convert.router import convert_bytes
 from ki.config.settings import KiConfig
-from ki.convert.router import convert_bytes
-from ki.entities.mentions import find_mentions
-from ki.entities.role_cues import add_role_hints
-from ki.metadata.amounts import find_amounts
-from ki.metadata.dates import document_date, parse_date
-from ki.metadata.language import detect_language
-from ki.metadata.policy import read_document
-from ki.metadata.typing_rules import choose_type, typing_facts
-from ki.ontology import Ontology
-from ki.ontology.tools import ontology_tools
+from ki.domain.entities.mentions import find_mentions
+from ki.domain.entities.role_cues import add_role_hints
+from ki.domain.metadata.amounts import find_amounts
+from ki.domain.metadata.dates import document_date, parse_date
+from ki.domain.metadata.language import detect_language
+from ki.domain.metadata.policy import read_document
+from ki.domain.metadata.typing_rules import choose_type, typing_facts
+from ki.domain.ontology import Ontology
+from ki.domain.ontology.tools import ontology_tools
 
 FIRM = ["Kessler Claußen Rechtsanwälte PartG mbB", "Kessler Claußen", "Kessler Claußen Attorneys at Law"]
 

@@ -1,4 +1,4 @@
-"""NFSv4 and SMB ACLs read as readers (ki.access.network_acls).
+"""NFSv4 and SMB ACLs read as readers (ki.domain.access.network_acls).
 
 No NFS or SMB mount exists on the test host, so the attribute values are built here byte by byte from the
 protocols' own layouts (RFC 7530 §6.2.1 XDR for ``system.nfs4_acl``; MS-DTYP §2.4.6 for the self-relative
@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from ki.access.network_acls import (
+from ki.domain.access.network_acls import (
     CIFS_XATTR,
     ENTER,
     NFS4_XATTR,

@@ -1,4 +1,4 @@
-"""ki.convert.ocr: the real needs_ocr PDFs, a CER check against text layers, and the engine's contract.
+"""ki.adapters.convert.ocr: the real needs_ocr PDFs, a CER check against text layers, and the engine's contract.
 
 Real OCR runs (RapidOCR, PP-OCRv6 small) on: the three ``needs_ocr`` rows of the
 real corpus MANIFEST (one upright, one scan turned 90°, four pages at 0/180/90/270
@@ -24,10 +24,10 @@ from types import SimpleNamespace
 import pypdfium2 as pdfium
 import pytest
 
-from ki.convert import ocr, ocr_engine, ocr_reading
-from ki.convert.ocr import ocr_available, ocr_image, ocr_pdf
-from ki.convert.pdf import convert_pdf
-from ki.errors import ClaimLost, UnsupportedDocument
+from ki.adapters.convert import ocr, ocr_engine, ocr_reading
+from ki.adapters.convert.ocr import ocr_available, ocr_image, ocr_pdf
+from ki.adapters.convert.pdf import convert_pdf
+from ki.core.errors import ClaimLost, UnsupportedDocument
 
 pytestmark = pytest.mark.skipif(not ocr_available(), reason="rapidocr/onnxruntime not installed")
 
@@ -276,7 +276,7 @@ def test_runs_offline_without_downloads(tmp_path: Path, real_corpus: Path) -> No
     script = textwrap.dedent(
         """
         import socket, sys
-        from ki.convert.ocr import ocr_pdf  # first: it must switch onnxruntime telemetry off before import
+        from ki.adapters.convert.ocr import ocr_pdf  # first: it must switch onnxruntime telemetry off before import
         def refuse(*args, **kwargs):
             raise AssertionError("network access attempted")
         socket.socket.connect = refuse
@@ -475,8 +475,8 @@ def test_lane_bounds_process_wide_concurrency(fake) -> None:
 def test_images_below_the_floor_are_skipped_with_a_reason_and_never_read(fake) -> None:
     from PIL import Image
 
+    from ki.adapters.convert.router import convert_bytes
     from ki.config.settings import KiConfig
-    from ki.convert.router import convert_bytes
 
     engine = fake()
     for size, reason in (((400, 1), "too_small"), ((12, 12), "too_small"), ((2400, 20), "degenerate_aspect")):

@@ -6,9 +6,9 @@ import io
 
 from PIL import Image, ImageDraw, ImageFont
 
-from ki.convert.ocr import ocr_image
-from ki.convert.ocr_layout import Placed, find_gutters, reading_groups
-from ki.convert.ocr_reading import Box, lines
+from ki.adapters.convert.ocr import ocr_image
+from ki.adapters.convert.ocr_layout import Placed, find_gutters, reading_groups
+from ki.adapters.convert.ocr_reading import Box, lines
 
 LEFT = ["The tenant shall pay the rent", "on the first working day of", "each month into the account",
         "named by the landlord in", "writing before the term starts.", "Late payment bears interest."]

@@ -13,10 +13,10 @@ import pytest
 
 from ki.config.loader import load_config, set_config_value
 from ki.config.settings import KiConfig
-from ki.errors import ConfigurationError, ToolError
-from ki.ontology import Ontology, OntologyError, active_ontology, default_ontology, load_ontology_file
-from ki.ontology.terms import find_term, fold, tokens
-from ki.ontology.tools import ontology_tools
+from ki.core.errors import ConfigurationError, ToolError
+from ki.domain.ontology import Ontology, OntologyError, active_ontology, default_ontology, load_ontology_file
+from ki.domain.ontology.terms import find_term, fold, tokens
+from ki.domain.ontology.tools import ontology_tools
 
 
 def tool_map(onto):

@@ -1,9 +1,9 @@
 """The pure pieces behind order independence (issue 14 item 1): every derived fact is a function of the
 estate, not of the order documents arrive in.
 
-* roles on a matter are settled from *all* claims (:func:`ki.entities.roles.settle_roles`);
-* an entity's name is chosen from the spellings its documents use (:func:`ki.entities.names.canonical_name`);
-* a relate decision reads a set of files described by :class:`ki.relate.wants.Wants`, so a file that
+* roles on a matter are settled from *all* claims (:func:`ki.domain.entities.roles.settle_roles`);
+* an entity's name is chosen from the spellings its documents use (:func:`ki.domain.entities.names.canonical_name`);
+* a relate decision reads a set of files described by :class:`ki.domain.relate.wants.Wants`, so a file that
   classifies later knows whether the decision must be taken again;
 * the relate rules decide the same whatever order their candidates come in (property tests).
 """
@@ -14,11 +14,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ki.entities.names import canonical_name
-from ki.entities.roles import PartyClaims, settle_roles
-from ki.relate.facts import FileFacts
-from ki.relate.policy_decide import decide
-from ki.relate.wants import Wants, listed_facts, search_score
+from ki.domain.entities.names import canonical_name
+from ki.domain.entities.roles import PartyClaims, settle_roles
+from ki.domain.relate.facts import FileFacts
+from ki.domain.relate.policy_decide import decide
+from ki.domain.relate.wants import Wants, listed_facts, search_score
 
 # --- roles ----------------------------------------------------------------------------------------
 

@@ -5,8 +5,8 @@ Dutch and English courts, street names never persons. Invented text, not corpus 
 
 from __future__ import annotations
 
-from ki.entities.mentions import KnownName, find_mentions
-from ki.metadata.matter import MatterContext
+from ki.domain.entities.mentions import KnownName, find_mentions
+from ki.domain.metadata.matter import MatterContext
 
 
 def found(text: str) -> list[tuple[str, str]]:

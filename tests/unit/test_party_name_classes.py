@@ -7,8 +7,8 @@ that failed before. Invented text, not corpus files.
 
 from __future__ import annotations
 
-from ki.entities.mentions import find_mentions
-from ki.entities.names import name_key
+from ki.domain.entities.mentions import find_mentions
+from ki.domain.entities.names import name_key
 
 
 def found(text: str, firm: list[str] | None = None) -> list[tuple[str, str]]:
@@ -126,7 +126,7 @@ def test_a_description_under_a_name_is_not_glued_to_it():
 
 
 def test_the_company_being_taken_over_is_a_third_party_in_dutch_and_french():
-    from ki.entities.role_cues import add_role_hints
+    from ki.domain.entities.role_cues import add_role_hints
 
     def hints(text: str) -> list[tuple[str, list[tuple[str, str]]]]:
         mentions = find_mentions(text)
@@ -142,7 +142,7 @@ def test_the_company_being_taken_over_is_a_third_party_in_dutch_and_french():
 
 
 def test_a_folder_inside_a_clients_folder_names_the_client():
-    from ki.metadata.matter import folder_hints
+    from ki.domain.metadata.matter import folder_hints
 
     def hinted(path: str, text: str) -> list[tuple[str, list[tuple[str, str]]]]:
         mentions = find_mentions(text)
@@ -164,7 +164,7 @@ def test_a_folder_inside_a_clients_folder_names_the_client():
 
 
 def _hints(text: str, firm: list[str] | None = None, title: str = "") -> list[tuple[str, str, list]]:
-    from ki.entities.role_cues import add_role_hints
+    from ki.domain.entities.role_cues import add_role_hints
 
     mentions = find_mentions(text, firm_names=firm)
     add_role_hints(text, mentions, title=title, firm_names=firm)

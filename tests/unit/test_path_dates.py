@@ -1,4 +1,4 @@
-"""Dates from file and folder names, and the mtime as weak evidence (ki.metadata.path_dates)."""
+"""Dates from file and folder names, and the mtime as weak evidence (ki.domain.metadata.path_dates)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import datetime as dt
 
 import pytest
 
-from ki.metadata.path_dates import dated, name_date, path_date, uniform_mtimes
+from ki.domain.metadata.path_dates import dated, name_date, path_date, uniform_mtimes
 
 D = dt.date
 

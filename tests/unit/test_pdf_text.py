@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
+from ki.adapters.convert.pdf import convert_pdf
+from ki.adapters.convert.router import convert_bytes
 from ki.config.settings import KiConfig
-from ki.convert.pdf import convert_pdf
-from ki.convert.router import convert_bytes
-from ki.errors import UnsupportedDocument
+from ki.core.errors import UnsupportedDocument
 from tests.helpers.pdf_build import latin_pdf, text_lines
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "pdf_text"

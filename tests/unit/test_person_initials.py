@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import pytest
 
-from ki.entities.mentions import find_mentions
-from ki.entities.names import canonical_name
-from ki.entities.persons import PersonName, abbreviates, expansion, is_abbreviated, natural_order, parse_person
+from ki.domain.entities.mentions import find_mentions
+from ki.domain.entities.names import canonical_name
+from ki.domain.entities.persons import PersonName, abbreviates, expansion, is_abbreviated, natural_order, parse_person
 
 
 @pytest.mark.parametrize("written, given, surname", [

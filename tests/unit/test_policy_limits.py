@@ -4,13 +4,13 @@ A limit of ki's own schema that its own policy can exceed quarantines valid inpu
 50 attachments was quarantined at relate: one ``references`` relation per attachment, 50 allowed). These
 property tests generate hostile but valid inputs — many attachments, recipients, tracked changes, dates,
 party names, candidate matters, deep quoted threads, huge / empty / unicode / control-character subjects,
-names and paths — run each rules policy through :func:`ki.agents.loop.run_policy` with the tool argument
+names and paths — run each rules policy through :func:`ki.adapters.agents.loop.run_policy` with the tool argument
 models and validators the stage uses, and assert the answer validates against the stage's result schema.
 
-Policies covered: relate (:func:`ki.relate.policy_decide.decide`), classify
-(:class:`ki.matters.policy.ClassifyRulesPolicy`), extract_metadata with document typing and parties
-(:class:`ki.metadata.policy.MetadataRulesPolicy` over the shipped ontology's tools), extract_decisions
-(:class:`ki.decisions.policy.DecisionRulesPolicy`). Bounded by the hypothesis profile (tests/conftest.py:
+Policies covered: relate (:func:`ki.domain.relate.policy_decide.decide`), classify
+(:class:`ki.domain.matters.policy.ClassifyRulesPolicy`), extract_metadata with document typing and parties
+(:class:`ki.domain.metadata.policy.MetadataRulesPolicy` over the shipped ontology's tools), extract_decisions
+(:class:`ki.domain.decisions.policy.DecisionRulesPolicy`). Bounded by the hypothesis profile (tests/conftest.py:
 ``ci`` under CI=1, derandomised); about 20 s in all on a quiet machine.
 """
 
@@ -23,22 +23,22 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pydantic import BaseModel
 
-from ki.agents.loop import AgentState, Tool, ToolResult, run_policy
-from ki.decisions.policy import DecisionRulesPolicy
-from ki.decisions.schema import MAX_ENTRIES, DecisionResult
-from ki.decisions.schema import make_validators as decision_validators
-from ki.matters.evidence import CorpusFile
-from ki.matters.policy import ClassifyRulesPolicy
-from ki.matters.schema import ClassifyResult, CreateMatterArgs, SearchMattersArgs
-from ki.metadata.policy import MetadataRulesPolicy, read_document
-from ki.metadata.schema import MetadataResult
-from ki.metadata.schema import make_validators as metadata_validators
-from ki.ontology.load import default_ontology
-from ki.ontology.tools import ontology_tools
-from ki.relate.facts import FileFacts
-from ki.relate.policy_decide import decide
-from ki.relate.schema import MAX_RELATIONS, RelateResult
-from ki.relate.schema import make_validators as relate_validators
+from ki.adapters.agents.loop import AgentState, Tool, ToolResult, run_policy
+from ki.domain.decisions.policy import DecisionRulesPolicy
+from ki.domain.decisions.schema import MAX_ENTRIES, DecisionResult
+from ki.domain.decisions.schema import make_validators as decision_validators
+from ki.domain.matters.evidence import CorpusFile
+from ki.domain.matters.policy import ClassifyRulesPolicy
+from ki.domain.matters.schema import ClassifyResult, CreateMatterArgs, SearchMattersArgs
+from ki.domain.metadata.policy import MetadataRulesPolicy, read_document
+from ki.domain.metadata.schema import MetadataResult
+from ki.domain.metadata.schema import make_validators as metadata_validators
+from ki.domain.ontology.load import default_ontology
+from ki.domain.ontology.tools import ontology_tools
+from ki.domain.relate.facts import FileFacts
+from ki.domain.relate.policy_decide import decide
+from ki.domain.relate.schema import MAX_RELATIONS, RelateResult
+from ki.domain.relate.schema import make_validators as relate_validators
 
 
 def bounded(examples: int) -> settings:

@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import pytest
 
-from ki.index.analysis import word_forms
-from ki.index.lexical import PROFILE_KIND, LexRow, build_schema, field_streams, lex_document, to_tantivy
-from ki.index.opensearch_index import to_dsl
-from ki.index.query import FIELD_GROUPS, FIELD_TIE_BREAKER, HEAD_MARK, parse_query
-from ki.index.query_plan import BestOf, LexFilters, Term, field_node, item_node, search_node
+from ki.adapters.search.analysis import word_forms
+from ki.adapters.search.lexical import PROFILE_KIND, LexRow, build_schema, field_streams, lex_document, to_tantivy
+from ki.adapters.search.opensearch_index import to_dsl
+from ki.adapters.search.query import FIELD_GROUPS, FIELD_TIE_BREAKER, HEAD_MARK, parse_query
+from ki.adapters.search.query_plan import BestOf, LexFilters, Term, field_node, item_node, search_node
 
 
 def profile(oid: int, **fields: str) -> LexRow:

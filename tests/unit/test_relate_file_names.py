@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import datetime as dt
 
-from ki.relate import file_names
-from ki.relate.facts import FileFacts
-from ki.relate.policy_decide import decide, same_document_score
-from ki.relate.threads import is_reply_subject, quoted_headers, subject_key
+from ki.domain.relate import file_names
+from ki.domain.relate.facts import FileFacts
+from ki.domain.relate.policy_decide import decide, same_document_score
+from ki.domain.relate.threads import is_reply_subject, quoted_headers, subject_key
 
 BODY = ("The supplier shall deliver the goods within thirty days of each order and the customer shall pay "
         "every invoice within sixty days of receipt. Either party may terminate on ninety days written notice.")
@@ -94,8 +94,8 @@ def test_a_reply_without_in_reply_to_finds_its_parent_by_the_quoted_outlook_head
 def test_a_configured_matter_reference_is_no_dms_number():
     """Issue 16 item 3: ``123456.001`` is a matter when the firm writes ``NNNNNN.NNN``; a DMS number otherwise."""
     from ki.config.reference_patterns import formats_for
-    from ki.relate.facts import FileFacts
-    from ki.relate.file_names import dms_number
+    from ki.domain.relate.facts import FileFacts
+    from ki.domain.relate.file_names import dms_number
 
     firm = formats_for(("NNNNNN.NNN",))
     assert dms_number("123456.001 - Lease") is not None

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import datetime as dt
 
-from ki.relate.cues import citations
-from ki.relate.facts import FileFacts
-from ki.relate.policy_decide import decide
-from ki.relate.wants import Wants, listed_facts
+from ki.domain.relate.cues import citations
+from ki.domain.relate.facts import FileFacts
+from ki.domain.relate.policy_decide import decide
+from ki.domain.relate.wants import Wants, listed_facts
 
 
 def facts(path: str, text: str, **kw) -> FileFacts:

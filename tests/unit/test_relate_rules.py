@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import datetime as dt
 
-from ki.relate.cues import citation_score, citations, words_match
-from ki.relate.dates import dates_in, dates_in_name
-from ki.relate.facts import FileFacts
-from ki.relate.policy_decide import canonical, decide
-from ki.relate.similarity import jaccard
-from ki.relate.threads import is_reply_subject, quoted_header, subject_key
+from ki.domain.relate.cues import citation_score, citations, words_match
+from ki.domain.relate.dates import dates_in, dates_in_name
+from ki.domain.relate.facts import FileFacts
+from ki.domain.relate.policy_decide import canonical, decide
+from ki.domain.relate.similarity import jaccard
+from ki.domain.relate.threads import is_reply_subject, quoted_header, subject_key
 
 # --- facts, dates, similarity, cues -------------------------------------------------------------
 

@@ -1,7 +1,7 @@
 """Pure parts of search: RRF fusion and collapse, the permission compiler, grants files, embedders.
 
 Spec: insertion-pipeline.md "Index"; notes/opensearch.md §3 (RRF, k = 60); DESIGN.md "Duplicates and
-permissions"; ki.access.folder_grants (the ``.ki-grants.json`` format).
+permissions"; ki.domain.access.folder_grants (the ``.ki-grants.json`` format).
 """
 
 from __future__ import annotations
@@ -11,14 +11,14 @@ import json
 import numpy as np
 import pytest
 
-from ki.access.folder_grants import AclReadError, local_grant_levels, parse_grants, write_grants_file
-from ki.access.projection import AccessProjection, GrantLevel, compile_projection, principal_set
+from ki.adapters.search.backend import RankedChunk
+from ki.adapters.search.embeddings import HashingEmbedder, context_header, embedding_input, make_embedder
+from ki.adapters.search.hybrid import collapse, fuse, rrf_fuse
 from ki.config.embedding_model import parse_embedding_model
 from ki.config.settings import RetrievalConfig
-from ki.index.backend import RankedChunk
-from ki.index.embeddings import HashingEmbedder, context_header, embedding_input, make_embedder
-from ki.index.hybrid import collapse, fuse, rrf_fuse
-from ki.taxonomies import has_access_only_marker
+from ki.core.taxonomies import has_access_only_marker
+from ki.domain.access.folder_grants import AclReadError, local_grant_levels, parse_grants, write_grants_file
+from ki.domain.access.projection import AccessProjection, GrantLevel, compile_projection, principal_set
 
 
 def test_rrf_scores_and_order():

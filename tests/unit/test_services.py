@@ -1,19 +1,20 @@
-"""ki.services (process-wide clients, one reset) and ki.cooldown (one provider-fault cooldown for all clients).
+"""ki.app.wiring (process-wide clients, one reset) and ki.adapters.cooldown (one provider-fault cooldown for all
+clients).
 
 Spec: insertion-pipeline.md "Retry policy and quarantine" (ProviderPermanentError: cooldown for siblings);
-DESIGN.md "Layout" (ki/services.py) and "Defaults" (KI_PROVIDER_FAULT_COOLDOWN_SECONDS stays flat).
+DESIGN.md "Layout" (ki/wiring.py) and "Defaults" (KI_PROVIDER_FAULT_COOLDOWN_SECONDS stays flat).
 """
 
 from __future__ import annotations
 
 import pytest
 
-from ki import services
-from ki.agents.gateway import GatewayClient, active_cooldowns, reset_cooldowns
+from ki.adapters.agents.gateway import GatewayClient, active_cooldowns, reset_cooldowns
+from ki.adapters.convert import docling as docling_mod
+from ki.adapters.cooldown import PROVIDER_COOLDOWNS, Cooldowns
+from ki.app import wiring
 from ki.config.settings import ComponentsConfig
-from ki.convert import docling as docling_mod
-from ki.cooldown import PROVIDER_COOLDOWNS, Cooldowns
-from ki.errors import ConfigurationError
+from ki.core.errors import ConfigurationError
 
 
 class Closable:
@@ -32,17 +33,17 @@ def test_shared_builds_once_per_key_and_reset_closes_everything():
         built.append(name)
         return Closable(name)
 
-    a = services.shared("thing", ("a", 1), lambda: build("a"))
-    assert services.shared("thing", ("a", 1), lambda: build("again")) is a
-    b = services.shared("thing", ("b", 1), lambda: build("b"))
+    a = wiring.shared("thing", ("a", 1), lambda: build("a"))
+    assert wiring.shared("thing", ("a", 1), lambda: build("again")) is a
+    b = wiring.shared("thing", ("b", 1), lambda: build("b"))
     assert b is not a and built == ["a", "b"]
     hook_calls = []
-    services.on_reset(lambda: hook_calls.append(1))
+    wiring.on_reset(lambda: hook_calls.append(1))
     PROVIDER_COOLDOWNS.start(("gateway", "http://gw", "m"), "dead key", seconds=60)
-    services.reset()
+    wiring.reset()
     assert a.closed and b.closed and hook_calls == [1]
     assert PROVIDER_COOLDOWNS.remaining() == {}
-    assert services.shared("thing", ("a", 1), lambda: build("a2")).name == "a2"
+    assert wiring.shared("thing", ("a", 1), lambda: build("a2")).name == "a2"
 
 
 def test_a_failed_build_keeps_nothing():
@@ -50,35 +51,35 @@ def test_a_failed_build_keeps_nothing():
         raise ConfigurationError("no")
 
     with pytest.raises(ConfigurationError):
-        services.shared("thing", "k", boom)
-    assert services.shared("thing", "k", lambda: "ok") == "ok"
+        wiring.shared("thing", "k", boom)
+    assert wiring.shared("thing", "k", lambda: "ok") == "ok"
 
 
 def test_gateway_client_is_shared_per_setting_and_views_keep_the_pool(monkeypatch):
     monkeypatch.delenv("KI_LLM_BASE_URL", raising=False)
     with pytest.raises(ConfigurationError, match="KI_LLM_BASE_URL"):
-        services.gateway()
+        wiring.gateway()
     monkeypatch.setenv("KI_LLM_BASE_URL", "http://gw.example:4000/v1")
     monkeypatch.setenv("KI_LLM_API_KEY", "sk-one")
-    first = services.gateway()
-    assert services.gateway() is first and first.base_url == "http://gw.example:4000" and first.api_key == "sk-one"
+    first = wiring.gateway()
+    assert wiring.gateway() is first and first.base_url == "http://gw.example:4000" and first.api_key == "sk-one"
     sink = []
-    view = services.gateway(sink.append)
+    view = wiring.gateway(sink.append)
     assert view is not first and view.usage_sink == sink.append and view._http is first._http
     view.close()
     assert not first._http.is_closed  # a view never closes the shared pool
     monkeypatch.setenv("KI_LLM_API_KEY", "sk-two")
-    second = services.gateway()
+    second = wiring.gateway()
     assert second is not first and second.api_key == "sk-two"
-    services.reset()
+    wiring.reset()
     assert first._http.is_closed and second._http.is_closed
 
 
 def test_docling_client_is_shared_per_components():
     c = ComponentsConfig(docling_url="http://docling.example:5001")
-    client = services.docling(c)
-    assert services.docling(ComponentsConfig(docling_url="http://docling.example:5001")) is client
-    assert services.docling(ComponentsConfig(docling_url="http://docling.example:5001",
+    client = wiring.docling(c)
+    assert wiring.docling(ComponentsConfig(docling_url="http://docling.example:5001")) is client
+    assert wiring.docling(ComponentsConfig(docling_url="http://docling.example:5001",
                                              docling_api_key="k")) is not client
 
 

@@ -1,4 +1,4 @@
-"""The startup timeline of ``ki insert`` (ki/startup.py) and the lazily imported stage modules (the recovery
+"""The startup timeline of ``ki insert`` (ki/core/startup.py) and the lazily imported stage modules (the recovery
 time after a kill)."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import re
 import subprocess
 import sys
 
-from ki.startup import FIRST_ROW, Timeline, process_age_seconds
+from ki.core.startup import FIRST_ROW, Timeline, process_age_seconds
 from tests.helpers.outage import wait_until
 
 
@@ -29,7 +29,7 @@ def test_timeline_records_each_phase_once_and_logs_at_the_first_row(caplog):
     sum(i * i for i in range(300_000))  # some CPU inside the scan phase
     t.mark("scan")
     t.mark("context")  # a phase is kept once (its first mark)
-    with caplog.at_level(logging.INFO, logger="ki.startup"):
+    with caplog.at_level(logging.INFO, logger="ki.core.startup"):
         t.mark("first claim", "convert")
         t.mark(FIRST_ROW, "convert")
         t.mark("later")  # after the first row: ignored
@@ -39,7 +39,7 @@ def test_timeline_records_each_phase_once_and_logs_at_the_first_row(caplog):
     cpus = [m.cpu for m in t.marks]
     assert walls == sorted(walls) and cpus == sorted(cpus)
     assert cpus[2] - cpus[1] > 0.005  # the CPU spent between the marks is the phase's
-    logged = [r.getMessage() for r in caplog.records if r.name == "ki.startup"]
+    logged = [r.getMessage() for r in caplog.records if r.name == "ki.core.startup"]
     assert len(logged) == 1
     line = logged[0]
     m = re.match(r"startup timeline: ([\d.]+) s wall, ([\d.]+) s CPU to the first row finished; (.*)", line)

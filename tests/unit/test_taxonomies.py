@@ -11,9 +11,9 @@ import itertools
 import httpx
 import pytest
 
-from ki import errors
-from ki.retry import INFRASTRUCTURE_HTTP_STATUSES, ErrorVerdict, Treatment, backoff_seconds, classify_error
-from ki.taxonomies import (
+from ki.core import errors
+from ki.core.retry import INFRASTRUCTURE_HTTP_STATUSES, ErrorVerdict, Treatment, backoff_seconds, classify_error
+from ki.core.taxonomies import (
     BUCKETS,
     CANCELLED,
     DISABLED_BY_CONFIGURATION,

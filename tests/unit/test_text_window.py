@@ -1,4 +1,4 @@
-"""Bounded text windows (issue 14 item 7c): :mod:`ki.text_window` and the stages' bounded helpers."""
+"""Bounded text windows (issue 14 item 7c): :mod:`ki.core.text_window` and the stages' bounded helpers."""
 
 from __future__ import annotations
 
@@ -6,12 +6,12 @@ import hashlib
 
 import pytest
 
+from ki.adapters.convert.model import StructuredDocument
 from ki.config.settings import KiConfig
-from ki.convert.model import StructuredDocument
-from ki.metadata.policy import MAX_IDENTIFIERS, MAX_PARTIES, MetadataRulesPolicy, read_document
-from ki.relate.facts import FileFacts
+from ki.core.text_window import normalised_digest, window_of_parts, window_text, windowed_body
+from ki.domain.metadata.policy import MAX_IDENTIFIERS, MAX_PARTIES, MetadataRulesPolicy, read_document
+from ki.domain.relate.facts import FileFacts
 from ki.stages.index import header_title, profile_text
-from ki.text_window import normalised_digest, window_of_parts, window_text, windowed_body
 
 
 def test_a_short_text_is_read_whole_and_unchanged() -> None:
@@ -41,7 +41,7 @@ def test_a_long_text_keeps_its_head_and_tail_cut_at_line_boundaries() -> None:
 @pytest.mark.parametrize("sep", ["\n", " ", ""])
 @pytest.mark.parametrize(("head", "tail"), [(10_000, 3_000), (10_000, 0), (0, 3_000), (9_999, 2_999)])
 def test_the_window_of_the_head_and_tail_parts_is_the_window_of_the_text(sep: str, head: int, tail: int) -> None:
-    """What relate's paging reader computes from two page ranges (ki.relate.policy.read_whole) is the window of
+    """What relate's paging reader computes from two page ranges (ki.domain.relate.policy.read_whole) is the window of
     the whole text, breaks or none."""
     import random
 

@@ -6,7 +6,7 @@ The search ↔ convert contract (OWNERS.md): ``parts`` keys are ``kind`` or ``ki
 
 from __future__ import annotations
 
-from ki.convert.model import (
+from ki.adapters.convert.model import (
     PART_KINDS,
     Address,
     Comment,

@@ -1,4 +1,4 @@
-"""Cancelling a Hatchet batch mid-run (ki.cancel → ki.workflows.cancel) on the real engine.
+"""Cancelling a Hatchet batch mid-run (ki.app.cancel → ki.workflows.cancel) on the real engine.
 
 24 documents, a conveyor window of 4, a worker whose convert handler sleeps 1.5 s: once converts are running the
 run is cancelled. The run ends ``cancelled`` at once, every member is finished (the unreleased ones with outcome
@@ -13,8 +13,8 @@ import time
 
 import pytest
 
-from ki.cancel import cancel_run
-from ki.launch import launch_insertion
+from ki.app.cancel import cancel_run
+from ki.app.launch import launch_insertion
 from tests.helpers.hatchet_harness import configure, q, scan, write_docs
 
 pytestmark = [pytest.mark.hatchet, pytest.mark.timeout(300)]

@@ -18,9 +18,9 @@ from collections import Counter
 
 import pytest
 
+from ki.app.launch import launch_insertion
 from ki.config.loader import ProcessSettings, set_config_value
-from ki.context import PipelineContext
-from ki.launch import launch_insertion
+from ki.domain.context import PipelineContext
 from ki.store.db import open_database
 from ki.workflows.client import hatchet_client
 from ki.workflows.dag import document_workflow_name

@@ -26,7 +26,7 @@ import pytest
 from playwright.sync_api import Error as PlaywrightError
 from playwright.sync_api import expect
 
-from ki.launch import launch_insertion
+from ki.app.launch import launch_insertion
 from ki.workflows.client import hatchet_client
 from tests.acceptance.test_console_browser import CHROMIUM, Shots, browser_page  # noqa: F401
 from tests.helpers.hatchet_engine import dashboard_dir

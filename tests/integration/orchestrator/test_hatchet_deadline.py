@@ -15,9 +15,9 @@ import dataclasses
 
 import pytest
 
+from ki.app.launch import launch_insertion
 from ki.config.loader import set_config_value
-from ki.launch import launch_insertion
-from ki.taxonomies import PIPELINE_STAGE_ORDER
+from ki.core.taxonomies import PIPELINE_STAGE_ORDER
 from tests.helpers.gateway_stub import GatewayStub
 from tests.helpers.hatchet_harness import configure, q, scan
 from tests.helpers.outage import note_estate, stage_answer

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import pytest
 
-from ki.launch import launch_insertion
-from ki.sources.scan import scan_source
+from ki.adapters.sources.scan import scan_source
+from ki.app.launch import launch_insertion
 from ki.store import conveyor
 from ki.workflows.dag import LANE_PRIORITY
 from tests.helpers.hatchet_harness import configure, q, scan, write_docs

@@ -22,8 +22,8 @@ from datetime import datetime
 
 import pytest
 
-from ki.launch import launch_insertion
-from ki.taxonomies import MODEL_STAGES, PIPELINE_STAGE_ORDER
+from ki.app.launch import launch_insertion
+from ki.core.taxonomies import MODEL_STAGES, PIPELINE_STAGE_ORDER
 from ki.workflows.client import hatchet_client
 from tests.helpers.gateway_stub import GatewayStub
 from tests.helpers.hatchet_harness import configure, q, scan

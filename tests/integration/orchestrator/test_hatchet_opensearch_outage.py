@@ -28,7 +28,7 @@ from collections import Counter
 
 import pytest
 
-from ki.launch import launch_insertion
+from ki.app.launch import launch_insertion
 from ki.store.pauses import read_pauses
 from tests.helpers.hatchet_harness import configure, engine_run, indexed_and_recorded, opensearch_index, q, scan
 from tests.helpers.outage import gateway_refusing, note_estate, wait_until

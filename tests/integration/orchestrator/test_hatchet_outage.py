@@ -27,10 +27,10 @@ from collections import Counter
 
 import pytest
 
-from ki.breaker import MODEL_STAGES
-from ki.launch import launch_insertion
+from ki.adapters.breaker import MODEL_STAGES
+from ki.app.launch import launch_insertion
+from ki.core.taxonomies import PIPELINE_STAGE_ORDER
 from ki.store.pauses import read_pauses
-from ki.taxonomies import PIPELINE_STAGE_ORDER
 from tests.helpers.gateway_stub import GatewayStub
 from tests.helpers.hatchet_harness import configure, q, scan
 from tests.helpers.outage import SocketOutage, gateway_refusing, note_estate, stage_answer, wait_until

@@ -24,13 +24,13 @@ from collections import Counter
 
 import pytest
 
+from ki.adapters.sources.scan import register_local_source
+from ki.app.launch import launch_insertion, launch_sync
 from ki.config.loader import ProcessSettings, set_config_value
-from ki.context import PipelineContext
-from ki.launch import launch_insertion, launch_sync
-from ki.sources.scan import register_local_source
+from ki.core.taxonomies import PIPELINE_STAGE_ORDER
+from ki.domain.context import PipelineContext
 from ki.store import runs as batches
 from ki.store.db import open_database
-from ki.taxonomies import PIPELINE_STAGE_ORDER
 from ki.workflows import trigger
 from ki.workflows.client import hatchet_client
 from ki.workflows.dag import document_workflow_name, workflow

@@ -17,8 +17,8 @@ from collections import Counter
 
 import pytest
 
-from ki.launch import launch_insertion, launch_sync
-from ki.sources.scan import register_local_source
+from ki.adapters.sources.scan import register_local_source
+from ki.app.launch import launch_insertion, launch_sync
 from ki.store.pushback import pushback
 from ki.workflows.client import hatchet_client
 from ki.workflows.recovery import engine_verdicts

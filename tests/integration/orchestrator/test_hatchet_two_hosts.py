@@ -5,7 +5,7 @@ Spec: insertion-pipeline.md "Failure modes" (worker death mid-stage: the replay 
 resumes) and work-queue.md "Lease-Based Claiming" (a claim of another host is recovered by its timeout, not by
 a pid check). Each worker runs in a network namespace of its own and under its own host name
 (``tests/helpers/netns.py``: ``host-a``, ``host-b``, each joined by a veth pair to a bridge on the test
-machine), so for claim liveness (``ki.liveness``) and for the network they are two hosts: the machine's
+machine), so for claim liveness (``ki.core.liveness``) and for the network they are two hosts: the machine's
 loopback is out of their reach (checked), and they reach the engine's gRPC and REST ports, PostgreSQL and the
 OpenSearch node over TCP at the bridge's address (relays in front of the session's services, which listen on
 the loopback or a Unix socket).
@@ -17,7 +17,7 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from ki.launch import launch_insertion
+from ki.app.launch import launch_insertion
 from tests.helpers.hatchet_harness import (
     configure,
     indexed_and_recorded,

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from ki.config.loader import set_config_value
-from ki.taxonomies import MODEL_STAGES
+from ki.core.taxonomies import MODEL_STAGES
 
 
 @pytest.fixture

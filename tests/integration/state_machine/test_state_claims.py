@@ -12,6 +12,7 @@ import time
 
 from sqlalchemy import text
 
+from ki.core.taxonomies import WAITING_FOR_PREVIOUS_STAGE
 from ki.orchestration import prepare
 from ki.orchestration.execute import execute_claim, run_stage_for_object
 from ki.stages import STAGE_HANDLERS
@@ -19,7 +20,6 @@ from ki.store import claims as q
 from ki.store import downstream
 from ki.store.requeue import requeue_from_fetch
 from ki.store.status import lost_claim
-from ki.taxonomies import WAITING_FOR_PREVIOUS_STAGE
 from tests.helpers.state import configure, make_source, raising, rows, sql
 
 

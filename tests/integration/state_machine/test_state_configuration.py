@@ -6,18 +6,18 @@ Spec: insertion-pipeline.md "Configuration" and "producer_version semantics".
 
 from __future__ import annotations
 
-from ki import errors
-from ki.launch import launch_insertion
-from ki.orchestration import prepare
-from ki.sources.scan import register_local_source, scan_source
-from ki.stages import STAGE_HANDLERS
-from ki.store.status import bucket_counts
-from ki.taxonomies import (
+from ki.adapters.sources.scan import register_local_source, scan_source
+from ki.app.launch import launch_insertion
+from ki.core import errors
+from ki.core.taxonomies import (
     DISABLED_BY_CONFIGURATION,
     INPUT_STAGE_DISABLED,
     PIPELINE_STAGE_ORDER,
     WAITING_FOR_PREVIOUS_STAGE,
 )
+from ki.orchestration import prepare
+from ki.stages import STAGE_HANDLERS
+from ki.store.status import bucket_counts
 from tests.helpers.state import (
     MODEL_STAGE_LIST,
     buckets,

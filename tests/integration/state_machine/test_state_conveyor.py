@@ -171,7 +171,7 @@ def test_a_member_reopened_after_its_end_is_owed_a_new_dag(ctx, src):
     with ctx.db.engine.begin() as conn:
         conn.execute(text(sql_done), {"o": ids})
     assert _finish(ctx, run_id, a) == []
-    with ctx.db.engine.begin() as conn:  # b's classification changed what a's relate read (ki.relate.basis)
+    with ctx.db.engine.begin() as conn:  # b's classification changed what a's relate read (ki.domain.relate.basis)
         conn.execute(text("UPDATE processing_state SET status = 'pending', lane = 'rerun' "
                           "WHERE source_object_id = :a AND stage = 'fetch'"), {"a": a})
 

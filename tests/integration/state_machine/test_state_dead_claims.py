@@ -1,6 +1,6 @@
 """Dead claimers of this host are recovered at once; other hosts' claims keep the timeout (issue 14 item 2).
 
-A claim records ``host:pid:start`` (``ki.liveness``). Real processes: a child that ran and ended,
+A claim records ``host:pid:start`` (``ki.core.liveness``). Real processes: a child that ran and ended,
 a live child, and a live pid recorded with another start time (the pid reused by another program).
 """
 
@@ -16,7 +16,7 @@ from pathlib import Path
 
 from sqlalchemy import text
 
-from ki.liveness import dead_here, parse_worker, process_start_ticks, this_worker
+from ki.core.liveness import dead_here, parse_worker, process_start_ticks, this_worker
 from ki.orchestration import prepare
 from ki.store import claims as q
 from tests.helpers.state import make_source, rows

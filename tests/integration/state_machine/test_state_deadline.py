@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from ki.observability.metrics import STAGE_EXECUTIONS, counter_value
+from ki.adapters.observability.metrics import STAGE_EXECUTIONS, counter_value
 from ki.orchestration.runner import PipelineRunner
 from ki.stages import STAGE_HANDLERS
 from tests.helpers.state import configure, make_source, rows, run_when_due, sql

@@ -12,7 +12,7 @@ from collections import Counter
 
 from sqlalchemy import text
 
-from ki.sources.scan import register_local_source, scan_source
+from ki.adapters.sources.scan import register_local_source, scan_source
 from ki.store import claims as q
 from ki.store.lanes import LaneSchedule, probe_order
 from tests.helpers.state import complete_fenced, make_source, sql

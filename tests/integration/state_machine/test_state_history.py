@@ -9,7 +9,7 @@ import pytest
 from sqlalchemy import text
 from sqlalchemy.exc import DBAPIError
 
-from ki import errors
+from ki.core import errors
 from ki.orchestration.execute import run_stage_for_object
 from ki.orchestration.quarantine import retry_quarantined
 from ki.stages import STAGE_HANDLERS

@@ -16,14 +16,14 @@ from collections import Counter
 from sqlalchemy import text
 from typer.testing import CliRunner
 
+from ki.adapters.sources.scan import register_local_source, scan_source
 from ki.cli.app import app as cli_app
+from ki.core.taxonomies import CLAIM_LANES
 from ki.orchestration import prepare
 from ki.orchestration.runner import PipelineRunner
-from ki.sources.scan import register_local_source, scan_source
 from ki.store import claims as q
 from ki.store.lanes import LaneSchedule, lane_counts
 from ki.store.requeue import release_rows
-from ki.taxonomies import CLAIM_LANES
 from tests.helpers.state import complete_fenced, configure, make_source, rows, sql
 
 

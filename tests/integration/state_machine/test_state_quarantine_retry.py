@@ -8,11 +8,11 @@ from __future__ import annotations
 import pytest
 from sqlalchemy import text
 
-from ki.launch import launch_insertion
+from ki.app.launch import launch_insertion
+from ki.core.taxonomies import PIPELINE_STAGE_ORDER, WAITING_FOR_PREVIOUS_STAGE
 from ki.orchestration.execute import run_stage_for_object
 from ki.orchestration.quarantine import retry_quarantined
 from ki.stages import STAGE_HANDLERS
-from ki.taxonomies import PIPELINE_STAGE_ORDER, WAITING_FOR_PREVIOUS_STAGE
 from tests.helpers.state import AFTER_FETCH, buckets, configure, expected_done_buckets, make_source, raising, rows
 
 

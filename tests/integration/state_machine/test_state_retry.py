@@ -12,11 +12,11 @@ from datetime import timedelta
 import httpx
 import pytest
 
-from ki import errors
+from ki.core import errors
+from ki.core.taxonomies import WAITING_FOR_PREVIOUS_STAGE
 from ki.orchestration.execute import MESSAGE_MAX_CHARS, TRACEBACK_MAX_CHARS, run_stage_for_object
 from ki.orchestration.quarantine import list_quarantine
 from ki.stages import STAGE_HANDLERS
-from ki.taxonomies import WAITING_FOR_PREVIOUS_STAGE
 from tests.helpers.state import AFTER_FETCH, configure, make_source, raising, rows, run_when_due, sql
 
 

@@ -8,17 +8,17 @@ from __future__ import annotations
 import pytest
 from sqlalchemy import text
 
-from ki import errors
+from ki.app.launch import launch_insertion
 from ki.config.loader import set_config_value
-from ki.context import PipelineContext
-from ki.errors import OrchestratorUnavailable
-from ki.launch import launch_insertion
+from ki.core import errors
+from ki.core.errors import OrchestratorUnavailable
+from ki.core.taxonomies import MODEL_STAGES, PIPELINE_STAGE_ORDER
+from ki.domain.context import PipelineContext
 from ki.orchestration.execute import execute_claim
 from ki.orchestration.runner import PipelineRunner
 from ki.stages import STAGE_HANDLERS
 from ki.store import claims as q
 from ki.store.db import open_database
-from ki.taxonomies import MODEL_STAGES, PIPELINE_STAGE_ORDER
 from tests.helpers.state import buckets, configure, expected_done_buckets, make_source, raising, rows, sql
 
 

@@ -11,14 +11,9 @@ from collections import Counter
 
 from sqlalchemy import text
 
-from ki import errors
-from ki.context import StageOutcome, unlock_plan
-from ki.orchestration.execute import run_stage_for_object
-from ki.sources.scan import register_local_source, scan_source
-from ki.stages import STAGE_HANDLERS
-from ki.store import claims as q
-from ki.store.status import bucket_counts
-from ki.taxonomies import (
+from ki.adapters.sources.scan import register_local_source, scan_source
+from ki.core import errors
+from ki.core.taxonomies import (
     DISABLED_BY_CONFIGURATION,
     MODEL_STAGES,
     PIPELINE_STAGE_ORDER,
@@ -26,6 +21,11 @@ from ki.taxonomies import (
     WAITING_FOR_PREVIOUS_STAGE,
     stage_bucket,
 )
+from ki.domain.context import StageOutcome, unlock_plan
+from ki.orchestration.execute import run_stage_for_object
+from ki.stages import STAGE_HANDLERS
+from ki.store import claims as q
+from ki.store.status import bucket_counts
 from tests.helpers.state import (
     AFTER_FETCH,
     all_rows,

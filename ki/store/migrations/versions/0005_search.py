@@ -10,7 +10,7 @@ blob, every source object keeps its own permissions).
 
 - ``chunk.embedding``: an untyped ``vector`` (the dimension is per index, recorded in
   ``index_meta``); the HNSW index ``ix_chunk_embedding_hnsw`` on ``(embedding::halfvec(d))``
-  with ``halfvec_cosine_ops`` is created by :mod:`ki.index.postgres` when the first vectors are
+  with ``halfvec_cosine_ops`` is created by :mod:`ki.adapters.search.postgres` when the first vectors are
   written, because only then is ``d`` known.
 - ``index_meta``: one row per search index (``default``): embedder name and dimension.
 - ``embedding_cache``: vectors by (embedder, content hash, ordinal, ``input_sha256`` = SHA-256 of the

@@ -4,7 +4,7 @@ Revision ID: 0010_order_bases
 Revises: 0002_usage, 0003_embedded, 0005_search, 0006_metadata, 0008_api_tokens, 0009_matter_import
 
 Spec: insertion-pipeline.md "Classify" and "Relate" (results do not depend on
-processing order). See :mod:`ki.matters.basis` and :mod:`ki.relate.basis`:
+processing order). See :mod:`ki.domain.matters.basis` and :mod:`ki.domain.relate.basis`:
 
 * ``classify_epoch``: per project, a counter bumped by every classification (under the project's
   advisory lock);
@@ -17,7 +17,7 @@ processing order). See :mod:`ki.matters.basis` and :mod:`ki.relate.basis`:
 * ``relate_epoch``: per matter, a counter bumped by every classification into it (under the
   matter's advisory lock);
 * ``relate_basis``: per source object, the matter and epoch its latest relate started at and what
-  the decision reads (``wants``, :class:`ki.relate.wants.Wants` as JSON).
+  the decision reads (``wants``, :class:`ki.domain.relate.wants.Wants` as JSON).
 
 This revision also joins the branches before it into one head.
 """

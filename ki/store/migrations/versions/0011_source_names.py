@@ -3,7 +3,7 @@
 Revision ID: 0011_source_names
 Revises: 0010_order_bases
 
-Lossless names (``ki.sources.names``): ``source_object.external_id`` holds the display form (each
+Lossless names (``ki.adapters.sources.names``): ``source_object.external_id`` holds the display form (each
 undecodable byte written ``\\xNN``), ``external_id_raw`` the exact bytes of the relative path for
 names that are not valid UTF-8 (NULL otherwise), from which the file is opened.
 """

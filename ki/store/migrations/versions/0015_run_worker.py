@@ -3,7 +3,7 @@
 Revision ID: 0015_run_worker
 Revises: 0014_search_parts
 
-Dead local runs (``ki.liveness``, ``ki.orchestration.run_sweep``): a local run records the process
+Dead local runs (``ki.core.liveness``, ``ki.orchestration.run_sweep``): a local run records the process
 running it; its heartbeat is ``updated_at`` (its counters are written about every second). A run
 whose process ended on this host, or that is silent for ``KI_RUN_SILENT_MINUTES``, is failed with
 the recorded cause; the next run adopts its remaining work.

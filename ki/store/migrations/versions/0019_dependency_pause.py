@@ -3,7 +3,7 @@
 Revision ID: 0019_dependency_pause
 Revises: 0018_conveyor
 
-Circuit breakers (:mod:`ki.breaker`): after consecutive infrastructure faults of a dependency (the model
+Circuit breakers (:mod:`ki.adapters.breaker`): after consecutive infrastructure faults of a dependency (the model
 gateway, Docling Serve, OpenSearch, a source root) the stages that need it stop claiming. A process
 that opens a breaker records it here, so ``ki status``, the console's ``/api/status`` and the other
 processes see it (``paused: gateway unavailable since …``); the first success deletes the row.

@@ -5,7 +5,7 @@ Revises: 0026_console_sessions
 
 A file missing from a listing stays searchable until ``pipeline.deletion_confirmations`` scans agree (an
 unmounted share must not delete anything); meanwhile every search hit of it says "missing from the share
-since …" (ki.index.search). The column is set with the first missing scan and cleared whenever the file is
+since …" (ki.adapters.search.search). The column is set with the first missing scan and cleared whenever the file is
 listed again (``missing_scans`` back to 0) or restored.
 """
 

@@ -1,0 +1,363 @@
+"""The embedded search backend: the record in PostgreSQL, BM25 in a tantivy projection, pgvector HNSW.
+
+Spec: insertion-pipeline.md "Index" (chunks diffed by ordinal: replaced, not orphaned; permission
+projection on every chunk; access-only updates bump ``access_version``; model name and dimension
+recorded on the index); DESIGN.md "Two deployments"; notes/opensearch.md §6 (pgvector HNSW with iterative
+index scans so filtered queries still return k rows; ``allowed_principals && P AND NOT denied_principals
+&& P`` inside the vector half) (the lexical half ranks every match: exact top k).
+
+The lexical half runs on :mod:`ki.adapters.search.lexical` (tantivy, BM25) kept in step with the ``chunk`` rows by
+:mod:`ki.adapters.search.projection`: every write here logs the object in ``index_change``
+(:mod:`ki.adapters.search.record`)
+in its transaction, and after the commit the projection's background applier applies it (one commit for the
+writes of half a second). Searches catch the projection up first; every hit is confirmed by the record.
+
+Tables: ``chunk`` (rows; ``embedding`` is an untyped ``vector``, float32), ``index_meta`` (the
+``default`` index's embedder and dimension). The HNSW index ``ix_chunk_embedding_hnsw`` on
+``(embedding::halfvec(d)) halfvec_cosine_ops`` (float16 in the graph: half the size, same ranking
+for unit vectors) is created when the first embedder is recorded, and the vector half orders by the
+same expression. This backend is also the record: the chunk rows
+stay in PostgreSQL whatever other backend is synced from them (``lexical=False``: the record of
+:class:`ki.adapters.search.opensearch.OpenSearchBackend`, which keeps no tantivy projection).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from sqlalchemy import Engine, text
+from sqlalchemy.engine import Connection
+
+from ki.adapters.search.backend import (
+    CLAUSE_KIND,
+    PROFILE_KIND,
+    EmbedderMismatch,
+    FilterReport,
+    IndexDocument,
+    RankedChunk,
+    SearchFilters,
+    WriteResult,
+    row_ordinals,
+)
+from ki.adapters.search.embeddings import EmbedderIdentity
+from ki.adapters.search.pgvector import register_vector
+from ki.adapters.search.query import parse_query
+from ki.adapters.search.record import acl_sql, filter_sql, log_changes
+from ki.domain.access.projection import AccessProjection
+from ki.store.locks import lock_key
+
+INDEX_NAME = "default"
+HNSW_INDEX = "ix_chunk_embedding_hnsw"
+#: hnsw.ef_search floor (pgvector default 40); raised to k when more rows are asked for.
+EF_SEARCH = 40
+# -- name: upsert_rows --
+# Write every row of the object (insert or update changed ones); the surplus delete follows.
+_UPSERT = """
+INSERT INTO chunk (source_object_id, content_hash, ordinal, text, title, allowed_principals, denied_principals,
+                   access_version, embedding, kind, meta)
+SELECT :oid, :h, t.ordinal, t.body, :title, CAST(:allowed AS text[]), CAST(:denied AS text[]), :version, {emb},
+       t.kind, CAST(t.meta AS jsonb)
+FROM unnest(CAST(:ordinals AS int[]), CAST(:bodies AS text[]), CAST(:kinds AS text[]),
+            CAST(:metas AS text[]){emb_arg}) AS t(ordinal, body, kind, meta{emb_col})
+ON CONFLICT (source_object_id, ordinal) DO UPDATE
+SET content_hash = EXCLUDED.content_hash, text = EXCLUDED.text, title = EXCLUDED.title,
+    allowed_principals = EXCLUDED.allowed_principals, denied_principals = EXCLUDED.denied_principals,
+    access_version = EXCLUDED.access_version, embedding = EXCLUDED.embedding, kind = EXCLUDED.kind,
+    meta = EXCLUDED.meta, is_deleted = false, updated_at = now()
+WHERE (chunk.content_hash, chunk.text, chunk.title, chunk.allowed_principals, chunk.denied_principals,
+       chunk.access_version, chunk.embedding, chunk.kind, chunk.meta, chunk.is_deleted)
+      IS DISTINCT FROM (EXCLUDED.content_hash, EXCLUDED.text, EXCLUDED.title, EXCLUDED.allowed_principals,
+                        EXCLUDED.denied_principals, EXCLUDED.access_version, EXCLUDED.embedding, EXCLUDED.kind,
+                        EXCLUDED.meta, false)
+"""
+#: Rows per upsert statement of one object's write (one transaction): a 120 MB text has ~70,000 chunks,
+#: whose texts and vectors as one statement's parameters would be several copies of the file in memory.
+WRITE_BATCH_ROWS = 1_000
+UPSERT_WITH_VECTORS_SQL = text(_UPSERT.format(emb="t.emb", emb_arg=", CAST(:embs AS vector[])", emb_col=", emb"))
+UPSERT_WITHOUT_VECTORS_SQL = text(_UPSERT.format(emb="NULL", emb_arg="", emb_col=""))
+
+# -- name: delete_surplus --
+DELETE_SURPLUS_SQL = text("""
+DELETE FROM chunk WHERE source_object_id = :oid AND NOT (ordinal = ANY(CAST(:ordinals AS int[])))
+""")
+
+# -- name: retire_document_rows --
+# The profile and clause rows of objects a newer final version of their document took them from.
+RETIRE_SQL = text("""
+DELETE FROM chunk WHERE source_object_id = ANY(CAST(:oids AS bigint[])) AND kind = ANY(CAST(:kinds AS text[]))
+""")
+
+# -- name: current_rows --
+CURRENT_ROWS_SQL = text("""
+SELECT ordinal, access_version, allowed_principals, denied_principals FROM chunk WHERE source_object_id = :oid
+""")
+
+# -- name: update_access --
+# Access-only re-index: the permission fields and access_version only (spec: access_only_reindex).
+UPDATE_ACCESS_SQL = text("""
+UPDATE chunk SET allowed_principals = CAST(:allowed AS text[]), denied_principals = CAST(:denied AS text[]),
+    access_version = access_version + 1, updated_at = now()
+WHERE source_object_id = :oid
+RETURNING access_version
+""")
+
+INDEX_META_SQL = text("SELECT embedder, dimension FROM index_meta WHERE name = :name")
+
+_VECTOR = """
+WITH r AS MATERIALIZED (
+    SELECT c.source_object_id, c.ordinal, c.content_hash,
+           (c.embedding::halfvec({d})) <=> CAST(CAST(:v AS vector({d})) AS halfvec({d})) AS distance
+    FROM chunk c JOIN source_object so ON so.id = c.source_object_id AND so.deleted_at IS NULL
+    WHERE c.embedding IS NOT NULL AND NOT c.is_deleted AND {acl} {filters}
+    ORDER BY (c.embedding::halfvec({d})) <=> CAST(CAST(:v AS vector({d})) AS halfvec({d}))
+    LIMIT :k
+)
+SELECT * FROM r ORDER BY distance, source_object_id, ordinal
+"""
+
+class PostgresBackend:
+    """The embedded :class:`ki.adapters.search.backend.SearchBackend` (see the module docstring).
+
+    Args:
+        engine: the SQLAlchemy engine of ki's database (or a :class:`ki.store.db.Database`).
+        index_name: the ``index_meta`` row (one index per database: ``default``).
+        large_passages: ``retrieval.large_document_passages`` (None: its default): documents of more passages
+            are searched in the projection's "large documents" index (:mod:`ki.adapters.search.projection`).
+
+    Attributes: ``lexical_lag``: logged changes the full-text projection had not applied when the last
+    lexical search of this instance answered (0: it searched everything).
+
+    Raises (every method): SQLAlchemy/psycopg errors when the database fails (an outage).
+    """
+
+    name = "postgres"
+    lexical_lag = 0
+
+    def __init__(self, engine: Engine | Any, *, index_name: str = INDEX_NAME, lexical: bool = True,
+                 index_root: Path | None = None, large_passages: int | None = None):
+        self.engine: Engine = getattr(engine, "engine", engine)
+        self.index_name = index_name
+        self.lexical = lexical
+        self.index_root = index_root
+        self.large_passages = large_passages
+        self._projection: Any = None
+
+    def projection(self) -> Any:
+        """The tantivy projection of this database (:func:`ki.adapters.search.projection.projection_for`)."""
+        if self._projection is None:
+            from ki.adapters.search.projection import projection_for
+
+            self._projection = projection_for(self.engine, self.index_root, self.large_passages)
+        return self._projection
+
+    def _applied(self) -> None:
+        """After a committed write: ask the projection to apply it soon (in the background; never waits)."""
+        if self.lexical:
+            self.projection().request_apply()
+
+    # -- index identity ---------------------------------------------------------------------------
+
+    def index_identity(self, conn: Connection | None = None) -> EmbedderIdentity | None:
+        """The embedder the index records, or None (no vectors yet)."""
+        if conn is None:
+            with self.engine.connect() as c:
+                return self.index_identity(c)
+        row = conn.execute(INDEX_META_SQL, {"name": self.index_name}).first()
+        return EmbedderIdentity(row.embedder, int(row.dimension)) if row else None
+
+    def ensure_embedder(self, identity: EmbedderIdentity | None) -> None:
+        """Refuse another embedder; record the first one and create the HNSW index for its dimension.
+
+        Raises: EmbedderMismatch (nothing written).
+        """
+        current = self.index_identity()
+        if current == identity:
+            return
+        if current is not None or identity is None:
+            raise EmbedderMismatch(current, identity, backend=self.name)
+        with self.engine.begin() as conn:
+            conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": lock_key("index_meta", self.index_name)})
+            current = self.index_identity(conn)
+            if current == identity:
+                return
+            if current is not None:
+                raise EmbedderMismatch(current, identity, backend=self.name)
+            conn.execute(text("INSERT INTO index_meta (name, embedder, dimension) VALUES (:n, :e, :d)"),
+                         {"n": self.index_name, "e": identity.embedder, "d": identity.dimension})
+            conn.execute(text(
+                f"CREATE INDEX IF NOT EXISTS {HNSW_INDEX} ON chunk USING hnsw "
+                f"((embedding::halfvec({int(identity.dimension)})) halfvec_cosine_ops) WHERE embedding IS NOT NULL"))
+
+    def reset_vectors(self) -> int:
+        """Drop every vector, the HNSW index, the embedding cache and the index's embedder record.
+
+        The next index run records whatever ``retrieval.embedding_model`` gives. Returns the number of
+        chunks whose vector was dropped. (``ki index reset-vectors``.)
+        """
+        with self.engine.begin() as conn:
+            conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": lock_key("index_meta", self.index_name)})
+            n = conn.execute(text("UPDATE chunk SET embedding = NULL WHERE embedding IS NOT NULL")).rowcount
+            conn.execute(text(f"DROP INDEX IF EXISTS {HNSW_INDEX}"))
+            conn.execute(text("DELETE FROM embedding_cache"))
+            conn.execute(text("DELETE FROM index_meta WHERE name = :n"), {"n": self.index_name})
+        return n
+
+    # -- writes -----------------------------------------------------------------------------------
+
+    def write_document(self, doc: IndexDocument) -> WriteResult:
+        """Upsert ``doc.rows`` by ordinal, then delete the object's other ordinals, in one transaction.
+
+        An object tombstoned meanwhile gets no rows (its rows are removed). The object's
+        ``access_version`` is kept, or bumped when the projection differs from its rows'. The write is logged
+        (``index_change``) and applied to the lexical projection after the commit.
+        Raises: EmbedderMismatch before anything is written.
+        """
+        self.ensure_embedder(doc.embedder)
+        ordinals = row_ordinals(doc.rows)
+        if len(set(ordinals)) != len(ordinals):
+            raise ValueError(f"duplicate ordinals in the rows of object {doc.source_object_id}")
+        with self.engine.begin() as conn:
+            live = conn.execute(text("SELECT deleted_at IS NULL AS live FROM source_object WHERE id = :id FOR SHARE"),
+                                {"id": doc.source_object_id}).first()
+            if live is None or not live.live:
+                result = WriteResult(0, 0, delete_object_chunks(conn, doc.source_object_id), 0, skipped_deleted=True)
+            else:
+                result = self._write_rows(conn, doc, ordinals)
+        if result.upserted or result.deleted:
+            self._applied()
+        return result
+
+    def _write_rows(self, conn: Connection, doc: IndexDocument, ordinals: list[int]) -> WriteResult:
+        """The write of :meth:`write_document` for a live object, in its transaction (logged last)."""
+        meta = conn.execute(text("SELECT embedder, dimension FROM index_meta WHERE name = :name FOR SHARE"),
+                            {"name": self.index_name}).first()
+        recorded = EmbedderIdentity(meta.embedder, int(meta.dimension)) if meta else None
+        if recorded != doc.embedder:
+            raise EmbedderMismatch(recorded, doc.embedder, backend=self.name)
+        current = conn.execute(CURRENT_ROWS_SQL, {"oid": doc.source_object_id}).fetchall()
+        version = max((r.access_version for r in current), default=0)
+        allowed, denied = list(doc.access.allowed), list(doc.access.denied)
+        if any((sorted(r.allowed_principals), sorted(r.denied_principals)) != (allowed, denied) for r in current):
+            version += 1
+        upserted = 0
+        if doc.embedder is not None and doc.rows:
+            register_vector(conn)
+        for lo in range(0, len(doc.rows), WRITE_BATCH_ROWS):  # batches: a huge file is not one giant statement
+            batch = doc.rows[lo:lo + WRITE_BATCH_ROWS]
+            params = {"oid": doc.source_object_id, "h": doc.content_hash, "title": doc.title,
+                      "allowed": allowed, "denied": denied, "version": version,
+                      "ordinals": ordinals[lo:lo + WRITE_BATCH_ROWS], "bodies": [r.text for r in batch],
+                      "kinds": [r.kind for r in batch],
+                      "metas": [None if r.meta is None else json.dumps(r.meta) for r in batch]}
+            if doc.embedder is not None:
+                embs = []
+                for r in batch:
+                    if r.embedding is None or r.embedding.shape != (doc.embedder.dimension,):
+                        raise ValueError(f"row {r.ordinal} of object {doc.source_object_id} has no "
+                                         f"{doc.embedder.dimension}-d vector")
+                    embs.append(np.asarray(r.embedding, dtype=np.float32))
+                params["embs"] = embs
+                upserted += conn.execute(UPSERT_WITH_VECTORS_SQL, params).rowcount
+            else:
+                upserted += conn.execute(UPSERT_WITHOUT_VECTORS_SQL, params).rowcount
+        deleted = conn.execute(DELETE_SURPLUS_SQL, {"oid": doc.source_object_id, "ordinals": ordinals}).rowcount
+        if upserted or deleted:
+            log_changes(conn, [doc.source_object_id])
+        return WriteResult(upserted, len(doc.rows) - upserted, deleted, version)
+
+    def delete_object(self, source_object_id: int) -> int:
+        """Remove the rows of a tombstoned object. Returns rows removed."""
+        with self.engine.begin() as conn:
+            n = delete_object_chunks(conn, source_object_id)
+        self._applied()
+        return n
+
+    def retire_document_rows(self, source_object_ids: list[int]) -> int:
+        """Remove the profile and clause rows of the objects (their passages stay), logged for the projections.
+        Returns rows removed."""
+        if not source_object_ids:
+            return 0
+        with self.engine.begin() as conn:
+            n = conn.execute(RETIRE_SQL, {"oids": sorted(source_object_ids), "kinds": [PROFILE_KIND, CLAUSE_KIND]}
+                             ).rowcount
+            if n:
+                log_changes(conn, source_object_ids)
+        if n:
+            self._applied()
+        return n
+
+    def update_access(self, source_object_id: int, access: AccessProjection) -> int | None:
+        """Rewrite the permission fields of every row of the object and bump ``access_version``.
+
+        Returns the new access_version, or None when the object has no rows.
+        """
+        with self.engine.begin() as conn:
+            rows = conn.execute(UPDATE_ACCESS_SQL, {"oid": source_object_id, "allowed": list(access.allowed),
+                                                    "denied": list(access.denied)}).fetchall()
+            if rows:
+                log_changes(conn, [source_object_id])
+        if rows:
+            self._applied()
+        return max((r.access_version for r in rows), default=None)
+
+    # -- search -----------------------------------------------------------------------------------
+
+    def filter_report(self, filters: SearchFilters) -> FilterReport:
+        """Which filters apply and why others are ignored (printed by ``ki search``)."""
+        with self.engine.connect() as conn:
+            return filter_sql(conn, filters)[2]
+
+    def search_lexical(self, query: str, filters: SearchFilters, k: int) -> list[RankedChunk]:
+        """The best row of each of the ``k`` best contents for ``query`` (:mod:`ki.adapters.search.query`), ranked by
+        BM25
+        over every matching row (:mod:`ki.adapters.search.lexical_search`); the projection is caught up first, boundedly
+        (:meth:`ki.adapters.search.projection.LexicalProjection.catch_up_for_search`): the changes still not applied
+        are left in :attr:`lexical_lag` for the answer's notes."""
+        from ki.adapters.search.lexical_search import search_projection
+
+        parsed = parse_query(query)
+        if parsed.empty:
+            return []
+        proj = self.projection()
+        self.lexical_lag = proj.catch_up_for_search()
+        report = self.filter_report(filters)
+        return search_projection(proj, self.engine, parsed, filters, k, engine_facts=frozenset(report.applied))
+
+    def search_vector(self, vector: np.ndarray, filters: SearchFilters, k: int, *, conn: Connection | None = None
+                      ) -> list[RankedChunk]:
+        """Nearest rows by cosine distance through the HNSW index (iterative scan, so the permission
+        filter still yields up to ``k`` rows); score = 1 − distance. [] when the index has no vectors.
+
+        Raises: ValueError when ``vector`` does not have the index's dimension.
+        """
+        if conn is None:
+            with self.engine.begin() as c:  # SET LOCAL needs a transaction
+                return self.search_vector(vector, filters, k, conn=c)
+        identity = self.index_identity(conn)
+        if identity is None:
+            return []
+        vec = np.asarray(vector, dtype=np.float32)
+        if vec.shape != (identity.dimension,):
+            raise ValueError(f"query vector has shape {vec.shape}; the index holds {identity}")
+        register_vector(conn)
+        where, params, _ = filter_sql(conn, filters)
+        acl, acl_params = acl_sql(filters)
+        params |= acl_params | {"v": vec, "k": int(k)}
+        conn.execute(text("SELECT set_config('hnsw.ef_search', :ef, true), "
+                          "set_config('hnsw.iterative_scan', 'relaxed_order', true)"),
+                     {"ef": str(max(EF_SEARCH, int(k)))})
+        sql = _VECTOR.format(d=int(identity.dimension), acl=acl, filters=where)
+        rows = conn.execute(text(sql), params).fetchall()
+        return [RankedChunk(r.source_object_id, r.ordinal, r.content_hash, 1.0 - float(r.distance)) for r in rows]
+
+
+def delete_object_chunks(conn: Connection, source_object_id: int) -> int:
+    """Remove every row of a tombstoned object in the caller's transaction, logged for the projections
+    (unordered: a projection that misses it drops the row when a search meets it). Returns rows deleted."""
+    n = conn.execute(text("DELETE FROM chunk WHERE source_object_id = :oid"), {"oid": source_object_id}).rowcount
+    if n:
+        log_changes(conn, [source_object_id], ordered=False)
+    return n

@@ -1,0 +1,227 @@
+"""The basis of a classification, and classifying again when a file its evidence would have read arrives.
+
+Spec: insertion-pipeline.md "Classify" (results do not depend on processing
+order). The rules find a file's matter from other files' converted text (the thread, a case
+number, the folder's other files, a party's name — :func:`ki.domain.matters.evidence.infer_reference`);
+a file converted *after* that decision was not read. :class:`RecordingCorpus` records every
+corpus query a decision makes and the files it returned; when another file classifies, every
+earlier decision whose queries would return it, and which did not see it, is taken again (its
+classify row goes back to pending and the later stages wait again), so the final matters are
+those of the whole estate.
+
+Protocol, on one advisory lock per project (``classify-project``) and a per-project epoch:
+
+* :func:`epoch` — when a classification starts, under the lock shared: the epoch it starts at.
+* :func:`commit` — inside Classify's commit transaction, under the lock exclusive: bump the epoch,
+  record this decision's queries; requeue *this* decision when a file classified since it started
+  answers one of its queries unseen, and requeue every other decision of the project that this
+  file answers unseen. A requeued classification that lands in another matter sends the file's
+  later stages round again (:func:`ki.store.downstream.request_rerun_from`, called by the stage).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from sqlalchemy import text
+from sqlalchemy.engine import Connection
+
+from ki.domain.matters.corpus import CONTAINING_CHARS, EVIDENCE_HEAD, HEAD_CHARS, REL_PATH
+from ki.domain.matters.evidence import Corpus, CorpusFile, Knowledge
+from ki.domain.matters.references import own_reference
+from ki.domain.matters.store import forget_classifications
+from ki.domain.ontology.terms import fold
+from ki.store.downstream import request_rerun
+from ki.store.locks import lock_key
+
+STAGE = "classify_matter"
+_WORD = re.compile(r"[a-z0-9]+")
+
+
+def _key_word(needle: str) -> str:
+    """The longest folded word of a needle (the index key a file's words are matched against)."""
+    words = _WORD.findall(fold(needle))
+    return max(words, key=lambda w: (len(w), w)) if words else ""
+
+
+@dataclass
+class Queries:
+    """The corpus queries one decision made, and the files (paths) they returned."""
+
+    under: set[str] = field(default_factory=set)
+    containing: set[str] = field(default_factory=set)
+    linked: set[str] = field(default_factory=set)
+    seen: set[str] = field(default_factory=set)
+
+    def as_json(self) -> dict[str, list[str]]:
+        return {"under": sorted(self.under), "containing": sorted(self.containing), "linked": sorted(self.linked)}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any], seen: list[str] | None = None) -> Queries:
+        return cls(set(data.get("under") or []), set(data.get("containing") or []), set(data.get("linked") or []),
+                   set(seen or []))
+
+    def answered_by(self, f: NewFile) -> bool:
+        """Whether one of the queries returns ``f`` (the corpus's own semantics), the decision did not see it, and
+        it can change the decision (a linked message always can; other files when they state a reference)."""
+        if f.rel in self.seen:
+            return False
+        if bool(self.linked & f.mail_ids):
+            return True
+        if not f.contributes:
+            return False
+        if any(f.same_source and f.external_id.startswith(folder.rstrip("/") + "/") for folder in self.under):
+            return True
+        low = f.text.lower()
+        return any(n.lower() in low for n in self.containing)
+
+
+class RecordingCorpus:
+    """A :class:`~ki.domain.matters.evidence.Corpus` that records what it was asked and what it returned."""
+
+    def __init__(self, corpus: Corpus):
+        self.corpus = corpus
+        self.queries = Queries()
+
+    def _seen(self, files: list[CorpusFile]) -> list[CorpusFile]:
+        self.queries.seen.update(f.path for f in files)
+        return files
+
+    def files_under(self, folder: str) -> list[CorpusFile]:
+        self.queries.under.add(folder)
+        return self._seen(self.corpus.files_under(folder))
+
+    def files_containing(self, needle: str) -> list[CorpusFile]:
+        self.queries.containing.add(needle)
+        return self._seen(self.corpus.files_containing(needle))
+
+    def emails_linked(self, message_ids: list[str]) -> list[CorpusFile]:
+        self.queries.linked.update(message_ids)
+        return self._seen(self.corpus.emails_linked(message_ids))
+
+
+@dataclass(frozen=True)
+class NewFile:
+    """A classified file as the corpus queries see it.
+
+    ``contributes``: the file states a matter reference of its own — what the folder, case-number and
+    name evidence counts; a file without one cannot change such a decision, so it triggers none.
+    """
+
+    rel: str
+    external_id: str
+    text: str
+    mail_ids: frozenset[str]
+    same_source: bool = True
+    contributes: bool = True
+
+
+def _lock(conn: Connection, project_id: int, *, shared: bool) -> None:
+    fn = "pg_advisory_xact_lock_shared" if shared else "pg_advisory_xact_lock"
+    conn.execute(text(f"SELECT {fn}(:k)"), {"k": lock_key("classify-project", str(project_id))})
+
+
+def epoch(conn: Connection, project_id: int) -> int:
+    """The project's classification epoch now (run in a short transaction before the decision reads)."""
+    _lock(conn, project_id, shared=True)
+    return int(conn.execute(text("SELECT epoch FROM classify_epoch WHERE project_id = :p"),
+                            {"p": project_id}).scalar() or 0)
+
+
+_FILES_SQL = f"""
+SELECT so.id, so.source_id, {REL_PATH} AS rel, so.external_id, left(a.body->>'text', :head) AS text,
+       left({EVIDENCE_HEAD}, {HEAD_CHARS}) AS head, a.body->'mail' AS mail, b.has_reference
+FROM source_object so JOIN source s ON s.id = so.source_id
+JOIN artifact a ON a.content_hash = so.content_hash AND a.kind = 'structured_json'
+LEFT JOIN classify_basis b ON b.source_object_id = so.id
+WHERE so.deleted_at IS NULL
+"""
+#: The corpus reads this much of each file's text (``ki.domain.matters.corpus.HEAD_CHARS`` for its files; the
+#: case-number and name queries search as much as this).
+TEXT_CHARS = CONTAINING_CHARS
+
+
+def _new_file(row: Any, source_id: int, contributes: bool | None = None) -> NewFile:
+    mail = row.mail or {}
+    ids = {i for i in [mail.get("message_id"), mail.get("in_reply_to"), *(mail.get("references") or [])] if i}
+    return NewFile(rel=row.rel, external_id=row.external_id, text=row.text or "", mail_ids=frozenset(ids),
+                   same_source=row.source_id == source_id,
+                   contributes=bool(row.has_reference) if contributes is None else contributes)
+
+
+def commit(conn: Connection, *, source_object_id: int, project_id: int, started_epoch: int | None,
+           queries: Queries | None, knowledge: Knowledge) -> int:
+    """Record the classification of ``source_object_id`` and requeue what it invalidates (see module doc).
+
+    Args:
+        started_epoch: :func:`epoch` when the decision started (None: a recorded decision was reused).
+        queries: the decision's corpus queries (empty: it read no other file; None: a recorded decision
+            was reused, and the basis its first commit wrote stays).
+        knowledge: the firm's reference formats and imported matters (whether the file states a reference).
+    Returns: how many classifications were requeued (this one included).
+    """
+    _lock(conn, project_id, shared=False)
+    now = int(conn.execute(text("""
+        INSERT INTO classify_epoch (project_id, epoch) VALUES (:p, 1)
+        ON CONFLICT (project_id) DO UPDATE SET epoch = classify_epoch.epoch + 1 RETURNING epoch"""),
+        {"p": project_id}).scalar_one())
+    q = queries or Queries()
+    me = conn.execute(text(_FILES_SQL + " AND so.id = :o"), {"o": source_object_id, "head": TEXT_CHARS}).first()
+    if me is None:
+        return 0
+    states = own_reference(me.rel, me.head or "", formats=knowledge.formats, known=knowledge.known) is not None
+    if queries is not None:  # a reused recorded decision keeps the basis its first commit wrote
+        _record(conn, source_object_id, project_id, now, q, states)
+    stale: list[int] = []
+    if started_epoch is not None and (q.under or q.containing or q.linked):
+        for row in conn.execute(text(_FILES_SQL + """ AND so.id IN (
+                SELECT b.source_object_id FROM classify_basis b
+                WHERE b.project_id = :p AND b.classified_epoch > :e AND b.source_object_id <> :o)"""),
+                {"p": project_id, "e": started_epoch, "o": source_object_id, "head": TEXT_CHARS}):
+            if q.answered_by(_new_file(row, me.source_id)):
+                stale.append(source_object_id)  # a file classified meanwhile answers this decision
+                break
+    stale.extend(_answered(conn, project_id, _new_file(me, me.source_id, states), me))
+    if not stale:
+        return 0
+    forget_classifications(conn, stale)  # decided again, not reused
+    return request_rerun(conn, stale, STAGE)  # the later stages run again only if the matter changes
+
+
+def _record(conn: Connection, source_object_id: int, project_id: int, now: int, q: Queries, states: bool) -> None:
+    conn.execute(text("""
+        INSERT INTO classify_basis (source_object_id, project_id, classified_epoch, has_reference, queries, seen,
+                                    folders, ids, needle_words)
+        VALUES (:o, :p, :e, :hr, CAST(:q AS jsonb), CAST(:seen AS text[]), CAST(:folders AS text[]),
+                CAST(:ids AS text[]), CAST(:words AS text[]))
+        ON CONFLICT (source_object_id) DO UPDATE
+        SET project_id = EXCLUDED.project_id, classified_epoch = EXCLUDED.classified_epoch,
+            has_reference = EXCLUDED.has_reference, queries = EXCLUDED.queries, seen = EXCLUDED.seen,
+            folders = EXCLUDED.folders, ids = EXCLUDED.ids, needle_words = EXCLUDED.needle_words"""),
+        {"o": source_object_id, "p": project_id, "e": now, "hr": states,
+         "q": json.dumps(q.as_json(), ensure_ascii=False),
+         "seen": sorted(q.seen), "folders": sorted(f.rstrip("/") for f in q.under), "ids": sorted(q.linked),
+         "words": sorted({w for w in map(_key_word, q.containing) if w})})
+
+
+def _answered(conn: Connection, project_id: int, new: NewFile, me: Any) -> list[int]:
+    """The other decisions of the project the newly classified file (``new``, its row ``me``) answers unseen."""
+    stale: list[int] = []
+    parts = [p for p in me.external_id.split("/")[:-1] if p]
+    prefixes = ["/".join(parts[:i]) for i in range(1, len(parts) + 1)]
+    words = sorted(set(_WORD.findall(fold(new.text))))
+    for b in conn.execute(text("""
+            SELECT b.source_object_id, b.queries, b.seen, so.source_id FROM classify_basis b
+            JOIN source_object so ON so.id = b.source_object_id AND so.deleted_at IS NULL
+            WHERE b.project_id = :p AND b.source_object_id <> :o
+              AND (b.folders && CAST(:prefixes AS text[]) OR b.ids && CAST(:ids AS text[])
+                   OR b.needle_words && CAST(:words AS text[]))"""),
+            {"p": project_id, "o": me.id, "prefixes": prefixes, "ids": sorted(new.mail_ids), "words": words}):
+        other = NewFile(new.rel, new.external_id, new.text, new.mail_ids, same_source=b.source_id == me.source_id,
+                        contributes=new.contributes)
+        if Queries.from_json(b.queries, b.seen).answered_by(other):
+            stale.append(int(b.source_object_id))
+    return stale
