@@ -84,9 +84,9 @@ def seed(db: Any, rows: int, matters: int, dim: int, noise: float) -> tuple[np.n
 def run(args: argparse.Namespace) -> dict[str, Any]:
     from sqlalchemy import text
 
-    from ki.domain.matters.store import search_matters
     from ki.store.db import ensure_database, open_database, sqlalchemy_url
     from ki.store.matter_search import _NEAREST
+    from ki.store.matters import search_matters
 
     out: dict[str, Any] = {"rows": args.rows, "matters": args.matters, "dim": args.dim, "noise": args.noise}
     with temp_workdir() as work, embedded_server(work / "pg") as uri:

@@ -21,8 +21,9 @@ def matters_import(
     authoritative for classification. Files classified before whose matter the import decides differently
     are re-opened for Classify (the next `ki insert` or watcher run classifies them again)."""
     from ki.core.errors import ConfigurationError
+    from ki.domain.matters.known import known_references
     from ki.domain.matters.matter_list import read_matter_list
-    from ki.domain.matters.store import default_project_id, import_matters, known_references
+    from ki.store.matters import default_project_id, import_matters
 
     try:
         rows, errors = read_matter_list(file.expanduser())
@@ -52,8 +53,8 @@ SHOW_REOPENED = 20
 def _reopen(ctx, project_id: int, before) -> None:
     """Re-open Classify for the files the import decides differently (:mod:`ki.domain.matters.reopen`) and say so."""
     from ki.config.reference_patterns import formats_for
+    from ki.domain.matters.known import known_references
     from ki.domain.matters.reopen import reopen_after_import
-    from ki.domain.matters.store import known_references
 
     firm = ctx.config.firm
     window = ctx.config.pipeline.text_window
@@ -82,7 +83,7 @@ def _reopen(ctx, project_id: int, before) -> None:
 @group.command("list")
 def matters_list(as_json: bool = typer.Option(False, "--json", help="one JSON object per matter, per line")) -> None:
     """The matters: reference, client, title, files on it; imported ones marked."""
-    from ki.domain.matters.store import default_project_id, list_matters
+    from ki.store.matters import default_project_id, list_matters
 
     ctx = open_context()
     with ctx.db.engine.connect() as conn:

@@ -25,7 +25,6 @@ from ki.adapters.agents.loop import AgentResult
 from ki.core.text_window import window_text, windowed_body
 from ki.domain.context import StageContext, StageOutcome
 from ki.domain.matters import basis
-from ki.domain.matters.corpus import DbCorpus, evidence_text
 from ki.domain.matters.evidence import Knowledge, infer_reference
 from ki.domain.matters.facets import matter_kind_ids, practice_area_menu
 from ki.domain.matters.neighbourhood import folder_of, neighbourhood
@@ -38,7 +37,13 @@ from ki.domain.matters.references import (
     title_from_folder,
 )
 from ki.domain.matters.schema import ClassifyResult
-from ki.domain.matters.store import (
+from ki.domain.matters.tools import classify_tools, classify_validators
+from ki.domain.ontology import active_ontology
+from ki.domain.ontology.service_tools import service_tools
+from ki.stages.agentic import run_agent
+from ki.store.corpus import DbCorpus, evidence_text
+from ki.store.downstream import request_rerun_from
+from ki.store.matters import (
     add_identifiers,
     drop_unused_placeholder,
     get_matter,
@@ -50,11 +55,6 @@ from ki.domain.matters.store import (
     settle_matter_folder,
     write_assignment,
 )
-from ki.domain.matters.tools import classify_tools, classify_validators
-from ki.domain.ontology import active_ontology
-from ki.domain.ontology.service_tools import service_tools
-from ki.stages.agentic import run_agent
-from ki.store.downstream import request_rerun_from
 from ki.store.objects import relative_path, structured_body
 from ki.store.sources import project_of_source
 

@@ -18,7 +18,6 @@ from typing import Any
 from ki.core.errors import RetryableStageError
 from ki.domain.context import StageContext, StageOutcome
 from ki.domain.matters.neighbourhood import neighbourhood
-from ki.domain.matters.store import get_matter, read_assignment
 from ki.domain.relate import basis
 from ki.domain.relate.facts import FileFacts
 from ki.domain.relate.materialize import RelatePlan, materialize
@@ -28,6 +27,7 @@ from ki.domain.relate.threads import parent_ids
 from ki.domain.relate.tools import RelateTools, mail_headers, oid_of, ref_of, tracked_changes_digest
 from ki.domain.relate.wants import Wants
 from ki.stages.agentic import run_agent
+from ki.store.matters import get_matter, read_assignment
 from ki.store.objects import attachments_of, identical_files, messages_of_matter, relative_path
 from ki.store.sources import project_of_source
 

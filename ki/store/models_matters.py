@@ -1,7 +1,7 @@
 """SQLAlchemy models of matters, assignments, documents, relations and threads (migration ``0004_matters``).
 
 Spec: insertion-pipeline.md "Classify (classify_matter)" and "Relate (relate)". Written by
-:mod:`ki.domain.matters.store` (Classify) and :mod:`ki.domain.relate.materialize` (Relate); read by
+:mod:`ki.store.matters` (Classify) and :mod:`ki.domain.relate.materialize` (Relate); read by
 :mod:`ki.app.export`.
 """
 

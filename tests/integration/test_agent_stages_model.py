@@ -13,8 +13,8 @@ import json
 import pytest
 from sqlalchemy import text
 
-from ki.domain.matters.store import get_or_create_matter
 from ki.orchestration.execute import run_stage_for_object
+from ki.store.matters import get_or_create_matter
 from tests.helpers.estate_files import converted_estate
 from tests.helpers.gateway_stub import model_gateway, submit, tool_call, tool_messages
 

@@ -16,10 +16,10 @@ from ki.adapters.sources.scan import register_local_source, scan_source
 from ki.app.export import export_rows
 from ki.app.launch import launch_insertion
 from ki.core.errors import RetryableStageError, ToolError
-from ki.domain.matters.store import get_or_create_matter, peek_matter, search_matters
 from ki.domain.relate.inline_conversion import ensure_source_object_ready
 from ki.domain.relate.tools import OpenFileArgs, RelateTools, SearchDocumentsArgs
 from ki.orchestration.execute import ready_for, run_stage_for_object
+from ki.store.matters import get_or_create_matter, peek_matter, search_matters
 
 REF = "2024-0153"
 MATTER = f"Mandate/{REF} Keller Logistik GmbH gg. Nordwind AG"

@@ -16,8 +16,8 @@ from sqlalchemy import text
 
 from ki.config.loader import set_config_value
 from ki.domain.matters.matter_list import ImportedMatter
-from ki.domain.matters.store import get_or_create_matter, import_matters
 from ki.orchestration.execute import run_stage_for_object
+from ki.store.matters import get_or_create_matter, import_matters
 from tests.helpers.estate_files import converted_estate
 from tests.helpers.gateway_stub import model_gateway, submit, tool_call, tool_messages
 

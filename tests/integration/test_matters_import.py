@@ -22,7 +22,7 @@ from ki.adapters.sources.scan import register_local_source, scan_source
 from ki.app.export import export_rows
 from ki.app.launch import launch_insertion
 from ki.domain.matters.matter_list import read_matter_list
-from ki.domain.matters.store import default_project_id, import_matters, list_matters
+from ki.store.matters import default_project_id, import_matters, list_matters
 
 W = "http://schemas.openxmlformats.org/wordprocessingml/2006/main"
 R = "http://schemas.openxmlformats.org/officeDocument/2006/relationships"

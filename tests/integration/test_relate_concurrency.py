@@ -18,8 +18,8 @@ import ki.domain.relate.materialize as materialize_mod
 import ki.stages.relate as relate_stage
 from ki.adapters.sources.scan import register_local_source, scan_source
 from ki.app.launch import launch_insertion
-from ki.domain.matters.store import get_or_create_matter
 from ki.orchestration.execute import run_stage_for_object
+from ki.store.matters import get_or_create_matter
 
 MATTER = "Mandate/2024-0153 Keller gg. Nordwind"
 PAIRS = 4

@@ -16,9 +16,9 @@ from ki.adapters.agents.loop import AgentState
 from ki.adapters.sources.scan import register_local_source, scan_source
 from ki.app.launch import launch_insertion
 from ki.config.loader import set_config_value
-from ki.domain.matters.store import SEMANTIC_POINTS, semantic_points
 from ki.domain.matters.tools import classify_tools
 from ki.stages.classify_matter import query_embedding
+from ki.store.matters import SEMANTIC_POINTS, semantic_points
 
 MATTERS = {
     "2024-0153": ("Mandate/2024-0153 Keller Logistik GmbH gg. Nordwind AG", "Schriftsatz.txt",

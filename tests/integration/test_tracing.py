@@ -15,8 +15,8 @@ from sqlalchemy import text
 from ki.adapters.observability import tracing
 from ki.adapters.sources.scan import register_local_source, scan_source
 from ki.config.process import TracingSettings
-from ki.domain.matters.store import get_or_create_matter
 from ki.orchestration.execute import run_stage_for_object
+from ki.store.matters import get_or_create_matter
 from tests.helpers.gateway_stub import GatewayStub, submit, tool_call
 
 

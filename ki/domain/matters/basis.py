@@ -26,16 +26,22 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
-from ki.domain.matters.corpus import CONTAINING_CHARS, EVIDENCE_HEAD, HEAD_CHARS, REL_PATH
 from ki.domain.matters.evidence import Corpus, CorpusFile, Knowledge
 from ki.domain.matters.references import own_reference
-from ki.domain.matters.store import forget_classifications
 from ki.domain.ontology.terms import fold
+from ki.store.classify_basis import (
+    bases_touching,
+    basis_file,
+    files_classified_since,
+    lock_project,
+    next_epoch,
+    read_epoch,
+    record_basis,
+)
 from ki.store.downstream import request_rerun
-from ki.store.locks import lock_key
+from ki.store.matters import forget_classifications
 
 STAGE = "classify_matter"
 _WORD = re.compile(r"[a-z0-9]+")
@@ -119,29 +125,10 @@ class NewFile:
     contributes: bool = True
 
 
-def _lock(conn: Connection, project_id: int, *, shared: bool) -> None:
-    fn = "pg_advisory_xact_lock_shared" if shared else "pg_advisory_xact_lock"
-    conn.execute(text(f"SELECT {fn}(:k)"), {"k": lock_key("classify-project", str(project_id))})
-
-
 def epoch(conn: Connection, project_id: int) -> int:
     """The project's classification epoch now (run in a short transaction before the decision reads)."""
-    _lock(conn, project_id, shared=True)
-    return int(conn.execute(text("SELECT epoch FROM classify_epoch WHERE project_id = :p"),
-                            {"p": project_id}).scalar() or 0)
-
-
-_FILES_SQL = f"""
-SELECT so.id, so.source_id, {REL_PATH} AS rel, so.external_id, left(a.body->>'text', :head) AS text,
-       left({EVIDENCE_HEAD}, {HEAD_CHARS}) AS head, a.body->'mail' AS mail, b.has_reference
-FROM source_object so JOIN source s ON s.id = so.source_id
-JOIN artifact a ON a.content_hash = so.content_hash AND a.kind = 'structured_json'
-LEFT JOIN classify_basis b ON b.source_object_id = so.id
-WHERE so.deleted_at IS NULL
-"""
-#: The corpus reads this much of each file's text (``ki.domain.matters.corpus.HEAD_CHARS`` for its files; the
-#: case-number and name queries search as much as this).
-TEXT_CHARS = CONTAINING_CHARS
+    lock_project(conn, project_id, shared=True)
+    return read_epoch(conn, project_id)
 
 
 def _new_file(row: Any, source_id: int, contributes: bool | None = None) -> NewFile:
@@ -163,13 +150,10 @@ def commit(conn: Connection, *, source_object_id: int, project_id: int, started_
         knowledge: the firm's reference formats and imported matters (whether the file states a reference).
     Returns: how many classifications were requeued (this one included).
     """
-    _lock(conn, project_id, shared=False)
-    now = int(conn.execute(text("""
-        INSERT INTO classify_epoch (project_id, epoch) VALUES (:p, 1)
-        ON CONFLICT (project_id) DO UPDATE SET epoch = classify_epoch.epoch + 1 RETURNING epoch"""),
-        {"p": project_id}).scalar_one())
+    lock_project(conn, project_id, shared=False)
+    now = next_epoch(conn, project_id)
     q = queries or Queries()
-    me = conn.execute(text(_FILES_SQL + " AND so.id = :o"), {"o": source_object_id, "head": TEXT_CHARS}).first()
+    me = basis_file(conn, source_object_id)
     if me is None:
         return 0
     states = own_reference(me.rel, me.head or "", formats=knowledge.formats, known=knowledge.known) is not None
@@ -177,10 +161,7 @@ def commit(conn: Connection, *, source_object_id: int, project_id: int, started_
         _record(conn, source_object_id, project_id, now, q, states)
     stale: list[int] = []
     if started_epoch is not None and (q.under or q.containing or q.linked):
-        for row in conn.execute(text(_FILES_SQL + """ AND so.id IN (
-                SELECT b.source_object_id FROM classify_basis b
-                WHERE b.project_id = :p AND b.classified_epoch > :e AND b.source_object_id <> :o)"""),
-                {"p": project_id, "e": started_epoch, "o": source_object_id, "head": TEXT_CHARS}):
+        for row in files_classified_since(conn, project_id, started_epoch, source_object_id):
             if q.answered_by(_new_file(row, me.source_id)):
                 stale.append(source_object_id)  # a file classified meanwhile answers this decision
                 break
@@ -192,19 +173,10 @@ def commit(conn: Connection, *, source_object_id: int, project_id: int, started_
 
 
 def _record(conn: Connection, source_object_id: int, project_id: int, now: int, q: Queries, states: bool) -> None:
-    conn.execute(text("""
-        INSERT INTO classify_basis (source_object_id, project_id, classified_epoch, has_reference, queries, seen,
-                                    folders, ids, needle_words)
-        VALUES (:o, :p, :e, :hr, CAST(:q AS jsonb), CAST(:seen AS text[]), CAST(:folders AS text[]),
-                CAST(:ids AS text[]), CAST(:words AS text[]))
-        ON CONFLICT (source_object_id) DO UPDATE
-        SET project_id = EXCLUDED.project_id, classified_epoch = EXCLUDED.classified_epoch,
-            has_reference = EXCLUDED.has_reference, queries = EXCLUDED.queries, seen = EXCLUDED.seen,
-            folders = EXCLUDED.folders, ids = EXCLUDED.ids, needle_words = EXCLUDED.needle_words"""),
-        {"o": source_object_id, "p": project_id, "e": now, "hr": states,
-         "q": json.dumps(q.as_json(), ensure_ascii=False),
-         "seen": sorted(q.seen), "folders": sorted(f.rstrip("/") for f in q.under), "ids": sorted(q.linked),
-         "words": sorted({w for w in map(_key_word, q.containing) if w})})
+    record_basis(conn, source_object_id=source_object_id, project_id=project_id, epoch=now, has_reference=states,
+                 queries_json=json.dumps(q.as_json(), ensure_ascii=False), seen=sorted(q.seen),
+                 folders=sorted(f.rstrip("/") for f in q.under), ids=sorted(q.linked),
+                 needle_words=sorted({w for w in map(_key_word, q.containing) if w}))
 
 
 def _answered(conn: Connection, project_id: int, new: NewFile, me: Any) -> list[int]:
@@ -213,13 +185,7 @@ def _answered(conn: Connection, project_id: int, new: NewFile, me: Any) -> list[
     parts = [p for p in me.external_id.split("/")[:-1] if p]
     prefixes = ["/".join(parts[:i]) for i in range(1, len(parts) + 1)]
     words = sorted(set(_WORD.findall(fold(new.text))))
-    for b in conn.execute(text("""
-            SELECT b.source_object_id, b.queries, b.seen, so.source_id FROM classify_basis b
-            JOIN source_object so ON so.id = b.source_object_id AND so.deleted_at IS NULL
-            WHERE b.project_id = :p AND b.source_object_id <> :o
-              AND (b.folders && CAST(:prefixes AS text[]) OR b.ids && CAST(:ids AS text[])
-                   OR b.needle_words && CAST(:words AS text[]))"""),
-            {"p": project_id, "o": me.id, "prefixes": prefixes, "ids": sorted(new.mail_ids), "words": words}):
+    for b in bases_touching(conn, project_id, me.id, prefixes=prefixes, ids=sorted(new.mail_ids), words=words):
         other = NewFile(new.rel, new.external_id, new.text, new.mail_ids, same_source=b.source_id == me.source_id,
                         contributes=new.contributes)
         if Queries.from_json(b.queries, b.seen).answered_by(other):

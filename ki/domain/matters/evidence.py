@@ -35,6 +35,7 @@ from typing import Any, Protocol
 
 from ki.config.reference_patterns import ReferenceFormats
 from ki.domain.matters.references import KnownReferences, case_numbers_in, own_reference
+from ki.store.corpus import CorpusFile
 
 FOLDER_DOMINANCE = 0.8
 NAME_DOMINANCE = 0.9
@@ -56,15 +57,6 @@ IN_TEXT_ORG = re.compile(r"(?<![\w&])([A-ZÄÖÜÉ][\w&'’.-]*\s+(?:(?:[A-ZÄÖ
 ENUMERATION = re.compile(r"^(?:\(?\d{1,2}[.)]|\(?[a-z][.)])\s+")
 FIRM_WORDS = re.compile(r"rechtsanw|attorneys|solicitors|law firm|kanzlei|partg|llp\b|notar|gericht|court",
                         re.IGNORECASE)
-
-
-@dataclass(frozen=True)
-class CorpusFile:
-    """Another converted file: its path (relative to the source root), text head and mail headers."""
-
-    path: str
-    text: str
-    mail: dict[str, Any] | None = None
 
 
 class Corpus(Protocol):

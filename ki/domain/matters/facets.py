@@ -6,7 +6,7 @@ management stay authoritative)") and "Classify: what the model is given" (the ``
 validator: "a practice-area node is on the offered menu, and a matter-kind node was actually visited and is in
 the active facet"). The model picks from the menu and walks the Service facet with the tools; the rules do the
 same through the same tools (:func:`rule_facets`), and the same validators judge both. The stage writes the
-values with :func:`ki.domain.matters.store.note_matter_kind` (empty fields of a matter found by Classify only).
+values with :func:`ki.store.matters.note_matter_kind` (empty fields of a matter found by Classify only).
 """
 
 from __future__ import annotations

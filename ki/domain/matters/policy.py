@@ -91,6 +91,6 @@ def _fit(value: str, limit: int) -> str:
 def classify_knowledge(conn: Any, project_id: int, patterns: Sequence[str] | None) -> Knowledge:
     """The firm's reference formats (``firm.matter_reference_patterns``; empty: the defaults) and the project's
     imported matters, for :class:`ClassifyRulesPolicy` and the stage's fallback scan."""
-    from ki.domain.matters.store import known_references
+    from ki.domain.matters.known import known_references
 
     return Knowledge(formats_for(tuple(patterns) if patterns else None), known_references(conn, project_id))

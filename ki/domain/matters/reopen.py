@@ -22,12 +22,12 @@ from dataclasses import dataclass, field
 from ki.config.reference_patterns import ReferenceFormats
 from ki.core.taxonomies import LANE_RERUN
 from ki.core.text_window import window_text, windowed_body
-from ki.domain.matters.corpus import DbCorpus, evidence_text
 from ki.domain.matters.evidence import infer_reference
 from ki.domain.matters.references import KnownReferences, is_placeholder
-from ki.domain.matters.store import forget_classifications, normalise_reference
+from ki.store.corpus import DbCorpus, evidence_text
 from ki.store.db import Database
 from ki.store.downstream import request_rerun_from
+from ki.store.matters import forget_classifications, normalise_reference
 from ki.store.objects import classified_objects, structured_body
 
 STAGE = "classify_matter"

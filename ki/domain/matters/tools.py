@@ -18,8 +18,8 @@ from ki.core.errors import ToolError
 from ki.domain.matters.facets import facet_validators
 from ki.domain.matters.references import is_placeholder
 from ki.domain.matters.schema import ClassifyResult, CreateMatterArgs, ListFolderArgs, PeekMatterArgs, SearchMattersArgs
-from ki.domain.matters.store import get_matter, get_or_create_matter, peek_matter, search_matters
 from ki.store.db import Database
+from ki.store.matters import get_matter, get_or_create_matter, peek_matter, search_matters
 
 SEARCH_DESCRIPTION = (
     "Rank the firm's existing matters for a query: reference-number match, title words, and the text of documents "

@@ -29,9 +29,9 @@ import json
 from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
-from ki.domain.matters.corpus import REL_PATH
 from ki.domain.relate.facts import FileFacts
 from ki.domain.relate.wants import Wants
+from ki.store.corpus import REL_PATH
 from ki.store.downstream import request_rerun
 from ki.store.locks import lock_key
 

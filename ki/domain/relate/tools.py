@@ -22,10 +22,10 @@ from ki.config.settings import TextWindowConfig
 from ki.core.errors import ToolError
 from ki.core.text_window import normalised_digest
 from ki.domain.context import EnsureReady, PipelineContext
-from ki.domain.matters.corpus import REL_PATH
 from ki.domain.matters.neighbourhood import list_folder as folder_listing
 from ki.domain.relate.inline_conversion import ensure_source_object_ready
 from ki.domain.relate.wants import search_score
+from ki.store.corpus import REL_PATH
 
 DIGEST_MAX_ITEMS = 40
 DIGEST_MAX_CHARS = 4000

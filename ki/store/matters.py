@@ -1,4 +1,5 @@
-"""Matters in the database: get-or-create under an advisory lock, search, peek, assignments.
+"""Matters in the database (``matter``, ``matter_assignment``): get-or-create under an advisory lock, search,
+peek, assignments.
 
 Spec: insertion-pipeline.md "Classify (classify_matter)" (MatterAssignment; the Matter created when
 none fits, "with an advisory lock per (project, reference) so parallel workers converge on one
@@ -20,7 +21,6 @@ from typing import Any
 from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
-from ki.domain.matters.references import KnownReferences
 from ki.store.db import Database
 from ki.store.locks import lock_key
 from ki.store.matter_search import nearest_matters
@@ -373,25 +373,18 @@ def list_matters(conn: Connection, *, project_id: int) -> list[dict[str, Any]]:
              "folder": r.folder, "files": int(r.files)} for r in rows]
 
 
-_KNOWN_CACHE: dict[tuple, KnownReferences] = {}
+def imported_matters_version(conn: Connection, project_id: int) -> tuple[int, Any]:
+    """(count, latest ``updated_at``) of the project's imported matters: changes whenever an import does."""
+    row = conn.execute(text("SELECT count(*), max(updated_at) FROM matter WHERE project_id = :p AND imported"),
+                       {"p": project_id}).one()
+    return int(row[0]), row[1]
 
 
-def known_references(conn: Connection, project_id: int) -> KnownReferences:
-    """The imported matters of the project as :class:`~ki.domain.matters.references.KnownReferences` (cached per
-    project until an import changes them)."""
-    version = conn.execute(text("SELECT count(*), max(updated_at) FROM matter WHERE project_id = :p AND imported"),
-                           {"p": project_id}).one()
-    key = (id(conn.engine), project_id, int(version[0]), version[1])
-    cached = _KNOWN_CACHE.get(key)
-    if cached is not None:
-        return cached
-    known = KnownReferences()
-    for r in conn.execute(text("SELECT reference, aliases, client_number, client_name FROM matter "
-                               "WHERE project_id = :p AND imported ORDER BY reference"), {"p": project_id}):
-        known.add(r.reference, r.aliases or [], r.client_number, r.client_name)
-    _KNOWN_CACHE.clear()
-    _KNOWN_CACHE[key] = known
-    return known
+def imported_matters(conn: Connection, project_id: int) -> list[tuple[str, list[str], str | None, str | None]]:
+    """(reference, aliases, client number, client name) of every imported matter of the project, by reference."""
+    return [(r.reference, list(r.aliases or []), r.client_number, r.client_name) for r in conn.execute(text(
+        "SELECT reference, aliases, client_number, client_name FROM matter "
+        "WHERE project_id = :p AND imported ORDER BY reference"), {"p": project_id})]
 
 
 def default_project_id(conn: Connection) -> int:

@@ -1,5 +1,5 @@
 """The converted files of a project, read for evidence (:class:`DbCorpus` is a
-:class:`ki.domain.matters.evidence.Corpus`).
+:class:`ki.domain.matters.evidence.Corpus`; :class:`CorpusFile` is the row it returns).
 
 Each query runs on its own short connection (no transaction is held across a model call) and
 reads only converted text (the ``structured_json`` artifact: the mail subject, every part, the body —
@@ -10,9 +10,11 @@ source root; an embedded object's path is its container's followed by `` » name
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Any
+
 from sqlalchemy import text
 
-from ki.domain.matters.evidence import CorpusFile
 from ki.store.db import Database
 from ki.store.objects import REL_PATH
 
@@ -45,6 +47,15 @@ JOIN source s ON s.id = so.source_id
 JOIN artifact a ON a.content_hash = so.content_hash AND a.kind = 'structured_json'
 WHERE s.project_id = :p AND so.deleted_at IS NULL
 """
+
+
+@dataclass(frozen=True)
+class CorpusFile:
+    """Another converted file: its path (relative to the source root), text head and mail headers."""
+
+    path: str
+    text: str
+    mail: dict[str, Any] | None = None
 
 
 class DbCorpus:
