@@ -32,6 +32,25 @@ def tree_cpu(pid: int) -> float:
         return 0.0
 
 
+def conversion_cpu() -> float:
+    """CPU seconds of this process's conversion processes (``ki.convert.isolation``): the live ones plus every
+    reaped child (the embedded PostgreSQL servers are never reaped while measuring, so they add nothing)."""
+    import resource
+
+    import psutil
+
+    reaped = resource.getrusage(resource.RUSAGE_CHILDREN)
+    total = reaped.ru_utime + reaped.ru_stime
+    for child in psutil.Process().children(recursive=True):
+        try:
+            if "ki.convert.isolation" in " ".join(child.cmdline()):
+                t = child.cpu_times()
+                total += t.user + t.system
+        except psutil.Error:
+            pass
+    return total
+
+
 def postmaster_pid(pgdata: Path) -> int:
     return int((pgdata / "postmaster.pid").read_text().splitlines()[0])
 

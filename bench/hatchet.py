@@ -187,12 +187,13 @@ def run_local(work: Path, ki_uri: str, ki_pg: Path, estate: Path, stages: list[s
 
     local, _ = open_ctx(ki_uri, "ki_local", work / "local-data", "local", stages)
     scan_s = scan(local, estate)
-    cpu0 = (time.process_time(), tree_cpu(postmaster_pid(ki_pg)))
+    cpu0 = (time.process_time() + _measure.conversion_cpu(), tree_cpu(postmaster_pid(ki_pg)))
     st0 = db_stats(ki_uri, "ki_local")
     t0 = time.perf_counter()
     summary = launch_insertion(local, trigger="bench", wait_for_retries_seconds=0)
     wall = time.perf_counter() - t0
-    cpu = {"ki process": time.process_time() - cpu0[0], "ki PostgreSQL": tree_cpu(postmaster_pid(ki_pg)) - cpu0[1]}
+    cpu = {"ki process": time.process_time() + _measure.conversion_cpu() - cpu0[0],
+           "ki PostgreSQL": tree_cpu(postmaster_pid(ki_pg)) - cpu0[1]}
     counts = buckets(local)
     docs = sum(counts[stages[0]][b] for b in ("done", "quarantined", "skipped"))
     cpu["per document"] = sum(cpu.values()) / max(1, docs)
@@ -248,9 +249,10 @@ def run_hatchet(work: Path, engine, ki_uri: str, ki_pg: Path, eng_uri: str, eng_
 
         # the engine's background rate with the workers connected and nothing to run: polling and
         # heartbeats commit whatever the work (pg_stat_database counts each autocommit SELECT)
-        idle0, t_idle = db_stats(eng_uri, "hatchet"), time.perf_counter()
+        idle0, t_idle, idle_cpu0 = db_stats(eng_uri, "hatchet"), time.perf_counter(), cpu()
         time.sleep(idle_seconds)
         idle_rate = (db_stats(eng_uri, "hatchet")["commits"] - idle0["commits"]) / (time.perf_counter() - t_idle)
+        idle_cpu = {k: round((v - idle_cpu0[k]) / (time.perf_counter() - t_idle), 3) for k, v in cpu().items()}
         if statements:
             _measure.reset_statements(eng_uri)
         before = cpu()
@@ -295,6 +297,7 @@ def run_hatchet(work: Path, engine, ki_uri: str, ki_pg: Path, eng_uri: str, eng_
             "engine_rss_mib": round(engine.rss_bytes() / 2**20, 1), "ki_db": ki_db, "engine_db": eng_db,
             "engine_db_commits_per_task": round(eng_db["commits"] / max(1, docs * timings["tasks_per_document"]), 1),
             "engine_db_idle_commits_per_s": round(idle_rate, 1),
+            "idle_cpu_s_per_s": idle_cpu,
             "engine_db_commits_per_task_beyond_idle": round(
                 (eng_db["commits"] - idle_rate * wall) / max(1, docs * timings["tasks_per_document"]), 1),
             "engine_db_commits_per_document": round(eng_db["commits"] / max(1, docs), 1),

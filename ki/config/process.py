@@ -157,6 +157,14 @@ def child_environment(**extra: str) -> dict[str, str]:
     return {**os.environ, **extra}
 
 
+def available_cores() -> int:
+    """The CPUs this process may run on (its affinity mask; ``os.cpu_count()`` where there is none), ≥ 1."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):  # pragma: no cover - macOS / Windows
+        return max(1, os.cpu_count() or 1)
+
+
 def prefer_sleeping_omp_threads() -> None:
     """Let OpenMP threads (the in-process embedding engine's) sleep while they wait rather than spin:
     ``OMP_WAIT_POLICY=PASSIVE`` unless the environment sets it. Call before the engine loads."""
@@ -253,6 +261,8 @@ class ProcessSettings(EnvSettings):
         workers: local provider pool size (8: stages wait mostly on commits and I/O, not CPU; bench/insert.py
             measured 32 documents/s with 4 and 58 with 8 on 2 cores).
         worker_slots: concurrent tasks of one ``ki worker`` process (Hatchet slots; ``--slots``).
+        worker_cpu_slots: of those, CPU-bound stage tasks (convert; index when it embeds in-process) running at
+            once (``KI_WORKER_CPU_SLOTS``; None: the CPUs the process may run on; :mod:`ki.workflows.cpu_slots`).
         insert_wait_retry_seconds: how long ``ki insert`` waits for retries falling due.
         progress: ``ki insert`` draws its progress bars even when stderr is not a terminal (``KI_PROGRESS=1``).
         metrics_port / metrics_addr: ``ki worker``, ``ki insert`` and ``ki watch`` serve Prometheus metrics on this
@@ -284,6 +294,7 @@ class ProcessSettings(EnvSettings):
     hatchet_trigger_check_seconds: float = Field(default=30, ge=0)
     workers: int = Field(default=8, ge=1, le=64)
     worker_slots: int = Field(default=8, ge=1, le=1000)
+    worker_cpu_slots: int | None = Field(default=None, ge=1, le=1000)
     insert_wait_retry_seconds: float = Field(default=120, ge=0)
     progress: bool = False
     metrics_port: int | None = Field(default=None, ge=1, le=65535)

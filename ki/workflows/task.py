@@ -8,6 +8,8 @@ resumes at the first unfinished stage).
 
 How a task treats each state of its row (``drive_stage``):
 
+* ``pending``, or ``failed`` with its retry due, of a CPU-bound stage → first wait for one of the worker
+  process's CPU slots (:mod:`ki.workflows.cpu_slots`; the row stays pending meanwhile), then as below;
 * ``pending``, or ``failed`` with its retry due → ``run_stage_for_object``, on a thread of its own
   (``run_stage_watched``): past the stage's deadline (``pipeline.stages.<stage>.timeout_seconds``) the
   claim keeper records ``StageTimeout`` on the row and the task stops waiting for the hung handler,
@@ -41,14 +43,15 @@ import logging
 import threading
 import time
 from collections.abc import Callable
+from contextlib import nullcontext
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
 from ki.adapters.breaker import BREAKERS
-from ki.core.errors import TaskCancelled
-from ki.core.taxonomies import PIPELINE_STAGE_ORDER, stage_bucket
+from ki.config.process import available_cores
 from ki.domain.context import PipelineContext
+from ki.core.errors import TaskCancelled
 from ki.orchestration.budget import BudgetGate
 from ki.orchestration.execute import run_stage_watched
 from ki.orchestration.heartbeat import ClaimKeeper
@@ -57,6 +60,8 @@ from ki.orchestration.prepare import recover_stale_claims
 from ki.store import batches, conveyor
 from ki.store.cancel import cancel_requested
 from ki.store.status import StageRow, rows_by_stage
+from ki.core.taxonomies import PIPELINE_STAGE_ORDER, stage_bucket
+from ki.workflows.cpu_slots import CpuSlots, cpu_bound_stages
 
 log = logging.getLogger(__name__)
 
@@ -84,9 +89,11 @@ HandOff = Callable[[PipelineContext, int, Callable[[int], None]], int]
 
 @dataclass
 class WorkerRuntime:
-    """Process-wide handles of a worker: the pipeline context and the claim keeper.
+    """Process-wide handles of a worker: the pipeline context, the claim keeper and the CPU slots.
 
     Attributes:
+        cpu: the process's :class:`~ki.workflows.cpu_slots.CpuSlots` (``KI_WORKER_CPU_SLOTS``): a task of a
+            CPU-bound stage holds one while it claims and runs its row.
         trigger_members / hand_off: what a task starts beyond its own row (the DAGs of the members
             the batch's conveyor released when a DAG ended or a convert adopted attachments; the
             insertion run after a sync). ``ki worker`` installs them (``ki.workflows.worker``), so a
@@ -95,6 +102,7 @@ class WorkerRuntime:
 
     ctx: PipelineContext
     keeper: ClaimKeeper
+    cpu: CpuSlots
     last_stale_check: float = 0.0
     config_loaded_at: float = 0.0
     trigger_members: TriggerMembers | None = None
@@ -125,7 +133,8 @@ def worker_runtime(slots: int | None = None) -> WorkerRuntime:
     """The worker process's :class:`WorkerRuntime`, opened on first use (thread-safe).
 
     The database pool holds ``slots + 4`` connections (``KI_WORKER_SLOTS`` by default): one per
-    task thread plus the keeper, the sweeper and progress writes.
+    task thread plus the keeper, the sweeper and progress writes. CPU slots: ``KI_WORKER_CPU_SLOTS``, else
+    the CPUs the process may run on (:func:`~ki.config.process.available_cores`).
     """
     global _runtime
     with _lock:
@@ -138,7 +147,7 @@ def worker_runtime(slots: int | None = None) -> WorkerRuntime:
             ctx = PipelineContext.open(settings, db=connect(settings, pool_size=n + 4))
             timeout = ctx.config.pipeline.claim_timeout_seconds
             keeper = ClaimKeeper(ctx.db, interval_seconds=max(0.2, min(30.0, timeout / 3))).start()
-            _runtime = WorkerRuntime(ctx, keeper)
+            _runtime = WorkerRuntime(ctx, keeper, CpuSlots(settings.worker_cpu_slots or available_cores()))
         return _runtime
 
 
@@ -228,20 +237,27 @@ def drive_stage(rt: WorkerRuntime, run_id: int, oid: int, stage: str, *,
             raise TaskCancelled(f"run {run_id} was cancelled")
         if target.status == "pending" or (target.status == "failed" and target.next_retry_at is not None
                                           and target.next_retry_at <= now):
-            admitted, probe = (False, None) if target.stage in budget.held() else gate.admit(target.stage)
-            # its dependency is paused (ki.adapters.breaker), or a spending cap holds it (ki.orchestration.budget):
-            # the row
-            # stays pending, no attempt spent
-            if not admitted:
+            # a CPU-bound stage waits for one of the process's CPU slots first (ki.workflows.cpu_slots): the row
+            # stays pending meanwhile, no attempt spent, no deadline running
+            cpu = rt.cpu.hold(target.stage, cancelled) if target.stage in cpu_bound_stages(ctx.config) \
+                else nullcontext(False)
+            with cpu as waited:
+                if waited and _run_cancelled(ctx, run_id):
+                    raise TaskCancelled(f"run {run_id} was cancelled")
+                admitted, probe = (False, None) if target.stage in budget.held() else gate.admit(target.stage)
+                # its dependency is paused (ki.adapters.breaker), or a spending cap holds it (ki.orchestration.budget): the
+                # row stays pending, no attempt spent
+                if admitted:
+                    try:
+                        result = run_stage_watched(ctx, target.stage, oid, run_id=run_id, keeper=rt.keeper,
+                                                   cancelled=cancelled)
+                    finally:
+                        budget.spent(target.stage)
+                        if probe is not None:
+                            BREAKERS.end_probe(probe)
+            if not admitted:  # waits with the CPU slot given back
                 _sleep(PAUSED_POLL_SECONDS, cancelled)
                 continue
-            try:
-                result = run_stage_watched(ctx, target.stage, oid, run_id=run_id, keeper=rt.keeper,
-                                           cancelled=cancelled)
-            finally:
-                budget.spent(target.stage)
-                if probe is not None:
-                    BREAKERS.end_probe(probe)
             if result.kind != "not_claimed":
                 executions.append(result.kind)
             else:

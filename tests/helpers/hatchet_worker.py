@@ -14,7 +14,7 @@ Fault injection (tests only, read from the environment):
 
 * ``KI_TEST_FAIL_ONCE=<stage>:<external_id>`` — the handler of that stage raises a retryable
   error on its first attempt for that object (the row fails with a retry due later);
-* ``KI_TEST_SLOW=<stage>:<seconds>`` — that stage's handler sleeps before running (so a test
+* ``KI_TEST_SLOW=<stage>:<seconds>[,<stage>:<seconds>...]`` — that stage's handler sleeps before running (so a test
   can kill a worker or restart the engine mid-stage);
 * ``KI_TEST_LOG=<path>`` — every handler call appends ``pid stage object attempt`` to this file
   (and a ``FAILED <class>: <message>`` line when the handler raises).
@@ -33,7 +33,8 @@ def _install_faults() -> None:
     from ki.stages import STAGE_HANDLERS
 
     fail_stage, _, fail_id = (os.environ.get("KI_TEST_FAIL_ONCE") or "").partition(":")
-    slow_stage, _, slow_s = (os.environ.get("KI_TEST_SLOW") or "").partition(":")
+    slow = {stage: float(seconds) for stage, _, seconds in
+            (item.partition(":") for item in (os.environ.get("KI_TEST_SLOW") or "").split(",") if item)}
     log_path = os.environ.get("KI_TEST_LOG")
 
     def wrap(stage, original):
@@ -41,8 +42,8 @@ def _install_faults() -> None:
             if log_path:
                 with open(log_path, "a", encoding="utf-8") as f:
                     f.write(f"{os.getpid()} {stage} {ctx.obj.id} {ctx.claim.attempts}\n")
-            if stage == slow_stage:
-                time.sleep(float(slow_s))
+            if stage in slow:
+                time.sleep(slow[stage])
             if stage == fail_stage and ctx.obj.external_id == fail_id and ctx.claim.attempts == 1:
                 raise RetryableStageError(f"injected failure of {stage} for {fail_id}")
             try:

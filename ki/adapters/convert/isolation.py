@@ -56,6 +56,8 @@ from ki.core.memory import release_memory
 RENEW_SECONDS = 10.0
 STARTUP_SECONDS = 300.0  # a worker that has not imported the converters by then is an outage
 MAX_TASKS_PER_WORKER = 200
+#: Idle workers a pool keeps at least; it keeps one per CPU the process may run on when there are more
+#: (a ``ki worker`` converts up to that many files at once, ``ki.workflows.cpu_slots``: each reused, none restarted).
 MAX_IDLE_WORKERS = 4
 #: A worker whose peak resident size passed this share of its budget is retired after the file; a
 #: file that failed past it is classified ``too_large`` (its allocations failed), not by the failure.
@@ -223,6 +225,11 @@ class WorkerPool:
         self.last_peak_mb: float | None = None
         #: Workers retired early (before :data:`MAX_TASKS_PER_WORKER`) because a file made them large.
         self.retired = 0
+        #: Worker processes started (benchmarks: a start costs a fresh interpreter's imports).
+        self.started = 0
+        from ki.config.process import available_cores  # here, not at the top: a worker process imports this module
+
+        self.max_idle = max(MAX_IDLE_WORKERS, available_cores())
 
     def _checkout(self, renew: Renew | None) -> _Worker:
         with self._lock:
@@ -231,6 +238,7 @@ class WorkerPool:
                 if worker.alive():
                     return worker
                 worker.kill()
+            self.started += 1
         worker = _Worker(self.budget)
         try:
             worker.wait_ready(renew)
@@ -250,7 +258,7 @@ class WorkerPool:
             worker.kill()
             return
         with self._lock:
-            if len(self._idle) < MAX_IDLE_WORKERS:
+            if len(self._idle) < self.max_idle:
                 self._idle.append(worker)
                 return
         worker.kill()
