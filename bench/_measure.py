@@ -33,7 +33,7 @@ def tree_cpu(pid: int) -> float:
 
 
 def conversion_cpu() -> float:
-    """CPU seconds of this process's conversion processes (``ki.convert.isolation``): the live ones plus every
+    """CPU seconds of this process's conversion processes (``ki.adapters.convert.isolation``): the live ones plus every
     reaped child (the embedded PostgreSQL servers are never reaped while measuring, so they add nothing)."""
     import resource
 
@@ -43,7 +43,7 @@ def conversion_cpu() -> float:
     total = reaped.ru_utime + reaped.ru_stime
     for child in psutil.Process().children(recursive=True):
         try:
-            if "ki.convert.isolation" in " ".join(child.cmdline()):
+            if "ki.adapters.convert.isolation" in " ".join(child.cmdline()):
                 t = child.cpu_times()
                 total += t.user + t.system
         except psutil.Error:

@@ -2,7 +2,7 @@
 
 A worker takes ``KI_WORKER_SLOTS`` tasks at once (16 in the bench) so that I/O-bound stages (fetching, the
 model gateway, OpenSearch) keep many documents in flight. Run all at once, CPU-bound tasks oversubscribe the
-cores: each convert starts a conversion process of its own (:mod:`ki.convert.isolation` keeps only a few idle,
+cores: each convert starts a conversion process of its own (:mod:`ki.adapters.convert.isolation` keeps only a few idle,
 so every burst paid a fresh interpreter's imports again, ~0.6 CPU-s each), and in-process embeddings queue on
 the model's lock while their claims and stage deadlines run. So a task of a CPU-bound stage
 (:func:`cpu_bound_stages`) first waits for one of the process's :class:`CpuSlots`
@@ -10,7 +10,7 @@ the model's lock while their claims and stage deadlines run. So a task of a CPU-
 
 While it waits the row stays ``pending`` (no claim, no attempt spent, no stage deadline running) and the task
 keeps its Hatchet slot: nothing is failed, retried or lost; a cancelled task stops waiting
-(:class:`ki.errors.TaskCancelled`). The slot is held until ``run_stage_watched`` returns (a handler past its
+(:class:`ki.core.errors.TaskCancelled`). The slot is held until ``run_stage_watched`` returns (a handler past its
 deadline that is abandoned still burns CPU for a while: the slot is freed with the task, as the Hatchet slot is).
 Later stages go first (an index before a convert), then first come first served: documents in flight finish
 before new ones start converting.
@@ -29,8 +29,8 @@ from contextlib import contextmanager
 
 from ki.config.embedding_model import parse_embedding_model
 from ki.config.settings import KiConfig
-from ki.errors import TaskCancelled
-from ki.taxonomies import PIPELINE_STAGE_ORDER
+from ki.core.errors import TaskCancelled
+from ki.core.taxonomies import PIPELINE_STAGE_ORDER
 
 #: Longest single wait for a slot (s) before ``cancelled()`` is asked again.
 WAIT_SLICE_SECONDS = 0.5

@@ -50,8 +50,9 @@ from typing import Any
 
 from ki.adapters.breaker import BREAKERS
 from ki.config.process import available_cores
-from ki.domain.context import PipelineContext
 from ki.core.errors import TaskCancelled
+from ki.core.taxonomies import PIPELINE_STAGE_ORDER, stage_bucket
+from ki.domain.context import PipelineContext
 from ki.orchestration.budget import BudgetGate
 from ki.orchestration.execute import run_stage_watched
 from ki.orchestration.heartbeat import ClaimKeeper
@@ -60,7 +61,6 @@ from ki.orchestration.prepare import recover_stale_claims
 from ki.store import batches, conveyor
 from ki.store.cancel import cancel_requested
 from ki.store.status import StageRow, rows_by_stage
-from ki.core.taxonomies import PIPELINE_STAGE_ORDER, stage_bucket
 from ki.workflows.cpu_slots import CpuSlots, cpu_bound_stages
 
 log = logging.getLogger(__name__)
@@ -245,8 +245,8 @@ def drive_stage(rt: WorkerRuntime, run_id: int, oid: int, stage: str, *,
                 if waited and _run_cancelled(ctx, run_id):
                     raise TaskCancelled(f"run {run_id} was cancelled")
                 admitted, probe = (False, None) if target.stage in budget.held() else gate.admit(target.stage)
-                # its dependency is paused (ki.adapters.breaker), or a spending cap holds it (ki.orchestration.budget): the
-                # row stays pending, no attempt spent
+                # its dependency is paused (ki.adapters.breaker), or a spending cap holds it
+                # (ki.orchestration.budget): the row stays pending, no attempt spent
                 if admitted:
                     try:
                         result = run_stage_watched(ctx, target.stage, oid, run_id=run_id, keeper=rt.keeper,

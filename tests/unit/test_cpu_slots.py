@@ -13,7 +13,7 @@ import pytest
 
 from ki.config.process import ProcessSettings, available_cores
 from ki.config.settings import KiConfig
-from ki.errors import TaskCancelled
+from ki.core.errors import TaskCancelled
 from ki.workflows.cpu_slots import CpuSlots, cpu_bound_stages
 from tests.helpers.outage import wait_until
 

@@ -12,8 +12,8 @@ from datetime import datetime
 
 import pytest
 
+from ki.app.launch import launch_insertion
 from ki.config.loader import set_config_value
-from ki.launch import launch_insertion
 from tests.helpers.hatchet_harness import configure, engine_run, q, scan, write_docs
 
 pytestmark = [pytest.mark.hatchet, pytest.mark.timeout(300)]
