@@ -41,7 +41,6 @@ SQL_STILL_OUTSIDE_STORE = frozenset({
     "ki.adapters.search.record",
     "ki.adapters.search.search",
     "ki.adapters.sources.scan",
-    "ki.domain.entities.store",
     "ki.domain.relate.basis",
     "ki.domain.relate.documents",
     "ki.domain.relate.intents",
