@@ -11,21 +11,28 @@ from __future__ import annotations
 import random
 import time
 
-from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
 from ki.core.errors import Contended
 from ki.domain.context import PipelineContext
-from ki.domain.relate.documents import documents_of, ensure_row, fold, lock_documents, reorder
-from ki.domain.relate.materialize import MAX_CONTENDED_ROUNDS, assignments_of, lock_files
+from ki.domain.relate.documents import ensure_row, lock_documents, reorder
+from ki.domain.relate.materialize import MAX_CONTENDED_ROUNDS, lock_files
 from ki.domain.relate.schema import RELATION_TYPES
+from ki.store.documents import documents_of, fold, set_duplicate_of, set_redline_against
+from ki.store.relations import (
+    add_replayed_relation,
+    assignments_of,
+    drop_intent,
+    intent_row,
+    intents_for,
+    live_content_hash,
+)
 
 
 def replay_intents(ctx: PipelineContext, target_oid: int) -> int:
     """Apply every intent parked against ``target_oid``; returns how many were applied."""
     with ctx.db.engine.connect() as conn:
-        ids = [r.id for r in conn.execute(text("SELECT id FROM relation_intent WHERE to_object_id = :t ORDER BY id"),
-                                          {"t": target_oid})]
+        ids = intents_for(conn, target_oid)
     applied = 0
     for intent_id in ids:
         for round_no in range(MAX_CONTENDED_ROUNDS):
@@ -39,24 +46,20 @@ def replay_intents(ctx: PipelineContext, target_oid: int) -> int:
 
 
 def _apply_one(conn: Connection, intent_id: int) -> int:
-    row = conn.execute(text("SELECT from_object_id, to_object_id, kind, from_content_hash FROM relation_intent "
-                            "WHERE id = :i"), {"i": intent_id}).first()
+    row = intent_row(conn, intent_id)
     if row is None:
         return 0  # applied or replaced meanwhile
     src, dst = row.from_object_id, row.to_object_id
     lock_files(conn, {src, dst})
-    current = conn.execute(text("SELECT content_hash FROM source_object WHERE id = :o AND deleted_at IS NULL"),
-                           {"o": src}).scalar()
+    current = live_content_hash(conn, src)
     assigned = assignments_of(conn, {src, dst})
     if current != row.from_content_hash or src not in assigned:
-        conn.execute(text("DELETE FROM relation_intent WHERE id = :i"), {"i": intent_id})
+        drop_intent(conn, intent_id)
         return 0
     if dst not in assigned:
         return 0  # still unassigned (the target's assignment was rolled back): keep parked
     if row.kind in RELATION_TYPES:
-        conn.execute(text("""INSERT INTO relation (from_object_id, to_object_id, type, provenance)
-                             VALUES (:f, :t, :k, '{"replayed": true}'::jsonb) ON CONFLICT DO NOTHING"""),
-                     {"f": src, "t": dst, "k": row.kind})
+        add_replayed_relation(conn, src, dst, row.kind)
     else:
         docs = documents_of(conn, {src, dst})
         lock_documents(conn, set(docs.values()))
@@ -66,11 +69,9 @@ def _apply_one(conn: Connection, intent_id: int) -> int:
         abandoned = docs.get(src) or ensure_row(conn, src, matter_id=assigned[src])
         fold(conn, abandoned, survivor)
         if row.kind == "duplicate_of":
-            conn.execute(text("UPDATE document_version SET duplicate_of = :t WHERE source_object_id = :o"),
-                         {"t": dst, "o": src})
+            set_duplicate_of(conn, src, dst)
         elif row.kind == "redline_against":
-            conn.execute(text("UPDATE document_version SET redline_against = :t WHERE source_object_id = :o"),
-                         {"t": dst, "o": src})
+            set_redline_against(conn, src, dst)
         reorder(conn, survivor)
-    conn.execute(text("DELETE FROM relation_intent WHERE id = :i"), {"i": intent_id})
+    drop_intent(conn, intent_id)
     return 1

@@ -16,34 +16,40 @@ then the per-project thread lock (blocking, always last).
 
 from __future__ import annotations
 
-import json
 import random
 import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
-from ki.core.errors import RetryableStageError
+from ki.core.errors import Contended, RetryableStageError
 from ki.domain.context import PipelineContext
 from ki.domain.relate import basis
-from ki.domain.relate.documents import (
-    Contended,
-    create_document,
-    documents_of,
-    drop_if_empty,
-    ensure_row,
-    fold,
-    lock_documents,
-    reorder,
-    upsert_version,
-    version_facts,
-)
+from ki.domain.relate.documents import ensure_row, lock_documents, reorder, version_facts
 from ki.domain.relate.facts import FileFacts
 from ki.domain.relate.thread_store import attach_message
 from ki.store.claims import Claim, claim_held
-from ki.store.locks import lock_key
+from ki.store.documents import (
+    clear_duplicate_of,
+    create_document,
+    documents_of,
+    drop_if_empty,
+    duplicate_root,
+    fold,
+    other_versions,
+    recorded_identity,
+    upsert_version,
+)
+from ki.store.relations import (
+    add_relation,
+    assignment_row,
+    assignments_of,
+    clear_decision,
+    lock_relate_file,
+    object_state,
+    park,
+)
 
 MAX_CONTENDED_ROUNDS = 40
 
@@ -84,41 +90,20 @@ class RelatePlan:
 def lock_files(conn: Connection, oids: set[int]) -> None:
     """Transaction-level advisory locks on the files, in ascending id order (blocking)."""
     for oid in sorted(oids):
-        conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": lock_key("relate-file", str(oid))})
-
-
-def assignments_of(conn: Connection, oids: set[int]) -> dict[int, int]:
-    """object id → matter id, for live objects that have a matter assignment."""
-    if not oids:
-        return {}
-    rows = conn.execute(text("""SELECT ma.source_object_id, ma.matter_id FROM matter_assignment ma
-                                JOIN source_object so ON so.id = ma.source_object_id AND so.deleted_at IS NULL
-                                WHERE ma.source_object_id = ANY(:o)"""), {"o": sorted(oids)})
-    return {r.source_object_id: r.matter_id for r in rows}
-
-
-def park(conn: Connection, *, from_oid: int, to_oid: int, kind: str, content_hash: str, payload: dict) -> None:
-    """Park a decision whose target has no matter yet (replayed when the target classifies)."""
-    conn.execute(text("""INSERT INTO relation_intent (from_object_id, to_object_id, kind, from_content_hash, payload)
-                         VALUES (:f, :t, :k, :h, CAST(:p AS jsonb))
-                         ON CONFLICT (from_object_id, to_object_id, kind) DO UPDATE
-                         SET from_content_hash = EXCLUDED.from_content_hash, payload = EXCLUDED.payload"""),
-                 {"f": from_oid, "t": to_oid, "k": kind, "h": content_hash, "p": json.dumps(payload, default=str)})
+        lock_relate_file(conn, oid)
 
 
 def _revalidate(conn: Connection, claim: Claim | None, plan: RelatePlan) -> None:
     if claim is not None:
         if not claim_held(conn, claim):
             raise RetryableStageError("the relate claim was lost while the agent ran; nothing was written")
-    row = conn.execute(text("SELECT content_hash, deleted_at FROM source_object WHERE id = :o"),
-                       {"o": plan.oid}).first()
+    row = object_state(conn, plan.oid)
     if row is None or row.deleted_at is not None:
         raise RetryableStageError("the file was deleted while relate ran")
     if row.content_hash != plan.content_hash:
         raise RetryableStageError(f"the file's content changed while relate ran ({plan.content_hash[:12]} → "
                                   f"{(row.content_hash or '')[:12]}); relating again against the new content")
-    ma = conn.execute(text("SELECT matter_id, content_hash FROM matter_assignment WHERE source_object_id = :o"),
-                      {"o": plan.oid}).first()
+    ma = assignment_row(conn, plan.oid)
     if ma is None or ma.matter_id != plan.matter_id or (ma.content_hash and ma.content_hash != plan.content_hash):
         raise RetryableStageError("the file's matter assignment changed while relate ran; relating again")
 
@@ -146,8 +131,7 @@ def _apply(conn: Connection, claim: Claim | None, plan: RelatePlan) -> dict[str,
     assigned = assignments_of(conn, plan.targets)
     original = plan.same_as
     if plan.identity == "duplicate" and original in assigned:
-        root = conn.execute(text("SELECT duplicate_of FROM document_version WHERE source_object_id = :o"),
-                            {"o": original}).scalar()
+        root = duplicate_root(conn, original)
         if root is not None and root != plan.oid:
             original = root
     involved = {plan.oid} | set(assigned) | ({original} if original else set())
@@ -156,8 +140,7 @@ def _apply(conn: Connection, claim: Claim | None, plan: RelatePlan) -> dict[str,
     if documents_of(conn, involved) != docs:
         raise Contended("a document changed between reading and locking")
 
-    conn.execute(text("DELETE FROM relation_intent WHERE from_object_id = :o"), {"o": plan.oid})
-    conn.execute(text("DELETE FROM relation WHERE from_object_id = :o"), {"o": plan.oid})
+    clear_decision(conn, plan.oid)
     parked: list[tuple[str, int]] = []
     cur_doc = docs.get(plan.oid)
     target_doc = None
@@ -167,15 +150,12 @@ def _apply(conn: Connection, claim: Claim | None, plan: RelatePlan) -> dict[str,
             target_doc = docs.get(original) or ensure_row(conn, original, matter_id=assigned.get(original))
             if plan.identity == "duplicate":
                 duplicate_of = original
-                conn.execute(text("UPDATE document_version SET duplicate_of = NULL WHERE source_object_id = :t "
-                                  "AND duplicate_of = :o"), {"t": original, "o": plan.oid})
+                clear_duplicate_of(conn, original, plan.oid)
         else:
             parked.append(("duplicate_of" if plan.identity == "duplicate" else "version_of", plan.same_as))
     if target_doc is None and cur_doc is not None and plan.identity == "new" and not parked:
-        before = conn.execute(text("SELECT provenance->>'identity' FROM document_version WHERE source_object_id = :o"),
-                              {"o": plan.oid}).scalar()
-        others = conn.execute(text("SELECT count(*) FROM document_version WHERE document_id = :d "
-                                   "AND source_object_id <> :o"), {"d": cur_doc, "o": plan.oid}).scalar_one()
+        before = recorded_identity(conn, plan.oid)
+        others = other_versions(conn, cur_doc, plan.oid)
         if before in ("version", "duplicate") and others:
             cur_doc = None  # it joined that document by its own earlier decision, which it now withdraws
     doc = target_doc or cur_doc or create_document(conn, matter_id=plan.matter_id, title=plan.facts.title or None)
@@ -202,10 +182,7 @@ def _apply(conn: Connection, claim: Claim | None, plan: RelatePlan) -> dict[str,
         if target not in assigned:
             parked.append((kind, target))
             continue
-        conn.execute(text("""INSERT INTO relation (from_object_id, to_object_id, type, provenance)
-                             VALUES (:f, :t, :k, CAST(:p AS jsonb)) ON CONFLICT DO NOTHING"""),
-                     {"f": plan.oid, "t": target, "k": kind,
-                      "p": json.dumps({**plan.provenance, "evidence": evidence[:500]}, default=str)})
+        add_relation(conn, plan.oid, target, kind, {**plan.provenance, "evidence": evidence[:500]})
         written += 1
         if kind == "responds_to":
             responds_to = target

@@ -15,7 +15,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from pydantic import BaseModel, Field
-from sqlalchemy import text
 
 from ki.adapters.agents.loop import Tool
 from ki.config.settings import TextWindowConfig
@@ -25,7 +24,7 @@ from ki.domain.context import EnsureReady, PipelineContext
 from ki.domain.matters.neighbourhood import list_folder as folder_listing
 from ki.domain.relate.inline_conversion import ensure_source_object_ready
 from ki.domain.relate.wants import search_score
-from ki.store.corpus import REL_PATH
+from ki.store.relate_files import embedded_file_at, file_at, file_row, searchable_documents
 
 DIGEST_MAX_ITEMS = 40
 DIGEST_MAX_CHARS = 4000
@@ -124,32 +123,17 @@ class RelateTools:
             raise ToolError(f"no file {path!r}; use list_folder to see what exists")
         return int(row.id)
 
-    _SELECT = f"""
-        SELECT so.id, {REL_PATH} AS rel, so.content_hash, so.mtime_ns, so.parent_id, so.size, m.reference,
-               a.id IS NOT NULL AS converted, a.body->>'text' AS text, a.body->>'title' AS title,
-               a.body->>'format' AS format, a.body->'mail' AS mail, a.body->'revisions' AS revisions
-        FROM source_object so JOIN source s ON s.id = so.source_id
-        LEFT JOIN artifact a ON a.content_hash = so.content_hash AND a.kind = 'structured_json'
-        LEFT JOIN matter_assignment ma ON ma.source_object_id = so.id LEFT JOIN matter m ON m.id = ma.matter_id
-    """
-
     def _load_path(self, path: str):
         rel = path.strip().lstrip("/")
         container, _, part = rel.partition(" » ")
         with self.ctx.db.engine.connect() as conn:
             if not part:
-                return conn.execute(text(self._SELECT + """
-                    WHERE so.source_id = :s AND so.external_id = :e AND so.parent_id IS NULL
-                      AND so.deleted_at IS NULL"""), {"s": self.source_id, "e": rel}).first()
-            return conn.execute(text(self._SELECT + f"""
-                WHERE so.parent_id = (SELECT id FROM source_object WHERE source_id = :s AND external_id = :e
-                                      AND parent_id IS NULL)
-                  AND {REL_PATH} = :rel AND so.deleted_at IS NULL"""),
-                {"s": self.source_id, "e": container, "rel": rel}).first()
+                return file_at(conn, self.source_id, rel)
+            return embedded_file_at(conn, self.source_id, container, rel)
 
     def _load(self, oid: int):
         with self.ctx.db.engine.connect() as conn:
-            return conn.execute(text(self._SELECT + " WHERE so.id = :o"), {"o": oid}).first()
+            return file_row(conn, oid)
 
     def open_file(self, args: OpenFileArgs) -> dict[str, Any]:
         """Pageable converted text of one file with its ref, tracked-changes digest and mail headers."""
@@ -189,23 +173,8 @@ class RelateTools:
         An empty query lists every document (of ``matter`` when given) by path.
         """
         q = args.query.strip()
-        if args.matter is not None:  # start from the matter's assignments (indexed), not the whole project
-            scope = """FROM matter m JOIN matter_assignment ma ON ma.matter_id = m.id
-                       JOIN source_object so ON so.id = ma.source_object_id JOIN source s ON s.id = so.source_id
-                       JOIN artifact a ON a.content_hash = so.content_hash AND a.kind = 'structured_json'
-                       WHERE m.project_id = :p AND m.reference = :matter AND so.deleted_at IS NULL"""
-        else:
-            scope = """FROM source_object so JOIN source s ON s.id = so.source_id
-                       JOIN artifact a ON a.content_hash = so.content_hash AND a.kind = 'structured_json'
-                       LEFT JOIN matter_assignment ma ON ma.source_object_id = so.id
-                       LEFT JOIN matter m ON m.id = ma.matter_id
-                       WHERE s.project_id = :p AND so.deleted_at IS NULL"""
         with self.ctx.db.engine.connect() as conn:
-            rows = conn.execute(text(f"""
-                SELECT so.id, {REL_PATH} AS rel, a.body->>'title' AS title, a.body->>'format' AS fmt, so.content_hash,
-                       m.reference,
-                       CASE WHEN :q = '' THEN false ELSE strpos(lower(a.body->>'text'), lower(:q)) > 0 END AS phrase
-                {scope}"""), {"q": q, "p": self.project_id, "matter": args.matter}).fetchall()
+            rows = searchable_documents(conn, self.project_id, q, args.matter)
         ranked = []
         for r in rows:
             score = search_score(q, title=r.title, rel_path=r.rel, phrase_hit=bool(r.phrase))
