@@ -23,13 +23,11 @@ rest of the scan goes on; a file parked because ki may not read it (``source_unr
 from __future__ import annotations
 
 import hashlib
-import json
 import logging
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
 from ki.adapters.sources.local import ListedFile, Listing, LocalFolderConnector, SkippedEntry
@@ -41,6 +39,16 @@ from ki.domain.context import PipelineContext
 from ki.store.downstream import request_rerun_from
 from ki.store.object_tree import rename_tree
 from ki.store.requeue import denied_fetches, requeue_from_fetch, retry_now, seed_rows
+from ki.store.scan import (
+    insert_objects,
+    mark_seen,
+    record_full_scan,
+    register_local,
+    reset_missing,
+    set_missing,
+    source_row,
+    top_level_objects,
+)
 from ki.store.unreadable import parked_unreadable, release_unreadable
 
 log = logging.getLogger(__name__)
@@ -105,16 +113,7 @@ def register_local_source(ctx: PipelineContext, root: Path, *, config: dict | No
     """Get or create the ``local`` source for ``root`` (resolved absolute path). Returns source id."""
     root_s = str(root.resolve())
     with ctx.db.engine.begin() as conn:
-        row = conn.execute(
-            text("""
-            INSERT INTO source (project_id, kind, root, config)
-            VALUES ((SELECT id FROM project WHERE name = 'default'), 'local', :root, CAST(:cfg AS jsonb))
-            ON CONFLICT (kind, root) DO UPDATE SET root = EXCLUDED.root
-            RETURNING id
-            """),
-            {"root": root_s, "cfg": json.dumps(config or {})},
-        ).one()
-    return int(row.id)
+        return register_local(conn, root_s, config)
 
 
 def _sha256_file(path: Path) -> str:
@@ -179,8 +178,7 @@ def scan_source(ctx: PipelineContext, source_id: int, scope: ScanScope | None = 
             nothing is changed and the scan does not count toward deletion confirmations.
     """
     with ctx.db.engine.connect() as conn:
-        src = conn.execute(text("SELECT id, kind, root, config, last_scan_count, last_scan_at FROM source "
-                                "WHERE id = :id"), {"id": source_id}).one()
+        src = source_row(conn, source_id)
     connector = LocalFolderConnector(src.root, src.config)
     scope = scope or ScanScope()
     paths = scope.paths
@@ -188,15 +186,7 @@ def scan_source(ctx: PipelineContext, source_id: int, scope: ScanScope | None = 
     deferred = _defer(listing, set(scope.defer), scope.defer_younger_than)
     report = ScanReport(source_id=source_id, listed=len(listing), skipped=list(listing.skipped), deferred=deferred)
     with ctx.db.engine.connect() as conn:
-        existing = {
-            r.external_id: r
-            for r in conn.execute(
-                text("SELECT id, external_id, external_id_raw, size, mtime_ns, content_hash, deleted_at, "
-                     "missing_scans FROM source_object WHERE source_id = :sid AND parent_id IS NULL"),
-                {"sid": source_id},
-            )
-            if listing.covers(r.external_id)
-        }
+        existing = {r.external_id: r for r in top_level_objects(conn, source_id) if listing.covers(r.external_id)}
     live_before = sum(1 for r in existing.values() if r.deleted_at is None)
     if paths is None and not listing.files and not deferred and live_before > 0:
         report.suspicious = True
@@ -254,31 +244,21 @@ def scan_source(ctx: PipelineContext, source_id: int, scope: ScanScope | None = 
         report.renamed = len(renames)
         new_ids = _insert_new(conn, source_id, src.root, new_files, report, lane)
         for oid, size, mtime, scanned in touched:
-            conn.execute(
-                text("UPDATE source_object SET size = :s, mtime_ns = :m, scanned_hash = coalesce(:h, scanned_hash), "
-                     "deleted_at = NULL, missing_scans = 0, missing_since = NULL, updated_at = now() WHERE id = :id"),
-                {"s": size, "m": mtime, "h": scanned, "id": oid},
-            )
+            mark_seen(conn, oid, size=size, mtime_ns=mtime, scanned_hash=scanned)
         if present_ids:
-            conn.execute(
-                text("UPDATE source_object SET missing_scans = 0, missing_since = NULL "
-                     "WHERE id = ANY(CAST(:ids AS bigint[])) AND (missing_scans <> 0 OR missing_since IS NOT NULL)"),
-                {"ids": present_ids},
-            )
+            reset_missing(conn, present_ids)
         requeue_from_fetch(conn, changed_ids + reappeared_ids, lane=lane)
         threshold = ctx.config.pipeline.deletion_confirmations
         gone: list[int] = []  # tombstoned object ids, embedded ones included
         at_once = {r.id for r in seen_gone(missing, scope.gone, scope.delete_at_once_max)}
         for r in missing:
             streak = r.missing_scans + 1
-            conn.execute(text("UPDATE source_object SET missing_scans = :n, missing_since = coalesce(missing_since, "
-                              "now()) WHERE id = :id"), {"n": streak, "id": r.id})
+            set_missing(conn, r.id, streak)
             if streak >= threshold or r.id in at_once:
                 gone += tombstone_tree(conn, r.id)
                 report.tombstoned.append(r.external_id)
         if paths is None:
-            conn.execute(text("UPDATE source SET last_scan_at = now(), last_scan_count = :n WHERE id = :id"),
-                         {"n": len(listing), "id": source_id})
+            record_full_scan(conn, source_id, len(listing))
         report.released = _release_readable(conn, connector, source_id, listed_ids)
     _drop_from_search_index(ctx, gone)
     with ctx.db.engine.begin() as conn:  # grants changed, bytes did not: refresh permissions only
@@ -339,16 +319,6 @@ def _renames(connector: LocalFolderConnector, new_files: list[ListedFile], missi
     return pairs
 
 
-_INSERT_OBJECTS_SQL = text("""
-INSERT INTO source_object (source_id, external_id, external_id_raw, path, size, mtime_ns)
-SELECT :sid, t.eid, t.raw, :root || '/' || t.eid, t.size, t.mtime
-FROM unnest(CAST(:eids AS text[]), CAST(:raws AS bytea[]), CAST(:sizes AS bigint[]), CAST(:mtimes AS bigint[]))
-     AS t(eid, raw, size, mtime)
-ON CONFLICT (source_id, external_id) DO NOTHING
-RETURNING id
-""")
-
-
 def _insert_new(conn: Connection, source_id: int, root: str, files: list[ListedFile], report: ScanReport,
                 lane: str) -> list[int]:
     """Insert the new files' objects and seed their rows in ``lane``; returns their ids.
@@ -360,11 +330,8 @@ def _insert_new(conn: Connection, source_id: int, root: str, files: list[ListedF
         return []
 
     def insert(batch: list[ListedFile]) -> list[int]:
-        rows = conn.execute(_INSERT_OBJECTS_SQL, {
-            "sid": source_id, "root": root.rstrip("/"), "eids": [f.external_id for f in batch],
-            "raws": [f.raw for f in batch], "sizes": [f.size for f in batch],
-            "mtimes": [f.mtime_ns for f in batch]}).fetchall()
-        ids = [r.id for r in rows]
+        ids = insert_objects(conn, source_id, root.rstrip("/"),
+                             [(f.external_id, f.raw, f.size, f.mtime_ns) for f in batch])
         seed_rows(conn, ids, lane=lane)
         return ids
 
