@@ -12,8 +12,7 @@ DESIGN.md "The operator surface is one app": the console page at ``/``, the JSON
 * ``lifespans``: async context managers entered at start-up, in order, and left at shutdown (an MCP
   session manager must run inside the host app's lifespan).
 
-Every response carries a strict Content-Security-Policy (nothing but the app's own origin: the page
-loads no CDN asset) and ``X-Content-Type-Options: nosniff``.
+Every response carries a strict Content-Security-Policy and more (:mod:`ki.api.security_headers`).
 """
 
 from __future__ import annotations
@@ -23,13 +22,14 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 
-from fastapi import APIRouter, Depends, FastAPI, Request
+from fastapi import APIRouter, Depends, FastAPI
 from fastapi.staticfiles import StaticFiles
 from starlette.types import ASGIApp
 
 from ki.api.auth import COOKIE_NAME, authenticated
 from ki.api.errors import install_error_handlers
 from ki.api.guard import RequestGuard
+from ki.api.security_headers import SecurityHeaders
 from ki.api.state import ServerState
 from ki.api.status_cache import BucketCache
 from ki.api.strict import refuse_unknown_query
@@ -37,14 +37,6 @@ from ki.app.launcher import RunLauncher
 from ki.domain.context import PipelineContext
 
 STATIC_DIR = Path(__file__).parent / "static"
-
-SECURITY_HEADERS = {
-    "Content-Security-Policy": "default-src 'self'; img-src 'self' data:; frame-ancestors 'none'; "
-                               "base-uri 'none'; form-action 'self'",
-    "X-Content-Type-Options": "nosniff",
-    "Referrer-Policy": "same-origin",
-    "X-Frame-Options": "DENY",
-}
 
 Lifespan = Callable[[FastAPI], AbstractAsyncContextManager[None]]
 
@@ -92,6 +84,7 @@ def create_app(ctx: PipelineContext | None = None, *, extra_routers: Sequence[AP
 
     ctx = ctx or PipelineContext.open()
     state = ServerState(ctx=ctx, launcher=RunLauncher(ctx), buckets=BucketCache(ctx.db.engine))
+    state.launcher.on_change = state.changed  # a run this server started or finished is on the next read
     server = ctx.settings.server
     mcp_app, mcp_lifespan = build_mcp(state, served_host=server.host, served_port=server.port)
 
@@ -112,14 +105,7 @@ def create_app(ctx: PipelineContext | None = None, *, extra_routers: Sequence[AP
     app.add_middleware(RequestGuard, cookie_name=COOKIE_NAME,
                        authenticated=lambda header, cookie: authenticated(ctx.db.engine, header, cookie))
 
-    @app.middleware("http")
-    async def security_headers(request: Request, call_next):  # noqa: ANN001, ANN202 - Starlette middleware
-        response = await call_next(request)
-        for name, value in SECURITY_HEADERS.items():
-            response.headers.setdefault(name, value)
-        if request.url.path.startswith("/api/"):
-            response.headers.setdefault("Cache-Control", "no-store")
-        return response
+    app.add_middleware(SecurityHeaders)  # outermost: the guard's own refusals carry the headers too
 
     for router in (routes_pipeline.router, routes_config.router, routes_quarantine.router, routes_costs.router,
                    routes_admin.router, routes_work_items.router, routes_search.router, routes_metrics.router,

@@ -11,6 +11,7 @@ the token); a login from another origin, or without an Origin header, is refused
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from urllib.parse import parse_qs
 
@@ -77,7 +78,7 @@ async def logout(request: Request) -> Response:
 def console_page(request: Request) -> Response:
     """The console; without a valid session it sends the browser to ``/login``."""
     from ki.api.routes_config import get_config
-    from ki.api.routes_pipeline import get_runs, get_status
+    from ki.api.routes_pipeline import shared_runs, shared_status
     from ki.api.routes_quarantine import list_quarantine
 
     try:
@@ -90,10 +91,9 @@ def console_page(request: Request) -> Response:
                            status=exc.status)
     state = request.app.state.ki
     initial = {
-        "status": get_status(state=state, identity=identity).model_dump(mode="json"),
+        "status": json.loads(shared_status(state, identity.principal)),
         "config": get_config(state=state, _=identity).model_dump(mode="json"),
-        "runs": get_runs(state=state, _=identity, kind=list(PAGE_RUN_KINDS), status=None, limit=10,
-                         offset=0).model_dump(mode="json"),
+        "runs": json.loads(shared_runs(state, PAGE_RUN_KINDS, None, 10, 0)),
         "quarantine": list_quarantine(state=state, identity=identity, stage=None, reason=None, error_class=None,
                                       limit=25, offset=0).model_dump(mode="json"),
         "identity": {"name": identity.name, "can_write": identity.allows(WRITE_PIPELINE),

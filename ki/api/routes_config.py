@@ -62,7 +62,7 @@ def put_config(body: ConfigUpdate, state: ServerState = Depends(server_state),
     reasons = list(dict.fromkeys(r for k in changed if (r := requires_run(k, before.get(k), after.get(k)))))
     if not dry_run:
         state.config()  # reload now: the next status read shows the new enabled set
-        state.buckets.invalidate()
+        state.changed()
     return ConfigSaved(version=version, changed=changed, requires_run=bool(reasons), reasons=reasons, dry_run=dry_run)
 
 

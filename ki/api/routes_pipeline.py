@@ -12,7 +12,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Literal
 
-from fastapi import APIRouter, Depends, Path, Query
+from fastapi import APIRouter, Depends, Path, Query, Response
 
 from ki.adapters.breaker import describe_pauses
 from ki.api.auth import Identity, require_scope
@@ -57,11 +57,24 @@ def run_out(row: RunRow) -> RunOut:
 
 
 @router.get("/status", response_model=StatusOut, responses=error_responses(401, 403))
-def get_status(state: ServerState = Depends(server_state),
-               identity: Identity = Depends(require_scope(READ_PIPELINE))) -> StatusOut:
+async def get_status(state: ServerState = Depends(server_state),
+                     identity: Identity = Depends(require_scope(READ_PIPELINE))) -> Response:
     """Per-stage bucket counts (one query), the active runs with progress and the paused dependencies;
     starts an opportunistic sweep. The files ki may not read are listed by path only to a token that may see
-    them (a principal's token gets the others counted in the buckets, never named)."""
+    them (a principal's token gets the others counted in the buckets, never named). One answer per principal is
+    shared by every concurrent reader for up to :data:`ki.api.state.STATUS_SECONDS` (:mod:`ki.api.shared_answers`);
+    ``generated_at`` is when its bucket counts were taken. A fresh answer is given on the event loop."""
+    answer = await state.status_answers.get_async(identity.principal, lambda: status_json(state, identity.principal))
+    return Response(answer.value, media_type="application/json")
+
+
+def shared_status(state: ServerState, principal: str | None) -> bytes:
+    """``GET /api/status``'s answer for ``principal`` as JSON, shared as the route shares it (in this thread)."""
+    return state.status_answers.get(principal, lambda: status_json(state, principal)).value
+
+
+def status_json(state: ServerState, principal: str | None) -> bytes:
+    """``GET /api/status``'s answer for ``principal`` (None: an operator token), as JSON."""
     config = state.config()
     snapshot = state.buckets.get()
     counts = snapshot.counts
@@ -73,8 +86,7 @@ def get_status(state: ServerState = Depends(server_state),
                                      path=f.details.get("path") or f.path, mode=f.details.get("mode"),
                                      uid=f.details.get("uid"), gid=f.details.get("gid"))
                       for f in parked_unreadable(conn, limit=200)]
-    unreadable, _hidden = split_visible(state.ctx.db.engine, identity.principal, unreadable,
-                                        lambda f: f.source_object_id)
+    unreadable, _hidden = split_visible(state.ctx.db.engine, principal, unreadable, lambda f: f.source_object_id)
     state.sweep_soon()
     enabled = {s: config.pipeline.stage(s).enabled for s in PIPELINE_STAGE_ORDER}
     blocked = snapshot.blocked or {}
@@ -90,7 +102,7 @@ def get_status(state: ServerState = Depends(server_state),
                              eta_seconds=owed / rate if rate else None))
     budget = budget_wait(state.ctx.db.engine, config)
     return StatusOut(stages=stages, runs=out, generated_at=snapshot.at, paused=paused,
-                     budget=BudgetWait(**budget) if budget else None, unreadable=unreadable)
+                     budget=BudgetWait(**budget) if budget else None, unreadable=unreadable).model_dump_json().encode()
 
 
 @router.get("/sources", response_model=list[SourceOut], responses=error_responses(401, 403))
@@ -109,17 +121,34 @@ RUN_KINDS = ("insertion", "access_refresh", "sync")
 
 
 @router.get("/runs", response_model=RunsPage, responses=error_responses(401, 403))
-def get_runs(state: ServerState = Depends(server_state), _: Identity = Depends(require_scope(READ_PIPELINE)),
-             kind: list[Literal["insertion", "access_refresh", "sync"]] = Query(
-                 default=[], description="only these kinds (default: all)"),
-             status: Literal["queued", "running", "completed", "failed", "cancelled"] | None = None,
-             limit: int = Query(20, ge=1, le=200), offset: int = Query(0, ge=0, le=10_000_000)) -> RunsPage:
-    """Insertion, access-refresh and sync runs, newest first, paged; starts an opportunistic sweep."""
+async def get_runs(state: ServerState = Depends(server_state), _: Identity = Depends(require_scope(READ_PIPELINE)),
+                   kind: list[Literal["insertion", "access_refresh", "sync"]] = Query(
+                       default=[], description="only these kinds (default: all)"),
+                   status: Literal["queued", "running", "completed", "failed", "cancelled"] | None = None,
+                   limit: int = Query(20, ge=1, le=200), offset: int = Query(0, ge=0, le=10_000_000)) -> Response:
+    """Insertion, access-refresh and sync runs, newest first, paged; starts an opportunistic sweep. A page is
+    shared by every concurrent reader for up to :data:`ki.api.state.RUNS_SECONDS` (``generated_at`` says when it
+    was read; :mod:`ki.api.shared_answers`)."""
+    key = (tuple(sorted(set(kind))), status, limit, offset)
+    answer = await state.runs_answers.get_async(key, lambda: runs_json(state, *key))
+    return Response(answer.value, media_type="application/json")
+
+
+def shared_runs(state: ServerState, kinds: tuple[str, ...], status: str | None, limit: int, offset: int) -> bytes:
+    """``GET /api/runs``'s page as JSON, shared as the route shares it (in this thread)."""
+    key = (tuple(sorted(set(kinds))), status, limit, offset)
+    return state.runs_answers.get(key, lambda: runs_json(state, *key)).value
+
+
+def runs_json(state: ServerState, kinds: tuple[str, ...], status: str | None, limit: int, offset: int) -> bytes:
+    """``GET /api/runs``'s page as JSON (``kinds`` empty: every kind)."""
+    generated_at = datetime.now(UTC)
     state.sweep_soon()
     sweep_local_runs(state.ctx)
     with state.ctx.db.engine.connect() as conn:
-        rows, total = runs.runs_page(conn, kinds=list(kind) or None, status=status, limit=limit, offset=offset)
-    return RunsPage(runs=[run_out(r) for r in rows], total=total, limit=limit, offset=offset)
+        rows, total = runs.runs_page(conn, kinds=list(kinds) or None, status=status, limit=limit, offset=offset)
+    return RunsPage(runs=[run_out(r) for r in rows], total=total, limit=limit, offset=offset,
+                    generated_at=generated_at).model_dump_json().encode()
 
 
 #: Seconds ``POST /api/runs/{id}/cancel`` waits for a local run to end before answering (it keeps stopping).
@@ -134,22 +163,26 @@ def cancel(run_id: int = Path(ge=1, le=2**63 - 1), body: RunCancelIn | None = No
     more, the stages it holds finish, it ends ``cancelled``; 404 unknown run, 409 finished or sync run."""
     from ki.app.cancel import RunNotCancellable, cancel_run
 
-    state.buckets.invalidate()
+    state.changed()
     try:
         outcome = cancel_run(state.ctx, run_id, actor=identity.name, wait_seconds=CANCEL_WAIT_SECONDS,
                              reason=body.reason if body else None)
     except RunNotCancellable as exc:
         raise ApiError(404 if exc.code == "not_found" else 409, exc.code, str(exc)) from exc
+    finally:
+        state.changed()
     return RunCancelOut(run=run_out(outcome.run), message=outcome.message)
 
 
 def launch_run(state: ServerState, *, trigger: str) -> tuple[RunOut | None, bool]:
     """Start a run through the launcher; (the run, whether it is a follow-up behind an active one)."""
-    state.buckets.invalidate()
+    state.changed()
     try:
         launch = state.launcher.launch(trigger=trigger)
     except TimeoutError as exc:
         raise ApiError(503, "run_not_started", str(exc)) from exc
+    finally:
+        state.changed()
     if launch.run_id is None:
         return None, launch.follow_up
     with state.ctx.db.engine.connect() as conn:
@@ -186,13 +219,15 @@ def start_sync(body: SyncIn, state: ServerState = Depends(server_state),
         src = source_by_id(conn, body.source_id)
     if src is None or src.removed_at is not None:
         raise ApiError(404, "not_found", f"no source {body.source_id}")
-    state.buckets.invalidate()
+    state.changed()
     try:
         run_id = state.launcher.sync(body.source_id, trigger="api")
     except SyncAlreadyRunning as exc:
         raise ApiError(409, "sync_running", str(exc), run_id=exc.run_id) from exc
     except TimeoutError as exc:
         raise ApiError(503, "run_not_started", str(exc)) from exc
+    finally:
+        state.changed()
     with state.ctx.db.engine.begin() as conn:
         audit.record_audit(conn, actor=identity.name, action="sync_start",
                            details={"run_id": run_id, "source_id": body.source_id})

@@ -7,20 +7,29 @@ principal) and "The operator surface is one app" (scope ``search``). The query m
 best first, ``next_cursor`` (pass it back as ``cursor`` for the next page; None on the last page) and
 ``next_offset``. A cursor belongs to its query, filters, mode and principal: another query's cursor, or one not made
 by ki, is a 422 ``invalid_cursor`` before anything runs. A token without a principal gets 403 ``no_principal``.
-:func:`search_as` is the one path the HTTP route and the MCP tool share.
+The route and the MCP tool (:func:`search_as`) share pages through :mod:`ki.api.search_answers`.
 """
 
 from __future__ import annotations
 
 from datetime import date
-from typing import Literal
+from typing import Any, Literal
 
-from fastapi import APIRouter, Depends, Query
+from fastapi import APIRouter, Depends, Query, Request, Response
 
 from ki.adapters.search.search import MAX_LIMIT, MAX_OFFSET
-from ki.api.auth import Identity, require_scope
+from ki.api.auth import Identity, authorize_request
 from ki.api.errors import ApiError, error_responses
 from ki.api.schemas_search import SearchPage
+from ki.api.search_answers import (
+    SearchContext,
+    SearchOptions,
+    SearchRefused,
+    compute_page,
+    search_context,
+    search_key,
+    shared_search,
+)
 from ki.api.state import ServerState, server_state
 from ki.app.scopes import SEARCH
 
@@ -32,50 +41,30 @@ Kind = Literal["passage", "clause"]
 MAX_QUERY_CHARS = 1000
 
 
-class SearchRefused(Exception):
-    """A search the caller may not run or asked for wrongly: ``status`` (403/422), ``code``, ``message``."""
+def search_as(state: ServerState, identity: Identity, query: str, **options: Any) -> SearchPage:
+    """Search as ``identity``'s principal (its permission filter applied; the CLI's semantics); ``options`` are
+    :class:`ki.api.search_answers.SearchOptions`' fields. The page may be one shared with concurrent readers of the
+    same key (:mod:`ki.api.search_answers`).
 
-    def __init__(self, status: int, code: str, message: str):
-        super().__init__(message)
-        self.status, self.code, self.message = status, code, message
-
-
-def search_as(state: ServerState, identity: Identity, query: str, *, limit: int = 10, offset: int = 0,
-              cursor: str | None = None, mode: str = "hybrid", matter: str | None = None,
-              doc_type: str | None = None, since: date | None = None, parts: list[str] | None = None,
-              not_parts: list[str] | None = None, kind: str = "passage", clause_type: str | None = None,
-              party: str | None = None, final: bool = False) -> SearchPage:
-    """Search as ``identity``'s principal (its permission filter applied; the CLI's semantics).
-
-    ``kind`` ``clause`` searches clause rows only (the page grouped by document; ``clause_type`` — a clause-facet
-    node, descendants included — implies it); ``party`` and ``final`` filter any search
-    (:func:`ki.adapters.search.search.search`).
-
-    Raises:
-        SearchRefused: 403 ``no_principal`` (a token made without ``--principal``); 422 ``invalid_cursor``
-            (malformed, or another query's/principal's) or ``invalid_search`` (limit, offset, mode out of range).
+    Raises: :class:`SearchRefused` 403 ``no_principal`` (a token made without ``--principal``); 422
+    ``invalid_cursor`` (malformed, or another query's/principal's) or ``invalid_search`` (limit, offset, mode out of
+    range).
     """
-    if not identity.principal:
-        raise SearchRefused(403, "no_principal", f"the token {identity.name!r} has no principal to search as "
-                                                 "(ki token create --principal ...)")
-    from ki.adapters.search.search import search
-    from ki.domain.entities.store import party_filter_ids
+    return shared_search(state, identity, query, SearchOptions.of(**options)).page
 
+
+def _context(request: Request) -> SearchContext:
+    """The route's dependency: the token checked (scope ``search``) and the index's generation read, in one worker
+    thread. Raises: AuthError (401/403), :class:`SearchRefused` 403 ``no_principal``."""
+    identity = authorize_request(request, SEARCH)
     try:
-        response = search(state.ctx.db, query, principals=[identity.principal], limit=limit, offset=offset,
-                          cursor=cursor or None, mode=mode, matter=matter, doc_type=doc_type, since=since,
-                          parts=parts or None, not_parts=not_parts or (), config=state.config(),
-                          clauses=kind == "clause", clause_type=clause_type or None, party=party or None,
-                          party_entities=party_filter_ids(state.ctx.db, party or None),
-                          final=final)
-    except ValueError as exc:
-        code = "invalid_cursor" if cursor and "cursor" in str(exc) else "invalid_search"
-        raise SearchRefused(422, code, str(exc)) from exc
-    return SearchPage(principal=identity.principal, **response.model_dump())
+        return search_context(request.app.state.ki, identity)
+    except SearchRefused as exc:
+        raise ApiError(exc.status, exc.code, exc.message) from exc
 
 
 @router.get("", response_model=SearchPage, responses=error_responses(401, 403, 422))
-def search_route(
+async def search_route(
     q: str = Query(..., min_length=1, max_length=MAX_QUERY_CHARS,
                    description='words, "phrases", -excluded, or (see the README "Search")'),
     limit: int = Query(10, ge=1, le=MAX_LIMIT), offset: int = Query(0, ge=0, le=MAX_OFFSET),
@@ -90,12 +79,17 @@ def search_route(
                                     "included); implies kind=clause"),
     party: str | None = Query(None, max_length=200, description="documents naming this party (aliases included)"),
     final: bool = Query(False, description="only final/executed versions"),
-    state: ServerState = Depends(server_state), identity: Identity = Depends(require_scope(SEARCH)),
-) -> SearchPage:
-    """The hits the token's principal may see, best first; pass ``next_cursor`` back as ``cursor``."""
+    state: ServerState = Depends(server_state), context: SearchContext = Depends(_context),
+) -> Response:
+    """The hits the token's principal may see, best first; pass ``next_cursor`` back as ``cursor``. A page computed
+    for the same key within :data:`ki.api.state.SEARCH_SECONDS` is answered on the event loop, without a worker
+    thread (:mod:`ki.api.search_answers`)."""
+    options = SearchOptions.of(limit=limit, offset=offset, cursor=cursor, mode=mode, matter=matter, doc_type=type,
+                               since=since, parts=part, not_parts=not_part, kind=kind, clause_type=clause_type,
+                               party=party, final=final)
+    key = search_key(context, q, options)
     try:
-        return search_as(state, identity, q, limit=limit, offset=offset, cursor=cursor, mode=mode, matter=matter,
-                         doc_type=type, since=since, parts=part, not_parts=not_part, kind=kind,
-                         clause_type=clause_type, party=party, final=final)
+        answer = await state.search_answers.get_async(key, lambda: compute_page(state, context, q, options))
     except SearchRefused as exc:
         raise ApiError(exc.status, exc.code, exc.message) from exc
+    return Response(answer.value.json, media_type="application/json")

@@ -124,7 +124,8 @@ class SourceOut(BaseModel):
 class StatusOut(BaseModel):
     """``GET /api/status``: per-stage buckets (the one bucket query, counted at ``generated_at``:
     shared by every reader, at most about a second old; see :mod:`ki.api.status_cache`), the
-    active runs, the paused dependencies and the files ki may not read (first 200; read now)."""
+    active runs, the paused dependencies and the files ki may not read (first 200), read at most about a second
+    before (one answer per principal shared by concurrent readers: :mod:`ki.api.shared_answers`)."""
 
     stages: list[StageStatus]
     runs: list[ActiveRun]
@@ -150,12 +151,14 @@ class RunOut(RunRow):
 
 
 class RunsPage(BaseModel):
-    """``GET /api/runs``: newest first."""
+    """``GET /api/runs``: newest first, as read at ``generated_at`` (a page is shared by concurrent readers for
+    about a second: :mod:`ki.api.shared_answers`)."""
 
     runs: list[RunOut]
     total: int
     limit: int
     offset: int
+    generated_at: datetime
 
 
 class LaunchOut(BaseModel):

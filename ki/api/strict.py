@@ -31,9 +31,10 @@ def _declared(route: object) -> frozenset[str] | None:
     return _ALLOWED[key]
 
 
-def refuse_unknown_query(request: Request) -> None:
+async def refuse_unknown_query(request: Request) -> None:
     """A FastAPI dependency: 422 ``unknown_parameter`` when the query string names a parameter the
-    matched route does not declare (routes without a dependant — mounts, static files — are left alone)."""
+    matched route does not declare (routes without a dependant — mounts, static files — are left alone).
+    Async: it reads nothing but the request, so it runs on the event loop (no worker-thread hop per request)."""
     allowed = _declared(request.scope.get("route"))
     if allowed is None:
         return

@@ -40,10 +40,14 @@ class Launch:
 
 
 class RunLauncher:
-    """One per server: launches insertion runs (see module doc). Thread-safe."""
+    """One per server: launches insertion runs (see module doc). Thread-safe.
 
-    def __init__(self, ctx: PipelineContext):
+    ``on_change``: called (no arguments, never raising) when a run of this launcher created its row and when it
+    ended — the server forgets the status and runs answers it shares (``ki.api.state.ServerState.changed``)."""
+
+    def __init__(self, ctx: PipelineContext, on_change: Callable[[], None] | None = None):
         self.ctx = ctx
+        self.on_change = on_change
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
         self._current: int | None = None
@@ -131,7 +135,15 @@ class RunLauncher:
     def _on_started(self, run_id: int) -> None:
         with self._lock:
             self._current = run_id
+        self._changed()
         self._started.set()
+
+    def _changed(self) -> None:
+        if self.on_change is not None:
+            try:
+                self.on_change()
+            except Exception:  # noqa: BLE001 - a listener must not stop a run
+                log.exception("run change listener failed")
 
     def _loop(self, trigger: str) -> None:
         try:
@@ -145,6 +157,7 @@ class RunLauncher:
                     with self._lock:
                         self._error = exc
                 finally:
+                    self._changed()
                     self._started.set()
                 with self._lock:
                     if cancelled:  # ki run cancel: no follow-up run undoes it

@@ -195,6 +195,12 @@ class SearchBackend(Protocol):
         """The embedder (name, dimension) the index records, or None while it holds no vectors."""
         ...
 
+    def generation(self) -> tuple[int, int]:
+        """Where the index stands: equal generations rank a query the same (what a search answer may be shared
+        by). The record's change-log head (every write, delete and access change of rows is a new head) and, for
+        the embedded full-text projection, the change it has applied up to (-1 where there is none)."""
+        ...
+
     def ensure_embedder(self, identity: EmbedderIdentity | None) -> None:
         """Refuse ``identity`` unless the index records the same one; record it on an index without one.
 

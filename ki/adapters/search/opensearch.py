@@ -156,6 +156,11 @@ class OpenSearchBackend(OpenSearchSearch):
             return True, None
         return True, EmbedderIdentity(str(meta["embedder"]), int(meta["dimension"]))
 
+    def generation(self) -> tuple[int, int]:
+        """The record's change-log head (the index stage writes OpenSearch right after the record): see
+        :meth:`ki.adapters.search.backend.SearchBackend.generation`."""
+        return self.record.generation()
+
     def index_identity(self) -> EmbedderIdentity | None:
         """The embedder the OpenSearch index records (cached per process once seen), or None."""
         key = (self.url, self.index)

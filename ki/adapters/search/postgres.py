@@ -45,7 +45,7 @@ from ki.adapters.search.backend import (
 from ki.adapters.search.embeddings import EmbedderIdentity
 from ki.adapters.search.pgvector import register_vector
 from ki.adapters.search.query import parse_query
-from ki.adapters.search.record import acl_sql, filter_sql, log_changes
+from ki.adapters.search.record import acl_sql, filter_sql, head_and_epoch, log_changes
 from ki.domain.access.projection import AccessProjection
 from ki.store.locks import lock_key
 
@@ -126,6 +126,8 @@ class PostgresBackend:
         index_name: the ``index_meta`` row (one index per database: ``default``).
         large_passages: ``retrieval.large_document_passages`` (None: its default): documents of more passages
             are searched in the projection's "large documents" index (:mod:`ki.adapters.search.projection`).
+        index_wait: a lexical search waits for another applier of the projection's backlog (False: it applies the
+            backlog only when no other applier is at it, else searches what is applied — ``ki serve``).
 
     Attributes: ``lexical_lag``: logged changes the full-text projection had not applied when the last
     lexical search of this instance answered (0: it searched everything).
@@ -137,12 +139,13 @@ class PostgresBackend:
     lexical_lag = 0
 
     def __init__(self, engine: Engine | Any, *, index_name: str = INDEX_NAME, lexical: bool = True,
-                 index_root: Path | None = None, large_passages: int | None = None):
+                 index_root: Path | None = None, large_passages: int | None = None, index_wait: bool = True):
         self.engine: Engine = getattr(engine, "engine", engine)
         self.index_name = index_name
         self.lexical = lexical
         self.index_root = index_root
         self.large_passages = large_passages
+        self.index_wait = index_wait
         self._projection: Any = None
 
     def projection(self) -> Any:
@@ -152,6 +155,19 @@ class PostgresBackend:
 
             self._projection = projection_for(self.engine, self.index_root, self.large_passages)
         return self._projection
+
+    def generation(self) -> tuple[int, int]:
+        """(the record's change-log head, the full-text projection's applied watermark; -1 without one): see
+        :meth:`ki.adapters.search.backend.SearchBackend.generation`."""
+        from ki.adapters.search.projection import projection_for
+
+        with self.engine.connect() as conn:
+            head, epoch = head_and_epoch(conn)
+        if not self.lexical:
+            return head, -1
+        if self._projection is None:
+            self._projection = projection_for(self.engine, self.index_root, self.large_passages, epoch=epoch)
+        return head, self._projection.watermark()
 
     def _applied(self) -> None:
         """After a committed write: ask the projection to apply it soon (in the background; never waits)."""
@@ -312,17 +328,17 @@ class PostgresBackend:
 
     def search_lexical(self, query: str, filters: SearchFilters, k: int) -> list[RankedChunk]:
         """The best row of each of the ``k`` best contents for ``query`` (:mod:`ki.adapters.search.query`), ranked by
-        BM25
-        over every matching row (:mod:`ki.adapters.search.lexical_search`); the projection is caught up first, boundedly
-        (:meth:`ki.adapters.search.projection.LexicalProjection.catch_up_for_search`): the changes still not applied
-        are left in :attr:`lexical_lag` for the answer's notes."""
+        BM25 over every matching row (:mod:`ki.adapters.search.lexical_search`); the projection is caught up first,
+        boundedly (:meth:`ki.adapters.search.projection.LexicalProjection.catch_up_for_search`, waiting for another
+        applier only with ``index_wait``): the changes still not applied are left in :attr:`lexical_lag` for the
+        answer's notes."""
         from ki.adapters.search.lexical_search import search_projection
 
         parsed = parse_query(query)
         if parsed.empty:
             return []
         proj = self.projection()
-        self.lexical_lag = proj.catch_up_for_search()
+        self.lexical_lag = proj.catch_up_for_search(wait=self.index_wait)
         report = self.filter_report(filters)
         return search_projection(proj, self.engine, parsed, filters, k, engine_facts=frozenset(report.applied))
 

@@ -37,7 +37,9 @@ process applies within :data:`APPLY_DEBOUNCE_SECONDS`, one commit for the writes
 waiting for another applier, which applies those writes too); searches call it first, wait up to
 :data:`SEARCH_WAIT_SECONDS` for another applier and apply at most :data:`SEARCH_CATCH_UP_OBJECTS` objects
 themselves (:meth:`LexicalProjection.catch_up_for_search`: the rest goes to the background applier and the
-answer says how far behind it is). A missing, corrupt
+answer says how far behind it is). ``ki serve``'s searches wait for no other applier (``wait=False``: many
+readers must not queue behind one apply): while one is applying, they answer from what is applied and name the
+lag. A missing, corrupt
 or older-schema index is rebuilt from the record (every object's log entry: the migration seeds the log).
 """
 
@@ -101,16 +103,18 @@ def default_root() -> Path:
     return current(ProcessSettings).data_dir / "search"
 
 
-def projection_for(engine: Engine, root: Path | None = None, large_passages: int | None = None) -> LexicalProjection:
+def projection_for(engine: Engine, root: Path | None = None, large_passages: int | None = None, *,
+                   epoch: str | None = None) -> LexicalProjection:
     """The process's projection of ``engine``'s database (one per database and root directory).
 
     ``large_passages``: ``retrieval.large_document_passages`` (None: the open projection's value, else the
     default). A projection built with another value is rebuilt from the record by its next apply (its state
-    no longer matches).
+    no longer matches). ``epoch``: the database's search epoch when the caller just read it (None: read here).
     """
     root = (root or default_root()).resolve()
-    with engine.connect() as conn:
-        epoch = record_epoch(conn)
+    if epoch is None:
+        with engine.connect() as conn:
+            epoch = record_epoch(conn)
     key = (str(root), epoch)
     with _REGISTRY_LOCK:
         proj = _REGISTRY.get(key)
@@ -342,13 +346,15 @@ class LexicalProjection:
                     return True
             block = False
 
-    def catch_up_for_search(self) -> int:
+    def catch_up_for_search(self, *, wait: bool = True) -> int:
         """What a search does first: when the log is ahead, wait up to :data:`SEARCH_WAIT_SECONDS` for another
         applier and apply at most :data:`SEARCH_CATCH_UP_OBJECTS` objects; if still behind, leave the rest to
-        this process's background applier. Returns the logged changes not applied yet (0: current)."""
+        this process's background applier. ``wait`` False (a server answering many readers at once): when another
+        applier is at it (another process's, this process's background applier, another search), do not wait for
+        it — the search answers from what is applied. Returns the logged changes not applied yet (0: current)."""
         if not self.behind():
             return 0
-        self.catch_up(block=True, timeout=SEARCH_WAIT_SECONDS, max_objects=SEARCH_CATCH_UP_OBJECTS)
+        self.catch_up(block=wait, timeout=SEARCH_WAIT_SECONDS if wait else 0.0, max_objects=SEARCH_CATCH_UP_OBJECTS)
         with self.engine.connect() as conn:
             lag = max(log_head(conn) - self.watermark(), 0)
         if lag:

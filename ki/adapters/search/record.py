@@ -37,6 +37,8 @@ ON CONFLICT (source_object_id) DO UPDATE SET seq = EXCLUDED.seq, changed_at = no
 HEAD_SQL = text("SELECT coalesce(max(seq), 0) FROM index_change")
 CHANGES_SQL = text("SELECT source_object_id, seq FROM index_change WHERE seq > :w ORDER BY seq LIMIT :n")
 EPOCH_SQL = text("SELECT epoch::text FROM search_epoch LIMIT 1")
+HEAD_AND_EPOCH_SQL = text("SELECT (SELECT coalesce(max(seq), 0) FROM index_change) AS head, "
+                          "(SELECT epoch::text FROM search_epoch LIMIT 1) AS epoch")
 
 
 def log_changes(conn: Connection, source_object_ids: Sequence[int], *, ordered: bool = True) -> None:
@@ -56,6 +58,12 @@ def log_changes(conn: Connection, source_object_ids: Sequence[int], *, ordered: 
 def log_head(conn: Connection) -> int:
     """The highest ``seq`` logged (0 when nothing is)."""
     return int(conn.execute(HEAD_SQL).scalar() or 0)
+
+
+def head_and_epoch(conn: Connection) -> tuple[int, str]:
+    """(:func:`log_head`, :func:`record_epoch`) in one statement."""
+    row = conn.execute(HEAD_AND_EPOCH_SQL).one()
+    return int(row.head or 0), str(row.epoch)
 
 
 def changes_after(conn: Connection, watermark: int, limit: int) -> list[tuple[int, int]]:

@@ -153,7 +153,8 @@ def search(db: Any, query: str, *, principals: Sequence[str] | None, operator: b
            parts: Sequence[str] | None = None, not_parts: Sequence[str] = (), limit: int = 10, offset: int = 0,
            cursor: str | None = None, mode: str = "hybrid", explain: bool = False, config: Any = None,
            clauses: bool = False, clause_type: str | None = None, party: str | None = None,
-           party_entities: Sequence[int] | None = None, final: bool = False) -> SearchResponse:
+           party_entities: Sequence[int] | None = None, final: bool = False, index_wait: bool = True
+           ) -> SearchResponse:
     """Search the index as ``principals`` (``*`` is always held).
 
     Args:
@@ -170,7 +171,9 @@ def search(db: Any, query: str, *, principals: Sequence[str] | None, operator: b
             clause-facet node, descendants included (implies ``clauses``); party / party_entities: documents
             naming one of those entities (the name asked for, and the ids the caller resolved it to through the
             entity ledger and its aliases: :func:`ki.domain.entities.store.entities_named_by`); final: final/executed
-            versions only (:mod:`ki.store.finality`).
+            versions only (:mod:`ki.store.finality`); index_wait: wait for another applier of the embedded
+            full-text projection's backlog (False: answer from what is applied, the note naming the lag —
+            :func:`ki.adapters.search.factory.backend_for`).
     Raises: ValueError when neither principals nor operator are given, for a bad mode/limit/offset/cursor, for a
         clause type the ontology's clause facet does not hold, for ``party`` without ``party_entities``.
     """
@@ -193,7 +196,7 @@ def search(db: Any, query: str, *, principals: Sequence[str] | None, operator: b
         offset = decode_cursor(cursor, query, filters, mode)
     if not 0 <= offset <= MAX_OFFSET:
         raise ValueError(f"offset must be between 0 and {MAX_OFFSET}")
-    backend = backend_for(db, config)
+    backend = backend_for(db, config, index_wait=index_wait)
     embedder = query_embedder(backend.index_identity()) if mode != "lexical" else None
     response = search_with_backend(backend, engine, query, filters=filters, limit=limit, offset=offset, mode=mode,
                                    embedder=embedder, explain=explain)
