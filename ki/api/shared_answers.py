@@ -46,6 +46,7 @@ class _Flight(Generic[T]):
         self.done = threading.Event()
         self.answer: Answer[T] | None = None
         self.error: BaseException | None = None
+        self.followers = 0
 
 
 class SharedAnswers(Generic[T]):
@@ -90,6 +91,8 @@ class SharedAnswers(Generic[T]):
             leader = flight is None
             if leader:
                 flight = self._flights[key] = _Flight()
+            else:
+                flight.followers += 1
             epoch = self._epoch
         if not leader:
             flight.done.wait()
@@ -115,6 +118,12 @@ class SharedAnswers(Generic[T]):
                         self._answers.popitem(last=False)
             flight.done.set()
         return flight.answer
+
+    def waiting(self, key: Hashable) -> int:
+        """Readers waiting for the computation of ``key`` in flight (beside the one running it)."""
+        with self._lock:
+            flight = self._flights.get(key)
+            return flight.followers if flight is not None else 0
 
     async def get_async(self, key: Hashable, compute: Callable[[], T]) -> Answer[T]:
         """:meth:`fresh` at once on the event loop, else :meth:`get` in a worker thread (an async route: a fresh
