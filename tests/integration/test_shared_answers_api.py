@@ -19,12 +19,12 @@ from concurrent.futures import ThreadPoolExecutor
 import httpx
 import pytest
 
-from ki.domain.access.projection import AccessProjection
+from ki.adapters.search.backend import ChunkRow, IndexDocument
+from ki.adapters.search.factory import backend_for
 from ki.api.app import create_app
 from ki.api.shared_answers import SharedAnswers
 from ki.app.tokens import create_token
-from ki.adapters.search.backend import ChunkRow, IndexDocument
-from ki.adapters.search.factory import backend_for
+from ki.domain.access.projection import AccessProjection
 from tests.helpers.postgres import insert_objects
 from tests.helpers.served import serve_app
 
