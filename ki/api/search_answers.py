@@ -110,8 +110,8 @@ def search_key(context: SearchContext, query: str, options: SearchOptions) -> Ha
 
 
 def compute_page(state: ServerState, context: SearchContext, query: str, options: SearchOptions) -> SharedPage:
-    """Run the search (:func:`ki.adapters.search.search.search`, waiting for no other applier of the full-text
-    projection).
+    """Run the search (:func:`ki.adapters.search.search.search`, waiting for no other process applying the
+    full-text projection's backlog).
 
     Raises: :class:`SearchRefused` 422 ``invalid_cursor`` (malformed, or another query's/principal's) or
     ``invalid_search`` (limit, offset, mode out of range)."""

@@ -17,8 +17,8 @@ def backend_for(db: Any, config: Any = None, *, index_wait: bool = True) -> Sear
     :class:`ki.adapters.search.opensearch.OpenSearchBackend` on that URL, which writes the PostgreSQL record first and
     syncs OpenSearch after it (the index stage writes both; searches run on OpenSearch). Both keep documents of
     more than ``retrieval.large_document_passages`` passages in a "large documents" index of their own.
-    ``index_wait``: the embedded backend's searches wait for another applier of the projection's backlog (False: not;
-    :class:`ki.adapters.search.postgres.PostgresBackend`). OpenSearch is written by the index stage itself.
+    ``index_wait``: the embedded backend's searches wait for another process applying the projection's backlog
+    (False: not; :class:`ki.adapters.search.postgres.PostgresBackend`). OpenSearch is written by the index stage itself.
     Raises: ConfigurationError when the URL is set but opensearch-py is not installed.
     """
     from ki.adapters.search.postgres import PostgresBackend

@@ -126,8 +126,8 @@ class PostgresBackend:
         index_name: the ``index_meta`` row (one index per database: ``default``).
         large_passages: ``retrieval.large_document_passages`` (None: its default): documents of more passages
             are searched in the projection's "large documents" index (:mod:`ki.adapters.search.projection`).
-        index_wait: a lexical search waits for another applier of the projection's backlog (False: it applies the
-            backlog only when no other applier is at it, else searches what is applied — ``ki serve``).
+        index_wait: a lexical search waits for another process applying the projection's backlog (False: it waits
+            for this process's appliers only, else searches what is applied — ``ki serve``).
 
     Attributes: ``lexical_lag``: logged changes the full-text projection had not applied when the last
     lexical search of this instance answered (0: it searched everything).
@@ -330,15 +330,15 @@ class PostgresBackend:
         """The best row of each of the ``k`` best contents for ``query`` (:mod:`ki.adapters.search.query`), ranked by
         BM25 over every matching row (:mod:`ki.adapters.search.lexical_search`); the projection is caught up first,
         boundedly (:meth:`ki.adapters.search.projection.LexicalProjection.catch_up_for_search`, waiting for another
-        applier only with ``index_wait``): the changes still not applied are left in :attr:`lexical_lag` for the
-        answer's notes."""
+        process's applier only with ``index_wait``): the changes still not applied are left in :attr:`lexical_lag`
+        for the answer's notes."""
         from ki.adapters.search.lexical_search import search_projection
 
         parsed = parse_query(query)
         if parsed.empty:
             return []
         proj = self.projection()
-        self.lexical_lag = proj.catch_up_for_search(wait=self.index_wait)
+        self.lexical_lag = proj.catch_up_for_search(other_processes=self.index_wait)
         report = self.filter_report(filters)
         return search_projection(proj, self.engine, parsed, filters, k, engine_facts=frozenset(report.applied))
 

@@ -37,9 +37,9 @@ process applies within :data:`APPLY_DEBOUNCE_SECONDS`, one commit for the writes
 waiting for another applier, which applies those writes too); searches call it first, wait up to
 :data:`SEARCH_WAIT_SECONDS` for another applier and apply at most :data:`SEARCH_CATCH_UP_OBJECTS` objects
 themselves (:meth:`LexicalProjection.catch_up_for_search`: the rest goes to the background applier and the
-answer says how far behind it is). ``ki serve``'s searches wait for no other applier (``wait=False``: many
-readers must not queue behind one apply): while one is applying, they answer from what is applied and name the
-lag. A missing, corrupt
+answer says how far behind it is). ``ki serve``'s searches wait for no other process's applier
+(``other_processes=False``: its many readers must not queue behind a writer's apply): while one applies, they
+answer from what is applied and name the lag. A missing, corrupt
 or older-schema index is rebuilt from the record (every object's log entry: the migration seeds the log).
 """
 
@@ -184,8 +184,9 @@ class LexicalProjection:
         os.replace(tmp, self.directory / STATE_FILE)
 
     @contextmanager
-    def _locked(self, block: bool, timeout: float) -> Any:
-        """Hold ``apply.lock`` (yield True) or not (yield False) after ``timeout`` seconds."""
+    def _locked(self, block: bool, timeout: float, other_processes: bool = True) -> Any:
+        """Hold ``apply.lock`` (yield True) or not (yield False) after ``timeout`` seconds; ``other_processes``
+        False: wait for this process's appliers only — another process's holding the file lock is a False at once."""
         if not self.directory.is_dir():
             self.directory.mkdir(parents=True, exist_ok=True, mode=0o700)
             self.directory.chmod(0o700)  # the index holds document text: private to ki's user, like the blobs
@@ -200,7 +201,7 @@ class LexicalProjection:
                     fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
                     break
                 except BlockingIOError:
-                    if not block or time.monotonic() >= deadline:
+                    if not block or not other_processes or time.monotonic() >= deadline:
                         yield False
                         return
                     time.sleep(0.05)
@@ -321,7 +322,8 @@ class LexicalProjection:
             return log_head(conn) > self.watermark()
 
     def catch_up(self, *, block: bool = False, timeout: float = 0.0,
-                 progress: Callable[[int], None] | None = None, max_objects: int | None = None) -> bool:
+                 progress: Callable[[int], None] | None = None, max_objects: int | None = None,
+                 other_processes: bool = True) -> bool:
         """Apply every logged change (see the module docstring), or about ``max_objects`` of them.
 
         Args:
@@ -329,6 +331,8 @@ class LexicalProjection:
                 (it applies what this caller wrote, too).
             progress: called with the number of objects applied so far, after each batch.
             max_objects: stop once this many objects were applied (batches shrink to fit; None: all).
+            other_processes: with ``block``, wait for another process's applier too (False: only for this
+                process's).
         Returns: True when this call found the index current or made it so; False when another applier held
         the lock or ``max_objects`` ran out first (the index may still be behind).
         """
@@ -337,7 +341,7 @@ class LexicalProjection:
             left = None if max_objects is None else max_objects - applied_total
             if left is not None and left <= 0:
                 return not self.behind()
-            with self._locked(block, timeout) as held:
+            with self._locked(block, timeout, other_processes) as held:
                 if not held:
                     return False
                 applied_total += self._apply(progress, applied_total, left)
@@ -346,15 +350,16 @@ class LexicalProjection:
                     return True
             block = False
 
-    def catch_up_for_search(self, *, wait: bool = True) -> int:
+    def catch_up_for_search(self, *, other_processes: bool = True) -> int:
         """What a search does first: when the log is ahead, wait up to :data:`SEARCH_WAIT_SECONDS` for another
         applier and apply at most :data:`SEARCH_CATCH_UP_OBJECTS` objects; if still behind, leave the rest to
-        this process's background applier. ``wait`` False (a server answering many readers at once): when another
-        applier is at it (another process's, this process's background applier, another search), do not wait for
-        it — the search answers from what is applied. Returns the logged changes not applied yet (0: current)."""
+        this process's background applier. ``other_processes`` False (a server answering many readers at once):
+        wait for this process's appliers only; while another process applies, answer from what is applied.
+        Returns the logged changes not applied yet (0: current)."""
         if not self.behind():
             return 0
-        self.catch_up(block=wait, timeout=SEARCH_WAIT_SECONDS if wait else 0.0, max_objects=SEARCH_CATCH_UP_OBJECTS)
+        self.catch_up(block=True, timeout=SEARCH_WAIT_SECONDS, max_objects=SEARCH_CATCH_UP_OBJECTS,
+                      other_processes=other_processes)
         with self.engine.connect() as conn:
             lag = max(log_head(conn) - self.watermark(), 0)
         if lag:

@@ -171,8 +171,8 @@ def search(db: Any, query: str, *, principals: Sequence[str] | None, operator: b
             clause-facet node, descendants included (implies ``clauses``); party / party_entities: documents
             naming one of those entities (the name asked for, and the ids the caller resolved it to through the
             entity ledger and its aliases: :func:`ki.domain.entities.store.entities_named_by`); final: final/executed
-            versions only (:mod:`ki.store.finality`); index_wait: wait for another applier of the embedded
-            full-text projection's backlog (False: answer from what is applied, the note naming the lag —
+            versions only (:mod:`ki.store.finality`); index_wait: wait for another process applying the
+            embedded full-text projection's backlog (False: answer from what is applied, the note naming the lag —
             :func:`ki.adapters.search.factory.backend_for`).
     Raises: ValueError when neither principals nor operator are given, for a bad mode/limit/offset/cursor, for a
         clause type the ontology's clause facet does not hold, for ``party`` without ``party_entities``.
