@@ -81,3 +81,36 @@ def test_the_answer_names_the_lag(make_ctx, tmp_path, monkeypatch):
     assert len(notes) == 1 and re.search(r"catching up: \d+ recent changes are not searchable", notes[0]), notes
     projection_module.projection_for(ctx.db.engine, tmp_path / "lexical").close()
 
+
+
+def test_a_server_search_answers_at_once_while_another_process_applies(make_ctx, tmp_path):
+    """``ki serve``'s searches (``index_wait=False``) do not queue behind another process's applier: while one holds
+    the apply lock they answer from what is applied and name the lag; the first search after it let go finds all."""
+    import subprocess
+    import sys
+    import time
+
+    ctx = make_ctx()
+    root = tmp_path / "lexical"
+    proj = projection_module.projection_for(ctx.db.engine, root)
+    try:
+        assert proj.catch_up(block=True, timeout=60)  # an index exists, empty and current
+        oids = _record_only(ctx, 3)
+        holder = subprocess.Popen(
+            [sys.executable, "-c", "import fcntl, sys; f = open(sys.argv[1], 'a'); fcntl.flock(f, fcntl.LOCK_EX); "
+                                   "print('held', flush=True); sys.stdin.read()", str(proj.directory / "apply.lock")],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        try:
+            assert holder.stdout.readline().strip() == "held"
+            server = PostgresBackend(ctx.db, index_root=root, index_wait=False)
+            started = time.monotonic()
+            during = search_with_backend(server, ctx.db.engine, WORD, mode="lexical", limit=20)
+            assert time.monotonic() - started < projection_module.SEARCH_WAIT_SECONDS / 2
+            assert during.hits == [] and server.lexical_lag == 3
+        finally:
+            holder.communicate("", timeout=30)
+        after = PostgresBackend(ctx.db, index_root=root, index_wait=False)
+        found = search_with_backend(after, ctx.db.engine, WORD, mode="lexical", limit=20)
+        assert after.lexical_lag == 0 and sorted(h.source_object_id for h in found.hits) == sorted(oids)
+    finally:
+        proj.close()
