@@ -39,8 +39,9 @@ def shown(value: object) -> str:
 FINISHED_BUCKETS = ("done", "skipped", "disabled", "quarantined")
 
 
-def open_context() -> Any:
-    """The :class:`~ki.domain.context.PipelineContext` of this process.
+def open_context(pool_size: int | None = None) -> Any:
+    """The :class:`~ki.domain.context.PipelineContext` of this process (``pool_size``: database connections kept,
+    as many again opened at peaks; None: ``KI_WORKERS`` + 2).
 
     Raises (each reported by :func:`ki.cli.faults.report` with its exit code):
         ConfigurationError: a bad environment variable or ``KI_DATABASE_URL`` that is no database URL (2).
@@ -57,7 +58,7 @@ def open_context() -> Any:
     settings = ProcessSettings()
     check_data_dir(settings.data_dir)
     try:
-        db = connect(settings)
+        db = connect(settings, pool_size=pool_size)
     except ArgumentError as exc:
         raise ConfigurationError("KI_DATABASE_URL is not a PostgreSQL URL; expected "
                                  "postgresql://USER:PASSWORD@HOST:PORT/DATABASE") from exc

@@ -11,6 +11,10 @@ import typer
 from ki.cli.common import console, open_context
 from ki.cli.faults import EXIT_PORT_IN_USE
 
+#: Database connections the server keeps (as many again at peaks: 40, the worker threads FastAPI runs requests on),
+#: so concurrent requests neither wait for a connection nor open and close one each.
+SERVE_POOL_SIZE = 20
+
 
 def serve(
     host: str = typer.Option("127.0.0.1", envvar="KI_SERVE_HOST", help="address to listen on"),
@@ -28,7 +32,7 @@ def serve(
 
     configure_logging(logging.INFO)
     sock = listen(host, port)  # before the database: a taken port is said at once, in one line
-    ctx = open_context()
+    ctx = open_context(pool_size=SERVE_POOL_SIZE)
     app = create_app(ctx)
     stop = None
     if watch:
