@@ -145,7 +145,9 @@ def test_worker_killed_and_engine_restarted_mid_run(hx, hatchet_engine, make_ctx
     ctx = make_ctx(hatchet_document_concurrency=16)  # the conveyor: 16 DAGs of 60 in flight
     configure(ctx.settings.data_dir, "hatchet")
     log = tmp_path / "handlers.log"
-    env = {"KI_PIPELINE__CLAIM_TIMEOUT_SECONDS": "5", "KI_TEST_LOG": str(log), "KI_TEST_SLOW": "convert:1.5"}
+    # several converts in flight at the kill, whatever the machine's cores (CPU slots = task slots)
+    env = {"KI_PIPELINE__CLAIM_TIMEOUT_SECONDS": "5", "KI_TEST_LOG": str(log), "KI_TEST_SLOW": "convert:1.5",
+           "KI_WORKER_CPU_SLOTS": "6"}
     first = hx.start_worker(slots=6, env=env)
     scan(ctx, root)
     ctx.reload_config()
