@@ -59,7 +59,6 @@ from ki.adapters.search.backend import IndexDocument
 from ki.adapters.search.embedding_cache import CachedVectors, embed_rows
 from ki.adapters.search.embeddings import context_header, identity_of
 from ki.adapters.search.factory import backend_for
-from ki.adapters.search.facts import document_facts
 from ki.core.errors import ClaimLost
 from ki.core.taxonomies import ACCESS_ONLY_REINDEX, SOURCE_OBJECT_DELETED, has_access_only_marker
 from ki.domain.access.load import object_projection
@@ -67,6 +66,7 @@ from ki.domain.context import StageContext, StageOutcome
 from ki.stages.index_clauses import clause_rows, document_holders, profile_lines
 from ki.stages.index_rows import STREAM_ROWS, DocumentRows, PassagePlan
 from ki.store.chunks import indexed_hashes
+from ki.store.facts import document_facts
 
 PROFILE_OPENING_CHARS = 600
 HEADER_TITLE_MAX_CHARS = 200

@@ -28,7 +28,7 @@ NOTABLE_CLAUSES = "notable_clauses"
 def document_holders(conn: Connection, source_object_id: int) -> Holders:
     """Which files of the object's document hold the profile and the clause rows (no DocumentVersion table:
     the object is its own document)."""
-    from ki.adapters.search.facts import fact_sources
+    from ki.store.facts import fact_sources
 
     if not fact_sources(conn).has("document_version", "source_object_id", "rendition", "duplicate_of"):
         return Holders(None, frozenset({source_object_id}), frozenset(), frozenset({source_object_id}))

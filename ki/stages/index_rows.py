@@ -32,7 +32,7 @@ MATTER_ORDINAL = -2
 #: The share of the matter header's vector in a passage's or clause's vector (the sum is re-normalised).
 MATTER_WEIGHT = 0.25
 #: Ordinals per batch of the index stage: embedded (one cache lookup and store) and built for the write
-#: together; the PostgreSQL write's own statements are :data:`ki.adapters.search.postgres.WRITE_BATCH_ROWS` rows.
+#: together; the PostgreSQL write's own statements are :data:`ki.store.chunk_rows.WRITE_BATCH_ROWS` rows.
 STREAM_ROWS = 1_000
 
 

@@ -84,7 +84,7 @@ class AccessGrant(Base):
 
 class IndexChange(Base):
     """The change log of the search record: one row per object whose rows changed, ``seq`` bumped by every
-    write (migration 0014; :mod:`ki.adapters.search.record`). Projections (the embedded lexical index) apply the
+    write (migration 0014; :mod:`ki.store.index_record`). Projections (the embedded lexical index) apply the
     objects changed after the last ``seq`` they applied."""
 
     __tablename__ = "index_change"

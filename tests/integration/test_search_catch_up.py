@@ -14,9 +14,9 @@ import re
 from ki.adapters.search import projection as projection_module
 from ki.adapters.search.backend import PROFILE_ORDINAL, ChunkRow, IndexDocument
 from ki.adapters.search.postgres import PostgresBackend
-from ki.adapters.search.record import changes_after
 from ki.adapters.search.search import search_with_backend
 from ki.domain.access.projection import AccessProjection
+from ki.store.index_record import changes_after
 from tests.helpers.outage import wait_until
 from tests.helpers.postgres import insert_objects
 

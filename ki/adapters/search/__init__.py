@@ -8,6 +8,6 @@
 - :mod:`ki.adapters.search.backend` — the ``SearchBackend`` interface; :mod:`ki.adapters.search.postgres` — the
 embedded one;
 - :mod:`ki.adapters.search.hybrid` — reciprocal rank fusion and per-principal collapse, shared by every backend;
-- :mod:`ki.adapters.search.facts` — matter / type / version / date from the model stages, when present;
+- :mod:`ki.store.facts` — matter / type / version / date from the model stages, when present;
 - :mod:`ki.adapters.search.search` — the search API (``search(db, query, principals=...)``).
 """

@@ -19,7 +19,7 @@ of a document with more) its clause rows (kind ``clause``), on final versions on
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import date
 from typing import Any, Protocol, runtime_checkable
 
@@ -28,6 +28,7 @@ import numpy as np
 from ki.adapters.search.embeddings import EmbedderIdentity
 from ki.core.errors import ConfigurationError
 from ki.domain.access.projection import AccessProjection
+from ki.store.index_record import FilterReport
 
 PROFILE_ORDINAL = -1
 PROFILE_KIND = "profile"
@@ -169,14 +170,6 @@ class RankedChunk:
     content_hash: str
     score: float
     tier: int = 1
-
-
-@dataclass
-class FilterReport:
-    """Which filters a backend applies; ``notes`` say why one is ignored (e.g. no matter data yet)."""
-
-    applied: list[str] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)
 
 
 @runtime_checkable

@@ -21,12 +21,12 @@ The permission filter is inside the query (deny beats allow; exact), and the rec
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import date
 from typing import Any
 
 from ki.adapters.search.analysis import name_tokens, parts, stem, streams, words
 from ki.adapters.search.query import CLAUSE_TAG, FIELD_WEIGHTS, HEAD_MARK
 from ki.adapters.search.query_plan import AllOf, AnyOf, AtLeast, BestOf, Filtered, InSet, Node, Phrase, Term, WithBonus
+from ki.store.index_record import LexRow
 
 #: Bump when the schema or the analysis changes: an index of another version is rebuilt from the record.
 SCHEMA_VERSION = 5
@@ -54,33 +54,6 @@ def build_schema() -> Any:
         sb.add_text_field(f"f_{f}", tokenizer_name="whitespace", index_option="position")
         sb.add_text_field(f"f_{f}_x", tokenizer_name="whitespace", index_option="freq")
     return sb.build()
-
-
-@dataclass(frozen=True)
-class LexRow:
-    """What the projection indexes of one record row (``chunk`` + its object's facts).
-
-    Attributes:
-        source_object_id / ordinal / content_hash / kind / text: the row; ``fields`` the profile row's
-            document fields (``title``, ``name``, ``folder``, ``type``, ``matter``, ``party`` → text).
-        allowed / denied: the permission projection.
-        matters: matter reference(s) and id(s); doc_types: type and its ancestors; doc_date; mtime_ns.
-        clause_type: a clause row's clause-facet node (None: not a clause, or untyped).
-    """
-
-    source_object_id: int
-    ordinal: int
-    content_hash: str
-    kind: str
-    text: str
-    fields: dict[str, str]
-    allowed: tuple[str, ...]
-    denied: tuple[str, ...]
-    matters: tuple[str, ...] = ()
-    doc_types: tuple[str, ...] = ()
-    doc_date: date | None = None
-    mtime_ns: int | None = None
-    clause_type: str | None = None
 
 
 def kind_values(row: LexRow) -> str | list[str]:

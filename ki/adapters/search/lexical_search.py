@@ -25,7 +25,7 @@ from ki.adapters.search.backend import RankedChunk, SearchFilters
 from ki.adapters.search.lexical import LexHit, read_hits, to_tantivy
 from ki.adapters.search.query import ParsedQuery
 from ki.adapters.search.query_plan import LexFilters, Node, excluded_in, search_node
-from ki.adapters.search.record import confirm, log_changes
+from ki.store.index_record import confirm, log_changes
 
 log = logging.getLogger(__name__)
 
@@ -54,7 +54,7 @@ def rank_contents(run: RunRound, any_match: AnyMatch, engine: Engine, parsed: Pa
     Args:
         run / any_match: the engine (tantivy: :func:`search_projection`; OpenSearch: its backend).
         engine_facts: the fact filters (``matter``, ``type``, ``since``) the engine may apply itself (those the
-            record can apply: :func:`ki.adapters.search.record.filter_sql`); the record checks every filter again.
+            record can apply: :func:`ki.store.index_record.filter_sql`); the record checks every filter again.
     Raises: the record's and the engine's errors.
     """
     if parsed.empty or k <= 0:

@@ -29,7 +29,7 @@ identity is recorded in the mapping's ``_meta`` (``embedder``, ``dimension``, ``
 older mapping is deleted and written again from the record by the next index write).
 
 **Large documents apart** (a 120 MB file changes no other query's top 10): an object of more than
-``retrieval.large_document_passages`` passages (:func:`ki.adapters.search.record.is_large`) has its rows in a second
+``retrieval.large_document_passages`` passages (:func:`ki.store.index_record.is_large`) has its rows in a second
 index, ``<index>.large`` (same mapping), never in both: a write puts the rows in the index its passage count
 picks and its surplus delete removes the object's rows of other generations from both (a document that grows
 or shrinks across the threshold moves). Lucene computes BM25 statistics per shard, so per index here (one
@@ -78,9 +78,9 @@ from ki.adapters.search.opensearch_index import (
 )
 from ki.adapters.search.opensearch_search import OpenSearchSearch
 from ki.adapters.search.postgres import PostgresBackend
-from ki.adapters.search.record import is_large, object_facts
 from ki.domain.access.projection import AccessProjection
 from ki.store.chunks import chunk_object_ids, chunk_ordinals
+from ki.store.index_record import is_large, object_facts
 
 
 class OpenSearchBackend(OpenSearchSearch):

@@ -321,7 +321,7 @@ def row_actions(index: str, doc: IndexDocument, *, generation: str, access_versi
     """The bulk ``index`` actions of a document's rows (ids ``<object>-<ordinal>``; every row carries the
     sync's ``generation``, the permission projection, the analysed streams of
     :func:`ki.adapters.search.lexical.row_source`
-    and the object's ``facts`` (:func:`ki.adapters.search.record.object_facts`; None: unknown, no fact filter matches).
+    and the object's ``facts`` (:func:`ki.store.index_record.object_facts`; None: unknown, no fact filter matches).
 
     Raises: ValueError when a row lacks a vector of the document embedder's dimension.
     """

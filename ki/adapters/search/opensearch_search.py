@@ -5,7 +5,7 @@ Spec: insertion-pipeline.md "Index" (permission projection on every row); notes/
 (client-side RRF: the halves come back apart, :mod:`ki.adapters.search.hybrid` fuses them). The lexical half is the
 query tree of :mod:`ki.adapters.search.query_plan` in rounds of the best rows
 (:func:`ki.adapters.search.lexical_search.rank_contents`); the vector half is Lucene k-NN with the permission filter
-inside ``knn.filter``. The record confirms each candidate in one query (:func:`ki.adapters.search.record.confirm`);
+inside ``knn.filter``. The record confirms each candidate in one query (:func:`ki.store.index_record.confirm`);
 rows it no longer has are deleted from OpenSearch when a search meets them. A mixin: the backend owns the
 client, the index names and the record.
 """
@@ -33,7 +33,7 @@ from ki.adapters.search.opensearch_index import (
 )
 from ki.adapters.search.query import parse_query
 from ki.adapters.search.query_plan import Node
-from ki.adapters.search.record import confirm
+from ki.store.index_record import confirm
 
 
 class OpenSearchSearch:

@@ -8,7 +8,7 @@ index scans so filtered queries still return k rows; ``allowed_principals && P A
 
 The lexical half runs on :mod:`ki.adapters.search.lexical` (tantivy, BM25) kept in step with the ``chunk`` rows by
 :mod:`ki.adapters.search.projection`: every write here logs the object in ``index_change``
-(:mod:`ki.adapters.search.record`)
+(:mod:`ki.store.index_record`)
 in its transaction, and after the commit the projection's background applier applies it (one commit for the
 writes of half a second). Searches catch the projection up first; every hit is confirmed by the record.
 
@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from sqlalchemy import Engine, text
+from sqlalchemy import Engine
 from sqlalchemy.engine import Connection
 
 from ki.adapters.search.backend import (
@@ -45,78 +45,14 @@ from ki.adapters.search.backend import (
 from ki.adapters.search.embeddings import EmbedderIdentity
 from ki.adapters.search.pgvector import register_vector
 from ki.adapters.search.query import parse_query
-from ki.adapters.search.record import acl_sql, filter_sql, head_and_epoch, log_changes
 from ki.domain.access.projection import AccessProjection
-from ki.store.locks import lock_key
+from ki.store import chunk_rows
+from ki.store.chunk_rows import delete_object_chunks
+from ki.store.index_record import acl_sql, filter_sql, head_and_epoch, log_changes
 
 INDEX_NAME = "default"
-HNSW_INDEX = "ix_chunk_embedding_hnsw"
 #: hnsw.ef_search floor (pgvector default 40); raised to k when more rows are asked for.
 EF_SEARCH = 40
-# -- name: upsert_rows --
-# Write every row of the object (insert or update changed ones); the surplus delete follows.
-_UPSERT = """
-INSERT INTO chunk (source_object_id, content_hash, ordinal, text, title, allowed_principals, denied_principals,
-                   access_version, embedding, kind, meta)
-SELECT :oid, :h, t.ordinal, t.body, :title, CAST(:allowed AS text[]), CAST(:denied AS text[]), :version, {emb},
-       t.kind, CAST(t.meta AS jsonb)
-FROM unnest(CAST(:ordinals AS int[]), CAST(:bodies AS text[]), CAST(:kinds AS text[]),
-            CAST(:metas AS text[]){emb_arg}) AS t(ordinal, body, kind, meta{emb_col})
-ON CONFLICT (source_object_id, ordinal) DO UPDATE
-SET content_hash = EXCLUDED.content_hash, text = EXCLUDED.text, title = EXCLUDED.title,
-    allowed_principals = EXCLUDED.allowed_principals, denied_principals = EXCLUDED.denied_principals,
-    access_version = EXCLUDED.access_version, embedding = EXCLUDED.embedding, kind = EXCLUDED.kind,
-    meta = EXCLUDED.meta, is_deleted = false, updated_at = now()
-WHERE (chunk.content_hash, chunk.text, chunk.title, chunk.allowed_principals, chunk.denied_principals,
-       chunk.access_version, chunk.embedding, chunk.kind, chunk.meta, chunk.is_deleted)
-      IS DISTINCT FROM (EXCLUDED.content_hash, EXCLUDED.text, EXCLUDED.title, EXCLUDED.allowed_principals,
-                        EXCLUDED.denied_principals, EXCLUDED.access_version, EXCLUDED.embedding, EXCLUDED.kind,
-                        EXCLUDED.meta, false)
-"""
-#: Rows per upsert statement of one object's write (one transaction): a 120 MB text has ~70,000 chunks,
-#: whose texts and vectors as one statement's parameters would be several copies of the file in memory.
-WRITE_BATCH_ROWS = 1_000
-UPSERT_WITH_VECTORS_SQL = text(_UPSERT.format(emb="t.emb", emb_arg=", CAST(:embs AS vector[])", emb_col=", emb"))
-UPSERT_WITHOUT_VECTORS_SQL = text(_UPSERT.format(emb="NULL", emb_arg="", emb_col=""))
-
-# -- name: delete_surplus --
-DELETE_SURPLUS_SQL = text("""
-DELETE FROM chunk WHERE source_object_id = :oid AND NOT (ordinal = ANY(CAST(:ordinals AS int[])))
-""")
-
-# -- name: retire_document_rows --
-# The profile and clause rows of objects a newer final version of their document took them from.
-RETIRE_SQL = text("""
-DELETE FROM chunk WHERE source_object_id = ANY(CAST(:oids AS bigint[])) AND kind = ANY(CAST(:kinds AS text[]))
-""")
-
-# -- name: current_rows --
-CURRENT_ROWS_SQL = text("""
-SELECT ordinal, access_version, allowed_principals, denied_principals FROM chunk WHERE source_object_id = :oid
-""")
-
-# -- name: update_access --
-# Access-only re-index: the permission fields and access_version only (spec: access_only_reindex).
-UPDATE_ACCESS_SQL = text("""
-UPDATE chunk SET allowed_principals = CAST(:allowed AS text[]), denied_principals = CAST(:denied AS text[]),
-    access_version = access_version + 1, updated_at = now()
-WHERE source_object_id = :oid
-RETURNING access_version
-""")
-
-INDEX_META_SQL = text("SELECT embedder, dimension FROM index_meta WHERE name = :name")
-
-_VECTOR = """
-WITH r AS MATERIALIZED (
-    SELECT c.source_object_id, c.ordinal, c.content_hash,
-           (c.embedding::halfvec({d})) <=> CAST(CAST(:v AS vector({d})) AS halfvec({d})) AS distance
-    FROM chunk c JOIN source_object so ON so.id = c.source_object_id AND so.deleted_at IS NULL
-    WHERE c.embedding IS NOT NULL AND NOT c.is_deleted AND {acl} {filters}
-    ORDER BY (c.embedding::halfvec({d})) <=> CAST(CAST(:v AS vector({d})) AS halfvec({d}))
-    LIMIT :k
-)
-SELECT * FROM r ORDER BY distance, source_object_id, ordinal
-"""
 
 class PostgresBackend:
     """The embedded :class:`ki.adapters.search.backend.SearchBackend` (see the module docstring).
@@ -181,8 +117,8 @@ class PostgresBackend:
         if conn is None:
             with self.engine.connect() as c:
                 return self.index_identity(c)
-        row = conn.execute(INDEX_META_SQL, {"name": self.index_name}).first()
-        return EmbedderIdentity(row.embedder, int(row.dimension)) if row else None
+        row = chunk_rows.index_meta(conn, self.index_name)
+        return EmbedderIdentity(row[0], row[1]) if row else None
 
     def ensure_embedder(self, identity: EmbedderIdentity | None) -> None:
         """Refuse another embedder; record the first one and create the HNSW index for its dimension.
@@ -195,17 +131,13 @@ class PostgresBackend:
         if current is not None or identity is None:
             raise EmbedderMismatch(current, identity, backend=self.name)
         with self.engine.begin() as conn:
-            conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": lock_key("index_meta", self.index_name)})
+            chunk_rows.lock_index_meta(conn, self.index_name)
             current = self.index_identity(conn)
             if current == identity:
                 return
             if current is not None:
                 raise EmbedderMismatch(current, identity, backend=self.name)
-            conn.execute(text("INSERT INTO index_meta (name, embedder, dimension) VALUES (:n, :e, :d)"),
-                         {"n": self.index_name, "e": identity.embedder, "d": identity.dimension})
-            conn.execute(text(
-                f"CREATE INDEX IF NOT EXISTS {HNSW_INDEX} ON chunk USING hnsw "
-                f"((embedding::halfvec({int(identity.dimension)})) halfvec_cosine_ops) WHERE embedding IS NOT NULL"))
+            chunk_rows.record_embedder(conn, self.index_name, identity.embedder, int(identity.dimension))
 
     def reset_vectors(self) -> int:
         """Drop every vector, the HNSW index, the embedding cache and the index's embedder record.
@@ -214,12 +146,8 @@ class PostgresBackend:
         chunks whose vector was dropped. (``ki index reset-vectors``.)
         """
         with self.engine.begin() as conn:
-            conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": lock_key("index_meta", self.index_name)})
-            n = conn.execute(text("UPDATE chunk SET embedding = NULL WHERE embedding IS NOT NULL")).rowcount
-            conn.execute(text(f"DROP INDEX IF EXISTS {HNSW_INDEX}"))
-            conn.execute(text("DELETE FROM embedding_cache"))
-            conn.execute(text("DELETE FROM index_meta WHERE name = :n"), {"n": self.index_name})
-        return n
+            chunk_rows.lock_index_meta(conn, self.index_name)
+            return chunk_rows.drop_vectors(conn, self.index_name)
 
     # -- writes -----------------------------------------------------------------------------------
 
@@ -236,9 +164,7 @@ class PostgresBackend:
         if len(set(ordinals)) != len(ordinals):
             raise ValueError(f"duplicate ordinals in the rows of object {doc.source_object_id}")
         with self.engine.begin() as conn:
-            live = conn.execute(text("SELECT deleted_at IS NULL AS live FROM source_object WHERE id = :id FOR SHARE"),
-                                {"id": doc.source_object_id}).first()
-            if live is None or not live.live:
+            if not chunk_rows.object_live(conn, doc.source_object_id):
                 result = WriteResult(0, 0, delete_object_chunks(conn, doc.source_object_id), 0, skipped_deleted=True)
             else:
                 result = self._write_rows(conn, doc, ordinals)
@@ -248,12 +174,11 @@ class PostgresBackend:
 
     def _write_rows(self, conn: Connection, doc: IndexDocument, ordinals: list[int]) -> WriteResult:
         """The write of :meth:`write_document` for a live object, in its transaction (logged last)."""
-        meta = conn.execute(text("SELECT embedder, dimension FROM index_meta WHERE name = :name FOR SHARE"),
-                            {"name": self.index_name}).first()
-        recorded = EmbedderIdentity(meta.embedder, int(meta.dimension)) if meta else None
+        meta = chunk_rows.index_meta(conn, self.index_name, for_share=True)
+        recorded = EmbedderIdentity(meta[0], meta[1]) if meta else None
         if recorded != doc.embedder:
             raise EmbedderMismatch(recorded, doc.embedder, backend=self.name)
-        current = conn.execute(CURRENT_ROWS_SQL, {"oid": doc.source_object_id}).fetchall()
+        current = chunk_rows.current_rows(conn, doc.source_object_id)
         version = max((r.access_version for r in current), default=0)
         allowed, denied = list(doc.access.allowed), list(doc.access.denied)
         if any((sorted(r.allowed_principals), sorted(r.denied_principals)) != (allowed, denied) for r in current):
@@ -261,11 +186,12 @@ class PostgresBackend:
         upserted = 0
         if doc.embedder is not None and doc.rows:
             register_vector(conn)
-        for lo in range(0, len(doc.rows), WRITE_BATCH_ROWS):  # batches: a huge file is not one giant statement
-            batch = doc.rows[lo:lo + WRITE_BATCH_ROWS]
+        step = chunk_rows.WRITE_BATCH_ROWS  # batches: a huge file is not one giant statement
+        for lo in range(0, len(doc.rows), step):
+            batch = doc.rows[lo:lo + step]
             params = {"oid": doc.source_object_id, "h": doc.content_hash, "title": doc.title,
                       "allowed": allowed, "denied": denied, "version": version,
-                      "ordinals": ordinals[lo:lo + WRITE_BATCH_ROWS], "bodies": [r.text for r in batch],
+                      "ordinals": ordinals[lo:lo + step], "bodies": [r.text for r in batch],
                       "kinds": [r.kind for r in batch],
                       "metas": [None if r.meta is None else json.dumps(r.meta) for r in batch]}
             if doc.embedder is not None:
@@ -276,10 +202,8 @@ class PostgresBackend:
                                          f"{doc.embedder.dimension}-d vector")
                     embs.append(np.asarray(r.embedding, dtype=np.float32))
                 params["embs"] = embs
-                upserted += conn.execute(UPSERT_WITH_VECTORS_SQL, params).rowcount
-            else:
-                upserted += conn.execute(UPSERT_WITHOUT_VECTORS_SQL, params).rowcount
-        deleted = conn.execute(DELETE_SURPLUS_SQL, {"oid": doc.source_object_id, "ordinals": ordinals}).rowcount
+            upserted += chunk_rows.upsert_rows(conn, params, with_vectors=doc.embedder is not None)
+        deleted = chunk_rows.delete_surplus(conn, doc.source_object_id, ordinals)
         if upserted or deleted:
             log_changes(conn, [doc.source_object_id])
         return WriteResult(upserted, len(doc.rows) - upserted, deleted, version)
@@ -297,8 +221,7 @@ class PostgresBackend:
         if not source_object_ids:
             return 0
         with self.engine.begin() as conn:
-            n = conn.execute(RETIRE_SQL, {"oids": sorted(source_object_ids), "kinds": [PROFILE_KIND, CLAUSE_KIND]}
-                             ).rowcount
+            n = chunk_rows.retire_rows(conn, sorted(source_object_ids), [PROFILE_KIND, CLAUSE_KIND])
             if n:
                 log_changes(conn, source_object_ids)
         if n:
@@ -311,13 +234,12 @@ class PostgresBackend:
         Returns the new access_version, or None when the object has no rows.
         """
         with self.engine.begin() as conn:
-            rows = conn.execute(UPDATE_ACCESS_SQL, {"oid": source_object_id, "allowed": list(access.allowed),
-                                                    "denied": list(access.denied)}).fetchall()
-            if rows:
+            versions = chunk_rows.update_access(conn, source_object_id, list(access.allowed), list(access.denied))
+            if versions:
                 log_changes(conn, [source_object_id])
-        if rows:
+        if versions:
             self._applied()
-        return max((r.access_version for r in rows), default=None)
+        return max(versions, default=None)
 
     # -- search -----------------------------------------------------------------------------------
 
@@ -362,18 +284,6 @@ class PostgresBackend:
         where, params, _ = filter_sql(conn, filters)
         acl, acl_params = acl_sql(filters)
         params |= acl_params | {"v": vec, "k": int(k)}
-        conn.execute(text("SELECT set_config('hnsw.ef_search', :ef, true), "
-                          "set_config('hnsw.iterative_scan', 'relaxed_order', true)"),
-                     {"ef": str(max(EF_SEARCH, int(k)))})
-        sql = _VECTOR.format(d=int(identity.dimension), acl=acl, filters=where)
-        rows = conn.execute(text(sql), params).fetchall()
+        rows = chunk_rows.nearest_rows(conn, int(identity.dimension), acl=acl, where=where, params=params,
+                                       ef_search=max(EF_SEARCH, int(k)))
         return [RankedChunk(r.source_object_id, r.ordinal, r.content_hash, 1.0 - float(r.distance)) for r in rows]
-
-
-def delete_object_chunks(conn: Connection, source_object_id: int) -> int:
-    """Remove every row of a tombstoned object in the caller's transaction, logged for the projections
-    (unordered: a projection that misses it drops the row when a search meets it). Returns rows deleted."""
-    n = conn.execute(text("DELETE FROM chunk WHERE source_object_id = :oid"), {"oid": source_object_id}).rowcount
-    if n:
-        log_changes(conn, [source_object_id], ordered=False)
-    return n

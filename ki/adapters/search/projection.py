@@ -10,7 +10,7 @@ files: ``state.json`` (``schema``, ``epoch``, ``large_passages``, ``watermark``:
 ``seq`` is applied) and ``apply.lock``.
 
 **Three indexes** (a 120 MB file changes no other query's top 10): the documents of more than
-``retrieval.large_document_passages`` passages (:func:`ki.adapters.search.record.is_large`) live in a second tantivy
+``retrieval.large_document_passages`` passages (:func:`ki.store.index_record.is_large`) live in a second tantivy
 index, ``large/`` inside the directory, kept by the same log, watermark and lock. tantivy's BM25 takes its
 statistics (document count, document frequencies, average field length) from the whole index it searches,
 so a huge file's passages in the main index would move every other document's score; apart, they move
@@ -28,7 +28,7 @@ each index's statistics are those of one row kind, as Lucene's per-field ones ar
 
 How: :meth:`LexicalProjection.catch_up` takes ``apply.lock`` (``flock``; one applier per directory across
 processes, which also guards tantivy's single writer), reads the change log after the watermark
-(:mod:`ki.adapters.search.record`), and for each batch of objects deletes their documents and adds their current
+(:mod:`ki.store.index_record`), and for each batch of objects deletes their documents and adds their current
 rows, commits, then writes the new watermark. Re-applying a change is harmless (delete + add of the record's
 rows), so a crash between the commit and ``state.json`` costs one batch again. After releasing the lock it
 looks at the log once more, so a change committed while it applied is never left for nobody. The index
@@ -60,7 +60,7 @@ from typing import Any
 from sqlalchemy import Engine, event
 
 from ki.adapters.search.lexical import PROFILE_KIND, SCHEMA_VERSION, WRITER_HEAP_BYTES, build_schema, lex_document
-from ki.adapters.search.record import changes_after, is_large, lex_rows, log_head, passage_counts, record_epoch
+from ki.store.index_record import changes_after, is_large, lex_rows, log_head, passage_counts, record_epoch
 
 log = logging.getLogger(__name__)
 

@@ -28,20 +28,20 @@ from datetime import UTC, date, datetime
 from typing import Any
 
 from pydantic import BaseModel, Field
-from sqlalchemy import Engine, text
+from sqlalchemy import Engine
 
 from ki.adapters.observability.metrics import record_search
 from ki.adapters.search.backend import CLAUSE_KIND, PROFILE_KIND, SearchBackend, SearchFilters
 from ki.adapters.search.clause_filters import clause_types_under
 from ki.adapters.search.embeddings import Embedder, EmbedderIdentity
 from ki.adapters.search.factory import backend_for
-from ki.adapters.search.facts import fact_sources
 from ki.adapters.search.hybrid import RRF_K, FusedHit, hybrid_search
 from ki.adapters.search.query import ParsedQuery, parse_query
 from ki.adapters.search.query_embedder import query_embedder as shared_query_embedder
-from ki.adapters.search.record import acl_sql
 from ki.adapters.search.snippets import highlight, labelled_fields, matched_fields
 from ki.domain.access.projection import principal_set
+from ki.store.facts import fact_sources
+from ki.store.index_record import also_at, hit_rows
 
 MAX_LIMIT = 200
 MAX_OFFSET = 1000
@@ -245,25 +245,6 @@ def search_with_backend(backend: SearchBackend, engine: Engine, query: str, *, f
         explanation=parsed.explain() if explain else None)
 
 
-_HYDRATE = """
-SELECT h.i, c.source_object_id, so.path, c.title, c.ordinal, c.content_hash, c.text, c.kind, c.meta,
-       coalesce(so.missing_since, up.missing_since) AS missing_since {extra}
-FROM unnest(CAST(:oids AS bigint[]), CAST(:ords AS int[]), CAST(:idx AS int[])) AS h(oid, ord, i)
-JOIN chunk c ON c.source_object_id = h.oid AND c.ordinal = h.ord
-JOIN source_object so ON so.id = h.oid AND so.deleted_at IS NULL
-LEFT JOIN source_object up ON up.id = so.parent_id
-ORDER BY h.i
-"""
-
-_ALSO_AT = """
-SELECT c.content_hash, so.path FROM chunk c
-JOIN source_object so ON so.id = c.source_object_id AND so.deleted_at IS NULL
-WHERE c.content_hash = ANY(CAST(:hashes AS text[])) AND c.ordinal = 0 AND NOT c.is_deleted
-  AND NOT (c.source_object_id = ANY(CAST(:oids AS bigint[]))) AND {acl}
-ORDER BY so.path
-"""
-
-
 def _snippet(row: Any, parsed: ParsedQuery) -> tuple[str, str, list[str]]:
     """(snippet, part, matched) of a hydrated row."""
     meta = row.meta or {}
@@ -300,17 +281,9 @@ def hydrate(engine: Engine, query: str | ParsedQuery, fused: Sequence[FusedHit],
     best = best_score or 1.0 / (RRF_K + 1)
     with engine.connect() as conn:
         facts = fact_sources(conn)
-        document_id, version = facts.version_values("h.oid")
-        extra = [f"{facts.matter_value('h.oid')} AS matter", f"{document_id} AS document_id",
-                 f"{version} AS version", f"{facts.type_value('h.oid')} AS doc_type"]
-        rows = conn.execute(text(_HYDRATE.format(extra="".join(f", {e}" for e in extra))), {
-            "oids": [h.source_object_id for h in fused], "ords": [h.ordinal for h in fused],
-            "idx": list(range(len(fused)))}).fetchall()
-        acl, acl_params = acl_sql(filters or SearchFilters(principals=None))
-        also: dict[str, list[str]] = {}
-        for r in conn.execute(text(_ALSO_AT.format(acl=acl)), acl_params | {
-                "hashes": sorted({h.content_hash for h in fused}), "oids": [h.source_object_id for h in fused]}):
-            also.setdefault(r.content_hash, []).append(r.path)
+        rows = hit_rows(conn, facts, [(h.source_object_id, h.ordinal) for h in fused])
+        also = also_at(conn, filters or SearchFilters(principals=None), [h.content_hash for h in fused],
+                       [h.source_object_id for h in fused])
     out = []
     for r in rows:
         h = fused[r.i]

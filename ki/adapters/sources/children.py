@@ -13,10 +13,10 @@ from __future__ import annotations
 from sqlalchemy.engine import Connection
 
 from ki.adapters.convert.embedded import NESTING_SEP, EmbeddedPart, extract_embedded
-from ki.adapters.search.postgres import delete_object_chunks
 from ki.core.errors import ArtifactTooLarge, UnsupportedDocument
 from ki.core.taxonomies import LANE_BACKFILL
 from ki.domain.context import PipelineContext, SourceObjectView
+from ki.store.chunk_rows import delete_object_chunks
 from ki.store.lanes import lane_of
 from ki.store.object_tree import child_rows, insert_child, refresh_child, tombstone_rows
 from ki.store.objects import record_blob

@@ -9,7 +9,7 @@ Spec: insertion-pipeline.md "Index" (an index beside PostgreSQL kept in step wit
   ``ki.adapters.convert.model.PART_KINDS``; ``profile`` for a document's profile row at ordinal −1);
   ``chunk.meta``: the part's key, a comment's anchor and author, the profile row's document ``fields``.
 - ``index_change`` + ``index_change_seq``: one row per object whose rows changed, ``seq`` bumped by every
-  write (``ki.adapters.search.record``); seeded with every object that has rows, so a projection built from an empty
+  write (``ki.store.index_record``); seeded with every object that has rows, so a projection built from an empty
   watermark holds the whole record.
 - ``search_epoch``: one UUID per database, made here: projections of another epoch are rebuilt.
 - ``chunk.tsv`` reads ``<`` and ``>`` as spaces: PostgreSQL's parser takes ``<Datum einfügen>`` for an XML tag

@@ -4,7 +4,7 @@ Revision ID: 0022_profile_hash_index
 Revises: 0021_member_reopens
 
 Search's "also at" for identical copies, within its p95 target. The search's "also at" query
-(:data:`ki.adapters.search.search._ALSO_AT`) looks up the profile row (ordinal −1) of each hit's content; an index on
+(:data:`ki.store.index_record._ALSO_AT`) looks up the profile row (ordinal −1) of each hit's content; an index on
 every
 row's ``content_hash`` made it read every passage of every copy from the table to find the one profile row (a
 100-page document: hundreds of rows per hit, most of them not in memory). The partial index holds one entry per

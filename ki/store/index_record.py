@@ -16,13 +16,14 @@ search drops when the record refuses it, and then logs again: :func:`log_changes
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from datetime import date
 from typing import Any
 
 from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
-from ki.adapters.search.facts import fact_sources
-from ki.adapters.search.lexical import LexRow
+from ki.store.facts import fact_sources
 from ki.store.locks import lock_key
 
 #: Advisory lock of the writes that log (see the module docstring).
@@ -39,6 +40,42 @@ CHANGES_SQL = text("SELECT source_object_id, seq FROM index_change WHERE seq > :
 EPOCH_SQL = text("SELECT epoch::text FROM search_epoch LIMIT 1")
 HEAD_AND_EPOCH_SQL = text("SELECT (SELECT coalesce(max(seq), 0) FROM index_change) AS head, "
                           "(SELECT epoch::text FROM search_epoch LIMIT 1) AS epoch")
+
+
+
+@dataclass(frozen=True)
+class LexRow:
+    """What the projection indexes of one record row (``chunk`` + its object's facts).
+
+    Attributes:
+        source_object_id / ordinal / content_hash / kind / text: the row; ``fields`` the profile row's
+            document fields (``title``, ``name``, ``folder``, ``type``, ``matter``, ``party`` → text).
+        allowed / denied: the permission projection.
+        matters: matter reference(s) and id(s); doc_types: type and its ancestors; doc_date; mtime_ns.
+        clause_type: a clause row's clause-facet node (None: not a clause, or untyped).
+    """
+
+    source_object_id: int
+    ordinal: int
+    content_hash: str
+    kind: str
+    text: str
+    fields: dict[str, str]
+    allowed: tuple[str, ...]
+    denied: tuple[str, ...]
+    matters: tuple[str, ...] = ()
+    doc_types: tuple[str, ...] = ()
+    doc_date: date | None = None
+    mtime_ns: int | None = None
+    clause_type: str | None = None
+
+
+@dataclass
+class FilterReport:
+    """Which filters a backend applies; ``notes`` say why one is ignored (e.g. no matter data yet)."""
+
+    applied: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
 
 
 def log_changes(conn: Connection, source_object_ids: Sequence[int], *, ordered: bool = True) -> None:
@@ -162,8 +199,6 @@ def filter_sql(conn: Connection, filters: Any) -> tuple[str, dict[str, Any], Any
     the model stages have not run — is ignored and named in its notes)."""
     from datetime import UTC, datetime
 
-    from ki.adapters.search.backend import FilterReport
-
     facts = fact_sources(conn)
     report = FilterReport()
     sql: list[str] = []
@@ -272,3 +307,44 @@ def object_facts(conn: Connection, source_object_ids: Sequence[int]) -> dict[int
                    WHERE so.id = ANY(CAST(:ids AS bigint[])) AND so.deleted_at IS NULL""")
     return {int(r.id): (tuple(r.matters or ()), tuple(r.doc_types or ()), r.doc_date, r.mtime_ns)
             for r in conn.execute(sql, {"ids": ids})}
+
+
+_HYDRATE = """
+SELECT h.i, c.source_object_id, so.path, c.title, c.ordinal, c.content_hash, c.text, c.kind, c.meta,
+       coalesce(so.missing_since, up.missing_since) AS missing_since {extra}
+FROM unnest(CAST(:oids AS bigint[]), CAST(:ords AS int[]), CAST(:idx AS int[])) AS h(oid, ord, i)
+JOIN chunk c ON c.source_object_id = h.oid AND c.ordinal = h.ord
+JOIN source_object so ON so.id = h.oid AND so.deleted_at IS NULL
+LEFT JOIN source_object up ON up.id = so.parent_id
+ORDER BY h.i
+"""
+
+_ALSO_AT = """
+SELECT c.content_hash, so.path FROM chunk c
+JOIN source_object so ON so.id = c.source_object_id AND so.deleted_at IS NULL
+WHERE c.content_hash = ANY(CAST(:hashes AS text[])) AND c.ordinal = 0 AND NOT c.is_deleted
+  AND NOT (c.source_object_id = ANY(CAST(:oids AS bigint[]))) AND {acl}
+ORDER BY so.path
+"""
+
+
+def hit_rows(conn: Connection, facts: Any, hits: Sequence[tuple[int, int]]) -> list[Any]:
+    """The record's rows of ``hits`` ((object id, ordinal), in that order; ``i`` is the position): path, title,
+    ordinal, content hash, text, kind, meta, missing since, and — where ``facts`` (:class:`ki.store.facts.FactSources`)
+    has them — matter, document id, version and type. A hit whose object is tombstoned has no row."""
+    document_id, version = facts.version_values("h.oid")
+    extra = [f"{facts.matter_value('h.oid')} AS matter", f"{document_id} AS document_id",
+             f"{version} AS version", f"{facts.type_value('h.oid')} AS doc_type"]
+    return conn.execute(text(_HYDRATE.format(extra="".join(f", {e}" for e in extra))), {
+        "oids": [o for o, _ in hits], "ords": [n for _, n in hits], "idx": list(range(len(hits)))}).fetchall()
+
+
+def also_at(conn: Connection, filters: Any, content_hashes: Sequence[str], but: Sequence[int]) -> dict[str, list[str]]:
+    """content hash → the paths of the other live objects with those bytes that ``filters``' principals may
+    see (:func:`acl_sql`), by path; the objects ``but`` left out."""
+    acl, acl_params = acl_sql(filters)
+    also: dict[str, list[str]] = {}
+    for r in conn.execute(text(_ALSO_AT.format(acl=acl)), acl_params | {
+            "hashes": sorted(set(content_hashes)), "oids": list(but)}):
+        also.setdefault(r.content_hash, []).append(r.path)
+    return also
