@@ -44,33 +44,35 @@ def insert(
     from ki.core.startup import TIMELINE
 
     TIMELINE.begin()  # the restart's phases, logged once the first row is finished
-    from ki.adapters.sources.registry import SourceRefused, add_local_source
+    from ki.adapters.sources.registry import SourceRefused
+    from ki.app.insert import insert_folder
 
     ctx = open_context()
     serve_metrics(ctx)
     TIMELINE.mark("context")
     root = path.expanduser().resolve()
+    view = SyncView(ctx, root)
     try:
-        source_id, restored = add_local_source(ctx, root, permissions=None if public is None
-                                               else "public" if public else "share")
+        with view.progress:
+            inserted = insert_folder(ctx, root, public=public, workers=workers, wait_for_retries_seconds=wait_retries,
+                                     on_registered=view.registered, on_scanned=view.scanned, on_tick=view.tick)
+            view.last_tick(inserted.sync)
     except SourceRefused as exc:
         console.print(f"[red]refused:[/] {shown(str(exc))}", highlight=False, soft_wrap=True)
         raise typer.Exit(2) from exc
-    TIMELINE.mark("source")
-    if restored:
-        console.print(f"source {source_id} ({shown(str(root))}) was removed: restored", highlight=False)
-    scan_and_run(ctx, source_id, root, workers=workers, wait_retries=wait_retries)
-    say_permissions(ctx, source_id)
+    except SyncAlreadyRunning as exc:
+        console.print(f"[yellow]{exc}[/]")
+        raise typer.Exit(4) from exc
+    view.show(inserted.sync)
+    say_permissions(inserted.source_id, inserted.permissions)
 
 
-def say_permissions(ctx, source_id: int) -> None:
-    """One line on the source's permission model; loud when every principal sees its documents."""
-    from ki.domain.access.share_permissions import PUBLIC, SHARE, permission_model
-    from ki.store.sources import open_documents, source_configs
+def say_permissions(source_id: int, summary) -> None:
+    """One line on the source's permission model (a :class:`ki.app.insert.PermissionSummary`); loud when every
+    principal sees its documents."""
+    from ki.domain.access.share_permissions import PUBLIC, SHARE
 
-    with ctx.db.engine.connect() as conn:
-        model = permission_model(source_configs(conn, [source_id]).get(source_id, {}))
-        opened, indexed = open_documents(conn, source_id)
+    model, opened, indexed = summary.model, summary.opened, summary.indexed
     if model == PUBLIC:
         console.print(f"[bold red]warning: source {source_id} is public[/]: every principal sees all its "
                       f"{indexed} indexed documents in search (`ki insert --share` reads permissions from the "
@@ -124,48 +126,79 @@ def scan_and_run(ctx, source_id: int, root: Path | str, *, workers: int | None =
                  wait_retries: float | None = None, insert: bool = True) -> None:
     """One sync run of a source (:func:`ki.app.launch.launch_sync`) with progress bars, then the summary.
 
-    ``insert``: hand off to the insertion run even when nothing is new and auto-insert is off (``ki insert``,
-    ``ki source rescan``); False: as a sync decides (``ki sync``).
+    ``insert``: hand off to the insertion run even when nothing is new and auto-insert is off (``ki source
+    rescan``); False: as a sync decides (``ki sync``).
 
     Raises:
         typer.Exit: 3 when the folder is unavailable (nothing changed), 1 when a run failed, 4 when a sync
             of the source is already running.
     """
     from ki.app.launch import launch_sync
-    from ki.core.startup import TIMELINE
-    from ki.orchestration.runner import RunnerStatus
 
-    enabled = [s for s in PIPELINE_STAGE_ORDER if ctx.config.pipeline.stage(s).enabled]
-    progress = Progress(TextColumn("{task.description:<18}"), BarColumn(), MofNCompleteColumn(),
-                        TextColumn("{task.fields[note]}"), TimeElapsedColumn(), console=console,
-                        disable=not console.is_terminal and not ctx.settings.progress)
-    tasks: dict[str, int] = {}
-    last = [0.0]
+    view = SyncView(ctx, root, source_id)
+    try:
+        with view.progress:
+            result = launch_sync(ctx, source_id, trigger="cli", wait=True, insert=insert, workers=workers,
+                                 wait_for_retries_seconds=wait_retries, on_scanned=view.scanned, on_tick=view.tick)
+            view.last_tick(result)
+    except SyncAlreadyRunning as exc:
+        console.print(f"[yellow]{exc}[/]")
+        raise typer.Exit(4) from exc
+    view.show(result)
 
-    def on_scanned(report) -> None:
+
+class SyncView:
+    """The face of one sync run of a source in a terminal: the scan line, a progress bar per enabled stage while
+    the insertion runs, then the outcome (:meth:`show`)."""
+
+    def __init__(self, ctx, root: Path | str, source_id: int | None = None):
+        self.ctx, self.root, self.source_id = ctx, root, source_id
+        self.enabled = [s for s in PIPELINE_STAGE_ORDER if ctx.config.pipeline.stage(s).enabled]
+        self.progress = Progress(TextColumn("{task.description:<18}"), BarColumn(), MofNCompleteColumn(),
+                                 TextColumn("{task.fields[note]}"), TimeElapsedColumn(), console=console,
+                                 disable=not console.is_terminal and not ctx.settings.progress)
+        self.tasks: dict[str, int] = {}
+        self.last = 0.0
+        self.started = time.monotonic()
+
+    def registered(self, source_id: int, restored: bool) -> None:
+        """The folder's source exists (``ki insert``): say so when it was restored."""
+        from ki.core.startup import TIMELINE
+
+        TIMELINE.mark("source")
+        self.source_id = source_id
+        if restored:
+            console.print(f"source {source_id} ({shown(str(self.root))}) was removed: restored", highlight=False)
+
+    def scanned(self, report) -> None:
+        """The scan's line: what it found, what awaits deletion, what it could not take."""
+        from ki.core.startup import TIMELINE
+
         TIMELINE.mark("scan")
-        console.print(f"scanned {shown(str(root))}: {scan_counts(report)}; "
-                      + "".join(f"{m}; " for m in missing_notes(ctx, source_id))
+        console.print(f"scanned {shown(str(self.root))}: {scan_counts(report)}; "
+                      + "".join(f"{m}; " for m in missing_notes(self.ctx, self.source_id))
                       + f"{len(report.tombstoned)} tombstoned"
                       + (" [yellow](empty listing of a non-empty source: nothing tombstoned)[/]"
                          if report.suspicious else ""),
                       highlight=False, soft_wrap=True)
         print_scan_notes(report)
 
-    def on_tick(status) -> None:
+    def tick(self, status) -> None:
+        """At most twice a second: each stage's bar (finished of all, quarantined, awaiting retry, paused)."""
         now = time.monotonic()
-        if now - last[0] < 0.5:
+        if now - self.last < 0.5:
             return
-        last[0] = now
-        if not tasks:
-            tasks.update({s: progress.add_task(STAGE_CONSOLE_NAMES[s], total=None, note="") for s in enabled})
-        counts = bucket_counts(ctx)
+        self.last = now
+        if not self.tasks:
+            self.tasks.update({s: self.progress.add_task(STAGE_CONSOLE_NAMES[s], total=None, note="")
+                               for s in self.enabled})
+        counts = bucket_counts(self.ctx)
         paused = {}  # stage → "paused: gateway unavailable since …" (an open circuit breaker, ki.adapters.breaker)
         if getattr(status, "paused", None):
             from ki.adapters.breaker import describe_pauses
 
-            paused = {st: p["message"] for p in describe_pauses(status.paused, ctx.config) for st in p["stages"]}
-        for s in enabled:
+            paused = {st: p["message"] for p in describe_pauses(status.paused, self.ctx.config) for st in p["stages"]}
+        for s in self.enabled:
             c = counts[s]
             total = sum(c.values())
             finished = sum(c[b] for b in FINISHED_BUCKETS)
@@ -174,59 +207,64 @@ def scan_and_run(ctx, source_id: int, root: Path | str, *, workers: int | None =
                 note += f" [yellow]{c['failed']} awaiting retry[/]"
             if s in paused:
                 note += f" [yellow]{paused[s]}[/]"
-            progress.update(tasks[s], completed=finished, total=total, note=note)
+            self.progress.update(self.tasks[s], completed=finished, total=total, note=note)
         if status.waiting_for_running and status.holders:
             console.print(waiting_for_holders(status), end="\r", markup=False)
         elif status.waiting_for_retry is not None:
             due, n = status.waiting_for_retry
             console.print(f"waiting for {n} retr{'y' if n == 1 else 'ies'} due at {due:%H:%M:%S} UTC", end="\r")
 
-    started = time.monotonic()
-    try:
-        with progress:
-            result = launch_sync(ctx, source_id, trigger="cli", wait=True, insert=insert, workers=workers,
-                                 wait_for_retries_seconds=wait_retries, on_scanned=on_scanned, on_tick=on_tick)
-            if result.insertion is not None:
-                last[0] = 0.0
-                on_tick(RunnerStatus(result.insertion.counters, 0))
-    except SyncAlreadyRunning as exc:
-        console.print(f"[yellow]{exc}[/]")
-        raise typer.Exit(4) from exc
-    if result.status != "completed":
-        if isinstance(result.cause, SourceUnavailable) or (result.error or "").startswith("SourceUnavailable"):
-            console.print(f"[red]source unavailable:[/] {shown(result.error or '')} — nothing was changed; run "
-                          "again when it is back", highlight=False, soft_wrap=True)
-            raise typer.Exit(3)
-        console.print(f"[red]sync run {result.run_id} failed:[/] {result.error}")
-        raise typer.Exit(1)
-    if result.report is None:  # the hatchet provider's worker scanned
-        from ki.app.launch import run_counters
+    def last_tick(self, result) -> None:
+        """The bars as the insertion run left them."""
+        from ki.orchestration.runner import RunnerStatus
 
-        _, c, _ = run_counters(ctx, result.run_id)
-        console.print(f"sync run {result.run_id} of {shown(str(root))}: {c.processed} files listed, {c.done} new "
-                      "or changed" + "".join(f"; {m}" for m in missing_notes(ctx, source_id)), highlight=False)
-    summary = result.insertion
-    if summary is None:
-        console.print(f"sync run {result.run_id} completed: "
-                      + ("nothing new to insert" if ctx.config.pipeline.auto_insert_after_sync
-                         else "auto-insert after sync is off (`ki insert` inserts)"))
-        return
-    elapsed = time.monotonic() - started
-    c = summary.counters
-    console.print(f"run {summary.run_id} {summary.status} in {elapsed:.1f} s: {c.processed} stage executions "
-                  f"({c.done} done, {c.skipped} skipped, {c.retried} retried, {c.quarantined} quarantined)")
-    print_status(bucket_counts(ctx))
-    from ki.cli.status import print_budget
-    from ki.orchestration.budget import budget_wait
+        if result.insertion is not None:
+            self.last = 0.0
+            self.tick(RunnerStatus(result.insertion.counters, 0))
 
-    print_budget(budget_wait(ctx.db.engine, ctx.config))
-    print_run_quarantines(ctx, source_id, summary.run_id)
-    if summary.status == "cancelled":
-        console.print(f"[yellow]{shown(summary.error)}[/]", highlight=False)
-        raise typer.Exit(8)
-    if summary.status != "completed":
-        console.print(f"[red]run failed:[/] {shown(summary.error)}", highlight=False)
-        raise typer.Exit(1)
+    def show(self, result) -> None:
+        """The sync run's outcome, then the insertion run's summary, buckets, budget and quarantines.
+
+        Raises:
+            typer.Exit: 3 when the folder is unavailable (nothing changed), 1 when a run failed, 8 when the
+                insertion run was cancelled.
+        """
+        ctx, source_id, root = self.ctx, self.source_id, self.root
+        if result.status != "completed":
+            if isinstance(result.cause, SourceUnavailable) or (result.error or "").startswith("SourceUnavailable"):
+                console.print(f"[red]source unavailable:[/] {shown(result.error or '')} — nothing was changed; run "
+                              "again when it is back", highlight=False, soft_wrap=True)
+                raise typer.Exit(3)
+            console.print(f"[red]sync run {result.run_id} failed:[/] {result.error}")
+            raise typer.Exit(1)
+        if result.report is None:  # the hatchet provider's worker scanned
+            from ki.app.launch import run_counters
+
+            _, c, _ = run_counters(ctx, result.run_id)
+            console.print(f"sync run {result.run_id} of {shown(str(root))}: {c.processed} files listed, {c.done} new "
+                          "or changed" + "".join(f"; {m}" for m in missing_notes(ctx, source_id)), highlight=False)
+        summary = result.insertion
+        if summary is None:
+            console.print(f"sync run {result.run_id} completed: "
+                          + ("nothing new to insert" if ctx.config.pipeline.auto_insert_after_sync
+                             else "auto-insert after sync is off (`ki insert` inserts)"))
+            return
+        elapsed = time.monotonic() - self.started
+        c = summary.counters
+        console.print(f"run {summary.run_id} {summary.status} in {elapsed:.1f} s: {c.processed} stage executions "
+                      f"({c.done} done, {c.skipped} skipped, {c.retried} retried, {c.quarantined} quarantined)")
+        print_status(bucket_counts(ctx))
+        from ki.cli.status import print_budget
+        from ki.orchestration.budget import budget_wait
+
+        print_budget(budget_wait(ctx.db.engine, ctx.config))
+        print_run_quarantines(ctx, source_id, summary.run_id)
+        if summary.status == "cancelled":
+            console.print(f"[yellow]{shown(summary.error)}[/]", highlight=False)
+            raise typer.Exit(8)
+        if summary.status != "completed":
+            console.print(f"[red]run failed:[/] {shown(summary.error)}", highlight=False)
+            raise typer.Exit(1)
 
 
 SKIPPED_SHOWN = 10

@@ -24,13 +24,13 @@ from sqlalchemy import event, text
 from ki.adapters.convert.model import StructuredDocument
 from ki.adapters.search.chunking import chunk_spans
 from ki.adapters.search.embeddings import HashingEmbedder, context_header, embedding_input
-from ki.adapters.search.postgres import WRITE_BATCH_ROWS
 from ki.adapters.sources.scan import register_local_source, scan_source
 from ki.app.launch import launch_insertion
 from ki.config.loader import set_config_value
 from ki.core.memory import resident_mb
 from ki.stages.index import header_title
 from ki.stages.index_rows import STREAM_ROWS, blend
+from ki.store.chunk_rows import WRITE_BATCH_ROWS
 from ki.store.facts import fact_sources
 
 SIZE = 12 * 1024 * 1024
