@@ -225,10 +225,13 @@ def _commit(ctx: StageContext, project_id: int, matter_id: int, reference: str, 
             request_rerun_from(conn, [ctx.obj.id], "relate")  # what Relate and later derived is stale
             drop_unused_placeholder(conn, before.matter_id)
         rerelated = on_classified(conn, source_object_id=ctx.obj.id, matter_id=matter_id)
-        reclassified = basis.commit(conn, source_object_id=ctx.obj.id, project_id=project_id, started_epoch=started,
-                                    queries=queries, knowledge=knowledge)
-        record_classification(conn, content_hash=ctx.obj.content_hash, source_object_id=ctx.obj.id,
-                              producer_version=decision.get("producer_version", ""), decision=decision)
+        requeued = basis.commit(conn, source_object_id=ctx.obj.id, project_id=project_id, started_epoch=started,
+                                queries=queries, knowledge=knowledge)
+        if queries is not None and not requeued.this_one:
+            # kept for reuse only while it stands: a decision a file classified meanwhile made stale is taken
+            # again (a reused one is on record already, unless another file's commit forgot it meanwhile)
+            record_classification(conn, content_hash=ctx.obj.content_hash, source_object_id=ctx.obj.id,
+                                  producer_version=decision.get("producer_version", ""), decision=decision)
         if not is_placeholder(reference):
             if decision.get("practice_area") or decision.get("matter_kind"):  # first valid value wins
                 note_matter_kind(conn, matter_id, practice_area=decision.get("practice_area"),
@@ -240,4 +243,4 @@ def _commit(ctx: StageContext, project_id: int, matter_id: int, reference: str, 
     replayed = replay_intents(ctx.pipeline, ctx.obj.id)
     return StageOutcome(status="done", details={"matter": reference, "method": decision.get("method"),
                                                 "replayed_intents": replayed, "rerelated": rerelated,
-                                                "reclassified": reclassified})
+                                                "reclassified": requeued.count})

@@ -6,6 +6,10 @@
 * Classify: a court letter naming only a case number classifies before any file carrying that case
   number is converted (placeholder); when such a file classifies, the letter's classification is
   taken again (``classify_basis``) and it joins the matter.
+* Classify, a decision made stale while it was being taken: the letter reads the corpus before any case
+  file is converted, a case file converts and classifies before the letter's decision commits; the commit
+  sends the letter back to pending, and taking it again must decide anew (not reuse the stale decision on
+  record) — the letter joins the matter.
 * The claim-order knob: ``pipeline.claim_order_seed`` claims in another order, the default order is
   oldest first.
 
@@ -21,7 +25,9 @@ from sqlalchemy import text
 from ki.adapters.sources.scan import register_local_source, scan_source
 from ki.app.export import export_rows
 from ki.orchestration.execute import run_stage_for_object
+from ki.stages import classify_matter
 from ki.store.claims import claim_next
+from ki.store.matters import recorded_classification
 
 REF = "2024-0153"
 MATTER = f"Mandate/{REF} Keller Logistik GmbH gg. Nordwind AG"
@@ -110,6 +116,42 @@ def test_a_letter_classified_before_its_case_files_converted_is_classified_again
     assert _status(ctx, scan, "extract_metadata") == "skipped"
     with ctx.db.engine.connect() as conn:  # the placeholder it left is gone
         assert conn.execute(text("SELECT count(*) FROM matter WHERE placeholder")).scalar_one() == 0
+
+
+def test_a_decision_made_stale_while_it_was_taken_is_taken_anew(ctx, tmp_path, monkeypatch):
+    root = tmp_path / "estate"
+    _write(root, {
+        "Scans/Scan_0001.txt": "Arbeitsgericht Bremen\nAktenzeichen: 32 Ca 5920/22\nHinweisbeschluss\nText.",
+        f"{MATTER}/04 Gericht/Protokoll.txt": f"Protokoll\n32 Ca 5920/22\nUnser Zeichen: {REF}\nText.",
+    })
+    scan_source(ctx, register_local_source(ctx, root))
+    scan = _oid(ctx, "Scans/Scan_0001.txt")
+    case_file = _oid(ctx, f"{MATTER}/04 Gericht/Protokoll.txt")
+    _run(ctx, scan, "fetch", "convert")
+    original = classify_matter._commit
+    meanwhile: list[int] = []
+
+    def commit_after_the_case_file(stage_ctx, *args, **kwargs):
+        # the letter has read the corpus (its case number found in no converted file) and not committed yet:
+        # the case file converts and classifies now, as another worker would
+        if stage_ctx.obj.id == scan and not meanwhile:
+            meanwhile.append(case_file)
+            _run(ctx, case_file, "fetch", "convert", "classify_matter")
+        return original(stage_ctx, *args, **kwargs)
+
+    monkeypatch.setattr(classify_matter, "_commit", commit_after_the_case_file)
+    # the case file answers its case-number query: the commit sends the letter back (its claim with it)
+    assert run_stage_for_object(ctx, "classify_matter", scan).kind == "claim_lost"
+    assert meanwhile == [case_file]
+    assert _status(ctx, scan, "classify_matter") == "pending"
+    with ctx.db.engine.connect() as conn:  # the stale decision is not on record for reuse
+        content_hash = conn.execute(text("SELECT content_hash FROM source_object WHERE id = :o"),
+                                    {"o": scan}).scalar_one()
+        assert recorded_classification(conn, content_hash, scan) is None
+    _run(ctx, scan, "classify_matter")
+    by_path = {r["path"]: r for r in export_rows(ctx.db)}
+    assert by_path["Scans/Scan_0001.txt"]["matter_reference"] == REF
+    assert _status(ctx, scan, "relate") == "pending"  # it changed matter: relate and the rest run again
 
 
 def test_claim_order_seed_changes_the_order_and_the_default_is_oldest_first(ctx, tmp_path):

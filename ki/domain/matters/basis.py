@@ -24,7 +24,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from sqlalchemy.engine import Connection
 
@@ -139,23 +139,34 @@ def _new_file(row: Any, source_id: int, contributes: bool | None = None) -> NewF
                    contributes=bool(row.has_reference) if contributes is None else contributes)
 
 
+class Requeued(NamedTuple):
+    """What :func:`commit` sent back to pending: ``count`` classify rows (this one included), and whether
+    ``this_one`` — the decision being committed — is stale. A stale decision must not be recorded for reuse
+    (:func:`ki.matters.store.record_classification`): its rerun would take it again instead of deciding anew."""
+
+    count: int
+    this_one: bool
+
+
 def commit(conn: Connection, *, source_object_id: int, project_id: int, started_epoch: int | None,
-           queries: Queries | None, knowledge: Knowledge) -> int:
-    """Record the classification of ``source_object_id`` and requeue what it invalidates (see module doc).
+           queries: Queries | None, knowledge: Knowledge) -> Requeued:
+    """Record the basis of the classification of ``source_object_id`` and requeue what it invalidates (see
+    module doc). Call it before recording the decision itself, and record that only when
+    ``Requeued.this_one`` is false.
 
     Args:
         started_epoch: :func:`epoch` when the decision started (None: a recorded decision was reused).
         queries: the decision's corpus queries (empty: it read no other file; None: a recorded decision
             was reused, and the basis its first commit wrote stays).
         knowledge: the firm's reference formats and imported matters (whether the file states a reference).
-    Returns: how many classifications were requeued (this one included).
+    Returns: :class:`Requeued` — how many classifications were requeued, and whether this one was.
     """
     lock_project(conn, project_id, shared=False)
     now = next_epoch(conn, project_id)
     q = queries or Queries()
     me = basis_file(conn, source_object_id)
     if me is None:
-        return 0
+        return Requeued(0, False)
     states = own_reference(me.rel, me.head or "", formats=knowledge.formats, known=knowledge.known) is not None
     if queries is not None:  # a reused recorded decision keeps the basis its first commit wrote
         _record(conn, source_object_id, project_id, now, q, states)
@@ -167,9 +178,10 @@ def commit(conn: Connection, *, source_object_id: int, project_id: int, started_
                 break
     stale.extend(_answered(conn, project_id, _new_file(me, me.source_id, states), me))
     if not stale:
-        return 0
+        return Requeued(0, False)
     forget_classifications(conn, stale)  # decided again, not reused
-    return request_rerun(conn, stale, STAGE)  # the later stages run again only if the matter changes
+    # the later stages run again only if the matter changes
+    return Requeued(request_rerun(conn, stale, STAGE), source_object_id in stale)
 
 
 def _record(conn: Connection, source_object_id: int, project_id: int, now: int, q: Queries, states: bool) -> None:
