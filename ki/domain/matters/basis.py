@@ -142,7 +142,7 @@ def _new_file(row: Any, source_id: int, contributes: bool | None = None) -> NewF
 class Requeued(NamedTuple):
     """What :func:`commit` sent back to pending: ``count`` classify rows (this one included), and whether
     ``this_one`` — the decision being committed — is stale. A stale decision must not be recorded for reuse
-    (:func:`ki.matters.store.record_classification`): its rerun would take it again instead of deciding anew."""
+    (:func:`ki.store.matters.record_classification`): its rerun would take it again instead of deciding anew."""
 
     count: int
     this_one: bool
