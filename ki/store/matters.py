@@ -394,11 +394,14 @@ def default_project_id(conn: Connection) -> int:
 
 def forget_classifications(conn: Connection, source_object_ids: list[int]) -> None:
     """Drop the recorded decisions of these objects (their content's ``classification`` entries), so the
-    next Classify decides again instead of reusing them (:mod:`ki.domain.matters.basis`)."""
+    next Classify decides again instead of reusing them (:mod:`ki.domain.matters.basis`). Copies of one
+    content share one artifact row: every entry of the objects given is dropped from it in one update (an
+    ``UPDATE … FROM`` joined once per object would apply only one of a row's joined objects)."""
     conn.execute(text("""
-        UPDATE artifact a SET body = a.body #- ARRAY['objects', CAST(so.id AS text)]
-        FROM source_object so
-        WHERE so.id = ANY(CAST(:o AS bigint[])) AND a.content_hash = so.content_hash AND a.kind = :k"""),
+        UPDATE artifact a SET body = jsonb_set(a.body, '{objects}', (a.body->'objects') - f.keys)
+        FROM (SELECT so.content_hash, array_agg(CAST(so.id AS text)) AS keys FROM source_object so
+              WHERE so.id = ANY(CAST(:o AS bigint[])) GROUP BY so.content_hash) f
+        WHERE a.content_hash = f.content_hash AND a.kind = :k AND jsonb_typeof(a.body->'objects') = 'object'"""),
         {"o": sorted(set(source_object_ids)), "k": CLASSIFICATION})
 
 

@@ -10,6 +10,8 @@
   file is converted, a case file converts and classifies before the letter's decision commits; the commit
   sends the letter back to pending, and taking it again must decide anew (not reuse the stale decision on
   record) — the letter joins the matter.
+* Classify, copies of one file: both copies' decisions (one artifact row, an entry each) made stale by one
+  commit are both forgotten, so both are taken anew and both join the matter.
 * The claim-order knob: ``pipeline.claim_order_seed`` claims in another order, the default order is
   oldest first.
 
@@ -152,6 +154,31 @@ def test_a_decision_made_stale_while_it_was_taken_is_taken_anew(ctx, tmp_path, m
     by_path = {r["path"]: r for r in export_rows(ctx.db)}
     assert by_path["Scans/Scan_0001.txt"]["matter_reference"] == REF
     assert _status(ctx, scan, "relate") == "pending"  # it changed matter: relate and the rest run again
+
+
+def test_copies_made_stale_together_are_both_taken_anew(ctx, tmp_path):
+    letter = "Arbeitsgericht Bremen\nAktenzeichen: 32 Ca 5920/22\nHinweisbeschluss\nText."
+    root = tmp_path / "estate"
+    _write(root, {"Scans/Scan_0001.txt": letter, "Scans/Scan_0001 - kopie.txt": letter,
+                  f"{MATTER}/04 Gericht/Protokoll.txt": f"Protokoll\n32 Ca 5920/22\nUnser Zeichen: {REF}\nText."})
+    scan_source(ctx, register_local_source(ctx, root))
+    copies = [_oid(ctx, "Scans/Scan_0001.txt"), _oid(ctx, "Scans/Scan_0001 - kopie.txt")]
+    case_file = _oid(ctx, f"{MATTER}/04 Gericht/Protokoll.txt")
+    for oid in copies:
+        _run(ctx, oid, "fetch", "convert", "classify_matter")  # nothing else converted: placeholder
+    with ctx.db.engine.connect() as conn:
+        content_hash = conn.execute(text("SELECT content_hash FROM source_object WHERE id = :o"),
+                                    {"o": copies[0]}).scalar_one()
+        assert all(recorded_classification(conn, content_hash, oid) for oid in copies)
+    _run(ctx, case_file, "fetch", "convert", "classify_matter")  # answers both copies' case-number query
+    assert [_status(ctx, oid, "classify_matter") for oid in copies] == ["pending", "pending"]
+    with ctx.db.engine.connect() as conn:  # neither stale decision is left on record for reuse
+        assert [recorded_classification(conn, content_hash, oid) for oid in copies] == [None, None]
+    for oid in copies:
+        _run(ctx, oid, "classify_matter")
+    by_path = {r["path"]: r for r in export_rows(ctx.db)}
+    assert [by_path[p]["matter_reference"] for p in ("Scans/Scan_0001.txt", "Scans/Scan_0001 - kopie.txt")] \
+        == [REF, REF]
 
 
 def test_claim_order_seed_changes_the_order_and_the_default_is_oldest_first(ctx, tmp_path):
