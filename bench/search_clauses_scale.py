@@ -24,6 +24,8 @@ import os
 import sys
 import time
 from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -108,6 +110,19 @@ def _opensearch(db: Any, corpus: Corpus, n: int, queries: list[tuple[str, str]],
     return res
 
 
+@contextmanager
+def kept_workdir(data: Path | None) -> Iterator[Path]:
+    """``data`` (created; kept, so the record and the projection built there are reused by the next run with the
+    same ``--chunks``), or a temporary directory removed afterwards."""
+    if data is None:
+        with temp_workdir() as work:
+            yield work
+        return
+    data.mkdir(parents=True, exist_ok=True)
+    os.chmod(data, 0o755)  # the embedded server may run as another user when we are root
+    yield data
+
+
 def run(args: argparse.Namespace) -> dict[str, Any]:
     from ki.adapters.search.analysis import words
     from ki.adapters.search.postgres import PostgresBackend
@@ -121,13 +136,19 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         df.update(set(words(corpus.chunk(i))))
     queries = make_queries(corpus, args.queries_per_class, df, args.seed)
     held = searchers(len(queries), args.seed)
-    with temp_workdir() as work, embedded_server(work / "pg") as uri:
+    with kept_workdir(args.data) as work, embedded_server(work / "pg") as uri:
         ensure_database(uri, "kibench")
         db = open_database(sqlalchemy_url(uri, "kibench"), pool_size=8)
-        out |= _load_record(db, corpus, args.chunks, None)
-        out["clause_rows"] = make_clause_rows(db)
-        print(f"record: {args.chunks} rows ({out['clause_rows']} clause rows) in {out['record_load_s']} s, "
-              f"load {os.getloadavg()}", flush=True)
+        built = work / "record.json"
+        if built.exists() and json.loads(built.read_text()).get("chunks") == args.chunks:
+            out["record"] = "reused " + str(work)
+        else:
+            out |= _load_record(db, corpus, args.chunks, None)
+            out["clause_rows"] = make_clause_rows(db)
+            print(f"record: {args.chunks} rows ({out['clause_rows']} clause rows) in {out['record_load_s']} s, "
+                  f"load {os.getloadavg()}", flush=True)
+            if args.data:
+                built.write_text(json.dumps({"chunks": args.chunks}))
         if not args.skip_embedded:
             proj = projection_for(db.engine, work / "search")
             t = time.perf_counter()
@@ -150,6 +171,8 @@ def main() -> int:
     parser.add_argument("--queries-per-class", type=int, default=20)
     parser.add_argument("--seed", type=int, default=15)
     parser.add_argument("--backends", default="embedded,opensearch", help="which to time, comma-separated")
+    parser.add_argument("--data", type=Path, help="keep the record and the projection in this directory and reuse "
+                        "them on the next run with the same --chunks (default: a temporary directory)")
     parser.add_argument("--json", type=Path, help="also write the results to this file")
     args = parser.parse_args()
     args.skip_embedded = "embedded" not in args.backends.split(",")

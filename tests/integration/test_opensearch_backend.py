@@ -389,3 +389,39 @@ def test_bulk_item_errors_of_every_recorded_shape_are_classified(item, expected)
     assert (f.id, f.status, f.type, f.kind) == expected
     if "caused_by" in json.dumps(item):
         assert "caused by illegal_argument_exception: bad" in f.reason
+
+
+def _refresh_interval(backend: OpenSearchBackend) -> str:
+    settings = backend.client.indices.get_settings(index=backend.both, name="index.refresh_interval")
+    values = {idx: s["settings"]["index"]["refresh_interval"] for idx, s in settings.items()}
+    assert set(values) == {backend.index, backend.large_index}
+    (value,) = set(values.values())
+    return value
+
+
+def test_a_bulk_load_writes_with_refreshes_off_and_ends_with_one_refresh(ctx, make_backend):
+    backend = make_backend()
+    backend.ensure_embedder(IDENTITY)
+    oids = insert_objects(ctx, 3)
+    assert _refresh_interval(backend) == "100ms"
+    with backend.bulk_load():
+        assert _refresh_interval(backend) == "-1"
+        report = backend.sync([_doc(oid, 3) for oid in oids], refresh=False)
+        assert report.written == set(oids) and report.rows == 9
+        assert backend.client.count(index=backend.both)["count"] == 0  # written, not yet refreshed
+    assert _refresh_interval(backend) == "100ms"
+    assert backend.client.count(index=backend.both)["count"] == 9  # the closing refresh, no explicit one
+
+
+def test_a_rebuild_from_the_record_is_one_bulk_load(ctx, make_backend):
+    backend = make_backend()
+    oids = insert_objects(ctx, 4)
+    for i, oid in enumerate(oids):
+        backend.write_document(_doc(oid, i + 1))
+    backend.drop_index()
+    backend.ensure_embedder(IDENTITY)
+    assert backend.client.count(index=backend.both)["count"] == 0
+    assert backend.rebuild_from_record(batch=3) == 4
+    assert _refresh_interval(backend) == "100ms"
+    assert backend.client.count(index=backend.both)["count"] == 10
+    assert _index_rows(backend) == {oid: list(range(i + 1)) for i, oid in enumerate(oids)}

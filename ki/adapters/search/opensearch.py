@@ -43,6 +43,8 @@ rebuilt from the record.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from sqlalchemy import Engine
@@ -73,6 +75,7 @@ from ki.adapters.search.opensearch_index import (
     documents_from_record,
     index_body,
     index_name_for,
+    refresh_interval,
     row_actions,
     vector_field,
 )
@@ -236,11 +239,13 @@ class OpenSearchBackend(OpenSearchSearch):
                 raise
 
     def rebuild_from_record(self, batch: int = 500) -> int:
-        """Write every object the record holds to OpenSearch (after its index was made again). Returns objects."""
+        """Write every object the record holds to OpenSearch (after its index was made again), as one
+        :meth:`bulk_load`. Returns objects."""
         with self.engine.connect() as conn:
             oids = chunk_object_ids(conn)
-        for i in range(0, len(oids), batch):
-            self.resync_from_record(oids[i:i + batch])
+        with self.bulk_load():
+            for i in range(0, len(oids), batch):
+                self.resync_from_record(oids[i:i + batch], refresh=False)
         return len(oids)
 
     def reset_vectors(self) -> int:
@@ -265,10 +270,12 @@ class OpenSearchBackend(OpenSearchSearch):
 
     # -- writes -------------------------------------------------------------------------------------
 
-    def sync(self, docs: list[IndexDocument], access_versions: dict[int, int] | None = None) -> SyncReport:
+    def sync(self, docs: list[IndexDocument], access_versions: dict[int, int] | None = None, *,
+             refresh: bool = True) -> SyncReport:
         """Bulk-write ``docs`` to OpenSearch only (the record is written by the caller), each to the index its
         passage count picks (:meth:`target`), then delete their surplus rows in both indexes. Per-document
-        outcome in the report (``raise_for``); whole-request faults raise."""
+        outcome in the report (``raise_for``); whole-request faults raise. ``refresh``: wait until the rows are
+        searchable (False inside :meth:`bulk_load` only)."""
         generation = uuid.uuid4().hex
         versions = access_versions or {}
         with self.engine.connect() as conn:
@@ -284,8 +291,35 @@ class OpenSearchBackend(OpenSearchSearch):
                             for d in group]
             other = self.large_index if index == self.index else self.index
             report = report.merge(sync_documents(self.client, index, docs_actions, generation=generation,
-                                                 options=self.bulk, elsewhere=(other,)))
+                                                 options=self.bulk, elsewhere=(other,), refresh=refresh))
         return report
+
+    @contextmanager
+    def bulk_load(self) -> Iterator[None]:
+        """Refreshes of both indexes off while the block writes (``refresh_interval: -1``; its syncs pass
+        ``refresh=False``), then the configured interval back and one refresh: every refresh makes a segment,
+        which later merges rewrite, and a ``wait_for`` per batch waits for one. A writer meanwhile waiting for a
+        refresh (``wait_for``) returns at the closing refresh; searches meanwhile see what was refreshed before.
+
+        Raises: InfrastructureError / IndexReadOnly (settings or refresh refused; the interval is put back first).
+        """
+        from opensearchpy.exceptions import OpenSearchException
+
+        def interval(value: str) -> None:
+            self.client.indices.put_settings(index=self.both, body={"index": {"refresh_interval": value}})
+
+        try:
+            interval("-1")
+        except OpenSearchException as exc:
+            raise self._fail(exc, "turning refreshes off for a bulk load") from exc
+        try:
+            yield
+        finally:
+            try:
+                interval(refresh_interval())
+                self.client.indices.refresh(index=self.both)
+            except OpenSearchException as exc:
+                raise self._fail(exc, "turning refreshes back on after a bulk load") from exc
 
     def write_document(self, doc: IndexDocument) -> WriteResult:
         """Write the record (upsert by ordinal, surplus delete), then sync the rows to OpenSearch (new rows
@@ -367,15 +401,16 @@ class OpenSearchBackend(OpenSearchSearch):
             self.resync_from_record([source_object_id])
         return version
 
-    def resync_from_record(self, source_object_ids: list[int]) -> SyncReport:
+    def resync_from_record(self, source_object_ids: list[int], *, refresh: bool = True) -> SyncReport:
         """Write the objects' rows to OpenSearch exactly as the record holds them (text, vectors,
-        permissions, access_version), deleting their other rows. Objects without rows are removed."""
+        permissions, access_version), deleting their other rows. Objects without rows are removed.
+        ``refresh``: as :meth:`sync`."""
         with self.engine.connect() as conn:
             docs, versions = documents_from_record(conn, source_object_ids, self.record.index_identity(conn))
         by_object = {d.source_object_id for d in docs}
         for oid in set(source_object_ids) - set(by_object):
             self._delete_object_rows(oid)
-        report = self.sync(docs, versions) if docs else SyncReport()
+        report = self.sync(docs, versions, refresh=refresh) if docs else SyncReport()
         for oid in report.failed:
             report.raise_for(oid, index=self.index)
         return report

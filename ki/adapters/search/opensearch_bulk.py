@@ -296,7 +296,8 @@ class SyncReport:
 
 
 def sync_documents(client: Any, index: str, documents: Sequence[tuple[int, Sequence[dict[str, Any]]]], *,
-                   generation: str, options: BulkOptions | None = None, elsewhere: Sequence[str] = ()) -> SyncReport:
+                   generation: str, options: BulkOptions | None = None, elsewhere: Sequence[str] = (),
+                   refresh: bool = True) -> SyncReport:
     """Write each document's row actions, then delete its rows of other generations.
 
     Args:
@@ -304,6 +305,9 @@ def sync_documents(client: Any, index: str, documents: Sequence[tuple[int, Seque
         generation: the token this sync stamps on its rows; rows of a written document without it are surplus.
         elsewhere: other indexes whose rows of the written documents are surplus too (in the same delete:
             a document that moved to ``index`` leaves them).
+        refresh: the last request waits for the next refresh (``refresh=wait_for``: the rows are searchable when
+            this returns); False for a bulk load with refreshes off (a ``wait_for`` would wait for a refresh that
+            never comes): the rows become searchable at the load's closing refresh.
     Returns: a SyncReport (documents whose rows were partly refused keep their old rows: nothing deleted).
     Raises: IndexReadOnly / InfrastructureError for faults of the whole request (nothing can be told per document).
     """
@@ -314,7 +318,9 @@ def sync_documents(client: Any, index: str, documents: Sequence[tuple[int, Seque
         for a in rows:
             owner[str(a["_id"])] = oid
             actions.append(a)
-    if len(actions) > options.chunk_size:
+    if not refresh:
+        result = bulk_execute(client, actions, index=index, options=options, refresh=False)
+    elif len(actions) > options.chunk_size:
         # several requests: only the last one waits for the refresh (which makes all of them visible)
         result = bulk_execute(client, actions[:-1], index=index, options=options, refresh=False)
         tail = bulk_execute(client, actions[-1:], index=index, options=options, refresh="wait_for")

@@ -98,6 +98,11 @@ REFRESH_INTERVAL = "250ms"
 CONCURRENT_SEGMENT_SEARCH = "all"
 
 
+def refresh_interval() -> str:
+    """``index.refresh_interval`` of ki's indexes: ``KI_OPENSEARCH_REFRESH_INTERVAL``, else :data:`REFRESH_INTERVAL`."""
+    return current(OpenSearchSettings).refresh_interval or REFRESH_INTERVAL
+
+
 def index_body(identity: EmbedderIdentity | None, large_passages: int | None = None) -> dict[str, Any]:
     """Settings and strict mapping of a new ki index (the vector field only with an embedder); ``_meta`` records
     :data:`KI_SCHEMA`, ``large_passages`` (the threshold the index pair was built with) and the embedder.
@@ -129,7 +134,7 @@ def index_body(identity: EmbedderIdentity | None, large_passages: int | None = N
         meta |= {"embedder": identity.embedder, "dimension": int(identity.dimension)}
     settings: dict[str, Any] = {"knn": True, "number_of_shards": 1, "number_of_replicas": 0,
                                 "search.concurrent_segment_search.mode": CONCURRENT_SEGMENT_SEARCH}
-    settings["refresh_interval"] = current(OpenSearchSettings).refresh_interval or REFRESH_INTERVAL
+    settings["refresh_interval"] = refresh_interval()
     return {"settings": {"index": settings},
             "mappings": {"dynamic": "strict", "_meta": meta, "properties": props}}
 
