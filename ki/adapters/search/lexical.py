@@ -2,15 +2,14 @@
 
 Spec: insertion-pipeline.md "Index" (exact top-k at any corpus size: the lexical half ranks every matching
 passage — tantivy computes BM25 over all matches and keeps the true top k, skipping blocks that cannot enter
-it); fields with boosts; one query semantics (:mod:`ki.adapters.search.query`). Why tantivy and not a PostgreSQL
-ranking: see
+it); fields with boosts; one query semantics (:mod:`ki.index.query`). Why tantivy and not a PostgreSQL ranking: see
 ``bench/search.py`` and the README ("Search"): ranking every match with ``ts_rank_cd`` costs seconds on a
 common word at 1,000,000 chunks, and ``ts_rank_cd`` is not BM25.
 
 PostgreSQL stays the record: this index is a projection of the ``chunk`` rows, kept in step by
-:mod:`ki.adapters.search.projection`, rebuilt from the record whenever it is missing or stale. Each row is one tantivy
+:mod:`ki.index.projection`, rebuilt from the record whenever it is missing or stale. Each row is one tantivy
 document: passages (every textual part: body, comment, footnote …) carry the analysed streams of their
-text (:mod:`ki.adapters.search.analysis`) in ``t_exact`` / ``t_de`` / ``t_en`` / ``t_parts``; a document's profile row
+text (:mod:`ki.index.analysis`) in ``t_exact`` / ``t_de`` / ``t_en`` / ``t_parts``; a document's profile row
 carries its fields (``f_title``, ``f_name``, ``f_folder``, ``f_type``, ``f_matter``, ``f_party``: exact words
 with positions, and ``f_*_x``: stems, compound parts and name pieces). Every row carries the permission
 projection (``allow`` / ``deny``), its ``kind``, and the facts the filters use (``matter``: reference and id;
@@ -63,7 +62,7 @@ def kind_values(row: LexRow) -> str | list[str]:
 
 def field_streams(name: str, value: str) -> tuple[str, str]:
     """(exact words, extra forms) of a document field: the extra stream holds each word's stems and compound
-    parts, the head (last part) of each compound marked with :data:`~ki.adapters.search.query.HEAD_MARK`
+    parts, the head (last part) of each compound marked with :data:`~ki.index.query.HEAD_MARK`
     (``Aufforderungsschreiben`` adds ``>schreib``), and for file names and folders the camel-case / digit pieces
     (:func:`name_tokens`)."""
     ws = words(value)
@@ -124,8 +123,17 @@ def lex_document(row: LexRow) -> Any:
     return d
 
 
-def to_tantivy(node: Node, schema: Any) -> Any:
-    """Render a :mod:`ki.adapters.search.query_plan` tree as a tantivy query (filters score 0)."""
+def to_tantivy(node: Node, schema: Any, *, scope_leaves: bool = True) -> Any:
+    """Render a :mod:`ki.index.query_plan` tree as a tantivy query (filters score 0).
+
+    A :class:`Filtered` node whose ``must`` holds a ``kind`` filter (``--clauses``, ``--in``) restricts every
+    scored leaf of its query to those rows (:func:`kind_scope`) instead of filtering the whole query's matches
+    afterwards: tantivy's union scores every row of a 4,096-row window before a filter can drop it, so a clause
+    search scored every matching passage too. Leaf ∩ scope scores the leaf's BM25 + 0, so ranking and scores
+    are those of the filter form (``scope_leaves=False`` renders that form); with the projection writing each
+    batch's clause rows after its passages (:mod:`ki.index.projection`), the leaves skip the passage blocks
+    through their skip lists.
+    """
     import tantivy
 
     Q, Occur = tantivy.Query, tantivy.Occur
@@ -133,31 +141,46 @@ def to_tantivy(node: Node, schema: Any) -> Any:
     def boost(q: Any, b: float) -> Any:
         return q if b == 1.0 else Q.boost_query(q, b)
 
-    def render(n: Node) -> Any:
+    def scoped(q: Any, scope: Any) -> Any:
+        return q if scope is None else Q.boolean_query([(Occur.Must, q), (Occur.Must, scope)])
+
+    def render(n: Node, scope: Any = None) -> Any:
         if isinstance(n, Term):
-            return boost(Q.term_query(schema, n.field, n.value), n.boost)
+            return scoped(boost(Q.term_query(schema, n.field, n.value), n.boost), scope)
         if isinstance(n, Phrase):
-            return boost(Q.phrase_query(schema, n.field, list(n.words)), n.boost)
+            return scoped(boost(Q.phrase_query(schema, n.field, list(n.words)), n.boost), scope)
         if isinstance(n, AnyOf):
-            return boost(Q.boolean_query([(Occur.Should, render(c)) for c in n.children]), n.boost)
+            return boost(Q.boolean_query([(Occur.Should, render(c, scope)) for c in n.children]), n.boost)
         if isinstance(n, AllOf):
-            return boost(Q.boolean_query([(Occur.Must, render(c)) for c in n.children]), n.boost)
+            return boost(Q.boolean_query([(Occur.Must, render(c, scope)) for c in n.children]), n.boost)
         if isinstance(n, BestOf):
-            return boost(Q.disjunction_max_query([render(c) for c in n.children], n.tie_breaker), n.boost)
+            return boost(Q.disjunction_max_query([render(c, scope) for c in n.children], n.tie_breaker), n.boost)
         if isinstance(n, WithBonus):
-            return Q.boolean_query([(Occur.Must, render(n.query)), (Occur.Should, render(n.bonus))])
+            return Q.boolean_query([(Occur.Must, render(n.query, scope)), (Occur.Should, render(n.bonus, scope))])
         if isinstance(n, InSet):
             return Q.term_set_query(schema, n.field, list(n.values))
         if isinstance(n, AtLeast):
             return Q.range_query(schema, n.field, tantivy.FieldType.Integer, lower_bound=n.value)
         if isinstance(n, Filtered):
-            clauses = [(Occur.Must, render(n.query))]
-            clauses += [(Occur.Must, Q.const_score_query(render(m), 0.0)) for m in n.must]
+            kinds = kind_scope(n) if scope_leaves else None
+            inner = None
+            if kinds is not None:
+                terms = [Q.term_query(schema, "kind", v) for v in kinds.values]
+                inner = Q.const_score_query(terms[0] if len(terms) == 1 else
+                                            Q.boolean_query([(Occur.Should, t) for t in terms]), 0.0)
+            clauses = [(Occur.Must, render(n.query, inner))]
+            clauses += [(Occur.Must, Q.const_score_query(render(m), 0.0)) for m in n.must if m is not kinds]
             clauses += [(Occur.MustNot, render(m)) for m in n.must_not]
             return Q.boolean_query(clauses)
         raise TypeError(f"not a query node: {n!r}")
 
     return render(node)
+
+
+def kind_scope(node: Filtered) -> InSet | None:
+    """The ``kind`` filter of ``node.must`` that :func:`to_tantivy` moves onto the scored leaves (the first one;
+    a clause-type filter, also on ``kind``, stays a filter), or None."""
+    return next((m for m in node.must if isinstance(m, InSet) and m.field == "kind"), None)
 
 
 @dataclass(frozen=True)

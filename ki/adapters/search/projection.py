@@ -1,4 +1,4 @@
-"""Keeping the embedded lexical index (:mod:`ki.adapters.search.lexical`) in step with the PostgreSQL record.
+"""Keeping the embedded lexical index (:mod:`ki.index.lexical`) in step with the PostgreSQL record.
 
 Spec: insertion-pipeline.md "Index" (an index beside PostgreSQL, kept in step like the OpenSearch projection; the record
 stays PostgreSQL); DESIGN.md "The one rule" (the database is the truth; a crash or a second worker is
@@ -16,15 +16,20 @@ statistics (document count, document frequencies, average field length) from the
 so a huge file's passages in the main index would move every other document's score; apart, they move
 nothing. An object's passages are all in one of the two: each apply deletes the object from every index and
 adds its current rows to the one its passage count picks (a document that grows or shrinks across the threshold
-moves). A search asks every index and merges by score (:func:`ki.adapters.search.lexical_search.search_projection`).
+moves). A search asks every index and merges by score (:func:`ki.index.lexical_search.search_projection`).
 
 **Profile rows apart** (file names and titles found on every estate): the profile rows
-(file name, title, folders, type, matter, parties: :data:`ki.adapters.search.lexical.PROFILE_KIND`) of the documents not
+(file name, title, folders, type, matter, parties: :data:`ki.index.lexical.PROFILE_KIND`) of the documents not
 in ``large/`` live in a third index, ``profiles/``. tantivy's BM25 divides a field's token count by *every*
 document of the index, where Lucene (OpenSearch) counts only the documents that hold the field; among the
 passages (which hold no file name) a file name looked ~2.5 times its real length and lost to body passages
 (make_estate seed 7, 200 matters: file-name recall@10 0.862 embedded vs 0.974 OpenSearch; 0.974 apart). Apart,
 each index's statistics are those of one row kind, as Lucene's per-field ones are.
+
+**Clause rows last** in each batch: an apply adds a batch's passages, then its clause rows, so a segment holds
+its clause rows in runs (tantivy numbers a segment's rows in the order they were added, and a merge concatenates
+segments). A clause search's leaves (:func:`ki.adapters.search.lexical.to_tantivy`) jump over the passage runs
+through their posting lists' skip data instead of decoding them; the order changes no score.
 
 How: :meth:`LexicalProjection.catch_up` takes ``apply.lock`` (``flock``; one applier per directory across
 processes, which also guards tantivy's single writer), reads the change log after the watermark
@@ -59,6 +64,7 @@ from typing import Any
 
 from sqlalchemy import Engine, event
 
+from ki.adapters.search.backend import CLAUSE_KIND
 from ki.adapters.search.lexical import PROFILE_KIND, SCHEMA_VERSION, WRITER_HEAP_BYTES, build_schema, lex_document
 from ki.store.index_record import changes_after, is_large, lex_rows, log_head, passage_counts, record_epoch
 
@@ -395,8 +401,15 @@ class LexicalProjection:
                         writer.delete_documents_by_term("oid", oid)
                 with self.engine.connect() as conn:
                     counts = passage_counts(conn, oids)
+                    later: list[tuple[int, Any]] = []
                     for row in lex_rows(conn, oids):
-                        writers[self._target(row, counts)].add_document(lex_document(row))
+                        target = self._target(row, counts)
+                        if row.kind == CLAUSE_KIND:
+                            later.append((target, lex_document(row)))
+                        else:
+                            writers[target].add_document(lex_document(row))
+                    for target, doc in later:  # the batch's clause rows in one run (see the module docstring)
+                        writers[target].add_document(doc)
                 # the watermark is written after every commit: a crash between them leaves a moving object in
                 # two or none only until the next applier (every search catches up first) applies the batch again
                 for writer in reversed(writers):
