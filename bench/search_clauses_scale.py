@@ -11,9 +11,15 @@ tantivy projection is built from the record, and on OpenSearch (the test node, `
 synced. **Queries**: :func:`search_exact.make_queries`. Each query runs three ways: every row, ``--clauses``
 (``kinds=("clause",)``), ``--clause-type liability`` (``clause_types=("liability",)``).
 
+The OpenSearch rows are loaded as a rebuild loads them (``OpenSearchBackend.bulk_load``: refreshes off, batches of
+2,000 documents through the product's bulk sync, one refresh at the end), then the merges settle.
+
 Run: ``.venv/bin/python bench/search_clauses_scale.py [--chunks 1000000] [--queries-per-class 20]
-[--backends embedded,opensearch] [--json out.json]`` (at 1,000,000 chunks: the record in minutes, the projection and the
-OpenSearch sync in tens of minutes on 2 cores).
+[--backends embedded,opensearch] [--data DIR] [--prewarm] [--json out.json]`` (at 1,000,000 chunks: the record in
+minutes, the projection and the OpenSearch load in tens of minutes on 2 cores). ``--data DIR`` keeps the record and
+the projection there and reuses them on the next run with the same ``--chunks`` (a projection of an older schema
+is rebuilt by the search itself); ``--prewarm`` reads the record's search relations and the index files into
+memory before timing the embedded backend (:func:`_search_timing.prewarm`).
 """
 
 from __future__ import annotations
@@ -32,7 +38,14 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _common import embedded_server, percentile, temp_workdir  # noqa: E402
-from _search_timing import bench_opensearch, by_class, segments, settle_merges, sync_documents  # noqa: E402
+from _search_timing import (  # noqa: E402
+    bench_opensearch,
+    by_class,
+    prewarm,
+    segments,
+    settle_merges,
+    sync_documents,
+)
 from search_exact import PER_DOC, Corpus, _load_record, access_of, make_queries, searchers  # noqa: E402
 
 #: The clause types the clause rows get, by ``source_object_id % 5``.
@@ -155,6 +168,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             proj.catch_up(block=True, timeout=60)
             out["projection_s"] = round(time.perf_counter() - t, 1)
             print(f"tantivy projection in {out['projection_s']} s, load {os.getloadavg()}", flush=True)
+            if args.prewarm:
+                out["prewarm"] = prewarm(db.engine, [work / "search"])
             out["embedded"] = timed_ways(PostgresBackend(db, index_root=work / "search"), db.engine, queries, held,
                                          warm=20)
             print(f"embedded: {json.dumps(out['embedded'])}", flush=True)
@@ -173,6 +188,7 @@ def main() -> int:
     parser.add_argument("--backends", default="embedded,opensearch", help="which to time, comma-separated")
     parser.add_argument("--data", type=Path, help="keep the record and the projection in this directory and reuse "
                         "them on the next run with the same --chunks (default: a temporary directory)")
+    parser.add_argument("--prewarm", action="store_true", help="read the record and the index into memory first")
     parser.add_argument("--json", type=Path, help="also write the results to this file")
     args = parser.parse_args()
     args.skip_embedded = "embedded" not in args.backends.split(",")
