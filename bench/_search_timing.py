@@ -23,8 +23,8 @@ def timed_lexical(backend: Any, engine: Any, queries: list[tuple[str, str]], hel
                   ) -> tuple[dict[str, list[int]], list[float]]:
     """Each query as ``ki search --mode lexical`` (top 10) as its principals: top-10 object ids by
     ``query \\0 principals``, and the latencies in ms."""
-    from ki.index.backend import SearchFilters
-    from ki.index.search import search_with_backend
+    from ki.adapters.search.backend import SearchFilters
+    from ki.adapters.search.search import search_with_backend
 
     tops: dict[str, list[int]] = {}
     lat: list[float] = []
@@ -156,7 +156,8 @@ def prewarm(engine: Any, dirs: list[Any]) -> dict[str, float]:
 
 @contextmanager
 def bench_opensearch(db: Any, index: str) -> Iterator[Any]:
-    """(an empty lexical-only :class:`ki.index.opensearch.OpenSearchBackend` index ``index`` over ``db``'s record,
+    """(an empty lexical-only :class:`ki.adapters.search.opensearch.OpenSearchBackend` index ``index`` over ``db``'s
+    record,
     the node's scratch directory) on the test OpenSearch node (``-Xmx2g``); the node stopped and its directory
     removed afterwards."""
     import shutil
@@ -164,7 +165,7 @@ def bench_opensearch(db: Any, index: str) -> Iterator[Any]:
     import tempfile
     from pathlib import Path
 
-    from ki.index.opensearch import OpenSearchBackend
+    from ki.adapters.search.opensearch import OpenSearchBackend
 
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests.helpers
     from tests.helpers.opensearch_node import DEFAULT_JVM_OPTS, start_opensearch_node
@@ -183,7 +184,7 @@ def bench_opensearch(db: Any, index: str) -> Iterator[Any]:
 
 
 def sync_documents(backend: Any, n_docs: int, document: Callable[[int], Any], batch: int = 2000) -> float:
-    """Sync documents ``0 .. n_docs - 1`` (``document(d)`` → an :class:`ki.index.backend.IndexDocument`) to
+    """Sync documents ``0 .. n_docs - 1`` (``document(d)`` → an :class:`ki.adapters.search.backend.IndexDocument`) to
     ``backend`` in batches of ``batch`` documents, as a rebuild does (``OpenSearchBackend.bulk_load``: refreshes
     off, one refresh at the end); the seconds it took. Fails on any refused document."""
     t = time.perf_counter()

@@ -2,10 +2,11 @@
 
 Spec: insertion-pipeline.md "Index" (clause rows at ordinals 1000+; exact top k whatever the corpus). The lexical
 half renders a ``kind`` filter (``--clauses``, ``--in``) onto every scored leaf of the query
-(:func:`ki.index.lexical.to_tantivy`) instead of filtering the whole query's matches afterwards, and the projection
-adds each batch's clause rows after its passages. Checked on the real projection of a real record (PostgreSQL,
-tantivy): 60 documents, 330 rows, texts drawn from a few sentences so that many rows tie; every match of every
-query, under each filter and principal set, has the same score in both forms (exact floats), on every index.
+(:func:`ki.adapters.search.lexical.to_tantivy`) instead of filtering the whole query's matches afterwards, and the
+projection adds each batch's clause rows after its passages. Checked on the real projection of a real record
+(PostgreSQL, tantivy): 60 documents, 330 rows, texts drawn from a few sentences so that many rows tie; every match
+of every query, under each filter and principal set, has the same score in both forms (exact floats), on every
+index.
 """
 
 from __future__ import annotations
@@ -15,15 +16,15 @@ from collections import Counter
 
 import pytest
 
-from ki.access.projection import AccessProjection, principal_set
-from ki.index.backend import ChunkRow, IndexDocument, SearchFilters
-from ki.index.lexical import read_hits, to_tantivy
-from ki.index.postgres import PostgresBackend
-from ki.index.projection import LexicalProjection
-from ki.index.query import parse_query
-from ki.index.query_plan import LexFilters, search_node
-from ki.index.record import record_epoch
-from ki.index.search import search_with_backend
+from ki.adapters.search.backend import ChunkRow, IndexDocument, SearchFilters
+from ki.adapters.search.lexical import read_hits, to_tantivy
+from ki.adapters.search.postgres import PostgresBackend
+from ki.adapters.search.projection import LexicalProjection
+from ki.adapters.search.query import parse_query
+from ki.adapters.search.query_plan import LexFilters, search_node
+from ki.adapters.search.record import record_epoch
+from ki.adapters.search.search import search_with_backend
+from ki.domain.access.projection import AccessProjection, principal_set
 from tests.helpers.postgres import insert_objects
 
 SENTENCES = [

@@ -2,14 +2,15 @@
 
 Spec: insertion-pipeline.md "Index" (exact top-k at any corpus size: the lexical half ranks every matching
 passage — tantivy computes BM25 over all matches and keeps the true top k, skipping blocks that cannot enter
-it); fields with boosts; one query semantics (:mod:`ki.index.query`). Why tantivy and not a PostgreSQL ranking: see
+it); fields with boosts; one query semantics (:mod:`ki.adapters.search.query`). Why tantivy and not a PostgreSQL
+ranking: see
 ``bench/search.py`` and the README ("Search"): ranking every match with ``ts_rank_cd`` costs seconds on a
 common word at 1,000,000 chunks, and ``ts_rank_cd`` is not BM25.
 
 PostgreSQL stays the record: this index is a projection of the ``chunk`` rows, kept in step by
-:mod:`ki.index.projection`, rebuilt from the record whenever it is missing or stale. Each row is one tantivy
+:mod:`ki.adapters.search.projection`, rebuilt from the record whenever it is missing or stale. Each row is one tantivy
 document: passages (every textual part: body, comment, footnote …) carry the analysed streams of their
-text (:mod:`ki.index.analysis`) in ``t_exact`` / ``t_de`` / ``t_en`` / ``t_parts``; a document's profile row
+text (:mod:`ki.adapters.search.analysis`) in ``t_exact`` / ``t_de`` / ``t_en`` / ``t_parts``; a document's profile row
 carries its fields (``f_title``, ``f_name``, ``f_folder``, ``f_type``, ``f_matter``, ``f_party``: exact words
 with positions, and ``f_*_x``: stems, compound parts and name pieces). Every row carries the permission
 projection (``allow`` / ``deny``), its ``kind``, and the facts the filters use (``matter``: reference and id;
@@ -62,7 +63,7 @@ def kind_values(row: LexRow) -> str | list[str]:
 
 def field_streams(name: str, value: str) -> tuple[str, str]:
     """(exact words, extra forms) of a document field: the extra stream holds each word's stems and compound
-    parts, the head (last part) of each compound marked with :data:`~ki.index.query.HEAD_MARK`
+    parts, the head (last part) of each compound marked with :data:`~ki.adapters.search.query.HEAD_MARK`
     (``Aufforderungsschreiben`` adds ``>schreib``), and for file names and folders the camel-case / digit pieces
     (:func:`name_tokens`)."""
     ws = words(value)
@@ -124,14 +125,14 @@ def lex_document(row: LexRow) -> Any:
 
 
 def to_tantivy(node: Node, schema: Any, *, scope_leaves: bool = True) -> Any:
-    """Render a :mod:`ki.index.query_plan` tree as a tantivy query (filters score 0).
+    """Render a :mod:`ki.adapters.search.query_plan` tree as a tantivy query (filters score 0).
 
     A :class:`Filtered` node whose ``must`` holds a ``kind`` filter (``--clauses``, ``--in``) restricts every
     scored leaf of its query to those rows (:func:`kind_scope`) instead of filtering the whole query's matches
     afterwards: tantivy's union scores every row of a 4,096-row window before a filter can drop it, so a clause
     search scored every matching passage too. Leaf ∩ scope scores the leaf's BM25 + 0, so ranking and scores
     are those of the filter form (``scope_leaves=False`` renders that form); with the projection writing each
-    batch's clause rows after its passages (:mod:`ki.index.projection`), the leaves skip the passage blocks
+    batch's clause rows after its passages (:mod:`ki.adapters.search.projection`), the leaves skip the passage blocks
     through their skip lists.
     """
     import tantivy

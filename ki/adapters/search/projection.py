@@ -1,4 +1,4 @@
-"""Keeping the embedded lexical index (:mod:`ki.index.lexical`) in step with the PostgreSQL record.
+"""Keeping the embedded lexical index (:mod:`ki.adapters.search.lexical`) in step with the PostgreSQL record.
 
 Spec: insertion-pipeline.md "Index" (an index beside PostgreSQL, kept in step like the OpenSearch projection; the record
 stays PostgreSQL); DESIGN.md "The one rule" (the database is the truth; a crash or a second worker is
@@ -16,10 +16,10 @@ statistics (document count, document frequencies, average field length) from the
 so a huge file's passages in the main index would move every other document's score; apart, they move
 nothing. An object's passages are all in one of the two: each apply deletes the object from every index and
 adds its current rows to the one its passage count picks (a document that grows or shrinks across the threshold
-moves). A search asks every index and merges by score (:func:`ki.index.lexical_search.search_projection`).
+moves). A search asks every index and merges by score (:func:`ki.adapters.search.lexical_search.search_projection`).
 
 **Profile rows apart** (file names and titles found on every estate): the profile rows
-(file name, title, folders, type, matter, parties: :data:`ki.index.lexical.PROFILE_KIND`) of the documents not
+(file name, title, folders, type, matter, parties: :data:`ki.adapters.search.lexical.PROFILE_KIND`) of the documents not
 in ``large/`` live in a third index, ``profiles/``. tantivy's BM25 divides a field's token count by *every*
 document of the index, where Lucene (OpenSearch) counts only the documents that hold the field; among the
 passages (which hold no file name) a file name looked ~2.5 times its real length and lost to body passages
