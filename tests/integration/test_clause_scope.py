@@ -22,9 +22,9 @@ from ki.adapters.search.postgres import PostgresBackend
 from ki.adapters.search.projection import LexicalProjection
 from ki.adapters.search.query import parse_query
 from ki.adapters.search.query_plan import LexFilters, search_node
-from ki.adapters.search.record import record_epoch
 from ki.adapters.search.search import search_with_backend
 from ki.domain.access.projection import AccessProjection, principal_set
+from ki.store.index_record import record_epoch
 from tests.helpers.postgres import insert_objects
 
 SENTENCES = [

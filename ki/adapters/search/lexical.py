@@ -132,8 +132,8 @@ def to_tantivy(node: Node, schema: Any, *, scope_leaves: bool = True) -> Any:
     afterwards: tantivy's union scores every row of a 4,096-row window before a filter can drop it, so a clause
     search scored every matching passage too. Leaf ∩ scope scores the leaf's BM25 + 0, so ranking and scores
     are those of the filter form (``scope_leaves=False`` renders that form); with the projection writing each
-    batch's clause rows after its passages (:mod:`ki.adapters.search.projection`), the leaves skip the passage blocks
-    through their skip lists.
+    batch's clause rows after its passages (:mod:`ki.adapters.search.projection`), the leaves skip the passage
+    blocks through their skip lists.
     """
     import tantivy
 
