@@ -206,11 +206,14 @@ class SocketOutage:
                 time.sleep(0.1)
         self.up_at = time.monotonic()
 
-    def arrived_while_down(self, times: Sequence[float]) -> int:
-        """How many of ``times`` (request arrivals) fall between :meth:`down` and :meth:`up`."""
+    def accepted_while_down(self) -> int:
+        """How many TCP connections the server accepted between :meth:`down` and :meth:`up`: 0 when the socket
+        was really closed. (A request's own arrival time can fall after ``down_at`` on a loaded machine when its
+        connection was accepted before: the handler thread reads it late. Such a request was already under way,
+        so accepts, not arrivals, say whether the socket was closed.)"""
         assert self.down_at is not None
         end = self.up_at if self.up_at is not None else float("inf")
-        return sum(1 for t in times if self.down_at <= t < end)
+        return sum(1 for t in self.server.accepted if self.down_at <= t < end)
 
     def first_after_up(self, times: Sequence[float]) -> float | None:
         """Seconds from :meth:`up` to the first of ``times`` after it (None: none yet)."""

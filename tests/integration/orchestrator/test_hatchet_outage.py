@@ -89,7 +89,7 @@ def test_a_gateway_outage_pauses_the_hatchet_tasks_and_the_run_completes(hx, mak
 
     assert attempts_before_up == attempts_paused  # paused rows were not claimed: no attempt spent
     assert quarantined_during == 0 and _quarantined(ctx) == 0
-    assert outage.arrived_while_down(arrivals) == 0  # the socket was really closed
+    assert outage.accepted_while_down() == 0  # the socket was really closed
     resumed = outage.first_after_up(arrivals)
     assert resumed is not None and resumed <= 10.0, resumed
     rows = q(ctx, "SELECT stage, status, completions, attempts, lane FROM processing_state")
