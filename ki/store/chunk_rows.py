@@ -15,7 +15,7 @@ from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
 from ki.store.index_record import log_changes
-from ki.store.locks import lock_key
+from ki.store.locks import xact_lock
 
 HNSW_INDEX = "ix_chunk_embedding_hnsw"
 # -- name: upsert_rows --
@@ -93,7 +93,7 @@ def index_meta(conn: Connection, name: str, *, for_share: bool = False) -> tuple
 
 def lock_index_meta(conn: Connection, name: str) -> None:
     """The transaction's advisory lock on the index's embedder record (recording or dropping it)."""
-    conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": lock_key("index_meta", name)})
+    xact_lock(conn, "index_meta", name)
 
 
 def record_embedder(conn: Connection, name: str, embedder: str, dimension: int) -> None:

@@ -14,7 +14,7 @@ from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
 from ki.store.corpus import CONTAINING_CHARS, EVIDENCE_HEAD, HEAD_CHARS, REL_PATH
-from ki.store.locks import lock_key
+from ki.store.locks import xact_lock
 
 #: The basis reads this much of each file's text (:data:`ki.store.corpus.HEAD_CHARS` for its files; the
 #: case-number and name queries search as much as this).
@@ -32,8 +32,7 @@ WHERE so.deleted_at IS NULL
 
 def lock_project(conn: Connection, project_id: int, *, shared: bool) -> None:
     """The project's ``classify-project`` advisory lock for this transaction, shared or exclusive."""
-    fn = "pg_advisory_xact_lock_shared" if shared else "pg_advisory_xact_lock"
-    conn.execute(text(f"SELECT {fn}(:k)"), {"k": lock_key("classify-project", str(project_id))})
+    xact_lock(conn, "classify-project", str(project_id), shared=shared)
 
 
 def read_epoch(conn: Connection, project_id: int) -> int:

@@ -45,3 +45,10 @@ def lock_keys_in_order(conn: Connection, keys: list[int]) -> None:
     transactions that need some of the same keys never deadlock). Held until the caller commits."""
     conn.execute(text("SELECT count(pg_advisory_xact_lock(k)) FROM (SELECT unnest(CAST(:keys AS bigint[])) AS k "
                       "ORDER BY 1) AS ordered"), {"keys": sorted(keys)})
+
+
+def xact_lock(conn: Connection, namespace: str, value: str, *, shared: bool = False) -> None:
+    """Take the transaction-level advisory lock of :func:`lock_key` (``namespace``, ``value``), exclusive or
+    ``shared``; blocking, held until the caller's transaction ends."""
+    fn = "pg_advisory_xact_lock_shared" if shared else "pg_advisory_xact_lock"
+    conn.execute(text(f"SELECT {fn}(:k)"), {"k": lock_key(namespace, value)})

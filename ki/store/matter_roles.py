@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from sqlalchemy import Row, text
 from sqlalchemy.engine import Connection
 
-from ki.store.locks import lock_key
+from ki.store.locks import xact_lock
 
 
 def matter_roles(conn: Connection, matter_key: str) -> dict[int, tuple[str, str]]:
@@ -61,7 +61,7 @@ def write_matter_roles(conn: Connection, matter_key: str, matter_id: int | None,
 def lock_matter_roles(conn: Connection, matter_key: str) -> None:
     """Take the matter's transaction-level roles lock (blocking; held until the caller commits): the settling of
     one matter's roles is serialised, so the last document to commit sees every other one's claims."""
-    conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": lock_key("matter-roles", matter_key)})
+    xact_lock(conn, "matter-roles", matter_key)
 
 
 _PARTY_CLAIMS_SQL = text("""

@@ -22,7 +22,7 @@ from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
 from ki.store.db import Database
-from ki.store.locks import lock_key
+from ki.store.locks import xact_lock
 from ki.store.matter_search import nearest_matters
 
 CLASSIFICATION = "classification"
@@ -72,7 +72,7 @@ def get_or_create_matter(db: Database, *, project_id: int, reference: str, title
     if not ref:
         raise ValueError("a matter reference cannot be empty")
     with db.engine.begin() as conn:
-        conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": lock_key("matter", f"{project_id}:{ref}")})
+        xact_lock(conn, "matter", f"{project_id}:{ref}")
         row = conn.execute(
             text("SELECT id, project_id, reference, title, placeholder, folder FROM matter "
                  "WHERE project_id = :p AND (reference = :r OR :r = ANY(aliases)) "
@@ -335,8 +335,7 @@ def import_matters(db: Database, *, project_id: int, rows: list[tuple[int, Any]]
                 report.refused.append((line, f"{clash} is already on line {seen[clash]} of the list"))
                 continue
             for spelling in [ref, *aliases]:
-                conn.execute(text("SELECT pg_advisory_xact_lock(:k)"),
-                             {"k": lock_key("matter", f"{project_id}:{spelling}")})
+                xact_lock(conn, "matter", f"{project_id}:{spelling}")
             other = conn.execute(text("""
                 SELECT reference FROM matter WHERE project_id = :p AND reference <> :r
                   AND (reference = ANY(:all) OR aliases && :all) LIMIT 1"""),
@@ -416,7 +415,7 @@ def drop_unused_placeholder(conn: Connection, matter_id: int | None) -> bool:
     committed move (without the lock each saw the other's old assignment and neither dropped it)."""
     if matter_id is None:
         return False
-    conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": lock_key("matter-drop", str(matter_id))})
+    xact_lock(conn, "matter-drop", str(matter_id))
     gone = conn.execute(text("""
         SELECT 1 FROM matter m WHERE m.id = :m AND m.placeholder AND NOT m.imported
           AND NOT EXISTS (SELECT 1 FROM matter_assignment a WHERE a.matter_id = m.id)"""), {"m": matter_id}).first()

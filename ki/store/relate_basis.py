@@ -16,15 +16,14 @@ from typing import Any
 from sqlalchemy import Row, text
 from sqlalchemy.engine import Connection
 
-from ki.store.locks import lock_key
+from ki.store.locks import xact_lock
 from ki.store.objects import REL_PATH
 
 
 def lock_relate_matter(conn: Connection, matter_id: int, *, shared: bool) -> None:
     """Take the matter's transaction-level relate lock (``relate-matter``), shared or exclusive; blocking, held
     until the caller commits."""
-    fn = "pg_advisory_xact_lock_shared" if shared else "pg_advisory_xact_lock"
-    conn.execute(text(f"SELECT {fn}(:k)"), {"k": lock_key("relate-matter", str(matter_id))})
+    xact_lock(conn, "relate-matter", str(matter_id), shared=shared)
 
 
 def relate_epoch(conn: Connection, matter_id: int) -> int:

@@ -16,13 +16,13 @@ from typing import Any
 from sqlalchemy import Row, text
 from sqlalchemy.engine import Connection
 
-from ki.store.locks import lock_key
+from ki.store.locks import xact_lock
 
 
 def lock_relate_file(conn: Connection, oid: int) -> None:
     """Take the object's transaction-level relate lock (``relate-file``); blocking, held until the caller
     commits. Callers take several in ascending id order."""
-    conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": lock_key("relate-file", str(oid))})
+    xact_lock(conn, "relate-file", str(oid))
 
 
 def assignments_of(conn: Connection, oids: set[int]) -> dict[int, int]:

@@ -14,13 +14,13 @@ from collections.abc import Sequence
 from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
-from ki.store.locks import lock_key
+from ki.store.locks import xact_lock
 
 
 def lock_threads(conn: Connection, project_id: int) -> None:
     """Take the project's transaction-level thread lock (``relate-threads``); blocking, held until the caller
     commits. Always the last lock a materialization takes, so it cannot take part in a deadlock."""
-    conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": lock_key("relate-threads", str(project_id))})
+    xact_lock(conn, "relate-threads", str(project_id))
 
 
 def threads_naming(conn: Connection, oid: int, names: Sequence[str], own: str) -> set[int]:
