@@ -144,17 +144,27 @@ def main() -> None:
             lock, stop = threading.Lock(), threading.Event()
             threads = [threading.Thread(target=_client_loop, args=(server.base, headers, stop, i, out, errors, lock))
                        for i in range(args.clients)]
+            import psutil
+
+            srv, me = psutil.Process(server.proc.pid), psutil.Process()
+            cpu0 = (sum(srv.cpu_times()[:2]), sum(me.cpu_times()[:2]), time.perf_counter())
             for t in threads:
                 t.start()
             stop.wait(args.seconds)
             stop.set()
             for t in threads:
                 t.join(120)
+            cpu1 = (sum(srv.cpu_times()[:2]), sum(me.cpu_times()[:2]), time.perf_counter())
             load = os.getloadavg()
             during = "during an insert" if insert.poll() is None else "(the insert ended before the clients did)"
             insert.wait(1800)
             print(f"\n{args.clients} concurrent clients for {args.seconds:.0f} s {during}; load average "
                   f"{load[0]:.2f} {load[1]:.2f} {load[2]:.2f}; {len(errors)} errors {sorted(set(errors))[:5]}")
+            wall = cpu1[2] - cpu0[2]
+            total = sum(len(v) for v in out.values()) or 1
+            print(f"CPU while the clients ran ({wall:.0f} s): ki serve {cpu1[0] - cpu0[0]:.1f} s "
+                  f"({(cpu1[0] - cpu0[0]) / total * 1000:.2f} ms a request), the clients {cpu1[1] - cpu0[1]:.1f} s "
+                  f"({(cpu1[1] - cpu0[1]) / total * 1000:.2f} ms a request)")
             print(f"{'endpoint':<14} {'requests':>8} {'p50 ms':>8} {'p95 ms':>8} {'max ms':>8}  target p95")
             for path in PATHS:
                 ms = out[path] or [float("nan")]

@@ -15,6 +15,11 @@ from ki.cli.faults import EXIT_PORT_IN_USE
 #: so concurrent requests neither wait for a connection nor open and close one each.
 SERVE_POOL_SIZE = 20
 
+#: The cyclic garbage collector's first-generation threshold in ``ki serve`` (Python's default: 700 allocations).
+#: A request allocates thousands of short-lived objects, nearly all freed by reference counting; at the default
+#: the collector ran every few requests and took about a tenth of the server's CPU under 32 clients.
+SERVE_GC_GEN0 = 50_000
+
 
 def serve(
     host: str = typer.Option("127.0.0.1", envvar="KI_SERVE_HOST", help="address to listen on"),
@@ -41,6 +46,7 @@ def serve(
         watcher, stop, _ = start_watcher(ctx, app.state.ki.launcher)
         console.print(f"watching {len(watcher.sources)} local-folder source(s)")
     _warm_search(ctx)
+    _tune_gc()
     from ki.orchestration.archive import DailyArchiver
 
     archiver = DailyArchiver(ctx)  # cold history: one pass a day (ki.orchestration.archive)
@@ -54,6 +60,18 @@ def serve(
         archiver.stop()
         if stop is not None:
             stop.set()
+
+
+def _tune_gc() -> None:
+    """Move what start-up allocated (modules, the app, settings) out of the collector's sight (``gc.freeze``)
+    and raise the first generation's threshold to :data:`SERVE_GC_GEN0`: the long-lived heap is not re-scanned
+    on every collection, and collections are rarer. Memory stays bounded: cycles are still collected."""
+    import gc
+
+    gc.collect()
+    gc.freeze()
+    _, gen1, gen2 = gc.get_threshold()
+    gc.set_threshold(SERVE_GC_GEN0, gen1, gen2)
 
 
 def _warm_search(ctx) -> None:  # noqa: ANN001 - a PipelineContext

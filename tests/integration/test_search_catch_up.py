@@ -24,8 +24,8 @@ OPEN = AccessProjection(("*",))
 WORD = "Zebrafinkenzucht"
 
 
-def _record_only(ctx, n: int) -> list[int]:
-    oids = insert_objects(ctx, n)
+def _record_only(ctx, n: int, root: str = "/objects") -> list[int]:
+    oids = insert_objects(ctx, n, root=root)
     record = PostgresBackend(ctx.db, lexical=False)  # the record and its change log, no projection
     for oid in oids:
         rows = [ChunkRow(PROFILE_ORDINAL, f"f{oid}.txt", None, "profile", {"fields": {"name": f"f{oid}.txt"}}),
@@ -112,5 +112,32 @@ def test_a_server_search_answers_at_once_while_another_process_applies(make_ctx,
         after = PostgresBackend(ctx.db, index_root=root, index_wait=False)
         found = search_with_backend(after, ctx.db.engine, WORD, mode="lexical", limit=20)
         assert after.lexical_lag == 0 and sorted(h.source_object_id for h in found.hits) == sorted(oids)
+    finally:
+        proj.close()
+
+
+def test_catch_up_until_stops_at_the_seq_it_was_given(make_ctx, tmp_path, monkeypatch):
+    """``until``: what a search waits for is the log as it stood when the search began. A caller whose ``seq``
+    the watermark has reached applies nothing (the applier it waited for did its work); one that is behind
+    applies up to its ``seq`` and begins no batch after it (batches of one object here)."""
+    from ki.store.index_record import log_head
+
+    monkeypatch.setattr(projection_module, "BATCH_OBJECTS", 1)
+    ctx = make_ctx()
+    _record_only(ctx, 3)
+    with ctx.db.engine.connect() as conn:
+        first_head = log_head(conn)
+    _record_only(ctx, 4, root="/later")  # logged after "the search began"
+    proj = projection_module.projection_for(ctx.db.engine, tmp_path / "lexical", large_passages=10_000)
+    try:
+        assert proj.catch_up(block=True, timeout=60, until=first_head) is True
+        assert proj.watermark() == first_head
+        with ctx.db.engine.connect() as conn:
+            assert len(changes_after(conn, proj.watermark(), 100)) == 4
+            head = log_head(conn)
+        assert proj.catch_up(block=True, timeout=60, until=first_head) is True  # reached: nothing applied
+        assert proj.watermark() == first_head
+        assert proj.catch_up(block=True, timeout=60, until=head) is True
+        assert proj.watermark() == head
     finally:
         proj.close()

@@ -329,8 +329,9 @@ class LexicalProjection:
 
     def catch_up(self, *, block: bool = False, timeout: float = 0.0,
                  progress: Callable[[int], None] | None = None, max_objects: int | None = None,
-                 other_processes: bool = True) -> bool:
-        """Apply every logged change (see the module docstring), or about ``max_objects`` of them.
+                 other_processes: bool = True, until: int | None = None) -> bool:
+        """Apply every logged change (see the module docstring), or about ``max_objects`` of them, or those up to
+        ``until``.
 
         Args:
             block: wait up to ``timeout`` seconds for another applier; False returns at once when one runs
@@ -339,35 +340,46 @@ class LexicalProjection:
             max_objects: stop once this many objects were applied (batches shrink to fit; None: all).
             other_processes: with ``block``, wait for another process's applier too (False: only for this
                 process's).
-        Returns: True when this call found the index current or made it so; False when another applier held
-        the lock or ``max_objects`` ran out first (the index may still be behind).
+            until: a log ``seq``: done once the watermark reaches it — what the applier this call waited for
+                applied is not applied again, and changes logged later are left to later callers (None: the head).
+        Returns: True when this call found the index current (up to ``until``) or made it so; False when another
+        applier held the lock or ``max_objects`` ran out first (the index may still be behind).
         """
         applied_total = 0
         while True:
             left = None if max_objects is None else max_objects - applied_total
             if left is not None and left <= 0:
-                return not self.behind()
+                return not self._behind(until)
             with self._locked(block, timeout, other_processes) as held:
                 if not held:
                     return False
-                applied_total += self._apply(progress, applied_total, left)
-            with self.engine.connect() as conn:
-                if log_head(conn) <= self.watermark():
+                if until is not None and self.watermark() >= until:
                     return True
+                applied_total += self._apply(progress, applied_total, left, until)
+            if not self._behind(until):
+                return True
             block = False
 
+    def _behind(self, until: int | None) -> bool:
+        if until is not None:
+            return self.watermark() < until
+        return self.behind()
+
     def catch_up_for_search(self, *, other_processes: bool = True) -> int:
-        """What a search does first: when the log is ahead, wait up to :data:`SEARCH_WAIT_SECONDS` for another
-        applier and apply at most :data:`SEARCH_CATCH_UP_OBJECTS` objects; if still behind, leave the rest to
-        this process's background applier. ``other_processes`` False (a server answering many readers at once):
-        wait for this process's appliers only; while another process applies, answer from what is applied.
-        Returns the logged changes not applied yet (0: current)."""
-        if not self.behind():
+        """What a search does first: when the log holds changes this index has not applied, wait up to
+        :data:`SEARCH_WAIT_SECONDS` for another applier and apply at most :data:`SEARCH_CATCH_UP_OBJECTS`
+        objects of those logged before the search began (a change logged while it waits is the next search's:
+        concurrent searches share one apply instead of queueing behind each other's); if still behind, leave the
+        rest to this process's background applier. ``other_processes`` False (a server answering many readers
+        at once): wait for this process's appliers only; while another process applies, answer from what is
+        applied. Returns the changes logged before the search began that are not applied yet (0: current)."""
+        with self.engine.connect() as conn:
+            head = log_head(conn)
+        if head <= self.watermark():
             return 0
         self.catch_up(block=True, timeout=SEARCH_WAIT_SECONDS, max_objects=SEARCH_CATCH_UP_OBJECTS,
-                      other_processes=other_processes)
-        with self.engine.connect() as conn:
-            lag = max(log_head(conn) - self.watermark(), 0)
+                      other_processes=other_processes, until=head)
+        lag = max(head - self.watermark(), 0)
         if lag:
             self.request_apply()
         return lag
@@ -379,12 +391,15 @@ class LexicalProjection:
             return 1
         return 2 if row.kind == PROFILE_KIND else 0
 
-    def _apply(self, progress: Callable[[int], None] | None, done: int, limit: int | None = None) -> int:
-        """Under the lock: apply every batch after the watermark (about ``limit`` objects at most). Returns
-        objects applied."""
+    def _apply(self, progress: Callable[[int], None] | None, done: int, limit: int | None = None,
+               until: int | None = None) -> int:
+        """Under the lock: apply every batch after the watermark (about ``limit`` objects at most; no batch
+        begun once the watermark reaches ``until``). Returns objects applied."""
         indexes, watermark = self._open_or_create()
 
         def batch() -> int:
+            if until is not None and watermark >= until:
+                return 0
             return BATCH_OBJECTS if limit is None else max(min(BATCH_OBJECTS, limit - applied), 0)
 
         applied = 0
