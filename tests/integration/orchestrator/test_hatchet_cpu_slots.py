@@ -37,8 +37,9 @@ def test_a_worker_runs_at_most_its_cpu_slots_of_convert_and_embedding_tasks_at_o
     """12 notes, real in-process embeddings (retrieval.embedding_model=local), one worker with 8 task slots and
     2 CPU slots; fetch and index slowed so that tasks overlap whenever they may. Per worker process, the
     convert and index attempts (claim → completion, from the attempt history) never overlap more than 2 and do
-    reach 2, while the fetches overlap more than 2 (the task slots were there). Every row is done by one
-    attempt, no engine task spent a retry, the run completes and every chunk has its vector."""
+    reach 2, index attempts never overlap, while the fetches overlap more than 2 (the task slots were there).
+    Every row is done by one attempt, no engine task spent a retry, the run completes and every chunk has its
+    vector."""
     root = tmp_path / "share"
     write_docs(root, DOCS)
     ctx = make_ctx(hatchet_document_concurrency=64)
@@ -60,6 +61,8 @@ def test_a_worker_runs_at_most_its_cpu_slots_of_convert_and_embedding_tasks_at_o
     cpu_bound = [(s, f) for stage, _, s, f, _ in attempts if stage in ("convert", "index")]
     fetches = [(s, f) for stage, _, s, f, _ in attempts if stage == "fetch"]
     assert peak_overlap(cpu_bound) == CPU_SLOTS, sorted(cpu_bound)
+    # one embedding at a time: the process's model runs one call at a time, a second index would only hold a slot
+    assert peak_overlap([(s, f) for stage, _, s, f, _ in attempts if stage == "index"]) == 1
     assert peak_overlap(fetches) > CPU_SLOTS, sorted(fetches)
 
     # waiting for a CPU slot cost no Hatchet retry and no failed attempt
