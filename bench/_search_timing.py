@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import json
 import os
 import time
 from collections import defaultdict
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 from _common import percentile
@@ -155,32 +157,47 @@ def prewarm(engine: Any, dirs: list[Any]) -> dict[str, float]:
 
 
 @contextmanager
-def bench_opensearch(db: Any, index: str) -> Iterator[Any]:
-    """(an empty lexical-only :class:`ki.adapters.search.opensearch.OpenSearchBackend` index ``index`` over ``db``'s
-    record,
-    the node's scratch directory) on the test OpenSearch node (``-Xmx2g``); the node stopped and its directory
-    removed afterwards."""
+def bench_opensearch(db: Any, index: str, keep: Path | None = None) -> Iterator[Any]:
+    """(a lexical-only :class:`ki.adapters.search.opensearch.OpenSearchBackend` index ``index`` over ``db``'s
+    record, the node's directory) on the test OpenSearch node (``-Xmx2g``); the node stopped afterwards.
+
+    ``keep`` None: the index starts empty and the node's scratch directory is removed afterwards. Else the node
+    keeps its data in ``keep`` and the index found there is left as it is (the caller decides whether it is the
+    one it wants: :func:`kept_index_matches`)."""
     import shutil
     import sys
     import tempfile
-    from pathlib import Path
 
     from ki.adapters.search.opensearch import OpenSearchBackend
 
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests.helpers
     from tests.helpers.opensearch_node import DEFAULT_JVM_OPTS, start_opensearch_node
 
-    work = Path(tempfile.mkdtemp(prefix="ki-bench-os-"))
+    work = Path(tempfile.mkdtemp(prefix="ki-bench-os-")) if keep is None else keep
+    work.mkdir(parents=True, exist_ok=True)
     opts = tuple(o for o in DEFAULT_JVM_OPTS if not o.startswith(("-Xms", "-Xmx"))) + ("-Xms2g", "-Xmx2g")
     node = start_opensearch_node(work, jvm_opts=opts, ready_timeout=300)
     try:
         backend = OpenSearchBackend(db, node.url, index=index)
-        backend.drop_index()
+        if keep is None:
+            backend.drop_index()
         backend.ensure_embedder(None)
         yield backend, work
     finally:
         node.stop()
-        shutil.rmtree(work, ignore_errors=True)
+        if keep is None:
+            shutil.rmtree(work, ignore_errors=True)
+
+
+def kept_index_matches(work: Path, what: dict[str, Any]) -> bool:
+    """Whether the node directory ``work`` holds an index :func:`mark_kept_index` marked with ``what``."""
+    marker = work / "ki-bench-index.json"
+    return marker.exists() and json.loads(marker.read_text()) == what
+
+
+def mark_kept_index(work: Path, what: dict[str, Any]) -> None:
+    """Mark the index in the node directory ``work`` as complete for ``what`` (after its sync)."""
+    (work / "ki-bench-index.json").write_text(json.dumps(what))
 
 
 def sync_documents(backend: Any, n_docs: int, document: Callable[[int], Any], batch: int = 2000) -> float:

@@ -41,6 +41,8 @@ from _common import embedded_server, percentile, temp_workdir  # noqa: E402
 from _search_timing import (  # noqa: E402
     bench_opensearch,
     by_class,
+    kept_index_matches,
+    mark_kept_index,
     prewarm,
     segments,
     settle_merges,
@@ -97,9 +99,10 @@ def timed_ways(backend: Any, engine: Any, queries: list[tuple[str, str]], held: 
             for way, v in lat.items()} | {"load": os.getloadavg()}
 
 
-def _opensearch(db: Any, corpus: Corpus, n: int, queries: list[tuple[str, str]], held: list[tuple[str, ...]]
-                ) -> dict[str, Any]:
-    """The same rows on the test OpenSearch node (``-Xmx2g``), merges settled, the three ways timed."""
+def _opensearch(db: Any, corpus: Corpus, n: int, queries: list[tuple[str, str]], held: list[tuple[str, ...]],
+                keep: Path | None = None) -> dict[str, Any]:
+    """The same rows on the test OpenSearch node (``-Xmx2g``), merges settled, the three ways timed. ``keep``:
+    the node's directory, kept; an index synced there before for the same rows is reused."""
     from ki.adapters.search.backend import ChunkRow, IndexDocument
     from ki.domain.access.projection import AccessProjection
 
@@ -112,14 +115,23 @@ def _opensearch(db: Any, corpus: Corpus, n: int, queries: list[tuple[str, str]],
         return IndexDocument(d, f"{d:064d}", f"Dokument {d}", rows, AccessProjection(tuple(allowed), tuple(denied)))
 
     res: dict[str, Any] = {}
-    with bench_opensearch(db, "ki-bench-clauses") as (backend, _work):
-        res["sync_s"] = round(sync_documents(backend, n // PER_DOC, document), 1)
-        print(f"OpenSearch: {n} rows synced in {res['sync_s']} s, load {os.getloadavg()}", flush=True)
+    what = {"chunks": n, "seed": corpus.seed}
+    with bench_opensearch(db, "ki-bench-clauses", keep) as (backend, work):
+        if keep is not None and kept_index_matches(work, what):
+            res["sync_s"] = "reused " + str(work)
+        else:
+            backend.drop_index()
+            backend.ensure_embedder(None)
+            res["sync_s"] = round(sync_documents(backend, n // PER_DOC, document), 1)
+            if keep is not None:
+                mark_kept_index(work, what)
+        print(f"OpenSearch: {n} rows, sync {res['sync_s']} s, load {os.getloadavg()}", flush=True)
         res["merges"] = settle_merges(backend)
         res["segments"] = segments(backend)
         timed_ways(backend, db.engine, queries, held, warm=len(queries))  # the JVM's warm-up pass
         res |= timed_ways(backend, db.engine, queries, held, warm=20)
-        backend.drop_index()
+        if keep is None:
+            backend.drop_index()
     return res
 
 
@@ -174,7 +186,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                                          warm=20)
             print(f"embedded: {json.dumps(out['embedded'])}", flush=True)
         if not args.skip_opensearch:
-            out["opensearch"] = _opensearch(db, corpus, args.chunks, queries, held)
+            out["opensearch"] = _opensearch(db, corpus, args.chunks, queries, held,
+                                            work / "opensearch" if args.data else None)
             print(f"opensearch: {json.dumps(out['opensearch'])}", flush=True)
         db.dispose()
     return out

@@ -4,7 +4,10 @@ Every module of :mod:`ki.cli` other than ``app``, ``common`` and ``__main__`` is
 it defines ``register(app: typer.Typer) -> None``, which adds its commands (``@app.command()``) or
 its own sub-app (``app.add_typer(group, name=...)``). Adding a command group is adding one module;
 :data:`HELP_ORDER` only orders ``ki --help`` (modules it does not list follow, alphabetically).
-Command modules import what they drive inside the command functions, so ``ki --help`` stays fast.
+Command modules import what they drive inside the command functions, so ``ki --help`` stays fast, and the
+``ki`` command imports only the module of the command it runs when that module is named like the command
+(``ki search`` → :mod:`ki.cli.search`; else every module): a cold ``ki search`` does not pay for the others.
+:data:`app` (``from ki.cli.app import app``, what tests drive) has every command group.
 """
 
 from __future__ import annotations
@@ -25,8 +28,9 @@ HELP_ORDER: tuple[str, ...] = ("insert", "source", "status", "search", "quaranti
                                "worker", "db")
 _NOT_COMMANDS = frozenset({"app", "common", "faults", "live", "__main__"})
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
-                  help="ki: durable document insertion")
+_app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
+                   help="ki: durable document insertion")
+_registered: set[str] = set()
 
 
 def _print_version(value: bool) -> None:
@@ -41,7 +45,7 @@ def _print_version(value: bool) -> None:
         raise typer.Exit()
 
 
-@app.callback()
+@_app.callback()
 def _options(
     show_version: bool = typer.Option(False, "--version", callback=_print_version, is_eager=True,
                                       help="Print ki's version and exit."),
@@ -58,16 +62,44 @@ def command_modules() -> list[str]:
     return [n for n in HELP_ORDER if n in found] + sorted(found - set(HELP_ORDER))
 
 
-def _register_all() -> None:
-    for name in command_modules():
+def _register(names: list[str]) -> typer.Typer:
+    """Add the command groups of the modules ``names`` (those not added yet) to the app; the app.
+
+    Raises: RuntimeError when a module defines no ``register(app)``."""
+    for name in names:
+        if name in _registered:
+            continue
         module = importlib.import_module(f"ki.cli.{name}")
         register = getattr(module, "register", None)
         if register is None:
             raise RuntimeError(f"ki.cli.{name} defines no register(app): every module of ki.cli is a command group")
-        register(app)
+        register(_app)
+        _registered.add(name)
+    return _app
 
 
-_register_all()
+def _command_names() -> set[str]:
+    names = {c.name or (c.callback.__name__ if c.callback else "") for c in _app.registered_commands}
+    return names | {g.name for g in _app.registered_groups}
+
+
+def app_for(argv: list[str]) -> typer.Typer:
+    """The app with what the command line ``argv`` (without the program name) needs: the command module named
+    like its first word when that module defines the command, else every command module (``ki --help``, a
+    misspelt command, a command defined in a module of another name)."""
+    first = argv[0] if argv else ""
+    modules = command_modules()
+    if first in modules:
+        _register([first])
+        if first in _command_names():
+            return _app
+    return _register(modules)
+
+
+def __getattr__(name: str) -> typer.Typer:
+    if name == "app":  # every command group (tests, ``ki.cli.app.app``)
+        return _register(command_modules())
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def main() -> None:  # pragma: no cover - console entry
@@ -76,10 +108,9 @@ def main() -> None:  # pragma: no cover - console entry
     (one message, what to do, the log's path) and exits with its documented code, never a traceback."""
     os.umask(0o077)  # what ki writes (search index, configuration, exports) is private to its user
     faults.configure_logging()
-    names = {c.name or (c.callback.__name__ if c.callback else "") for c in app.registered_commands}
-    names |= {g.name for g in app.registered_groups}
+    app = app_for(sys.argv[1:])
     first = sys.argv[1] if len(sys.argv) > 1 else ""
-    faults.running(f"ki {first}" if first in names else "ki")
+    faults.running(f"ki {first}" if first in _command_names() else "ki")
     try:
         app()  # standalone: usage errors, --help and typer.Exit end here through SystemExit
     except Exception as exc:  # noqa: BLE001 - every other fault becomes one message + ki.log

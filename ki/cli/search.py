@@ -9,6 +9,14 @@ import typer
 from ki.cli.common import console, open_context, out, plain, shown
 
 
+def _party_entities(db, party: str | None) -> tuple[int, ...] | None:  # noqa: ANN001 - a ki.store.db.Database
+    if party is None:
+        return None
+    from ki.domain.entities.store import party_filter_ids  # only for --party: a plain search does not load it
+
+    return party_filter_ids(db, party)
+
+
 def search(
     query: str = typer.Argument(..., help="words, \"phrases\", -excluded"),
     as_principal: list[str] = typer.Option(None, "--as", help="search as this principal (repeat for groups; "
@@ -40,7 +48,6 @@ def search(
     from datetime import date
 
     from ki.adapters.search.search import search as run_search
-    from ki.domain.entities.store import party_filter_ids
 
     try:
         since_day = date.fromisoformat(since) if since else None
@@ -56,7 +63,7 @@ def search(
                               matter=matter, doc_type=doc_type, since=since_day, parts=parts or None,
                               not_parts=not_parts or (), limit=limit, offset=offset, cursor=cursor, mode=mode,
                               explain=explain, config=ctx.config, clauses=clauses, clause_type=clause_type,
-                              party=party, party_entities=party_filter_ids(ctx.db, party), final=final)
+                              party=party, party_entities=_party_entities(ctx.db, party), final=final)
     except ValueError as exc:
         console.print(f"[red]{shown(exc)}[/]", highlight=False)
         raise typer.Exit(2) from exc

@@ -145,7 +145,7 @@ def test_context_header_and_input():
 def test_reset_vectors_command_usage():
     from typer.testing import CliRunner
 
-    from ki.cli import app
+    from ki.cli.app import app
 
     result = CliRunner().invoke(app, ["index", "nonsense"])
     assert result.exit_code == 2
