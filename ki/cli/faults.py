@@ -91,13 +91,11 @@ class Fault:
 
 
 def data_dir() -> Path:
-    """The data directory ``KI_DATA_DIR`` names (its default when unset or unparsable)."""
-    from ki.config.process import DataDirSettings, default_data_dir
+    """The data directory ``KI_DATA_DIR`` names (its default when unset), read without loading the settings
+    (:func:`ki.core.data_dir.data_dir`): the log is found even when another variable is the fault."""
+    from ki.core.data_dir import data_dir as configured
 
-    try:
-        return DataDirSettings().data_dir.expanduser()
-    except ConfigurationError:
-        return default_data_dir()
+    return configured().expanduser()
 
 
 def check_data_dir(path: Path) -> None:

@@ -4,6 +4,7 @@ archival pass (:class:`ki.orchestration.archive.DailyArchiver`)."""
 from __future__ import annotations
 
 import errno
+import os
 import socket
 
 import typer
@@ -33,7 +34,10 @@ def serve(
     import uvicorn
 
     from ki.api.app import create_app
+    from ki.api.local_socket import bind_local_socket, create_local_app, same_user_protocol
+    from ki.api.serving import serve_together
     from ki.cli.faults import configure_logging
+    from ki.core.data_dir import serve_socket_path
 
     configure_logging(logging.INFO)
     sock = listen(host, port)  # before the database: a taken port is said at once, in one line
@@ -52,11 +56,20 @@ def serve(
     archiver = DailyArchiver(ctx)  # cold history: one pass a day (ki.orchestration.archive)
     archiver.start()
     console.print(f"ki console on http://{host}:{port}/  (sign in with a token from `ki token create`)")
+    local = bind_local_socket(serve_socket_path(ctx.settings.data_dir))
     try:
         config = uvicorn.Config(app, host=host, port=port, log_level=log_level, proxy_headers=False,
                                 server_header=False)
-        uvicorn.Server(config).run(sockets=[sock])
+        servers = [(config, sock)]
+        if local is not None:
+            console.print(f"ki search asks this server on {local.path}", highlight=False, markup=False)
+            servers.append((uvicorn.Config(create_local_app(ctx), log_level=log_level, lifespan="off",
+                                           http=same_user_protocol(os.getuid()), proxy_headers=False,
+                                           server_header=False), local.sock))
+        serve_together(servers)
     finally:
+        if local is not None:
+            local.close()
         archiver.stop()
         if stop is not None:
             stop.set()

@@ -28,10 +28,10 @@ import threading
 from pathlib import Path
 from typing import Any, TypeVar
 
-import platformdirs
 from pydantic import Field, SecretStr, ValidationError
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from ki.core.data_dir import default_data_dir
 from ki.core.errors import ConfigurationError
 
 Section = TypeVar("Section", bound="EnvSettings")
@@ -222,20 +222,6 @@ class ServerSettings(EnvSettings):
 
     host: str = "127.0.0.1"
     port: int = Field(default=8470, ge=1, le=65535)
-
-
-def default_data_dir() -> Path:
-    """The data directory when ``KI_DATA_DIR`` is unset: the platform's user data directory."""
-    return Path(platformdirs.user_data_dir("ki"))
-
-
-class DataDirSettings(EnvSettings):
-    """``KI_DATA_DIR`` alone: read by the CLI's fault report, which must find ``ki.log`` even when another
-    variable of :class:`ProcessSettings` is the fault."""
-
-    model_config = SettingsConfigDict(env_prefix="KI_", extra="ignore", env_ignore_empty=True)
-
-    data_dir: Path = Field(default_factory=default_data_dir)
 
 
 class ProcessSettings(EnvSettings):

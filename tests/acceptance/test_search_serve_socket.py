@@ -1,0 +1,118 @@
+"""``ki search`` asks a running ``ki serve`` over its Unix socket, and prints what it prints alone.
+
+The real ``ki`` command on a fresh data directory holding the repository's sample estate (``ki insert
+samples/estate``), and a real ``ki serve`` subprocess. Through the socket the output equals ``ki search
+--direct``'s, text and ``--json``, for a plain query, ``--as``, a filter and ``--clauses``, and a refusal is the
+same one line and exit 2. That the socket answered is shown by a client whose ``KI_DATABASE_URL`` points
+nowhere: the forwarded search never opens the database (``--direct`` with it fails, exit 4). The socket is
+0600; the TCP port has no such route (404); a killed server's stale socket falls back to searching here with the
+right answer, and the next ``ki serve`` replaces it. ~2-4 min under load (the insert, two server starts).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import stat
+import subprocess
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.helpers.ki_command import KI, KiUser, private_folder
+from tests.helpers.outage import wait_until
+from tests.helpers.process import free_ports, http_ok
+
+pytestmark = pytest.mark.timeout(900)
+
+ESTATE = Path(__file__).resolve().parents[2] / "samples" / "estate"
+NOWHERE = {"KI_DATABASE_URL": "postgresql://ki:ki@127.0.0.1:9/nowhere"}
+QUERIES = (["Mietvertrag Kündigung"], ["Mietvertrag", "--as", "user:x"], ["Vertrag", "--type", "contract"],
+           ["Haftung", "--clauses"])
+
+
+class Served:
+    """The data directory's ``ki serve`` (restartable)."""
+
+    def __init__(self, ki: KiUser):
+        self.ki = ki
+        self.proc: subprocess.Popen | None = None
+        self.port = 0
+
+    def start(self) -> None:
+        (self.port,) = free_ports(1)
+        self.proc = subprocess.Popen([*KI, "serve", "--port", str(self.port), "--log-level", "warning"],
+                                     env=self.ki.env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                     stderr=subprocess.PIPE, text=True)
+        up = wait_until(lambda: self.proc.poll() is not None or (
+            self.socket.exists() and http_ok(f"http://127.0.0.1:{self.port}/healthz")), 300, step=0.2)
+        assert up and self.proc.poll() is None, self.proc.stderr.read() if self.proc.poll() is not None else ""
+
+    @property
+    def socket(self) -> Path:
+        return self.ki.data_dir / "serve.sock"
+
+    def stop(self, sig: int = signal.SIGTERM) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(sig)
+            self.proc.wait(120)
+
+
+@pytest.fixture(scope="module")
+def served():
+    with private_folder("ki-socket-") as base:
+        ki = KiUser(base)
+        ki("insert", str(ESTATE), timeout=900)
+        server = Served(ki)
+        server.start()
+        try:
+            yield server
+        finally:
+            server.stop()
+
+
+def test_forwarded_output_equals_the_direct_output(served):
+    ki = served.ki
+    for args in QUERIES:
+        for fmt in ([], ["--json"]):
+            direct = ki("search", *args, *fmt, "--direct")
+            forwarded = ki("search", *args, *fmt, extra=NOWHERE)  # the database is unreachable: the socket answered
+            assert forwarded.stdout == direct.stdout, args + fmt
+            assert forwarded.stderr == direct.stderr, args + fmt
+            assert direct.stdout.strip() not in ("", "no results"), args + fmt
+    ki("search", "Mietvertrag", "--direct", extra=NOWHERE, code=4)  # --direct never asks the server
+    ki("search", "Mietvertrag", extra=NOWHERE | {"KI_SEARCH_DIRECT": "1"}, code=4)
+
+
+def test_errors_keep_their_meaning(served):
+    ki = served.ki
+    for args in (["Vertrag", "--cursor", "garbage"], ["Vertrag", "--clause-type", "nope"],
+                 ["Vertrag", "--since", "2020-13-01"]):
+        direct = ki("search", *args, "--direct", code=2)
+        forwarded = ki("search", *args, extra=NOWHERE, code=2)  # refused by the server, not by a database fault
+        assert forwarded.stderr == direct.stderr and len(direct.stderr.splitlines()) == 1, args
+        assert forwarded.stdout == direct.stdout == ""
+
+
+def test_the_socket_is_private_and_not_on_the_tcp_port(served):
+    mode = os.stat(served.socket).st_mode
+    assert stat.S_ISSOCK(mode) and stat.S_IMODE(mode) == 0o600
+    base = f"http://127.0.0.1:{served.port}"
+    assert httpx.post(base + "/local/search", json={"query": "Mietvertrag"}, timeout=30).status_code == 404
+    assert httpx.get(base + "/healthz", timeout=30).status_code == 200
+
+
+def test_a_killed_servers_stale_socket_falls_back_and_is_replaced(served):
+    ki = served.ki
+    expected = ki("search", "Mietvertrag Kündigung", "--direct")
+    served.stop(signal.SIGKILL)
+    assert served.socket.exists()  # a killed server cannot remove it
+    after = ki("search", "Mietvertrag Kündigung")
+    assert (after.stdout, after.stderr) == (expected.stdout, expected.stderr)
+    ki("search", "Mietvertrag Kündigung", extra=NOWHERE, code=4)  # it did search here: no server answered
+    served.start()  # replaces the stale file
+    again = ki("search", "Mietvertrag Kündigung", extra=NOWHERE)
+    assert again.stdout == expected.stdout
+    served.stop()
+    assert not served.socket.exists()  # removed at shutdown
