@@ -26,7 +26,15 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 from uvicorn.protocols.http.auto import AutoHTTPProtocol
 
-from ki.app.local_search import ROUTE, LocalSearch, SearchRefused, answer, peer_uid
+from ki.app.local_search import (
+    ENVIRONMENT_HEADER,
+    ROUTE,
+    LocalSearch,
+    SearchRefused,
+    answer,
+    environment_digest,
+    peer_uid,
+)
 
 _log = logging.getLogger("ki.serve")
 
@@ -36,9 +44,14 @@ MAX_REQUEST_BYTES = 64 * 1024
 
 def create_local_app(ctx: Any) -> Starlette:
     """The socket's ASGI app: ``POST /local/search`` → 200 and the answer, 400 and ``{"error": …}`` for a request
-    or query refused, 500 for any other fault (logged; ``ki search`` then searches itself)."""
+    or query refused, 409 for a caller whose environment digest is not this process's (another database or
+    configuration pins), 500 for any other fault (logged); on a 409 or 500 ``ki search`` searches itself."""
+
+    environment = environment_digest()
 
     async def search(request: Request) -> JSONResponse:
+        if request.headers.get(ENVIRONMENT_HEADER) != environment:
+            return JSONResponse({"fault": "this server searches another database or configuration"}, status_code=409)
         raw = await request.body()
         if len(raw) > MAX_REQUEST_BYTES:
             return JSONResponse({"error": "the request is too large"}, status_code=400)

@@ -8,8 +8,10 @@ directory (:func:`ki.core.data_dir.serve_socket_path`) and returns the server's 
 server cannot give one (no socket, a stale one, a refused connection, a timeout, an unexpected status), so
 the caller runs the search itself. A query the search refuses is :class:`SearchRefused` on both paths.
 
-The protocol: ``POST /local/search`` with :meth:`LocalSearch.as_json` as the body; 200 and the answer, or 400
-and ``{"error": "<the refusal>"}``. The module imports only the standard library at load (the search
+The protocol: ``POST /local/search`` with :meth:`LocalSearch.as_json` as the body and the caller's
+:func:`environment_digest` in the ``X-Ki-Environment`` header; 200 and the answer, 400 and ``{"error": "<the
+refusal>"}``, or 409 when the server's digest differs (another database or configuration pins: the caller
+searches itself). The module imports only the standard library at load (the search
 package is imported by :func:`answer`): a forwarded ``ki search`` stays a small process.
 """
 
@@ -32,6 +34,9 @@ CONNECT_TIMEOUT = 0.2
 ANSWER_TIMEOUT = 60.0
 #: The largest answer :func:`ask` reads (200 hits with their snippets are well under it).
 MAX_ANSWER_BYTES = 64 * 1024 * 1024
+
+#: The header carrying the caller's :func:`environment_digest`.
+ENVIRONMENT_HEADER = "X-Ki-Environment"
 
 _log = logging.getLogger("ki.search.local")
 _CREDENTIALS = struct.Struct("3i")  # struct ucred: pid, uid, gid
@@ -140,6 +145,18 @@ def answer(ctx: Any, request: LocalSearch) -> dict[str, Any]:
     return response.model_dump(mode="json")
 
 
+def environment_digest(environ: Any = None) -> str:
+    """A digest of the environment variables that decide what a search finds, so a server answers only a caller
+    that would search the same thing: ``KI_DATABASE_URL``, the OpenSearch settings (``KI_OPENSEARCH_*``) and the
+    configuration pins (``KI_SECTION__FIELD``). ``environ``: default ``os.environ``; empty values count as unset."""
+    import hashlib
+
+    environ = os.environ if environ is None else environ
+    picked = sorted((k, v) for k, v in environ.items() if v and (
+        k == "KI_DATABASE_URL" or k.startswith("KI_OPENSEARCH_") or (k.startswith("KI_") and "__" in k)))
+    return hashlib.sha256(json.dumps(picked).encode()).hexdigest()[:32]
+
+
 def peer_uid(sock: Any) -> int:
     """The uid of the process at the other end of the Unix socket ``sock`` (``SO_PEERCRED``)."""
     raw = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, _CREDENTIALS.size)
@@ -149,8 +166,9 @@ def peer_uid(sock: Any) -> int:
 def ask(request: LocalSearch, path: Path, *, connect_timeout: float = CONNECT_TIMEOUT,
         answer_timeout: float = ANSWER_TIMEOUT) -> dict[str, Any] | None:
     """The answer of the ``ki serve`` listening on the socket at ``path``, or None when there is none to be had
-    (no socket, a stale one, a server of another user, a timeout, a status other than 200 or 400, a body that is
-    no JSON object): the reason is logged at debug, and the caller searches itself.
+    (no socket, a stale one, a server of another user, a timeout, a status other than 200 or 400 — 409: the
+    server's database or configuration pins differ from this environment's —, a body that is no JSON object): the
+    reason is logged at debug, and the caller searches itself.
 
     Raises: SearchRefused with the server's reason when it refused the query (400)."""
     try:
@@ -176,6 +194,7 @@ def ask(request: LocalSearch, path: Path, *, connect_timeout: float = CONNECT_TI
 def _exchange(sock: socket.socket, payload: bytes) -> tuple[int, Any]:
     """One HTTP/1.1 request (``Connection: close``) and its (status, JSON body). Raises: OSError, ValueError."""
     head = (f"POST {ROUTE} HTTP/1.1\r\nHost: ki\r\nContent-Type: application/json\r\n"
+            f"{ENVIRONMENT_HEADER}: {environment_digest()}\r\n"
             f"Content-Length: {len(payload)}\r\nConnection: close\r\n\r\n").encode()
     sock.sendall(head + payload)
     chunks, size = [], 0

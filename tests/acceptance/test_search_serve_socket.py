@@ -3,10 +3,11 @@
 The real ``ki`` command on a fresh data directory holding the repository's sample estate (``ki insert
 samples/estate``), and a real ``ki serve`` subprocess. Through the socket the output equals ``ki search
 --direct``'s, text and ``--json``, for a plain query, ``--as``, a filter and ``--clauses``, and a refusal is the
-same one line and exit 2. That the socket answered is shown by a client whose ``KI_DATABASE_URL`` points
-nowhere: the forwarded search never opens the database (``--direct`` with it fails, exit 4). The socket is
-0600; the TCP port has no such route (404); a killed server's stale socket falls back to searching here with the
-right answer, and the next ``ki serve`` replaces it. ~2-4 min under load (the insert, two server starts).
+same one line and exit 2. That the socket answered is shown by a client whose own settings are broken
+(``KI_WORKERS=many``): the forwarded search never reads them (``--direct`` with them fails, exit 2). A client
+whose ``KI_DATABASE_URL`` is not the server's is not answered by it (it searches itself). The socket is 0600;
+the TCP port has no such route (404); a killed server's stale socket falls back to searching here with the right
+answer, and the next ``ki serve`` replaces it. ~1-4 min under load (the insert, two server starts).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from tests.helpers.process import free_ports, http_ok
 pytestmark = pytest.mark.timeout(900)
 
 ESTATE = Path(__file__).resolve().parents[2] / "samples" / "estate"
+BROKEN = {"KI_WORKERS": "many"}  # this process's settings do not parse: only a forwarded search succeeds
 NOWHERE = {"KI_DATABASE_URL": "postgresql://ki:ki@127.0.0.1:9/nowhere"}
 QUERIES = (["Mietvertrag Kündigung"], ["Mietvertrag", "--as", "user:x"], ["Vertrag", "--type", "contract"],
            ["Haftung", "--clauses"])
@@ -77,12 +79,13 @@ def test_forwarded_output_equals_the_direct_output(served):
     for args in QUERIES:
         for fmt in ([], ["--json"]):
             direct = ki("search", *args, *fmt, "--direct")
-            forwarded = ki("search", *args, *fmt, extra=NOWHERE)  # the database is unreachable: the socket answered
+            forwarded = ki("search", *args, *fmt, extra=BROKEN)  # it could not search itself: the socket answered
             assert forwarded.stdout == direct.stdout, args + fmt
             assert forwarded.stderr == direct.stderr, args + fmt
             assert direct.stdout.strip() not in ("", "no results"), args + fmt
-    ki("search", "Mietvertrag", "--direct", extra=NOWHERE, code=4)  # --direct never asks the server
-    ki("search", "Mietvertrag", extra=NOWHERE | {"KI_SEARCH_DIRECT": "1"}, code=4)
+    ki("search", "Mietvertrag", "--direct", extra=BROKEN, code=2)  # --direct never asks the server
+    ki("search", "Mietvertrag", extra=BROKEN | {"KI_SEARCH_DIRECT": "1"}, code=2)
+    ki("search", "Mietvertrag", extra=NOWHERE, code=4)  # another database: the server does not answer for it
 
 
 def test_errors_keep_their_meaning(served):
@@ -90,7 +93,7 @@ def test_errors_keep_their_meaning(served):
     for args in (["Vertrag", "--cursor", "garbage"], ["Vertrag", "--clause-type", "nope"],
                  ["Vertrag", "--since", "2020-13-01"]):
         direct = ki("search", *args, "--direct", code=2)
-        forwarded = ki("search", *args, extra=NOWHERE, code=2)  # refused by the server, not by a database fault
+        forwarded = ki("search", *args, extra=BROKEN, code=2)  # refused by the server, not by the broken settings
         assert forwarded.stderr == direct.stderr and len(direct.stderr.splitlines()) == 1, args
         assert forwarded.stdout == direct.stdout == ""
 
@@ -110,9 +113,9 @@ def test_a_killed_servers_stale_socket_falls_back_and_is_replaced(served):
     assert served.socket.exists()  # a killed server cannot remove it
     after = ki("search", "Mietvertrag Kündigung")
     assert (after.stdout, after.stderr) == (expected.stdout, expected.stderr)
-    ki("search", "Mietvertrag Kündigung", extra=NOWHERE, code=4)  # it did search here: no server answered
+    ki("search", "Mietvertrag Kündigung", extra=BROKEN, code=2)  # it did search here: no server answered
     served.start()  # replaces the stale file
-    again = ki("search", "Mietvertrag Kündigung", extra=NOWHERE)
+    again = ki("search", "Mietvertrag Kündigung", extra=BROKEN)
     assert again.stdout == expected.stdout
     served.stop()
     assert not served.socket.exists()  # removed at shutdown

@@ -17,7 +17,7 @@ import pytest
 import uvicorn
 
 from ki.api.local_socket import bind_local_socket, create_local_app, same_user_protocol
-from ki.app.local_search import ROUTE, LocalSearch, SearchRefused, _exchange, ask
+from ki.app.local_search import ROUTE, LocalSearch, SearchRefused, _exchange, ask, environment_digest
 from tests.helpers.outage import wait_until
 
 
@@ -60,6 +60,23 @@ def test_the_socket_is_private_and_a_stale_file_is_replaced(tmp_path):
         assert local.path == path
     assert not path.exists()  # removed at shutdown
     assert ask(LocalSearch("Mietvertrag"), path) is None  # absent
+
+
+def test_a_caller_of_another_database_or_configuration_is_not_answered(tmp_path, monkeypatch):
+    path = tmp_path / "serve.sock"
+    with serving(path, uid=os.getuid()):
+        monkeypatch.setenv("KI_DATABASE_URL", "postgresql://ki@127.0.0.1:9/elsewhere")
+        assert _post(path, b'{"query": "x"}')[0] == 409
+        assert ask(LocalSearch("x"), path) is None  # the caller searches itself
+
+
+def test_the_environment_digest_covers_what_decides_a_search():
+    base = {"KI_DATA_DIR": "/d", "KI_SERVE_PORT": "8470", "KI_WORKERS": "4", "PATH": "/bin"}
+    digest = environment_digest(base)
+    assert environment_digest({"KI_DATA_DIR": "/d"}) == digest  # the process's own knobs do not count
+    assert environment_digest(base | {"KI_DATABASE_URL": ""}) == digest  # empty counts as unset
+    for name in ("KI_DATABASE_URL", "KI_OPENSEARCH_INDEX", "KI_RETRIEVAL__EMBEDDING_MODEL"):
+        assert environment_digest(base | {name: "x"}) != digest, name
 
 
 def test_a_refused_request_is_a_400_with_the_reason(tmp_path):
