@@ -106,6 +106,22 @@ def test_the_socket_is_private_and_not_on_the_tcp_port(served):
     assert httpx.get(base + "/healthz", timeout=30).status_code == 200
 
 
+def test_a_forwarded_search_loads_none_of_the_search_path(served):
+    """What makes it cheap: no database driver, ORM, settings models or search package in the ``ki search``
+    process (``python -X importtime`` lists every module it imported)."""
+    import sys
+
+    proc = subprocess.run([sys.executable, "-X", "importtime", "-m", "ki.cli", "search", "Mietvertrag"],
+                          env=served.ki.env | BROKEN, capture_output=True, text=True, timeout=300,
+                          stdin=subprocess.DEVNULL)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    imported = {line.rsplit("|", 1)[1].strip() for line in proc.stderr.splitlines() if line.startswith("import time:")}
+    assert "ki.app.local_search" in imported  # the forwarding client ran
+    heavy = {"sqlalchemy", "psycopg", "pydantic", "pydantic_settings", "numpy", "ki.adapters.search", "ki.config",
+             "ki.config.loader", "ki.store"}
+    assert imported & heavy == set()
+
+
 def test_a_killed_servers_stale_socket_falls_back_and_is_replaced(served):
     ki = served.ki
     expected = ki("search", "Mietvertrag Kündigung", "--direct")
