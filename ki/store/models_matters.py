@@ -178,6 +178,9 @@ class CommunicationThreadMember(Base):
         Index("ix_thread_member_thread", "thread_id"),
         Index("ix_thread_member_message", "message_id"),
         Index("ix_thread_member_parent", "parent_message_id"),
+        # Migration 0030_flat_stage_cost: the threads naming a message read the parent object through an index too.
+        Index("ix_thread_member_parent_object", "parent_object_id",
+              postgresql_where=sa_text("parent_object_id IS NOT NULL")),
     )
 
 
