@@ -35,6 +35,7 @@ import statistics
 import subprocess
 import sys
 import time
+from functools import partial
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -57,38 +58,28 @@ def load() -> str:
 
 # ---------------------------------------------------------------- filler SQL (bench code, not ki's)
 
-def _id(c: str) -> str:
-    return f"t.{c} + g * {STRIDE}"
+#: Column expressions of a copy ({c}: the column, or for ``shift`` an expression; ``t`` is the original row,
+#: ``g`` the copy number). ``ref``: a nullable reference, shifted when it names an original row, else NULL (a
+#: later sample's row, not copied).
+_FORMS = {
+    "id": "t.{c} + g * {S}",
+    "ref": "CASE WHEN t.{c} < {S} THEN t.{c} + g * {S} END",
+    "hash": "encode(sha256(convert_to(t.{c} || ':' || g, 'UTF8')), 'hex')",
+    "shift": "translate({c}, '{F}', '{T}')",
+    "shift_array": "ARRAY(SELECT translate(x, '{F}', '{T}') FROM unnest(t.{c}) AS x)",
+    "suffix": "t.{c} || '~' || g",
+    "matter_key": "CASE WHEN t.{c} ~ '^matter:[0-9]+$' THEN 'matter:' || (split_part(t.{c}, ':', 2)::bigint + g * {S})"
+                  " ELSE t.{c} || '~' || g END",
+    "path": "'zz-filler/' || g || '/' || t.{c}",
+}
 
 
-def _ref(c: str) -> str:
-    """A nullable reference: shifted when it names an original row, else NULL (a later sample's row)."""
-    return f"CASE WHEN t.{c} < {STRIDE} THEN t.{c} + g * {STRIDE} END"
+def _form(kind: str, c: str) -> str:
+    return _FORMS[kind].format(c=c, S=STRIDE, F=SHIFT_FROM, T=SHIFT_TO)
 
 
-def _hash(c: str) -> str:
-    return f"encode(sha256(convert_to(t.{c} || ':' || g, 'UTF8')), 'hex')"
-
-
-def _shift(expr: str) -> str:
-    return f"translate({expr}, '{SHIFT_FROM}', '{SHIFT_TO}')"
-
-
-def _shift_array(c: str) -> str:
-    return f"ARRAY(SELECT {_shift('x')} FROM unnest(t.{c}) AS x)"
-
-
-def _suffix(c: str) -> str:
-    return f"t.{c} || '~' || g"
-
-
-def _matter_key(c: str) -> str:
-    return (f"CASE WHEN t.{c} ~ '^matter:[0-9]+$' THEN 'matter:' || (split_part(t.{c}, ':', 2)::bigint + g * {STRIDE})"
-            f" ELSE t.{c} || '~' || g END")
-
-
-def _filler_path(c: str) -> str:
-    return f"'zz-filler/' || g || '/' || t.{c}"
+_id, _ref, _hash, _shift, _shift_array, _suffix, _matter_key, _filler_path = (
+    partial(_form, k) for k in ("id", "ref", "hash", "shift", "shift_array", "suffix", "matter_key", "path"))
 
 
 _TEXT = "t.body->>'text'"
