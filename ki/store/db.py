@@ -27,6 +27,7 @@ from sqlalchemy.exc import OperationalError
 
 from ki.config.loader import ProcessSettings
 from ki.core.errors import ConfigurationError
+from ki.store.pool_ping import ping_when_idle
 
 if TYPE_CHECKING:
     from sqlalchemy.orm import Session
@@ -379,8 +380,9 @@ def open_database(url: str, *, pool_size: int = 8, migrate: bool = True) -> Data
         pool_size: connections kept (worker pool + 2 is a good value).
         migrate: run Alembic migrations (under an advisory lock).
     """
-    engine = create_engine(url, pool_size=pool_size, max_overflow=pool_size, pool_pre_ping=True,
+    engine = create_engine(url, pool_size=pool_size, max_overflow=pool_size,
                            connect_args={"application_name": application_name()})
+    ping_when_idle(engine)  # a connection idle for a while is pinged before use, a just-returned one is not
     if migrate:
         with engine.connect() as conn:
             run_migrations(conn)
