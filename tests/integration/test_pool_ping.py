@@ -8,7 +8,7 @@ terminated inside the window fails its statement once (the trade the module docu
 from __future__ import annotations
 
 import pytest
-from sqlalchemy import create_engine, event, text
+from sqlalchemy import create_engine, text
 from sqlalchemy.exc import OperationalError
 from sqlalchemy.pool import QueuePool
 
