@@ -272,9 +272,9 @@ def measure(uri: str, env: dict[str, str], sample: Path, top: int) -> dict:
                             (str(sample.resolve()),)).fetchall()
         docs = conn.execute("SELECT count(*) FROM source_object so JOIN source s ON s.id = so.source_id "
                             "WHERE s.root = %s AND so.deleted_at IS NULL", (str(sample.resolve()),)).fetchone()[0]
-        calls, total_ms = conn.execute(
-            "SELECT sum(calls), sum(total_exec_time) FROM pg_stat_statements WHERE dbid = "
-            "(SELECT oid FROM pg_database WHERE datname = 'ki')").fetchone()
+        calls, total_ms, lock_ms = conn.execute(
+            "SELECT sum(calls), sum(total_exec_time), sum(total_exec_time) FILTER (WHERE query LIKE '%pg_advisory%') "
+            "FROM pg_stat_statements WHERE dbid = (SELECT oid FROM pg_database WHERE datname = 'ki')").fetchone()
         costly = conn.execute("""
             SELECT calls, total_exec_time, mean_exec_time, rows, regexp_replace(query, '\\s+', ' ', 'g')
             FROM pg_stat_statements WHERE dbid = (SELECT oid FROM pg_database WHERE datname = 'ki')
@@ -283,7 +283,7 @@ def measure(uri: str, env: dict[str, str], sample: Path, top: int) -> dict:
     for stage, secs in rows:
         by_stage.setdefault(stage, []).append(float(secs))
     return {"wall": wall, "docs": docs, "by_stage": by_stage, "calls": int(calls or 0),
-            "db_ms": float(total_ms or 0.0), "costly": costly, "load": (la_before, la_after)}
+            "db_ms": float(total_ms or 0.0), "lock_ms": float(lock_ms or 0.0), "costly": costly, "load": (la_before, la_after)}
 
 
 def report(size: int, m: dict) -> None:
@@ -291,7 +291,8 @@ def report(size: int, m: dict) -> None:
     print(f"\n== at {size} documents: sample of {m['docs']} files, ki insert {m['wall']:.1f} s "
           f"(load {m['load'][0]:.1f} → {m['load'][1]:.1f})")
     print(f"   statements: {m['calls']} ({m['calls'] / docs:.0f} per document), database time "
-          f"{m['db_ms'] / 1000:.1f} s ({m['db_ms'] / docs:.0f} ms per document)")
+          f"{m['db_ms'] / 1000:.1f} s ({m['db_ms'] / docs:.0f} ms per document; without waits for advisory locks "
+          f"{(m['db_ms'] - m['lock_ms']) / docs:.0f} ms)")
     for stage in STAGES:
         v = m["by_stage"].get(stage, [])
         if v:
@@ -312,6 +313,8 @@ def table(results: list[tuple[int, dict]]) -> None:
         print(f"{stage:18s}" + "".join(f"{c:>20s}" for c in cells))
     print(f"{'statements/doc':18s}" + "".join(f"{m['calls'] / max(1, m['docs']):>20.0f}" for _, m in results))
     print(f"{'db ms/doc':18s}" + "".join(f"{m['db_ms'] / max(1, m['docs']):>20.0f}" for _, m in results))
+    print(f"{'… w/o lock waits':18s}"
+          + "".join(f"{(m['db_ms'] - m['lock_ms']) / max(1, m['docs']):>20.0f}" for _, m in results))
     print(f"{'load (start→end)':18s}" + "".join(f"{m['load'][0]:>13.1f} → {m['load'][1]:4.1f}" for _, m in results))
 
 
