@@ -283,7 +283,8 @@ def measure(uri: str, env: dict[str, str], sample: Path, top: int) -> dict:
     for stage, secs in rows:
         by_stage.setdefault(stage, []).append(float(secs))
     return {"wall": wall, "docs": docs, "by_stage": by_stage, "calls": int(calls or 0),
-            "db_ms": float(total_ms or 0.0), "lock_ms": float(lock_ms or 0.0), "costly": costly, "load": (la_before, la_after)}
+            "db_ms": float(total_ms or 0.0), "lock_ms": float(lock_ms or 0.0), "costly": costly,
+            "load": (la_before, la_after)}
 
 
 def report(size: int, m: dict) -> None:

@@ -71,7 +71,7 @@ def show_status(ctx, as_json: bool) -> None:
 
     budget = budget_wait(ctx.db.engine, ctx.config)
     converters = converter_components(ctx.config)
-    live = live_report(ctx)
+    live = live_report(ctx, counts)
     if as_json:
         from ki.core.taxonomies import STAGE_CONSOLE_NAMES
 
