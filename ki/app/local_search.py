@@ -4,7 +4,7 @@
 :func:`answer` computes its answer — :func:`ki.adapters.search.search.search`, the JSON ``ki search --json``
 prints — in the process that calls it: ``ki search --direct``, or ``ki serve`` for a request on its socket,
 where the search path is warm. :func:`ask` is the other end: it sends the request to the socket in the data
-directory (:func:`ki.core.data_dir.serve_socket_path`) and returns the server's answer, or None whenever the
+directory (:func:`ki.config.data_dir.serve_socket_path`) and returns the server's answer, or None whenever the
 server cannot give one (no socket, a stale one, a refused connection, a timeout, an unexpected status), so
 the caller runs the search itself. A query the search refuses is :class:`SearchRefused` on both paths.
 
@@ -151,10 +151,9 @@ def environment_digest(environ: Any = None) -> str:
     configuration pins (``KI_SECTION__FIELD``). ``environ``: default ``os.environ``; empty values count as unset."""
     import hashlib
 
-    environ = os.environ if environ is None else environ
-    picked = sorted((k, v) for k, v in environ.items() if v and (
-        k == "KI_DATABASE_URL" or k.startswith("KI_OPENSEARCH_") or (k.startswith("KI_") and "__" in k)))
-    return hashlib.sha256(json.dumps(picked).encode()).hexdigest()[:32]
+    from ki.config.environment import search_environment
+
+    return hashlib.sha256(json.dumps(search_environment(environ)).encode()).hexdigest()[:32]
 
 
 def peer_uid(sock: Any) -> int:

@@ -50,7 +50,9 @@ def _options(
     show_version: bool = typer.Option(False, "--version", callback=_print_version, is_eager=True,
                                       help="Print ki's version and exit."),
 ) -> None:
-    if not any(name.startswith("OTEL_") for name in os.environ):
+    from ki.config.environment import tracing_requested
+
+    if not tracing_requested():
         return  # tracing stays off without an OTEL_* variable: its settings and the SDK are not even loaded
     from ki.adapters.observability.tracing import configure_from_env
 

@@ -92,8 +92,8 @@ class Fault:
 
 def data_dir() -> Path:
     """The data directory ``KI_DATA_DIR`` names (its default when unset), read without loading the settings
-    (:func:`ki.core.data_dir.data_dir`): the log is found even when another variable is the fault."""
-    from ki.core.data_dir import data_dir as configured
+    (:func:`ki.config.data_dir.data_dir`): the log is found even when another variable is the fault."""
+    from ki.config.data_dir import data_dir as configured
 
     return configured().expanduser()
 

@@ -48,7 +48,7 @@ def search(
     from datetime import date
 
     from ki.app.local_search import LocalSearch, SearchRefused, ask
-    from ki.core.data_dir import data_dir, serve_socket_path
+    from ki.config.data_dir import data_dir, serve_socket_path
 
     try:
         if since:

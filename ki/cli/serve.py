@@ -37,7 +37,7 @@ def serve(
     from ki.api.local_socket import bind_local_socket, create_local_app, same_user_protocol
     from ki.api.serving import serve_together
     from ki.cli.faults import configure_logging
-    from ki.core.data_dir import serve_socket_path
+    from ki.config.data_dir import serve_socket_path
 
     configure_logging(logging.INFO)
     sock = listen(host, port)  # before the database: a taken port is said at once, in one line

@@ -31,7 +31,7 @@ from typing import Any, TypeVar
 from pydantic import Field, SecretStr, ValidationError
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from ki.core.data_dir import default_data_dir
+from ki.config.data_dir import default_data_dir
 from ki.core.errors import ConfigurationError
 
 Section = TypeVar("Section", bound="EnvSettings")

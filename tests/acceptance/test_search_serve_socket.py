@@ -117,8 +117,8 @@ def test_a_forwarded_search_loads_none_of_the_search_path(served):
     assert proc.returncode == 0, proc.stderr[-2000:]
     imported = {line.rsplit("|", 1)[1].strip() for line in proc.stderr.splitlines() if line.startswith("import time:")}
     assert "ki.app.local_search" in imported  # the forwarding client ran
-    heavy = {"sqlalchemy", "psycopg", "pydantic", "pydantic_settings", "numpy", "ki.adapters.search", "ki.config",
-             "ki.config.loader", "ki.store"}
+    heavy = {"sqlalchemy", "psycopg", "pydantic", "pydantic_settings", "numpy", "ki.adapters.search",
+             "ki.config.loader", "ki.config.process", "ki.config.settings", "ki.store"}
     assert imported & heavy == set()
 
 
