@@ -13,7 +13,8 @@ collision's rich status still reaches the SDK). A *fault plan* decides, per trig
 * ``"hang"`` — forward, then hold the answer for :attr:`GrpcFaultProxy.hang_seconds` (a timeout);
 * ``"phantom"`` — answer with made-up run ids without forwarding (the engine acknowledges runs it never
   makes, as it does when it sheds load or a workflow is unregistered); only while the engine never saw its
-  items (same run, object and ``ki_attempt``): a resend of items it may have made would collide instead;
+  items (same run, object and ``ki_attempt``): a resend of items it may have made would collide instead, so a
+  phantom the plan gives to a resend goes to the same method's next call of fresh items;
 * ``None`` — forward.
 
 :attr:`GrpcFaultProxy.log` records each trigger call (:class:`TriggerCall`: wall-clock time in epoch seconds,
@@ -112,6 +113,7 @@ class GrpcFaultProxy:
         self.log: list[TriggerCall] = []
         self._counts: dict[str, int] = {}
         self._sent: set[tuple[str, str, str]] = set()
+        self._owed_phantom: str | None = None  # a phantom the plan gave to a resend: the method's next fresh call
         self._lock = threading.Lock()
         self._methods = _service_methods()
         self._channel = grpc.insecure_channel(upstream, options=[("grpc.max_send_message_length", 8 << 20),
@@ -158,8 +160,13 @@ class GrpcFaultProxy:
         if method in TRIGGER_METHODS:
             keys = _keys(method, request)
             with self._lock:
-                if fault == "phantom" and self._sent & set(keys):
-                    fault = None  # a resend: the engine would answer with the runs it made (a collision)
+                fresh = not (self._sent & set(keys))
+                if fault == "phantom" and not fresh:
+                    # a resend: the engine would answer with the runs it made (a collision); the phantom is owed
+                    # to this method's next fresh call, so a plan's every fault still happens
+                    fault, self._owed_phantom = None, method
+                elif fault is None and fresh and self._owed_phantom == method:
+                    fault, self._owed_phantom = "phantom", None
                 if fault not in ("refuse", "phantom"):
                     self._sent |= set(keys)  # the engine sees these items
                 call = TriggerCall(time.time(), method, fault, [k[1] for k in keys])
