@@ -15,6 +15,7 @@ from typing import Any
 
 from sqlalchemy import text
 
+from ki.core.like_pattern import like_escape
 from ki.store.db import Database
 from ki.store.objects import REL_PATH
 
@@ -40,12 +41,6 @@ def _evidence_sql(body_text: str) -> str:
 CONTAINING_TEXT = f"lower(left(a.body->>'text', {CONTAINING_CHARS}))"
 #: SQL escaping a string expression (``{}``) for LIKE with ``ESCAPE '\'``: backslash, ``%`` and ``_``.
 _LIKE_ESCAPED_SQL = r"replace(replace(replace({}, '\', '\\'), '%', '\%'), '_', '\_')"
-
-
-def like_escape(value: str) -> str:
-    r"""``value`` escaped for a LIKE pattern with ``ESCAPE '\'`` (backslash, ``%`` and ``_`` stand for
-    themselves)."""
-    return value.replace("\\", "\\\\").replace("%", r"\%").replace("_", r"\_")
 
 
 #: :func:`_evidence_sql` of the whole body text.

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
+from ki.core.like_pattern import like_escape
 from ki.store.db import has_table
 
 if TYPE_CHECKING:  # the store reads the rows' fields; it never imports the domain above it
@@ -138,7 +139,7 @@ def folder_mtimes(conn: Connection, source_id: int, root: str, path: str, *, min
     folder = path.rsplit("/", 1)[0] if "/" in path else ""
     out: list[int] = []
     while folder:
-        like = folder.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "/%"
+        like = like_escape(folder) + "/%"
         out = [int(r[0]) for r in conn.execute(text(
             "SELECT mtime_ns FROM source_object WHERE source_id = :s AND path LIKE :p AND parent_id IS NULL "
             "AND deleted_at IS NULL AND mtime_ns IS NOT NULL LIMIT :n"),

@@ -24,6 +24,7 @@ from typing import Any
 from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
+from ki.core.like_pattern import like_escape
 from ki.core.taxonomies import (
     BUCKETS,
     CANCELLED,
@@ -139,8 +140,7 @@ class WorkItemFilter:
                           else "ps.last_error->>'infrastructure' IS NULL"))
         if self.path_prefix:
             sql.append(r"so.path LIKE :f_path_prefix ESCAPE '\'")  # ix_source_object_path_prefix
-            escaped = self.path_prefix.replace("\\", "\\\\").replace("%", r"\%").replace("_", r"\_")
-            params["f_path_prefix"] = escaped + "%"
+            params["f_path_prefix"] = like_escape(self.path_prefix) + "%"
         if self.since is not None:
             sql.append("ps.updated_at >= :f_since")
             params["f_since"] = self.since

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 
 from sqlalchemy.engine import Connection
 
+from ki.core.like_pattern import like_escape
 from ki.domain.entities.persons import expansion, parse_person
 from ki.store.locks import lock_key, lock_keys_in_order
 from ki.store.parties import folder_person_rows, matter_person_rows, repoint_party
@@ -95,7 +96,7 @@ def settle_folder_abbreviations(conn: Connection, scope: FolderScope) -> set[int
     (taken here, re-entrant). Returns the ids of the entities whose rows moved.
     """
     lock_matters(conn, [scope.lock_name])
-    prefix = scope.folder.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "/%"
+    prefix = like_escape(scope.folder) + "/%"
     rows = [r for r in folder_person_rows(conn, scope.source_id, prefix)
             if folder_of(r.path) == scope.folder]
     return _settle(conn, [r for r in rows if r.unscoped], rows)
