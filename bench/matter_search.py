@@ -37,7 +37,7 @@ def seed(db: Any, rows: int, matters: int, dim: int, noise: float) -> tuple[np.n
     the seconds each step took."""
     from sqlalchemy import text
 
-    from ki.adapters.search.embeddings import EmbedderIdentity
+    from ki.adapters.search.embedder import EmbedderIdentity
     from ki.adapters.search.postgres import PostgresBackend
 
     took: dict[str, float] = {}

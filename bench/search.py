@@ -205,7 +205,8 @@ def embedded_half(args: argparse.Namespace, then: Callable[[dict[str, Any]], Non
     from sqlalchemy import text
 
     from ki.adapters.search.backend import ChunkRow, IndexDocument
-    from ki.adapters.search.embeddings import EmbedderIdentity, HashingEmbedder
+    from ki.adapters.search.embedder import EmbedderIdentity
+    from ki.adapters.search.embeddings import HashingEmbedder
     from ki.adapters.search.postgres import PostgresBackend
     from ki.store.db import ensure_database, open_database, sqlalchemy_url
 

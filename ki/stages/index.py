@@ -56,8 +56,9 @@ from typing import Any
 from ki.adapters.convert.model import StructuredDocument
 from ki.adapters.search import query_embedder
 from ki.adapters.search.backend import IndexDocument
+from ki.adapters.search.embedder import identity_of
 from ki.adapters.search.embedding_cache import CachedVectors, embed_rows
-from ki.adapters.search.embeddings import context_header, identity_of
+from ki.adapters.search.embeddings import context_header
 from ki.adapters.search.factory import backend_for
 from ki.core.errors import ClaimLost
 from ki.core.taxonomies import ACCESS_ONLY_REINDEX, SOURCE_OBJECT_DELETED, has_access_only_marker

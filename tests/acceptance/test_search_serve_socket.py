@@ -122,6 +122,19 @@ def test_a_forwarded_search_loads_none_of_the_search_path(served):
     assert imported & heavy == set()
 
 
+def test_a_direct_lexical_search_loads_no_vector_or_gateway_code(served):
+    """Without vectors (the default ``embedding_model``), a search answered in its own process never needs numpy,
+    an embedder or the gateway's HTTP client: ``--direct`` imports none of them (``python -X importtime``)."""
+    import sys
+
+    proc = subprocess.run([sys.executable, "-X", "importtime", "-m", "ki.cli", "search", "Mietvertrag", "--direct"],
+                          env=served.ki.env, capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    imported = {line.rsplit("|", 1)[1].strip() for line in proc.stderr.splitlines() if line.startswith("import time:")}
+    assert "ki.adapters.search.search" in imported and "tantivy" in imported  # it did search here
+    assert imported & {"numpy", "httpx", "ki.adapters.search.embeddings", "ki.adapters.agents.shared_gateway"} == set()
+
+
 def test_a_killed_servers_stale_socket_falls_back_and_is_replaced(served):
     ki = served.ki
     expected = ki("search", "Mietvertrag Kündigung", "--direct")

@@ -21,7 +21,8 @@ import numpy as np
 import pytest
 
 from ki.adapters.search.backend import ChunkRow, EmbedderMismatch, IndexDocument, SearchFilters
-from ki.adapters.search.embeddings import EmbedderIdentity, HashingEmbedder
+from ki.adapters.search.embedder import EmbedderIdentity
+from ki.adapters.search.embeddings import HashingEmbedder
 from ki.adapters.search.opensearch import OpenSearchBackend
 from ki.adapters.search.opensearch_bulk import BulkOptions, DocumentRejected, IndexReadOnly
 from ki.adapters.search.opensearch_index import KI_SCHEMA

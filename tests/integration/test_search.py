@@ -30,7 +30,8 @@ import ki.adapters.search.embedding_cache as cache_module
 import ki.stages.index as index_stage
 import ki.stages.index_rows as index_rows
 from ki.adapters.search.backend import ChunkRow, EmbedderMismatch, IndexDocument, SearchFilters
-from ki.adapters.search.embeddings import EmbedderIdentity, HashingEmbedder
+from ki.adapters.search.embedder import EmbedderIdentity
+from ki.adapters.search.embeddings import HashingEmbedder
 from ki.adapters.search.factory import backend_for
 from ki.adapters.search.hybrid import hybrid_search
 from ki.adapters.search.postgres import PostgresBackend

@@ -21,14 +21,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import date
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-import numpy as np
-
-from ki.adapters.search.embeddings import EmbedderIdentity
+from ki.adapters.search.embedder import EmbedderIdentity
 from ki.core.errors import ConfigurationError
 from ki.domain.access.projection import AccessProjection
 from ki.store.index_record import FilterReport
+
+if TYPE_CHECKING:
+    import numpy as np
 
 PROFILE_ORDINAL = -1
 PROFILE_KIND = "profile"

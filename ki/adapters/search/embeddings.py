@@ -30,54 +30,14 @@ import hashlib
 import re
 import threading
 from collections.abc import Sequence
-from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any, Protocol, runtime_checkable
+from typing import Any
 
 import numpy as np
 
+from ki.adapters.search.embedder import Embedder, EmbedderIdentity
 from ki.config.embedding_model import DEFAULT_HASHING_DIMENSION, parse_embedding_model
 from ki.core.errors import ConfigurationError, ModelOutputInvalid
-
-
-@runtime_checkable
-class Embedder(Protocol):
-    """What the index stage and search need from an embedding model.
-
-    Attributes:
-        name: stable identity recorded on the index (``index_meta.embedder``) and in the cache;
-            two embedders with the same name must produce the same vectors.
-        dimension: vector length (raises the model's own errors if it must be probed).
-    """
-
-    name: str
-
-    @property
-    def dimension(self) -> int: ...
-
-    def embed_passages(self, texts: Sequence[str]) -> np.ndarray:
-        """Vectors of documents/chunks: float32 ``(len(texts), dimension)``, rows L2-normalised."""
-        ...
-
-    def embed_query(self, text: str) -> np.ndarray:
-        """Vector of a search query: float32 ``(dimension,)``, L2-normalised."""
-        ...
-
-
-@dataclass(frozen=True)
-class EmbedderIdentity:
-    """What an index records about its vectors: ``embedder`` name and ``dimension``."""
-
-    embedder: str
-    dimension: int
-
-    def __str__(self) -> str:
-        return f"{self.embedder} ({self.dimension}-d)"
-
-
-def identity_of(embedder: Embedder | None) -> EmbedderIdentity | None:
-    """The (name, dimension) of ``embedder``; None for no embedder."""
-    return None if embedder is None else EmbedderIdentity(embedder.name, int(embedder.dimension))
 
 
 def normalise_rows(matrix: np.ndarray, *, expected_dim: int | None, source: str) -> np.ndarray:

@@ -16,11 +16,12 @@ from __future__ import annotations
 
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
-from typing import TypeVar
-
-import numpy as np
+from typing import TYPE_CHECKING, TypeVar
 
 from ki.adapters.search.backend import RankedChunk, SearchBackend, SearchFilters
+
+if TYPE_CHECKING:
+    import numpy as np
 
 RRF_K = 60
 K = TypeVar("K", bound=Hashable)

@@ -55,7 +55,7 @@ from ki.adapters.search.backend import (
     WriteResult,
     row_ordinals,
 )
-from ki.adapters.search.embeddings import EmbedderIdentity
+from ki.adapters.search.embedder import EmbedderIdentity
 from ki.adapters.search.opensearch_bulk import (
     BulkOptions,
     SyncReport,

@@ -27,7 +27,8 @@ from sqlalchemy import Engine
 from sqlalchemy.engine import Connection
 
 from ki.adapters.search.backend import CLAUSE_KIND, ChunkRow, IndexDocument, SearchFilters
-from ki.adapters.search.embeddings import EmbedderIdentity, normalise_rows
+from ki.adapters.search.embedder import EmbedderIdentity
+from ki.adapters.search.embeddings import normalise_rows
 from ki.adapters.search.lexical import CLAUSE_TAG, DOC_FIELDS, LexHit, LexRow, row_source
 from ki.adapters.search.query_plan import AllOf, AnyOf, AtLeast, BestOf, Filtered, InSet, Node, Phrase, Term, WithBonus
 from ki.config.process import OpenSearchSettings, current

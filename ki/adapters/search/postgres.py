@@ -25,9 +25,8 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
 from sqlalchemy import Engine
 from sqlalchemy.engine import Connection
 
@@ -42,13 +41,16 @@ from ki.adapters.search.backend import (
     WriteResult,
     row_ordinals,
 )
-from ki.adapters.search.embeddings import EmbedderIdentity
+from ki.adapters.search.embedder import EmbedderIdentity
 from ki.adapters.search.pgvector import register_vector
 from ki.adapters.search.query import parse_query
 from ki.domain.access.projection import AccessProjection
 from ki.store import chunk_rows
 from ki.store.chunk_rows import delete_object_chunks
 from ki.store.index_record import acl_sql, filter_sql, head_and_epoch, log_changes
+
+if TYPE_CHECKING:
+    import numpy as np
 
 INDEX_NAME = "default"
 #: hnsw.ef_search floor (pgvector default 40); raised to k when more rows are asked for.
@@ -195,6 +197,8 @@ class PostgresBackend:
                       "kinds": [r.kind for r in batch],
                       "metas": [None if r.meta is None else json.dumps(r.meta) for r in batch]}
             if doc.embedder is not None:
+                import numpy as np  # only a vector index needs it (lexical-only search never loads numpy)
+
                 embs = []
                 for r in batch:
                     if r.embedding is None or r.embedding.shape != (doc.embedder.dimension,):
@@ -277,6 +281,8 @@ class PostgresBackend:
         identity = self.index_identity(conn)
         if identity is None:
             return []
+        import numpy as np  # a vector search has numpy loaded already (its query vector is an array)
+
         vec = np.asarray(vector, dtype=np.float32)
         if vec.shape != (identity.dimension,):
             raise ValueError(f"query vector has shape {vec.shape}; the index holds {identity}")

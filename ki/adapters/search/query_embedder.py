@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from ki.adapters.agents.shared_gateway import gateway
 from ki.config.process import LlmSettings, current
 from ki.core.shared_clients import shared
 
@@ -15,6 +14,7 @@ def query_embedder(identity: Any) -> Any:
     None when the index has no vectors. Raises: ConfigurationError when it cannot be built here."""
     if identity is None:
         return None
+    from ki.adapters.agents.shared_gateway import gateway
     from ki.adapters.search.embeddings import embedder_for_identity
 
     return shared("query_embedder", identity, lambda: embedder_for_identity(identity, gateway_client=gateway))
@@ -31,6 +31,7 @@ def stage_embedder(retrieval: Any, db: Any) -> Any:
         db: the :class:`ki.store.db.Database` whose ledger records gateway usage.
     Raises: ValueError / ConfigurationError from :func:`ki.adapters.search.embeddings.make_embedder`.
     """
+    from ki.adapters.agents.shared_gateway import gateway
     from ki.adapters.agents.usage import ledger_sink
     from ki.adapters.search.embeddings import make_embedder
 

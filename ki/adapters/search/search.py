@@ -33,7 +33,7 @@ from sqlalchemy import Engine
 from ki.adapters.observability.metrics import record_search
 from ki.adapters.search.backend import CLAUSE_KIND, PROFILE_KIND, SearchBackend, SearchFilters
 from ki.adapters.search.clause_filters import clause_types_under
-from ki.adapters.search.embeddings import Embedder, EmbedderIdentity
+from ki.adapters.search.embedder import Embedder, EmbedderIdentity
 from ki.adapters.search.factory import backend_for
 from ki.adapters.search.hybrid import RRF_K, FusedHit, hybrid_search
 from ki.adapters.search.query import ParsedQuery, parse_query
