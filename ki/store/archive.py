@@ -23,19 +23,18 @@ Never moved: ``source_object`` (public paths and provenance), ``model_usage`` (s
 
 from __future__ import annotations
 
+import functools
 import json
 import uuid
 from datetime import datetime
 
-from sqlalchemy import text
+from sqlalchemy import TextClause, text
 from sqlalchemy.engine import Connection
 
 from ki.core.taxonomies import STAGE_BUCKET_SQL
-from ki.store.models import ProcessingState
 
 _ACTIVE = "('queued', 'running')"
 #: processing_state's columns a restore writes (generated ones are computed again).
-_STATE_COLUMNS = ", ".join(c.name for c in ProcessingState.__table__.columns if c.computed is None)
 
 # -- name: move_runs --
 MOVE_RUNS_SQL = text(f"""
@@ -142,7 +141,7 @@ RESTORE_SQL = f"""
 WITH st AS (
     DELETE FROM processing_state_archive a WHERE {{where}} RETURNING a.*
 ), back AS (
-    INSERT INTO processing_state ({_STATE_COLUMNS}) SELECT {_STATE_COLUMNS} FROM st RETURNING id
+    INSERT INTO processing_state ({{columns}}) SELECT {{columns}} FROM st RETURNING id
 ), uncounted AS (
     UPDATE archive_bucket_counts c SET n = c.n - g.n
     FROM (SELECT stage, {STAGE_BUCKET_SQL} AS bucket, count(*) AS n FROM st GROUP BY 1, 2) g
@@ -155,22 +154,33 @@ WITH st AS (
 SELECT (SELECT count(*) FROM back) AS rows, (SELECT count(*) FROM att_back) AS attempts,
        (SELECT count(*) FROM uncounted) AS groups
 """
-RESTORE_ITEM_SQL = text(RESTORE_SQL.format(where="a.source_object_id = (SELECT source_object_id FROM "
-                                                 "processing_state_archive WHERE work_item_id = :wid)"))
-RESTORE_OBJECTS_SQL = text(RESTORE_SQL.format(where="a.source_object_id = ANY(CAST(:ids AS bigint[]))"))
+_RESTORE_WHERE = {
+    "item": "a.source_object_id = (SELECT source_object_id FROM processing_state_archive WHERE work_item_id = :wid)",
+    "objects": "a.source_object_id = ANY(CAST(:ids AS bigint[]))",
+}
+
+
+@functools.cache
+def _restore_sql(which: str) -> TextClause:
+    """RESTORE_SQL for ``which`` of :data:`_RESTORE_WHERE`, with processing_state's stored columns. The ORM models
+    load here, on the first restore, not at import (``ki status`` imports this module and never restores)."""
+    from ki.store.models import ProcessingState
+
+    columns = ", ".join(c.name for c in ProcessingState.__table__.columns if c.computed is None)
+    return text(RESTORE_SQL.format(where=_RESTORE_WHERE[which], columns=columns))
 
 
 def restore_work_item(conn: Connection, work_item_id: uuid.UUID) -> int:
     """Restore the archived object of work item ``work_item_id`` — all its state rows, so its stages stay whole —
     with their attempts; returns the rows restored (0: the item is not archived)."""
-    return int(conn.execute(RESTORE_ITEM_SQL, {"wid": work_item_id}).one().rows)
+    return int(conn.execute(_restore_sql("item"), {"wid": work_item_id}).one().rows)
 
 
 def restore_objects(conn: Connection, source_object_ids: list[int]) -> int:
     """Restore the archived state rows of these objects (a tombstoned file listed again); returns rows restored."""
     if not source_object_ids:
         return 0
-    return int(conn.execute(RESTORE_OBJECTS_SQL, {"ids": sorted(set(source_object_ids))}).one().rows)
+    return int(conn.execute(_restore_sql("objects"), {"ids": sorted(set(source_object_ids))}).one().rows)
 
 
 ARCHIVED_COUNTS_SQL = text("SELECT stage, bucket, n FROM archive_bucket_counts WHERE n <> 0")

@@ -95,3 +95,19 @@ def test_status_watch_refreshes_until_interrupted(ctx):
 
 def test_durations_read_like_a_person_writes_them():
     assert [duration(s) for s in (None, 9.4, 252, 3 * 3600 + 5 * 60)] == ["-", "9 s", "4 min 12 s", "3 h 05 min"]
+
+
+def test_status_starts_without_the_ocr_runtime_the_http_client_or_the_orm(ctx):
+    """``ki status`` is a report: it finds the OCR wheel and models without importing onnxruntime, and reads its
+    counts without the ORM or an HTTP client (``python -X importtime`` lists every module the process imported)."""
+    from ki.adapters.convert.ocr_engine import ocr_installed, probe_engine
+
+    seeded(ctx, 1)
+    proc = subprocess.run([sys.executable, "-X", "importtime", "-m", "ki.cli", "status", "--json"],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    imported = {line.rsplit("|", 1)[1].strip() for line in proc.stderr.splitlines() if line.startswith("import time:")}
+    assert "ki.store.status" in imported
+    assert imported & {"onnxruntime", "rapidocr", "httpx", "ki.store.models", "sqlalchemy.orm"} == set()
+    converters = {c["name"]: c["available"] for c in json.loads(proc.stdout)["converters"]}
+    assert converters["ocr"] is ocr_installed() is probe_engine().ok is True  # the cheap answer is the probe's

@@ -32,25 +32,26 @@ class ConverterComponent:
 
 def libreoffice_component(config: KiConfig) -> ConverterComponent | None:
     """LibreOffice as a component, or None when ``components.libreoffice`` is empty (turned off)."""
-    from ki.adapters.convert.router import soffice_program
-    from ki.adapters.convert.soffice import INSTALL_HINT
+    from ki.adapters.convert.soffice import INSTALL_HINT, find_soffice
 
     if not config.components.libreoffice:
         return None
-    found = soffice_program(config) is not None
+    found = find_soffice(config.components.libreoffice) is not None
     return ConverterComponent("libreoffice", found, f"legacy Office and word-processor files ({LEGACY_FORMATS})",
                               None if found else f"not installed: those files wait as needs_converter; {INSTALL_HINT}")
 
 
 def converter_components(config: KiConfig) -> list[ConverterComponent]:
     """LibreOffice (unless ``components.libreoffice`` is empty), the built-in OCR (unless
-    ``pipeline.ocr.enabled`` is off) and Docling Serve (when its URL is set), in that order."""
-    from ki.adapters.convert.router import ocr_enabled
+    ``pipeline.ocr.enabled`` is off) and Docling Serve (when its URL is set), in that order. OCR counts as
+    available when its wheel and models are installed (:func:`ki.adapters.convert.ocr_engine.ocr_installed`: a
+    report imports no onnxruntime); a run's start probes it for real."""
+    from ki.adapters.convert.ocr_engine import ocr_installed
 
     office = libreoffice_component(config)
     out: list[ConverterComponent] = [office] if office else []
     if config.pipeline.ocr.enabled:
-        found = ocr_enabled(config)
+        found = ocr_installed()
         out.append(ConverterComponent("ocr", found, "scanned PDF pages and images",
                                       None if found else "the OCR wheel (rapidocr, onnxruntime) is not importable"))
     if config.components.docling_url:

@@ -76,6 +76,26 @@ def probe_engine() -> Probe:
     return Probe(True, det=det, rec=rec, version=version)
 
 
+def ocr_installed() -> bool:
+    """Whether the OCR wheel is installed, without importing it: rapidocr and onnxruntime are found on the path and
+    the bundled models exist (a report's check: ``ki status``, ``/healthz``). Importing onnxruntime costs ~0.2 s of
+    CPU, so a report does not; a run's start asks :func:`ocr_available`, which imports both. Once this process has
+    probed the engine, its answer is given."""
+    if probe_engine.cache_info().currsize:
+        return probe_engine().ok
+    import importlib.util
+
+    try:
+        spec = importlib.util.find_spec("rapidocr")
+        runtime = importlib.util.find_spec("onnxruntime")
+    except (ImportError, ValueError):
+        return False
+    if spec is None or runtime is None or not spec.submodule_search_locations:
+        return False
+    models = Path(next(iter(spec.submodule_search_locations))).resolve() / "models"
+    return (models / _DET_MODEL).is_file() and (models / _REC_MODEL).is_file()
+
+
 def ocr_available() -> bool:
     """Whether OCR can run here: rapidocr and onnxruntime import and the bundled models exist (cached)."""
     return probe_engine().ok
