@@ -24,7 +24,7 @@ from sqlalchemy.engine import Connection
 
 from ki.store.db import Database
 from ki.store.locks import xact_lock
-from ki.store.matter_search import nearest_matters
+from ki.store.matter_search import matter_candidates, nearest_matters
 
 CLASSIFICATION = "classification"
 PEEK_TITLES = 12
@@ -129,8 +129,9 @@ WHERE m.project_id = :p
 
 @functools.lru_cache(maxsize=65536)
 def _words(value: str) -> frozenset[str]:
-    """The words of ``value`` a title match counts (case-folded, three characters or more). Cached: every
-    search reads every matter's title and client name again, and they rarely change."""
+    """The words of ``value`` a title match counts (case-folded, three characters or more; of ``[0-9a-zäöü]``,
+    which :func:`ki.store.matter_search.matter_candidates` relies on). Cached: searches read the same matters'
+    titles and client names again, and they rarely change."""
     return frozenset(w for w in re.findall(r"[0-9a-zäöüß]+", value.casefold()) if len(w) >= 3)
 
 
@@ -142,7 +143,7 @@ def semantic_points(rank: int) -> float:
 
 
 def search_matters(conn: Connection, *, project_id: int, query: str, limit: int = 8, offset: int = 0,
-                   query_vector: Sequence[float] | None = None) -> dict[str, Any]:
+                   query_vector: Sequence[float] | None = None, every_matter: bool = False) -> dict[str, Any]:
     """Rank every matter of the project for ``query``, then cut the page.
 
     Score: reference named in the query (100), a case number / identifier / alias named (50), the
@@ -159,14 +160,21 @@ def search_matters(conn: Connection, *, project_id: int, query: str, limit: int 
         (only with ``semantic``). Every candidate is ranked before the page is cut: ``total`` counts every
         matter that scored, and an offset walks the same ranking (score, then real before placeholder, then
         reference).
+
+        Only the matters that can score are read and ranked
+        (:func:`ki.store.matter_search.matter_candidates`); ``every_matter`` reads and ranks every matter of the
+        project instead — the same answer, slower (the reference the candidate filter is tested against).
     """
     q = (query or "").strip()
-    rows = conn.execute(SEARCH_SQL, {"q": q, "p": project_id}).fetchall()
     nearest = nearest_matters(conn, project_id=project_id, vector=query_vector) \
         if q and query_vector is not None else []
     semantic = {mid: (rank, sim) for rank, (mid, sim) in enumerate(nearest, 1)}
     q_fold = q.casefold()
     q_words = _words(q)
+    if q and not every_matter:
+        rows = matter_candidates(conn, project_id=project_id, query=q, words=sorted(q_words), nearest=list(semantic))
+    else:
+        rows = conn.execute(SEARCH_SQL, {"q": q, "p": project_id}).fetchall()
     ranked = []
     for r in rows:
         why, score = [], 0.0
