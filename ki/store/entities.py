@@ -29,6 +29,11 @@ WHERE e.project_id = :project AND i.value_key = ANY(CAST(:values AS text[]))
 ORDER BY score DESC, id
 LIMIT :limit
 """)
+KNOWN_NAMES_SQL = text("""
+SELECT a.entity_id, a.alias, e.kind FROM entity_alias a JOIN entity e ON e.id = a.entity_id
+WHERE e.project_id = :p AND a.tokens[1] = ANY(CAST(:t AS text[])) AND a.tokens <@ CAST(:t AS text[])
+ORDER BY length(a.alias) DESC, a.id LIMIT :limit
+""")
 ENTITY_ROWS_SQL = text("SELECT id, name, kind, identity_key FROM entity WHERE id = ANY(CAST(:ids AS bigint[]))")
 ALIASES_SQL = text("SELECT entity_id, alias, alias_key FROM entity_alias WHERE entity_id = ANY(CAST(:ids AS bigint[]))")
 IDENTIFIERS_SQL = text("""
@@ -137,13 +142,11 @@ def known_names(conn: Connection, project_id: int, tokens: Iterable[str], limit:
                 ) -> list[tuple[int, str, str]]:
     """Aliases whose every base token occurs in ``tokens`` (the gazetteer of one document).
 
-    Returns: (entity id, alias as written, entity kind), longest aliases first, at most ``limit``.
+    Returns: (entity id, alias as written, entity kind), longest aliases first, at most ``limit``. An alias
+    without tokens is none. Read through the alias's first token (``ix_entity_alias_first_token``: one of
+    ``tokens`` for every alias that qualifies), not the whole alias table.
     """
-    rows = conn.execute(text("""
-        SELECT a.entity_id, a.alias, e.kind FROM entity_alias a JOIN entity e ON e.id = a.entity_id
-        WHERE e.project_id = :p AND cardinality(a.tokens) > 0 AND a.tokens <@ CAST(:t AS text[])
-        ORDER BY length(a.alias) DESC, a.id LIMIT :limit
-    """), {"p": project_id, "t": sorted(set(tokens)), "limit": limit})
+    rows = conn.execute(KNOWN_NAMES_SQL, {"p": project_id, "t": sorted(set(tokens)), "limit": limit})
     return [(r.entity_id, r.alias, r.kind) for r in rows]
 
 

@@ -62,6 +62,7 @@ class EntityAlias(Base):
         UniqueConstraint("entity_id", "alias", name="uq_entity_alias_entity_alias"),
         Index("ix_entity_alias_key", "alias_key"),
         Index("ix_entity_alias_tokens", "tokens", postgresql_using="gin"),
+        Index("ix_entity_alias_first_token", sa_text("(tokens[1])")),
     )
 
 
@@ -152,6 +153,7 @@ class DocumentParty(Base):
     __table_args__ = (
         UniqueConstraint("source_object_id", "entity_id", name="uq_document_party_object_entity"),
         Index("ix_document_party_matter_entity", "matter_key", "entity_id"),
+        Index("ix_document_party_entity", "entity_id"),
     )
 
 
