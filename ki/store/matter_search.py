@@ -79,12 +79,10 @@ def _fold(expr: str) -> str:
     return out
 
 
-# -- name: matter_candidates --
-# The project's matters that search_matters can score above zero (the full ranking's signals, each as a superset
-# test): a full-text hit, a nearest matter, the folded reference / an identifier or alias / the client number
-# inside the folded query, a query word inside the folded title or client name, or a character beyond ASCII the
-# folding does not cover. Same columns as ki.store.matters.SEARCH_SQL.
-_CANDIDATES = f"""
+# -- name: matters_ranked --
+# The columns search_matters ranks, per matter of the project, with its best full-text rank over its indexed chunks
+# (0: no hit); the statements below add their WHERE.
+_RANKED = """
 WITH q AS (SELECT websearch_to_tsquery('simple', :q) AS query),
 text_hits AS (
     SELECT ma.matter_id, max(ts_rank_cd(c.tsv, q.query)) AS rank
@@ -96,6 +94,16 @@ SELECT m.id, m.reference, m.title, m.placeholder, m.identifiers || m.aliases AS 
        coalesce(m.client_name, '') AS client_name, coalesce(m.client_number, '') AS client_number,
        coalesce(t.rank, 0) AS text_rank
 FROM matter m LEFT JOIN text_hits t ON t.matter_id = m.id
+"""
+#: Every matter of the project (``:p``) as ``search_matters`` ranks it, for the query ``:q``.
+EVERY_MATTER_SQL = text(_RANKED + "WHERE m.project_id = :p\n")
+
+# -- name: matter_candidates --
+# The project's matters that search_matters can score above zero (the full ranking's signals, each as a superset
+# test): a full-text hit, a nearest matter, the folded reference / an identifier or alias / the client number
+# inside the folded query, a query word inside the folded title or client name, or a character beyond ASCII the
+# folding does not cover.
+_CANDIDATES = _RANKED + f"""
 CROSS JOIN LATERAL (SELECT concat_ws(' ', m.reference, m.title, m.client_name, m.client_number,
                                      array_to_string(m.identifiers || m.aliases, ' ')) AS every) u
 WHERE m.project_id = :p AND (

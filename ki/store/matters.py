@@ -24,7 +24,7 @@ from sqlalchemy.engine import Connection
 
 from ki.store.db import Database
 from ki.store.locks import xact_lock
-from ki.store.matter_search import matter_candidates, nearest_matters
+from ki.store.matter_search import EVERY_MATTER_SQL, matter_candidates, nearest_matters
 
 CLASSIFICATION = "classification"
 PEEK_TITLES = 12
@@ -111,22 +111,6 @@ def add_identifiers(conn: Connection, matter_id: int, identifiers: list[str]) ->
                      {"id": matter_id, "ids": identifiers})
 
 
-SEARCH_SQL = text("""
-WITH q AS (SELECT websearch_to_tsquery('simple', :q) AS query),
-text_hits AS (
-    SELECT ma.matter_id, max(ts_rank_cd(c.tsv, q.query)) AS rank
-    FROM chunk c JOIN matter_assignment ma ON ma.source_object_id = c.source_object_id, q
-    WHERE :q <> '' AND c.tsv @@ q.query AND NOT c.is_deleted
-    GROUP BY ma.matter_id
-)
-SELECT m.id, m.reference, m.title, m.placeholder, m.identifiers || m.aliases AS identifiers,
-       coalesce(m.client_name, '') AS client_name, coalesce(m.client_number, '') AS client_number,
-       coalesce(t.rank, 0) AS text_rank
-FROM matter m LEFT JOIN text_hits t ON t.matter_id = m.id
-WHERE m.project_id = :p
-""")
-
-
 @functools.lru_cache(maxsize=65536)
 def _words(value: str) -> frozenset[str]:
     """The words of ``value`` a title match counts (case-folded, three characters or more; of ``[0-9a-zäöü]``,
@@ -174,7 +158,7 @@ def search_matters(conn: Connection, *, project_id: int, query: str, limit: int 
     if q and not every_matter:
         rows = matter_candidates(conn, project_id=project_id, query=q, words=sorted(q_words), nearest=list(semantic))
     else:
-        rows = conn.execute(SEARCH_SQL, {"q": q, "p": project_id}).fetchall()
+        rows = conn.execute(EVERY_MATTER_SQL, {"q": q, "p": project_id}).fetchall()
     ranked = []
     for r in rows:
         why, score = [], 0.0
