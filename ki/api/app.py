@@ -34,6 +34,7 @@ from ki.api.state import ServerState
 from ki.api.status_cache import BucketCache
 from ki.api.strict import refuse_unknown_query
 from ki.app.launcher import RunLauncher
+from ki.app.token_cache import TokenCache
 from ki.domain.context import PipelineContext
 
 STATIC_DIR = Path(__file__).parent / "static"
@@ -83,7 +84,8 @@ def create_app(ctx: PipelineContext | None = None, *, extra_routers: Sequence[AP
     from ki.api.mcp_server import MOUNT_PATH, build_mcp
 
     ctx = ctx or PipelineContext.open()
-    state = ServerState(ctx=ctx, launcher=RunLauncher(ctx), buckets=BucketCache(ctx.db.engine))
+    state = ServerState(ctx=ctx, launcher=RunLauncher(ctx), buckets=BucketCache(ctx.db.engine),
+                        tokens=TokenCache(ctx.db.engine))
     state.launcher.on_change = state.changed  # a run this server started or finished is on the next read
     server = ctx.settings.server
     mcp_app, mcp_lifespan = build_mcp(state, served_host=server.host, served_port=server.port)
@@ -92,6 +94,8 @@ def create_app(ctx: PipelineContext | None = None, *, extra_routers: Sequence[AP
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         async with contextlib.AsyncExitStack() as stack:
             stack.callback(state.buckets.stop)
+            state.tokens.start()
+            stack.callback(state.tokens.stop)
             for enter in (mcp_lifespan, *lifespans):
                 await stack.enter_async_context(enter(app))
             yield
@@ -103,7 +107,8 @@ def create_app(ctx: PipelineContext | None = None, *, extra_routers: Sequence[AP
     app.state.ki = state
     install_error_handlers(app)
     app.add_middleware(RequestGuard, cookie_name=COOKIE_NAME,
-                       authenticated=lambda header, cookie: authenticated(ctx.db.engine, header, cookie))
+                       authenticated=lambda header, cookie: authenticated(ctx.db.engine, header, cookie,
+                                                                          state.tokens))
 
     app.add_middleware(SecurityHeaders)  # outermost: the guard's own refusals carry the headers too
 

@@ -82,7 +82,7 @@ def _identity(state: ServerState, ctx: Context, *needed: str) -> Identity:
     headers = _headers(ctx)
     try:
         identity = authorize(state.ctx.db.engine, authorization=headers.get("authorization"), cookie=None,
-                             needed=None)
+                             needed=None, tokens=state.tokens)
     except AuthError as exc:
         raise ToolError(exc.message) from exc
     if not any(identity.allows(scope) for scope in needed):
@@ -276,7 +276,7 @@ class BearerRequired:
             try:
                 await anyio.to_thread.run_sync(lambda: authorize(
                     self.state.ctx.db.engine, authorization=request.headers.get("authorization"), cookie=None,
-                    needed=None))
+                    needed=None, tokens=self.state.tokens))
             except AuthError as exc:
                 response = JSONResponse({"error": exc.code, "message": exc.message}, status_code=exc.status,
                                         headers={"WWW-Authenticate": 'Bearer realm="ki"'})

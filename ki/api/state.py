@@ -18,6 +18,7 @@ from ki.api.shared_answers import SharedAnswers
 from ki.api.status_cache import BucketCache
 from ki.app.config_edits import config_version
 from ki.app.launcher import RunLauncher
+from ki.app.token_cache import TokenCache
 from ki.config.settings import KiConfig
 from ki.domain.context import PipelineContext
 
@@ -41,11 +42,13 @@ SEARCH_ENTRIES = 256
 class ServerState:
     """The context every route uses (``ctx.db``, ``ctx.settings``), the launcher, the shared bucket
     counts (:mod:`ki.api.status_cache`), the config cache and the shared answers of the status, runs and search
-    reads (``*_answers``: :class:`ki.api.shared_answers.SharedAnswers`)."""
+    reads (``*_answers``: :class:`ki.api.shared_answers.SharedAnswers`) and the authenticated bearer tokens
+    (:class:`ki.app.token_cache.TokenCache`, started with the app's lifespan: until then it serves nothing)."""
 
     ctx: PipelineContext
     launcher: RunLauncher
     buckets: BucketCache
+    tokens: TokenCache
     status_answers: SharedAnswers = field(default_factory=lambda: SharedAnswers(STATUS_SECONDS, max_entries=64))
     runs_answers: SharedAnswers = field(default_factory=lambda: SharedAnswers(RUNS_SECONDS, max_entries=64))
     search_answers: SharedAnswers = field(default_factory=lambda: SharedAnswers(SEARCH_SECONDS,

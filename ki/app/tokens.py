@@ -11,7 +11,8 @@ from __future__ import annotations
 import hashlib
 import re
 import secrets
-from typing import Any
+import weakref
+from typing import Any, Protocol
 
 from sqlalchemy.engine import Engine
 
@@ -25,6 +26,19 @@ PREFIX_CHARS = 10
 SESSION_PREFIX = "kis_"
 SESSION_SECONDS = 8 * 3600
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9 ._@:+-]{0,99}$")
+
+
+class _Forgets(Protocol):
+    def forget(self) -> None: ...
+
+
+_FOLLOWERS: weakref.WeakSet[Any] = weakref.WeakSet()
+
+
+def follow_local_changes(cache: _Forgets) -> None:
+    """Have :func:`revoke` call ``cache.forget()`` after every revocation this process commits (held weakly:
+    :class:`ki.app.token_cache.TokenCache` registers itself)."""
+    _FOLLOWERS.add(cache)
 
 
 def hash_token(token: str) -> str:
@@ -56,7 +70,8 @@ def create_token(engine: Engine, *, name: str, scopes: list[str], principal: str
 
 
 def revoke(engine: Engine, token_id: int, *, actor: str = "cli") -> TokenRow:
-    """Revoke a live token (it fails authentication from the next request on).
+    """Revoke a live token (it fails authentication from the next request on: the token caches of this process
+    drop it at once, a ``ki serve`` elsewhere at the change's notice, :mod:`ki.app.token_cache`).
 
     Raises:
         LookupError: no live token has ``token_id``.
@@ -67,6 +82,8 @@ def revoke(engine: Engine, token_id: int, *, actor: str = "cli") -> TokenRow:
             known = tokens.get_token(conn, token_id)
             raise LookupError(f"token {token_id} is already revoked" if known else f"no token has id {token_id}")
         audit.record_audit(conn, actor=actor, action="token_revoke", details={"token_id": row.id, "name": row.name})
+    for cache in list(_FOLLOWERS):  # a server in this process drops it now, not at the change's notice
+        cache.forget()
     return row
 
 
