@@ -66,7 +66,7 @@ import re
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol
@@ -236,6 +236,7 @@ class Breakers:
         self._lock = threading.Lock()
         self._policy = policy
         self._faults: dict[str, int] = {}
+        self._fault_subjects: dict[str, set[object]] = {}  # the documents of the faults in a row, per dependency
         self._open: dict[str, _State] = {}
         self._sink: BreakerSink | None = None
         self._endpoints: dict[str, Address] = {}
@@ -266,12 +267,23 @@ class Breakers:
 
     # -- outcomes ------------------------------------------------------------------------------------
 
-    def failed(self, dependency: str, message: str, *, retry_after: float | None = None) -> None:
-        """Count an infrastructure fault of ``dependency``: the ``failures``-th in a row opens its breaker;
-        a failed probe (reported by the thread holding it) reschedules the next one with a doubled delay;
-        any other fault while open is a request that was already in flight (no news). ``retry_after``
-        (seconds, the dependency's ``Retry-After``; :func:`retry_after_of`): the next probe waits at least
-        that long, even beyond ``probe_max_seconds`` (an overloaded gateway says when to come back)."""
+    def failed(self, dependency: str, message: str, *, retry_after: float | None = None,
+               subject: Hashable | None = None) -> None:
+        """Count an infrastructure fault of ``dependency``: the ``failures``-th in a row opens its breaker, when
+        the faults in a row were met by at least two documents; a failed probe (reported by the thread holding
+        it) reschedules the next one with a doubled delay; any other fault while open is a request that was
+        already in flight (no news).
+
+        Args:
+            retry_after: seconds, the dependency's ``Retry-After`` (:func:`retry_after_of`): the next probe waits
+                at least that long, even beyond ``probe_max_seconds`` (an overloaded gateway says when to come
+                back).
+            subject: the document whose call met the fault (its source object id). Faults of one document alone
+                never open the breaker however many there are: one file failing again and again while no other
+                file calls the dependency is the poison-file case (that file's own budget decides, DESIGN.md
+                "Outages are not the file's fault"), not an outage, and opening would pause every file and
+                report an outage that is not there. None: a fault of its own (counted as a further document).
+        """
         policy = self.policy
         wait = retry_after or 0.0
         with self._lock:
@@ -279,7 +291,9 @@ class Breakers:
             if state is None:
                 n = self._faults.get(dependency, 0) + 1
                 self._faults[dependency] = n
-                if n < policy.failures:
+                subjects = self._fault_subjects.setdefault(dependency, set())
+                subjects.add(object() if subject is None else subject)
+                if n < policy.failures or len(subjects) < min(2, policy.failures):
                     return
                 since = datetime.now(UTC)
                 state = _State(since, message[:500], self._clock() + max(policy.delay(0), wait),
@@ -303,6 +317,7 @@ class Breakers:
         """``dependency`` answered: reset its fault count and close its breaker (automatic resume)."""
         with self._lock:
             self._faults.pop(dependency, None)
+            self._fault_subjects.pop(dependency, None)
             state = self._open.pop(dependency, None)
             sink = self._sink
             if state is not None:
@@ -420,11 +435,13 @@ class Breakers:
             for dependency in [d for d, s in self._open.items() if s.persisted and d not in shared]:
                 del self._open[dependency]
                 self._faults.pop(dependency, None)
+                self._fault_subjects.pop(dependency, None)
 
     def reset(self) -> None:
         """Forget every breaker, count and ended outage (tests; ``ki.app.wiring.reset``)."""
         with self._lock:
             self._faults.clear()
+            self._fault_subjects.clear()
             self._open.clear()
             self._endpoints.clear()
             self._probed = frozenset()

@@ -363,7 +363,7 @@ def _record_failure_on(ctx: PipelineContext, rec: Connection, claim: Claim, exc:
         record["traceback"] = f"the handler was abandoned here:\n{stack}"
     if judged.breaker is not None:  # the circuit breaker counts the outage (ki.adapters.breaker)
         BREAKERS.failed(judged.breaker, record["infrastructure"] or record["message"],
-                        retry_after=retry_after_of(exc))
+                        retry_after=retry_after_of(exc), subject=claim.source_object_id)
     status = q.fail_claim(rec, claim, treatment=verdict.treatment.value, max_attempts=stage_max_attempts,
                           delay_seconds=delay, last_error=record)
     outage = (record["infrastructure"] or "") if verdict.treatment is Treatment.infrastructure else None

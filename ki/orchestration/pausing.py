@@ -40,9 +40,15 @@ class ClaimGate:
 
     def attach(self) -> None:
         """Record the breakers this process opens in ``ctx``'s database from now on; calls to a paused
-        dependency that some stage needs fail fast until this process's probe finds it answering."""
-        BREAKERS.attach(pauses.PauseSink(self.ctx.db.engine, self.ctx.worker_id),
-                        probed=set().union(*self.needs.values()))
+        dependency that some stage needs fail fast until this process's probe finds it answering, and when it
+        does, the rows of the stages needing it that the outage failed are due at once."""
+        stages_of: dict[str, set[str]] = {}
+        for stage, needs in self.needs.items():
+            for dependency in needs:
+                stages_of.setdefault(dependency, set()).add(stage)
+        sink = pauses.PauseSink(self.ctx.db.engine, self.ctx.worker_id,
+                                stages={d: frozenset(s) for d, s in stages_of.items()})
+        BREAKERS.attach(sink, probed=set().union(*self.needs.values()))
 
     def refresh(self) -> None:
         """At most every :data:`REFRESH_SECONDS`: adopt the pauses other processes recorded (and their end)."""

@@ -3,11 +3,14 @@
 A process running stages records the breakers it opens (:class:`PauseSink`, attached to
 ``ki.adapters.breaker.BREAKERS`` by the local runner) and reads the others' (:func:`read_pauses`), so every
 process pauses the stages of a dependency one of them found down, and ``ki status`` / the console's
-``/api/status`` say so. The first success anywhere deletes the row.
+``/api/status`` say so. The first success anywhere deletes the row, and makes the rows the outage failed due at
+once (:func:`release_outage_retries`): a file refused or failed by the outage does not wait out its backoff after
+the dependency answers again.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -53,6 +56,25 @@ def clear_pause(conn: Connection, dependency: str) -> bool:
                         {"d": dependency}).rowcount > 0
 
 
+# -- name: release_outage_retries --
+# The failed rows of the given stages waiting out an infrastructure fault (the dependency's, not the file's:
+# no reason) become due now.
+RELEASE_SQL = text("""
+UPDATE processing_state SET next_retry_at = now(), updated_at = now()
+WHERE status = 'failed' AND stage = ANY(CAST(:stages AS text[])) AND reason IS NULL
+  AND next_retry_at > now() AND last_error ->> 'infrastructure' IS NOT NULL
+""")
+
+
+def release_outage_retries(conn: Connection, stages: frozenset[str] | set[str]) -> int:
+    """Make the ``failed`` rows of ``stages`` whose last fault was an infrastructure fault due now (the
+    dependency answers again); returns the rows released. A row failed by another dependency's outage is released
+    too: its stage is still paused while that one is down, so it is not claimed before it answers."""
+    if not stages:
+        return 0
+    return conn.execute(RELEASE_SQL, {"stages": sorted(stages)}).rowcount
+
+
 def read_pauses(conn: Connection) -> list[Pause]:
     """Every recorded open breaker, by dependency."""
     return [Pause(r.dependency, r.since, r.reason, r.next_probe_at, int(r.probes)) for r in conn.execute(READ_SQL)]
@@ -62,9 +84,11 @@ class PauseSink:
     """A :class:`ki.adapters.breaker.BreakerSink` writing to ``engine``'s database, each event in its own
     transaction. ``worker`` (``host:pid:start``) is recorded as ``paused_by``."""
 
-    def __init__(self, engine: Engine, worker: str | None = None) -> None:
+    def __init__(self, engine: Engine, worker: str | None = None,
+                 stages: Mapping[str, frozenset[str]] | None = None) -> None:
         self._engine = engine
         self._worker = worker
+        self._stages = dict(stages or {})  # dependency -> the stages that need it
 
     def opened(self, pause: Pause) -> None:
         """Record the open breaker (or its rescheduled probe)."""
@@ -72,6 +96,8 @@ class PauseSink:
             record_pause(conn, pause, paused_by=self._worker)
 
     def closed(self, dependency: str) -> None:
-        """Delete the breaker of ``dependency``."""
+        """Delete the breaker of ``dependency`` and release the rows of its stages that the outage failed
+        (:func:`release_outage_retries`), in one transaction."""
         with self._engine.begin() as conn:
             clear_pause(conn, dependency)
+            release_outage_retries(conn, self._stages.get(dependency, frozenset()))

@@ -47,6 +47,29 @@ def test_consecutive_faults_open_and_a_success_resets_the_count():
     assert b.open_dependencies() == {"gateway"} and "docling" not in b.open_dependencies()
 
 
+def test_faults_of_one_document_alone_never_open_the_breaker():
+    """One file failing again and again while no other file calls the dependency is a poison file, not an outage:
+    its own budget decides. A second document's fault in the same run of faults opens the breaker."""
+    b = Breakers(POLICY)
+    for _ in range(7):
+        b.failed("docling", "HTTP 500", subject=41)
+    assert b.open_dependencies() == frozenset()
+    b.failed("docling", "HTTP 500", subject=42)
+    assert b.open_dependencies() == {"docling"}
+    b.succeeded("docling")  # closes and forgets the documents of the run
+    b.failed("docling", "HTTP 500", subject=41)
+    b.failed("docling", "HTTP 500", subject=42)
+    assert b.open_dependencies() == frozenset()  # two faults in a row: under the threshold of three
+    b.failed("docling", "HTTP 500", subject=42)
+    assert b.open_dependencies() == {"docling"}
+
+
+def test_a_threshold_of_one_fault_needs_one_document():
+    b = Breakers(BreakerPolicy(failures=1, probe_seconds=0.05, probe_max_seconds=0.2))
+    b.failed("gateway", "503", subject=7)
+    assert b.open_dependencies() == {"gateway"}
+
+
 def test_one_probe_at_a_time_with_doubling_backoff_and_automatic_resume():
     clock = ManualClock()
     b, sink = Breakers(POLICY, clock=clock), Sink()
