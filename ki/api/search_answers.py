@@ -97,10 +97,8 @@ def search_context(state: ServerState, identity: Identity) -> SearchContext:
     if not identity.principal:
         raise SearchRefused(403, "no_principal", f"the token {identity.name!r} has no principal to search as "
                                                  "(ki token create --principal ...)")
-    from ki.adapters.search.factory import backend_for
-
     config, version = state.versioned_config()
-    return SearchContext(identity, config, version, backend_for(state.ctx.db, config).generation())
+    return SearchContext(identity, config, version, state.index_generation(config, version))
 
 
 def search_key(context: SearchContext, query: str, options: SearchOptions) -> Hashable:

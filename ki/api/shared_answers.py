@@ -136,3 +136,65 @@ class SharedAnswers(Generic[T]):
             self._epoch += 1
             self._answers.clear()
             self._flights.clear()
+
+
+class FreshReads(Generic[T]):
+    """One read shared by the callers that arrive while it waits to start: never older than the call.
+
+    A caller gets the result of a read that began after it called — its own, or one that another caller started
+    after it arrived: while a read runs, the callers arriving meanwhile wait for it to end, and then one of them
+    runs the next read for all of them. So what a caller sees is as current as a read of its own would be (a
+    change committed before the call is in it), and concurrent callers cost one read per round instead of one
+    each. Reads run one at a time. An error reaches every caller waiting on that read. Thread-safe.
+
+    Args:
+        read: the read (no arguments).
+    """
+
+    def __init__(self, read: Callable[[], T]) -> None:
+        self.read = read
+        self._cond = threading.Condition()
+        self._started = 0  # reads started
+        self._finished = 0  # number of the last read finished
+        self._running = False
+        self._value: T | None = None
+        self._error: BaseException | None = None
+        self.reads = 0  # reads run (tests, the bench)
+        self._waiting = 0
+
+    def get(self) -> T:
+        """The result of a read begun after this call (see the class doc). Raises what that read raised."""
+        with self._cond:
+            need = self._started + 1  # the first read to start from now on
+            while self._finished < need:
+                if not self._running:
+                    self._running = True
+                    self._started += 1
+                    number = self._started
+                    break
+                self._waiting += 1
+                self._cond.wait()
+                self._waiting -= 1
+            else:
+                if self._error is not None:
+                    raise self._error
+                return self._value  # type: ignore[return-value]
+        value: T | None = None
+        error: BaseException | None = None
+        try:
+            value = self.read()
+        except BaseException as exc:
+            error = exc
+        with self._cond:
+            self._running = False
+            self._finished, self._value, self._error = number, value, error
+            self.reads += 1
+            self._cond.notify_all()
+        if error is not None:
+            raise error
+        return value  # type: ignore[return-value]
+
+    def waiting(self) -> int:
+        """Callers waiting for a read to end (tests)."""
+        with self._cond:
+            return self._waiting

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 from fastapi import Request
 
-from ki.api.shared_answers import SharedAnswers
+from ki.api.shared_answers import FreshReads, SharedAnswers
 from ki.api.status_cache import BucketCache
 from ki.app.config_edits import config_version
 from ki.app.launcher import RunLauncher
@@ -54,6 +54,7 @@ class ServerState:
     search_answers: SharedAnswers = field(default_factory=lambda: SharedAnswers(SEARCH_SECONDS,
                                                                                 max_entries=SEARCH_ENTRIES))
     _version: str = ""
+    _generations: tuple[str, FreshReads] | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _sweeping: threading.Event = field(default_factory=threading.Event)
     _last_sweep: float = 0.0
@@ -71,6 +72,19 @@ class ServerState:
                 self.ctx.reload_config()
                 self._version = version
             return self.ctx.config, version
+
+    def index_generation(self, config: KiConfig, version: str) -> tuple[int, int]:
+        """The search index's generation (:meth:`ki.adapters.search.backend.SearchBackend.generation`) under the
+        configuration of ``version``, read after this call began: concurrent searches share one read
+        (:class:`ki.api.shared_answers.FreshReads`), so each still sees every change committed before it asked."""
+        with self._lock:
+            if self._generations is None or self._generations[0] != version:
+                from ki.adapters.search.factory import backend_for
+
+                backend = backend_for(self.ctx.db, config)
+                self._generations = (version, FreshReads(backend.generation))
+            reads = self._generations[1]
+        return reads.get()
 
     def changed(self) -> None:
         """This server changed something (a save, a launch, a cancel): the next status and runs reads count
