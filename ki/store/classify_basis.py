@@ -81,14 +81,17 @@ def record_basis(conn: Connection, *, source_object_id: int, project_id: int, ep
          "seen": list(seen), "folders": list(folders), "ids": list(ids), "words": list(needle_words)})
 
 
-def bases_touching(conn: Connection, project_id: int, but: int, *, prefixes: Sequence[str], ids: Sequence[str],
-                   words: Sequence[str]) -> list[Any]:
-    """The other live classifications of the project (source_object_id, queries, seen, source_id) whose basis
-    names one of the folder ``prefixes``, message ``ids`` or needle ``words``."""
+def bases_touching(conn: Connection, project_id: int, but: int, *, rel: str, prefixes: Sequence[str],
+                   ids: Sequence[str], words: Sequence[str]) -> list[Any]:
+    """The other live classifications of the project (source_object_id, queries, seen, source_id) that did not
+    see the file ``rel`` and whose basis names one of the folder ``prefixes``, message ``ids`` or needle
+    ``words`` (empty arrays match nothing). A basis that saw the file is never answered by it
+    (:meth:`ki.domain.matters.basis.Queries.answered_by`): leaving those out reads only the ones it can change."""
     return list(conn.execute(text("""
             SELECT b.source_object_id, b.queries, b.seen, so.source_id FROM classify_basis b
             JOIN source_object so ON so.id = b.source_object_id AND so.deleted_at IS NULL
-            WHERE b.project_id = :p AND b.source_object_id <> :o
+            WHERE b.project_id = :p AND b.source_object_id <> :o AND NOT (b.seen @> ARRAY[CAST(:rel AS text)])
               AND (b.folders && CAST(:prefixes AS text[]) OR b.ids && CAST(:ids AS text[])
                    OR b.needle_words && CAST(:words AS text[]))"""),
-            {"p": project_id, "o": but, "prefixes": list(prefixes), "ids": list(ids), "words": list(words)}))
+            {"p": project_id, "o": but, "rel": rel, "prefixes": list(prefixes), "ids": list(ids),
+             "words": list(words)}))

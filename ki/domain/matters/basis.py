@@ -192,12 +192,21 @@ def _record(conn: Connection, source_object_id: int, project_id: int, now: int, 
 
 
 def _answered(conn: Connection, project_id: int, new: NewFile, me: Any) -> list[int]:
-    """The other decisions of the project the newly classified file (``new``, its row ``me``) answers unseen."""
+    """The other decisions of the project the newly classified file (``new``, its row ``me``) answers unseen.
+
+    SQL reads only decisions :meth:`Queries.answered_by` can accept (not seen; folder and needle keys only
+    when the file states a reference); the replay below decides."""
     stale: list[int] = []
-    parts = [p for p in me.external_id.split("/")[:-1] if p]
-    prefixes = ["/".join(parts[:i]) for i in range(1, len(parts) + 1)]
-    words = sorted(set(_WORD.findall(fold(new.text))))
-    for b in bases_touching(conn, project_id, me.id, prefixes=prefixes, ids=sorted(new.mail_ids), words=words):
+    prefixes: list[str] = []
+    words: list[str] = []
+    if new.contributes:  # otherwise only a linked message can answer a query
+        parts = [p for p in me.external_id.split("/")[:-1] if p]
+        prefixes = ["/".join(parts[:i]) for i in range(1, len(parts) + 1)]
+        words = sorted(set(_WORD.findall(fold(new.text))))
+    if not (prefixes or words or new.mail_ids):
+        return stale
+    for b in bases_touching(conn, project_id, me.id, rel=new.rel, prefixes=prefixes, ids=sorted(new.mail_ids),
+                            words=words):
         other = NewFile(new.rel, new.external_id, new.text, new.mail_ids, same_source=b.source_id == me.source_id,
                         contributes=new.contributes)
         if Queries.from_json(b.queries, b.seen).answered_by(other):
