@@ -94,7 +94,8 @@ def test_archive_keeps_counts_and_a_read_or_retry_restores(make_ctx, data_dir, t
 
     tokens = make_tokens(ctx.db.engine)
     admin = {"Authorization": f"Bearer {tokens.values['admin']}"}
-    with TestClient(create_app(ctx)) as client:
+    app = create_app(ctx)
+    with TestClient(app) as client:
         item = client.get(f"/v1/work-items/work_item:{broken.work_item_id}", headers=admin)
         assert item.status_code == 200, item.text
         body = item.json()
@@ -110,12 +111,18 @@ def test_archive_keeps_counts_and_a_read_or_retry_restores(make_ctx, data_dir, t
         assert again.state_rows == 7
         retried = client.post(f"/v1/work-items/work_item:{broken.work_item_id}/retry", headers=admin)
         assert retried.status_code == 200, retried.text
+        # the retry launched a run (in a thread of the app's): it ends once the released row is taken again
+        assert app.state.ki.launcher.wait_idle(120)
     with ctx.db.engine.connect() as conn:
-        row = conn.execute(text("SELECT status, attempts, work_item_id FROM processing_state WHERE id = :r"),
-                           {"r": broken.id}).one()
+        row = conn.execute(text("SELECT status, attempts, work_item_id, last_error FROM processing_state "
+                                "WHERE id = :r"), {"r": broken.id}).one()
         assert conn.execute(text("SELECT count(*) FROM processing_state_archive WHERE source_object_id = :o"),
                             {"o": broken.source_object_id}).scalar_one() == 0
-    assert (row.work_item_id, row.status, row.attempts) == (broken.work_item_id, "pending", 0)  # released
+        outcomes = list(conn.execute(text("SELECT outcome FROM work_item_attempt WHERE processing_state_id = :r "
+                                          "ORDER BY id"), {"r": broken.id}).scalars())
+    # released (a fresh budget) and run once more by the retry's run: the file is gone, so the stage is skipped
+    assert (row.work_item_id, row.status, row.attempts) == (broken.work_item_id, "skipped", 1), row.last_error
+    assert len(outcomes) > history_before and outcomes[0] == "quarantined" and outcomes[-1] == "skipped", outcomes
 
 
 def test_kill_9_during_archival_loses_nothing(make_ctx, db_url, data_dir):
