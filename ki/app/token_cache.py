@@ -163,9 +163,9 @@ class TokenCache:
         """The live token ``token`` is when memory can answer now (the module doc's conditions), else None (a
         lookup is needed: :meth:`authenticate`). Never reads the database, never waits: an async route's fast
         path."""
-        if not token.startswith(TOKEN_PREFIX) or len(token) > 200:
+        key = _key(token)
+        if key is None:
             return None
-        key = hash_token(token)
         with self._lock:
             return self._hit(key, self.clock())
 
@@ -181,9 +181,9 @@ class TokenCache:
     def authenticate(self, token: str) -> TokenRow | None:
         """The live token ``token`` is, or None (unknown, malformed or revoked): :func:`ki.app.tokens.authenticate`,
         answered from memory when the module doc's conditions hold."""
-        if not token.startswith(TOKEN_PREFIX) or len(token) > 200:
+        key = _key(token)
+        if key is None:
             return None
-        key = hash_token(token)
         with self._lock:
             now = self.clock()
             row = self._hit(key, now)
@@ -201,3 +201,11 @@ class TokenCache:
                     while len(self._entries) > self.max_entries:
                         self._entries.popitem(last=False)
         return row
+
+
+def _key(token: str) -> str | None:
+    """The cache key of a bearer value (its SHA-256 hex), or None for a value no token can be (the guard of
+    :func:`ki.app.tokens.authenticate`)."""
+    if not token.startswith(TOKEN_PREFIX) or len(token) > 200:
+        return None
+    return hash_token(token)
